@@ -1,0 +1,489 @@
+"""Tool registry: the four scratchpad decorators, tool calls, JSON schemas and the executor.
+
+A tool is a plain Python function. One decorator says how it meets the scratchpad:
+
+====================  =========================================  ===========================
+decorator             reads objects (bindings)                   stores its result
+====================  =========================================  ===========================
+make_get_tool         yes                                        no (result shown as text)
+make_set_tool         no                                         under ``output``
+make_get_and_set_tool yes                                        under ``output``
+make_override_tool    yes                                        over the first binding
+====================  =========================================  ===========================
+
+Object parameters (given by name in ``bindings``) are inferred from annotations:
+anything that is not a JSON value (str, int, float, bool, list, dict, None) is an
+object. A parameter named ``ctx`` receives the :class:`ToolContext` and is hidden
+from the model.
+
+The executor never raises: a failing call returns ``Error: ...`` plus the tool's
+docstring so the model can correct itself.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import time
+import types
+import typing
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, NamedTuple, Union, get_args, get_origin
+
+from .scratchpad import MissingObjectError, Scratchpad, describe_object
+
+__all__ = [
+    "STAGES", "Tool", "ToolCall", "ToolCallError", "ToolContext", "ToolResult", "ToolReturn",
+    "ToolRegistry", "REGISTRY", "make_get_tool", "make_set_tool", "make_get_and_set_tool",
+    "make_override_tool", "execute", "ToolInputError",
+]
+
+# The paper's five workflow stages; tools carry one or more as tags for masking.
+STAGES = ("loading", "cleaning", "features", "modeling", "evaluation")
+KINDS = ("get", "set", "get-set", "override")
+
+
+class ToolInputError(ValueError):
+    """A tool rejected a model-written input (unsafe expression, path outside the sandbox...)."""
+
+
+class ToolCallError(ValueError):
+    """A tool call that cannot even be dispatched (unknown tool, malformed arguments)."""
+
+
+class ToolReturn(NamedTuple):
+    """What a tool function may return to add a note for the model (e.g. a CV score)."""
+
+    value: Any
+    note: str = ""
+
+
+@dataclass
+class ToolContext:
+    """Per-trial facts a tool may need; injected as the ``ctx`` parameter."""
+
+    sandbox: Path
+    data_dir: Path | None = None
+    task: Any = None  # mltb_core.tasks.Task, for the submission tool
+    threads: int = 1
+    seed: int = 0
+    written_files: set[Path] = field(default_factory=set)
+    # Per-call wall-time limit in seconds (None: no limit); enforced by the executor.
+    time_limit: float | None = None
+
+    def __post_init__(self) -> None:
+        self.sandbox = Path(self.sandbox).resolve()
+        if self.data_dir is not None:
+            self.data_dir = Path(self.data_dir).resolve()
+
+
+@dataclass
+class ToolCall:
+    """One call in the paper's format: name, object bindings, plain kwargs, output name(s)."""
+
+    tool_name: str
+    bindings: dict[str, str] = field(default_factory=dict)
+    func_kwargs: dict[str, Any] = field(default_factory=dict)
+    output: str | list[str] | None = None
+
+    @classmethod
+    def from_dict(cls, data: Any) -> ToolCall:
+        """Parse ``{"tool_name": ..., "tool_args": {"bindings", "func_kwargs", "output"}}``."""
+        if isinstance(data, str):
+            try:
+                data = json.loads(data)
+            except json.JSONDecodeError as exc:
+                raise ToolCallError(f"tool call is not valid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise ToolCallError(f"a tool call must be a JSON object, got {type(data).__name__}")
+        name = data.get("tool_name", data.get("name"))
+        if not isinstance(name, str) or not name:
+            raise ToolCallError("tool call has no 'tool_name'")
+        args = data.get("tool_args", data.get("arguments", {}))
+        return cls.from_arguments(name, args)
+
+    @classmethod
+    def from_arguments(cls, name: str, args: Any) -> ToolCall:
+        """Parse the arguments object of a function call (OpenAI style, maybe a JSON string)."""
+        if isinstance(args, str):
+            try:
+                args = json.loads(args) if args.strip() else {}
+            except json.JSONDecodeError as exc:
+                raise ToolCallError(f"arguments of {name!r} are not valid JSON: {exc}") from None
+        if args is None:
+            args = {}
+        if not isinstance(args, dict):
+            raise ToolCallError(f"arguments of {name!r} must be an object, got {type(args).__name__}")
+        bindings = args.get("bindings") or {}
+        kwargs = args.get("func_kwargs") or {}
+        output = args.get("output")
+        if not isinstance(bindings, dict) or not all(isinstance(v, str) for v in bindings.values()):
+            raise ToolCallError(f"'bindings' of {name!r} must map parameter names to object names (strings)")
+        if not isinstance(kwargs, dict):
+            raise ToolCallError(f"'func_kwargs' of {name!r} must be an object")
+        if output is not None and not isinstance(output, str) and not (
+            isinstance(output, list) and all(isinstance(o, str) for o in output)
+        ):
+            raise ToolCallError(f"'output' of {name!r} must be a name or a list of names")
+        return cls(name, dict(bindings), dict(kwargs), output)
+
+    def to_dict(self) -> dict[str, Any]:
+        args: dict[str, Any] = {"bindings": dict(self.bindings), "func_kwargs": dict(self.func_kwargs)}
+        if self.output is not None:
+            args["output"] = self.output
+        return {"tool_name": self.tool_name, "tool_args": args}
+
+    def key(self) -> str:
+        """A canonical string, equal for equal calls (used to deduplicate candidates)."""
+        return json.dumps(self.to_dict(), sort_keys=True, default=str)
+
+
+@dataclass
+class ToolResult:
+    ok: bool
+    message: str
+    written: list[str] = field(default_factory=list)
+    value: Any = None
+    seconds: float = 0.0
+
+
+# ------------------------------------------------------------------- type helpers
+_JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean"}
+
+
+def _json_schema(annotation: Any) -> dict[str, Any] | None:
+    """JSON schema of a plain-value annotation, or None when it is an object type."""
+    if annotation is inspect.Parameter.empty or annotation is Any:
+        return {}
+    if annotation is type(None):
+        return {"type": "null"}
+    if annotation in _JSON_TYPES:
+        return {"type": _JSON_TYPES[annotation]}
+    origin = get_origin(annotation)
+    if origin in (list, tuple, set, Iterable, typing.Sequence) or annotation in (list, tuple):
+        args = [a for a in get_args(annotation) if a is not Ellipsis]
+        items = _json_schema(args[0]) if args else {}
+        return None if items is None else {"type": "array", "items": items}
+    if origin is dict or annotation is dict:
+        return {"type": "object"}
+    if origin is Literal:
+        return {"enum": list(get_args(annotation))}
+    if origin in (Union, types.UnionType):
+        parts = [_json_schema(a) for a in get_args(annotation)]
+        if any(p is None for p in parts):
+            return None
+        parts = [p for p in parts if p != {"type": "null"}]
+        return parts[0] if len(parts) == 1 else {"anyOf": parts}
+    return None
+
+
+def _param_docs(doc: str) -> dict[str, str]:
+    """Parameter descriptions from a numpy-style docstring."""
+    out: dict[str, str] = {}
+    match = re.search(r"Parameters\s*\n\s*-+\s*\n(.*?)(?:\n\s*\n\s*\w[\w ]*\n\s*-+|\Z)", doc, re.S)
+    if not match:
+        return out
+    current = None
+    for line in match.group(1).splitlines():
+        head = re.match(r"^\s{0,4}(\w+)\s*:\s*(.*)$", line)
+        if head and not line.startswith(" " * 5):
+            current = head.group(1)
+            out[current] = head.group(2).strip()
+        elif current and line.strip():
+            out[current] = (out[current] + " " + line.strip()).strip()
+    return out
+
+
+# ------------------------------------------------------------------------- tools
+@dataclass
+class Tool:
+    name: str
+    func: Callable[..., Any]
+    kind: str
+    stages: tuple[str, ...]
+    object_params: tuple[str, ...]
+    value_params: tuple[str, ...]
+    wants_ctx: bool
+    output_parts: tuple[str, ...] = ()  # names of the parts when the tool returns a tuple
+
+    @property
+    def doc(self) -> str:
+        return inspect.cleandoc(self.func.__doc__ or "")
+
+    @property
+    def summary(self) -> str:
+        return self.doc.split("\n\n")[0].replace("\n", " ").strip()
+
+    @property
+    def signature(self) -> str:
+        params = [p for p in inspect.signature(self.func).parameters.values() if p.name != "ctx"]
+        return f"{self.name}({', '.join(str(p).split(':')[0] + _default_repr(p) for p in params)})"
+
+    def schema(self) -> dict[str, Any]:
+        """OpenAI function-calling schema in the paper's bindings/func_kwargs/output shape."""
+        sig = inspect.signature(self.func)
+        hints = typing.get_type_hints(self.func)
+        pdocs = _param_docs(self.doc)
+        bind_props = {
+            n: {"type": "string", "description": f"name of the scratchpad object for {n}"
+                + (f" ({pdocs[n]})" if n in pdocs else "")}
+            for n in self.object_params
+        }
+        kw_props: dict[str, Any] = {}
+        kw_required = []
+        for n in self.value_params:
+            p = sig.parameters[n]
+            prop = dict(_json_schema(hints.get(n, p.annotation)) or {})
+            if n in pdocs:
+                prop["description"] = pdocs[n]
+            if p.default is not inspect.Parameter.empty:
+                try:
+                    json.dumps(p.default)
+                    prop["default"] = p.default
+                except TypeError:
+                    pass
+            else:
+                kw_required.append(n)
+            kw_props[n] = prop
+        required_bindings = [
+            n for n in self.object_params if sig.parameters[n].default is inspect.Parameter.empty
+        ]
+        props: dict[str, Any] = {
+            "bindings": {"type": "object", "properties": bind_props, "required": required_bindings},
+            "func_kwargs": {"type": "object", "properties": kw_props, "required": kw_required},
+        }
+        required = ["bindings", "func_kwargs"]
+        if self.kind != "get":
+            desc = {
+                "set": "name to store the result under",
+                "get-set": "name to store the result under",
+                "override": "name to store the result under (defaults to the input object's name)",
+            }[self.kind]
+            if self.output_parts:
+                desc += f"; this tool returns {len(self.output_parts)} objects ({', '.join(self.output_parts)}): give a list of {len(self.output_parts)} names, or one name to get '<name>_{self.output_parts[0]}' etc."
+            props["output"] = {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}],
+                               "description": desc}
+            if self.kind in ("set", "get-set"):
+                required.append("output")
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.doc[:1500],
+                "parameters": {"type": "object", "properties": props, "required": required},
+            },
+        }
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "stages": list(self.stages),
+                "signature": self.signature, "summary": self.summary}
+
+
+def _default_repr(p: inspect.Parameter) -> str:
+    return "" if p.default is inspect.Parameter.empty else f"={p.default!r}"
+
+
+class ToolRegistry:
+    def __init__(self) -> None:
+        self._tools: dict[str, Tool] = {}
+
+    def add(self, tool: Tool) -> Tool:
+        self._tools[tool.name] = tool
+        return tool
+
+    def get(self, name: str) -> Tool:
+        try:
+            return self._tools[name]
+        except KeyError:
+            close = [n for n in self._tools if name.lower() in n or n in name.lower()][:5]
+            hint = f" Did you mean: {', '.join(close)}?" if close else ""
+            raise ToolCallError(f"unknown tool {name!r}.{hint}") from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __iter__(self):
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def for_stages(self, stages: Iterable[str]) -> list[Tool]:
+        wanted = set(stages)
+        return [t for t in self._tools.values() if wanted & set(t.stages)]
+
+
+REGISTRY = ToolRegistry()
+
+
+def _make_decorator(kind: str):
+    def decorator(func: Callable | None = None, *, stages: Iterable[str] = (), objects: Iterable[str] | None = None,
+                  output_parts: Iterable[str] = (), name: str | None = None,
+                  registry: ToolRegistry | None = None):
+        def wrap(fn: Callable) -> Callable:
+            tool = build_tool(fn, kind, stages=stages, objects=objects, output_parts=output_parts, name=name)
+            (registry or REGISTRY).add(tool)
+            fn.tool = tool  # type: ignore[attr-defined]
+            return fn
+
+        return wrap(func) if func is not None else wrap
+
+    decorator.__name__ = f"make_{kind.replace('-', '_and_')}_tool"
+    decorator.__doc__ = f"Register a function as a {kind!r} tool (see module docstring)."
+    return decorator
+
+
+def build_tool(fn: Callable, kind: str, *, stages: Iterable[str] = (), objects: Iterable[str] | None = None,
+               output_parts: Iterable[str] = (), name: str | None = None) -> Tool:
+    if kind not in KINDS:
+        raise ValueError(f"unknown tool kind {kind!r}; expected one of {KINDS}")
+    stages = tuple(stages)
+    bad = [s for s in stages if s not in STAGES]
+    if bad:
+        raise ValueError(f"tool {fn.__name__}: unknown stage(s) {bad}; expected some of {STAGES}")
+    sig = inspect.signature(fn)
+    hints = typing.get_type_hints(fn)
+    params = [p for p in sig.parameters.values() if p.name != "ctx" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+    if objects is None:
+        objects = [p.name for p in params if _json_schema(hints.get(p.name, p.annotation)) is None]
+    object_params = tuple(objects)
+    value_params = tuple(p.name for p in params if p.name not in object_params)
+    if kind == "set" and object_params:
+        raise ValueError(f"set tool {fn.__name__} cannot read objects {object_params}")
+    if kind in ("get", "get-set", "override") and not object_params:
+        raise ValueError(f"{kind} tool {fn.__name__} must read at least one object")
+    return Tool(name or fn.__name__, fn, kind, stages, object_params, value_params,
+                "ctx" in sig.parameters, tuple(output_parts))
+
+
+make_get_tool = _make_decorator("get")
+make_set_tool = _make_decorator("set")
+make_get_and_set_tool = _make_decorator("get-set")
+make_override_tool = _make_decorator("override")
+
+
+# ---------------------------------------------------------------------- executor
+PREVIEW_ROWS = 5
+
+
+def execute(call: ToolCall | dict, pad: Scratchpad, ctx: ToolContext, registry: ToolRegistry | None = None,
+            allowed: Iterable[str] | None = None) -> ToolResult:
+    """Run one tool call against ``pad``; never raises (errors come back as text).
+
+    ``allowed`` restricts the call to a subset of tools (tool masking).
+    """
+    reg = registry or REGISTRY
+    start = time.perf_counter()
+    tool: Tool | None = None
+    try:
+        if not isinstance(call, ToolCall):
+            call = ToolCall.from_dict(call)
+        tool = reg.get(call.tool_name)
+        if allowed is not None and tool.name not in set(allowed):
+            raise ToolCallError(f"tool {tool.name!r} is not available at this stage")
+        kwargs = _bind(tool, call, pad, ctx)
+        value = _run_with_limit(tool, kwargs, ctx)
+        note = ""
+        if isinstance(value, ToolReturn):
+            value, note = value.value, value.note
+        written = _store(tool, call, pad, value)
+        message = _success_message(tool, value, note, written)
+        return ToolResult(True, message, written, value, time.perf_counter() - start)
+    except Exception as exc:  # noqa: BLE001 - the model must see every failure as text
+        return ToolResult(False, error_message(exc, tool), [], None, time.perf_counter() - start)
+
+
+def error_message(exc: BaseException, tool: Tool | None) -> str:
+    text = str(exc) if isinstance(exc, (ToolCallError, ToolInputError, MissingObjectError)) else f"{type(exc).__name__}: {exc}"
+    msg = f"Error: {text}\nPlease fix your mistakes."
+    if tool is not None:
+        msg += f"\nTool documentation for {tool.signature}:\n{tool.doc}"
+    return msg
+
+
+def _bind(tool: Tool, call: ToolCall, pad: Scratchpad, ctx: ToolContext) -> dict[str, Any]:
+    unknown_b = sorted(set(call.bindings) - set(tool.object_params))
+    if unknown_b:
+        where = " (it is a plain value: put it in func_kwargs)" if set(unknown_b) & set(tool.value_params) else ""
+        raise ToolCallError(f"{tool.name} has no object parameter(s) {unknown_b}{where}; "
+                            f"object parameters: {list(tool.object_params)}")
+    unknown_k = sorted(set(call.func_kwargs) - set(tool.value_params))
+    if unknown_k:
+        where = " (it is an object: pass its scratchpad name in bindings)" if set(unknown_k) & set(tool.object_params) else ""
+        raise ToolCallError(f"{tool.name} has no plain parameter(s) {unknown_k}{where}; "
+                            f"plain parameters: {list(tool.value_params)}")
+    sig = inspect.signature(tool.func)
+    missing = [n for n in tool.object_params
+               if n not in call.bindings and sig.parameters[n].default is inspect.Parameter.empty]
+    missing += [n for n in tool.value_params
+                if n not in call.func_kwargs and sig.parameters[n].default is inspect.Parameter.empty]
+    if missing:
+        raise ToolCallError(f"{tool.name} is missing required argument(s) {missing}")
+    kwargs = {param: pad.get(obj_name) for param, obj_name in call.bindings.items()}
+    kwargs.update(call.func_kwargs)
+    if tool.wants_ctx:
+        kwargs["ctx"] = ctx
+    return kwargs
+
+
+def _run_with_limit(tool: Tool, kwargs: dict[str, Any], ctx: ToolContext) -> Any:
+    from .limits import call_with_time_limit  # local: keeps import graph simple
+
+    return call_with_time_limit(tool.func, kwargs, ctx.time_limit, label=tool.name)
+
+
+def _store(tool: Tool, call: ToolCall, pad: Scratchpad, value: Any) -> list[str]:
+    if tool.kind == "get":
+        return []
+    output = call.output
+    if tool.kind == "override" and not output:
+        output = call.bindings.get(tool.object_params[0])
+    if not output:
+        raise ToolCallError(f"{tool.name} stores its result: give an 'output' name")
+    if isinstance(output, list):
+        if len(output) == 1:
+            output = output[0]
+        elif isinstance(value, tuple) and len(value) == len(output):
+            for name, part in zip(output, value):
+                pad.set(name, part)
+            return list(output)
+        else:
+            n = len(value) if isinstance(value, tuple) else 1
+            raise ToolCallError(f"{tool.name} returned {n} object(s) but 'output' lists {len(output)} names")
+    written = [output]
+    pad.set(output, value)
+    if isinstance(value, tuple) and tool.output_parts and len(value) == len(tool.output_parts):
+        for suffix, part in zip(tool.output_parts, value):
+            pad.set(f"{output}_{suffix}", part)
+            written.append(f"{output}_{suffix}")
+    return written
+
+
+def _success_message(tool: Tool, value: Any, note: str, written: list[str]) -> str:
+    parts = [f"Applied {tool.name}."]
+    if note:
+        parts.append(note)
+    if tool.kind == "get":
+        parts.append(_render_value(value))
+    if written:
+        stored = ", ".join(f"{n}" for n in written)
+        parts.append(f"Stored on the scratchpad: {stored} ({describe_object(value)}).")
+    return "\n".join(p for p in parts if p)
+
+
+def _render_value(value: Any, max_chars: int = 3000) -> str:
+    try:
+        import pandas as pd
+
+        if isinstance(value, (pd.DataFrame, pd.Series)):
+            text = value.to_string(max_rows=40, max_cols=30)
+        else:
+            text = value if isinstance(value, str) else repr(value)
+    except Exception:  # noqa: BLE001
+        text = repr(value)
+    return text if len(text) <= max_chars else text[:max_chars] + f"\n... [truncated, {len(text)} chars]"
