@@ -1,0 +1,138 @@
+"""Official competition metrics by name.
+
+Each :class:`Metric` wraps a ``func(y_true, y_pred) -> float`` (scikit-learn where it exists),
+its direction, the score of a perfect prediction (the top of the normalized scale) and what
+the submission must hold (``needs``: ``"label"`` for class labels / regression values,
+``"probability"`` for scores of the positive class, or a per-class matrix for ``log_loss``).
+
+Task specs name a metric (``metric = "rmsle"``); :func:`get_metric` resolves it.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn import metrics as skm
+
+__all__ = ["Metric", "METRICS", "UnknownMetricError", "get_metric"]
+
+
+class UnknownMetricError(KeyError):
+    """A metric name that is not in :data:`METRICS`."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message with quotes
+        return str(self.args[0])
+
+
+@dataclass(frozen=True)
+class Metric:
+    """An official metric: ``func(y_true, y_pred) -> float`` plus what grading needs to know."""
+
+    name: str
+    func: Callable[..., float]
+    greater_is_better: bool
+    perfect: float
+    needs: str = "label"  # "label" | "probability"
+
+    def __call__(self, y_true, y_pred) -> float:
+        return float(self.func(y_true, y_pred))
+
+
+def _accuracy(y_true, y_pred) -> float:
+    return skm.accuracy_score(y_true, y_pred)
+
+
+def _macro_f1(y_true, y_pred) -> float:
+    # Macro average over the labels present in truth or prediction (Kaggle's "macro F1").
+    return skm.f1_score(y_true, y_pred, average="macro", zero_division=0)
+
+
+def _roc_auc(y_true, y_score) -> float:
+    return skm.roc_auc_score(y_true, y_score)
+
+
+def _gini(y_true, y_score) -> float:
+    """Normalized Gini coefficient (Porto Seguro): 2 * ROC AUC - 1."""
+    return 2.0 * skm.roc_auc_score(y_true, y_score) - 1.0
+
+
+def _mcc(y_true, y_pred) -> float:
+    return skm.matthews_corrcoef(y_true, y_pred)
+
+
+def _rmse(y_true, y_pred) -> float:
+    return skm.root_mean_squared_error(y_true, y_pred)
+
+
+def _rmsle(y_true, y_pred) -> float:
+    """Root mean squared logarithmic error.
+
+    Predictions below 0 are clipped to 0 before taking log1p: log1p is undefined below -1 and
+    a negative count/duration/price is never better than 0, so clipping is the forgiving and
+    deterministic choice (scikit-learn would raise instead). Negative *true* values are a data
+    error and raise ``ValueError``.
+    """
+    y_true = np.asarray(y_true, dtype=float)
+    if (y_true < 0).any():
+        raise ValueError("rmsle: true values must be >= 0")
+    y_pred = np.clip(np.asarray(y_pred, dtype=float), 0.0, None)
+    return skm.root_mean_squared_log_error(y_true, y_pred)
+
+
+def _mae(y_true, y_pred) -> float:
+    return skm.mean_absolute_error(y_true, y_pred)
+
+
+def _log_loss(y_true, y_prob) -> float:
+    """Multiclass log loss.
+
+    ``y_prob`` is an (n, k) matrix whose columns follow the sorted class labels (as
+    ``np.unique(y_true)`` / LabelEncoder order), or a 1-d positive-class probability for
+    binary tasks. Rows are rescaled to sum to 1 and clipped away from 0/1, as Kaggle does.
+    """
+    y_prob = np.asarray(y_prob, dtype=float)
+    if y_prob.ndim == 2:
+        eps = 1e-15
+        y_prob = np.clip(y_prob, eps, 1 - eps)
+        y_prob = y_prob / y_prob.sum(axis=1, keepdims=True)
+        labels = np.arange(y_prob.shape[1]) if _is_code_like(y_true, y_prob.shape[1]) else None
+        return skm.log_loss(y_true, y_prob, labels=labels)
+    return skm.log_loss(y_true, y_prob)
+
+
+def _is_code_like(y_true, n_classes: int) -> bool:
+    """True when y_true are integer codes 0..k-1 (so labels= can pin unseen classes)."""
+    values = np.asarray(y_true)
+    return values.dtype.kind in "iu" and values.min() >= 0 and values.max() < n_classes
+
+
+def _r2(y_true, y_pred) -> float:
+    return skm.r2_score(y_true, y_pred)
+
+
+METRICS: dict[str, Metric] = {
+    m.name: m
+    for m in (
+        Metric("accuracy", _accuracy, greater_is_better=True, perfect=1.0),
+        Metric("macro_f1", _macro_f1, greater_is_better=True, perfect=1.0),
+        Metric("roc_auc", _roc_auc, greater_is_better=True, perfect=1.0, needs="probability"),
+        Metric("gini", _gini, greater_is_better=True, perfect=1.0, needs="probability"),
+        Metric("mcc", _mcc, greater_is_better=True, perfect=1.0),
+        Metric("rmse", _rmse, greater_is_better=False, perfect=0.0),
+        Metric("rmsle", _rmsle, greater_is_better=False, perfect=0.0),
+        Metric("mae", _mae, greater_is_better=False, perfect=0.0),
+        Metric("log_loss", _log_loss, greater_is_better=False, perfect=0.0, needs="probability"),
+        Metric("r2", _r2, greater_is_better=True, perfect=1.0),
+    )
+}
+
+
+def get_metric(name: str) -> Metric:
+    """The metric called ``name``; :class:`UnknownMetricError` lists the valid names."""
+    try:
+        return METRICS[name]
+    except (KeyError, TypeError):
+        raise UnknownMetricError(
+            f"unknown metric {name!r}; valid metrics: {', '.join(sorted(METRICS))}"
+        ) from None
