@@ -14,7 +14,14 @@ from typing import Any, Iterable, Iterator
 
 from filelock import FileLock
 
-__all__ = ["TrialRecord", "OUTCOMES", "append_records", "read_records", "record_key"]
+__all__ = ["TrialRecord", "OUTCOMES", "append_records", "read_records", "record_key", "sort_records",
+           "latest_records", "counted_records", "consistency_values", "percentile_values", "normalized_values",
+           "group_by", "read_run_records", "RESULTS_FILE", "TRAJECTORY_DIR", "SYNTHETIC_LABEL", "model_label"]
+
+RESULTS_FILE = "results.jsonl"
+TRAJECTORY_DIR = "trajectories"
+# Shown wherever a synthetic (sim) model's figures appear, so nobody mistakes them for an LLM's.
+SYNTHETIC_LABEL = "(synthetic policy, not an LLM)"
 
 # valid: a valid submission (pass); planner_failure: searched and failed (fail);
 # infra_error: API outage, server crash, OOM... (error; never counted against consistency)
@@ -107,3 +114,85 @@ def read_records(path: Path, *, strict: bool = False) -> Iterator[TrialRecord]:
             except (json.JSONDecodeError, ValueError, TypeError) as exc:
                 if strict:
                     raise ValueError(f"{path}:{lineno}: not a trial record: {exc}") from None
+
+
+def _sort_key(record: TrialRecord) -> tuple:
+    return (record.task, record.model, record.planner, record.config_hash, record.trial, record.seed)
+
+
+def sort_records(records: Iterable[TrialRecord]) -> list[TrialRecord]:
+    """Deterministic order independent of completion order (xdist finishes items in any order)."""
+    return sorted(records, key=_sort_key)
+
+
+def latest_records(records: Iterable[TrialRecord]) -> list[TrialRecord]:
+    """One record per key: the last one written, except that a real outcome beats an infra error.
+
+    An infra error followed by a resumed rerun leaves both lines in results.jsonl; the rerun counts.
+    Output is sorted (see :func:`sort_records`).
+    """
+    chosen: dict[tuple, TrialRecord] = {}
+    for record in records:
+        previous = chosen.get(record.key)
+        if previous is None or record.outcome != "infra_error" or previous.outcome == "infra_error":
+            chosen[record.key] = record
+    return sort_records(chosen.values())
+
+
+def counted_records(records: Iterable[TrialRecord]) -> list[TrialRecord]:
+    """Records that count towards consistency and percentiles: infra errors never do."""
+    return [r for r in records if r.outcome != "infra_error"]
+
+
+def consistency_values(records: Iterable[TrialRecord]) -> list[float]:
+    """1.0 per valid trial and 0.0 per planner failure; their mean is the paper's consistency."""
+    return [1.0 if r.valid else 0.0 for r in counted_records(records)]
+
+
+def _has_leaderboard(records: list[TrialRecord]) -> bool:
+    """Whether percentiles exist for these records' task (replica tasks have none)."""
+    if any(r.percentile is not None for r in records):
+        return True
+    flags = [r.extra.get("leaderboard") for r in records if "leaderboard" in r.extra]
+    return bool(flags) and all(flags)
+
+
+def _score_values(records: Iterable[TrialRecord], attr: str) -> list[float]:
+    counted = counted_records(records)
+    if not _has_leaderboard(counted):
+        return []
+    # the paper's convention: a trial without a valid submission sits at the bottom (0)
+    values = []
+    for record in counted:
+        value = getattr(record, attr) if record.valid else 0.0
+        if value is not None:
+            values.append(float(value))
+    return values
+
+
+def percentile_values(records: Iterable[TrialRecord]) -> list[float]:
+    """Leaderboard percentiles of counted trials (invalid → 0); empty when the task has no leaderboard."""
+    return _score_values(records, "percentile")
+
+
+def normalized_values(records: Iterable[TrialRecord]) -> list[float]:
+    """Normalized scores of counted trials (invalid → 0); empty when the task has no leaderboard."""
+    return _score_values(records, "normalized")
+
+
+def group_by(records: Iterable[TrialRecord], *attrs: str) -> dict[tuple, list[TrialRecord]]:
+    """Records grouped by the given attributes, keys in sorted order."""
+    groups: dict[tuple, list[TrialRecord]] = {}
+    for record in records:
+        groups.setdefault(tuple(getattr(record, a) for a in attrs), []).append(record)
+    return {k: groups[k] for k in sorted(groups)}
+
+
+def read_run_records(run_dir: Path) -> list[TrialRecord]:
+    """The deduplicated, sorted records of one run directory (empty when it has no results yet)."""
+    return latest_records(read_records(Path(run_dir) / RESULTS_FILE))
+
+
+def model_label(model: str, synthetic: bool) -> str:
+    """The model name, marked when it is the synthetic policy."""
+    return f"{model} {SYNTHETIC_LABEL}" if synthetic else model
