@@ -1,0 +1,80 @@
+"""On-disk response cache: identical requests in the same trial seed replay the stored response.
+
+One JSON file per key under ``<cache_dir>/llm/<aa>/<key>.json``. Writes go to a temp file then
+``os.replace`` (atomic on POSIX), so concurrent xdist workers never see half a file; a corrupt
+file is ignored with a warning and rewritten by the next call. Hits are free: the backend records
+them with zero tokens/cost and keeps the original usage in ``Usage.cached_*``.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+from .base import LLMResponse
+
+__all__ = ["ResponseCache", "default_cache_dir", "CACHE_ENV"]
+
+CACHE_ENV = "MLTB_CACHE_DIR"
+
+
+def default_cache_dir() -> Path:
+    """``$MLTB_CACHE_DIR``, else ``~/.cache/mltb``."""
+    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "mltb")
+
+
+class ResponseCache:
+    """Response cache rooted at ``cache_dir`` (files under ``cache_dir/llm``); ``enabled=False`` turns it off."""
+
+    def __init__(self, cache_dir: str | os.PathLike | None = None, enabled: bool = True) -> None:
+        self.root = Path(cache_dir or default_cache_dir()) / "llm"
+        self.enabled = enabled
+
+    @staticmethod
+    def key(model: str, messages: list[dict], tools: list[dict], n: int, temperature: float,
+            seed: int | None, trial_seed: int | None) -> str:
+        """sha256 over everything that determines a response."""
+        payload = {"model": model, "messages": messages, "tools": tools, "n": n,
+                   "temperature": temperature, "seed": seed, "trial_seed": trial_seed}
+        blob = json.dumps(payload, sort_keys=True, default=str, ensure_ascii=False)
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+    def path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> LLMResponse | None:
+        """The stored response, or None on a miss, when disabled, or when the file is corrupt."""
+        if not self.enabled:
+            return None
+        path = self.path(key)
+        try:
+            data: Any = json.loads(path.read_text(encoding="utf-8"))
+            return LLMResponse.from_dict(data)
+        except FileNotFoundError:
+            return None
+        except Exception as exc:  # noqa: BLE001 - any unreadable entry is a miss, never a crash
+            warnings.warn(f"ignoring corrupt LLM cache entry {path} ({type(exc).__name__}: {exc}); "
+                          "it will be rebuilt", RuntimeWarning, stacklevel=2)
+            return None
+
+    def put(self, key: str, response: LLMResponse) -> None:
+        """Store ``response`` atomically (temp file in the same directory, then rename)."""
+        if not self.enabled:
+            return
+        path = self.path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{key[:8]}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump(response.to_dict(), handle, ensure_ascii=False)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    def __repr__(self) -> str:
+        return f"ResponseCache({str(self.root.parent)!r}, enabled={self.enabled})"

@@ -1,0 +1,171 @@
+"""OpenAI Chat Completions backend (also the transport of the local llama.cpp backend).
+
+Retries are ours, not the client's (``max_retries=0`` on the client), so every retry is counted
+in ``Usage.retries``: exponential backoff with seeded jitter on timeouts, connection errors, 429,
+5xx and malformed/empty responses. Past the budget, :class:`InfraError` carries the cause.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .base import Candidate, InfraError, LLMBackend, LLMResponse, Usage, candidate_from_message
+from .cache import ResponseCache
+from .prices import Price, PriceTable, load_price_table
+
+__all__ = ["OpenAIBackend", "RetryableResponseError"]
+
+
+class RetryableResponseError(Exception):
+    """The server answered, but with nothing usable (no choices, no message)."""
+
+
+def _retryable_errors() -> tuple[type[BaseException], ...]:
+    import openai
+
+    return (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError,
+            openai.InternalServerError, openai.APIResponseValidationError, RetryableResponseError,
+            json.JSONDecodeError)
+
+
+def _is_retryable(exc: BaseException) -> bool:
+    import openai
+
+    if isinstance(exc, _retryable_errors()):
+        return True
+    # Some gateways send 5xx codes the client has no class for (e.g. 520, 529).
+    return isinstance(exc, openai.APIStatusError) and (exc.status_code >= 500 or exc.status_code == 429)
+
+
+def _describe(exc: BaseException) -> str:
+    status = getattr(exc, "status_code", None)
+    return f"{type(exc).__name__}" + (f" (HTTP {status})" if status else "") + f": {exc}"
+
+
+class OpenAIBackend(LLMBackend):
+    """Chat Completions with function tools.
+
+    Parameters: ``model`` (API model id), ``base_url``/``api_key`` (default ``OPENAI_BASE_URL`` /
+    ``OPENAI_API_KEY``), ``max_retries`` (our retries per request), ``timeout`` (seconds per request),
+    ``supports_n`` (ask for n choices in one request; else, or when fewer come back, repeat the call),
+    ``max_tokens``, ``backoff_base``/``backoff_max`` (seconds), ``price`` (overrides the price table),
+    ``sleep`` (injectable for tests).
+    """
+
+    def __init__(self, model: str, *, name: str | None = None, base_url: str | None = None,
+                 api_key: str | None = None, seed: int = 0, cache: ResponseCache | None = None,
+                 price_table: PriceTable | str | os.PathLike | None = None, price: Price | None = None,
+                 max_retries: int = 4, timeout: float = 60.0, supports_n: bool = True,
+                 max_tokens: int | None = None, backoff_base: float = 1.0, backoff_max: float = 30.0,
+                 extra_body: dict[str, Any] | None = None, sleep: Callable[[float], None] = time.sleep) -> None:
+        super().__init__(name or f"openai:{model}", cache=cache, seed=seed)
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+        self.model = model
+        # Fail at construction, not after a paid run, when the model has no price.
+        if price is None:
+            table = price_table if isinstance(price_table, PriceTable) else load_price_table(price_table)
+            price = table.price(model)
+        self.price = price
+        self.max_retries = max_retries
+        self.timeout = timeout
+        self.supports_n = supports_n
+        self.max_tokens = max_tokens
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self.extra_body = dict(extra_body or {})
+        self._sleep = sleep
+        self._jitter = random.Random(seed)
+        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        self.api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
+        self._client = None
+
+    # ------------------------------------------------------------------ transport
+    @property
+    def client(self):
+        if self._client is None:
+            import openai
+
+            if not self.api_key:
+                raise InfraError(f"{self.name}: no API key; set OPENAI_API_KEY (or pass api_key=)")
+            self._client = openai.OpenAI(base_url=self.base_url, api_key=self.api_key,
+                                         max_retries=0, timeout=self.timeout)
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def _request(self, messages: list[dict], tools: list[dict], n: int, temperature: float,
+                 seed: int | None) -> dict[str, Any]:
+        """Keyword arguments of one ``chat.completions.create`` call (subclasses adapt the request)."""
+        kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": temperature}
+        if tools:
+            kwargs["tools"] = tools
+        if n > 1:
+            kwargs["n"] = n
+        if seed is not None:
+            kwargs["seed"] = seed
+        if self.max_tokens:
+            kwargs["max_tokens"] = self.max_tokens
+        if self.extra_body:
+            kwargs["extra_body"] = self.extra_body
+        return kwargs
+
+    def _backoff(self, attempt: int) -> float:
+        return min(self.backoff_max, self.backoff_base * 2 ** attempt) * (0.5 + self._jitter.random())
+
+    def _call_with_retries(self, kwargs: dict[str, Any], usage: Usage) -> Any:
+        """One request; retries counted into ``usage``; InfraError when the budget is spent."""
+        for attempt in range(self.max_retries + 1):
+            try:
+                response = self.client.chat.completions.create(**kwargs)
+                if not getattr(response, "choices", None) or response.choices[0].message is None:
+                    raise RetryableResponseError("the response has no choices")
+                return response
+            except Exception as exc:  # noqa: BLE001 - classified below
+                if not _is_retryable(exc):
+                    import openai
+
+                    if isinstance(exc, openai.APIError):
+                        raise InfraError(f"{self.name}: request rejected, not retried: {_describe(exc)}") from exc
+                    raise
+                if attempt == self.max_retries:
+                    raise InfraError(f"{self.name}: gave up after {self.max_retries} retries; "
+                                     f"last error {_describe(exc)}") from exc
+                usage.retries += 1
+                self._sleep(self._backoff(attempt))
+        raise AssertionError("unreachable")
+
+    # ----------------------------------------------------------------- generation
+    def _generate(self, messages: list[dict], tools: list[dict], n: int, temperature: float,
+                  seed: int | None) -> LLMResponse:
+        start = time.perf_counter()
+        usage = Usage()
+        candidates: list[Candidate] = []
+        request_index = 0
+        while len(candidates) < n:
+            wanted = n - len(candidates) if self.supports_n else 1
+            # Repeated requests get distinct seeds, else a seeded server returns the same sample.
+            call_seed = None if seed is None else seed + request_index
+            response = self._call_with_retries(self._request(messages, tools, wanted, temperature, call_seed), usage)
+            request_index += 1
+            usage.calls += 1
+            if response.usage is not None:
+                usage.prompt_tokens += response.usage.prompt_tokens or 0
+                usage.completion_tokens += response.usage.completion_tokens or 0
+            candidates.extend(self._candidate(choice.message) for choice in response.choices[:wanted])
+        usage.cost_usd = self.price.cost(usage.prompt_tokens, usage.completion_tokens)
+        usage.seconds = time.perf_counter() - start
+        return LLMResponse(candidates, usage)
+
+    @staticmethod
+    def _candidate(message: Any) -> Candidate:
+        native = [(call.function.name, call.function.arguments)
+                  for call in (message.tool_calls or []) if getattr(call, "function", None) is not None]
+        return candidate_from_message(message.content, native)

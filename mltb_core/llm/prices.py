@@ -1,0 +1,92 @@
+"""Token prices (USD per 1M input/output tokens) from an editable TOML table.
+
+The table is ``fixtures/prices.toml`` unless ``MLTB_PRICES`` (or an explicit path) names
+another. A model missing from the table is an error at backend construction, so a run never
+silently reports $0 for a paid model.
+"""
+from __future__ import annotations
+
+import math
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import FIXTURES
+
+__all__ = ["Price", "PriceTable", "PriceTableError", "UnknownPriceError", "load_price_table",
+           "DEFAULT_PRICES", "PRICES_ENV"]
+
+DEFAULT_PRICES = FIXTURES / "prices.toml"
+PRICES_ENV = "MLTB_PRICES"
+
+
+class PriceTableError(ValueError):
+    """The price table file is missing or malformed."""
+
+
+class UnknownPriceError(PriceTableError):
+    """A model has no entry in the price table."""
+
+
+@dataclass(frozen=True)
+class Price:
+    input_per_m: float
+    output_per_m: float
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return (prompt_tokens * self.input_per_m + completion_tokens * self.output_per_m) / 1_000_000
+
+
+FREE = Price(0.0, 0.0)
+
+
+class PriceTable:
+    def __init__(self, prices: dict[str, Price], path: Path | None = None) -> None:
+        self.prices = dict(prices)
+        self.path = path
+
+    def price(self, model: str) -> Price:
+        """Price of ``model``: an exact entry, else the longest entry that prefixes a snapshot name."""
+        if model in self.prices:
+            return self.prices[model]
+        prefixes = [name for name in self.prices if model.startswith(name + "-")]
+        if prefixes:
+            return self.prices[max(prefixes, key=len)]
+        where = f" {self.path}" if self.path else ""
+        raise UnknownPriceError(
+            f"model {model!r} has no price in the price table{where}; add a [models.\"{model}\"] entry with "
+            f"'input' and 'output' (USD per 1M tokens), or point {PRICES_ENV} at your own table. "
+            f"Known: {', '.join(sorted(self.prices))}")
+
+    def cost(self, model: str, prompt_tokens: int, completion_tokens: int) -> float:
+        return self.price(model).cost(prompt_tokens, completion_tokens)
+
+
+def load_price_table(path: str | os.PathLike | None = None) -> PriceTable:
+    """Load the table at ``path``, else ``$MLTB_PRICES``, else the bundled ``fixtures/prices.toml``."""
+    chosen = Path(path or os.environ.get(PRICES_ENV) or DEFAULT_PRICES)
+    try:
+        data = tomllib.loads(chosen.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise PriceTableError(f"price table {chosen} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise PriceTableError(f"price table {chosen} is not valid TOML: {exc}") from None
+    models = data.get("models")
+    if not isinstance(models, dict):
+        raise PriceTableError(f"price table {chosen} needs a [models.\"<name>\"] table per model")
+    prices: dict[str, Price] = {}
+    for name, entry in models.items():
+        if not isinstance(entry, dict) or set(entry) != {"input", "output"}:
+            raise PriceTableError(f"price table {chosen}: entry {name!r} must have exactly 'input' and 'output' "
+                                  f"(USD per 1M tokens), got {entry!r}")
+        values = []
+        for side in ("input", "output"):
+            value = entry[side]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or value < 0:
+                raise PriceTableError(f"price table {chosen}: entry {name!r} field {side!r} must be a "
+                                      f"non-negative number, got {value!r}")
+            values.append(float(value))
+        prices[name] = Price(*values)
+    return PriceTable(prices, chosen)
