@@ -1,0 +1,396 @@
+"""Official grading of a submission on a held-out split.
+
+``grade_submission(task, submission, split)`` validates the submission against the split's
+``test_labels.csv``, computes the task's official metric, places the score on the real Kaggle
+leaderboard (percentile, medal, above-median; never for schema replicas) and normalizes it
+between a trivial baseline (0) and a perfect prediction (1).
+
+A bad submission never raises: it yields ``Grade(valid=False, reason=...)`` with a reason the
+agent can act on. Problems outside the submission (missing split files, a malformed
+leaderboard fixture) do raise, so they surface as infrastructure errors.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import FIXTURES
+from .leaderboards import Leaderboard
+from .metrics import Metric, get_metric
+
+__all__ = ["Grade", "grade_submission", "validate_submission", "baseline_prediction",
+           "normalized_score", "task_leaderboard", "LEADERBOARDS_DIR"]
+
+LEADERBOARDS_DIR = FIXTURES / "leaderboards"
+_SHOWN = 5  # how many offending ids / values a reason names
+_BOOL_WORDS = {"true": True, "false": False, "1": True, "0": False, "1.0": True, "0.0": False}
+
+
+@dataclass
+class Grade:
+    """The outcome of grading one submission (fields beyond the interface are optional extras)."""
+
+    valid: bool
+    reason: str
+    score: float | None = None
+    percentile: float | None = None
+    medal: str | None = None
+    above_median: bool | None = None
+    normalized: float | None = None
+    metric: str | None = None
+    baseline: float | None = None
+
+    def to_dict(self) -> dict:
+        """Plain JSON-ready dict."""
+        return asdict(self)
+
+    @classmethod
+    def invalid(cls, reason: str, metric: str | None = None) -> "Grade":
+        return cls(valid=False, reason=reason, metric=metric)
+
+
+# -- validation ----------------------------------------------------------------------------
+class _Invalid(Exception):
+    """Internal: the submission is invalid for the reason in args[0]."""
+
+
+def validate_submission(task, submission_df: pd.DataFrame, labels_df: pd.DataFrame,
+                        classes=None) -> tuple[bool, str, pd.Series | pd.DataFrame | None]:
+    """Check a submission against the held-out labels.
+
+    Returns ``(ok, reason, aligned_predictions)``: predictions coerced to the label's form and
+    aligned row by row with ``labels_df`` (a Series; a DataFrame of per-class probabilities for
+    multiclass probability tasks). ``classes``: every class label of the task (train and test);
+    defaults to the labels' own classes. Integer codes for string labels map onto the sorted
+    ``classes``, as LabelEncoder does.
+    """
+    try:
+        aligned = _validate(task, submission_df, labels_df, classes)
+    except _Invalid as exc:
+        return False, str(exc), None
+    return True, "ok", aligned
+
+
+def _validate(task, submission_df, labels_df, classes):
+    id_col, target = task.id_column, task.target
+    for needed in (id_col, target):
+        if needed not in labels_df.columns:
+            raise ValueError(f"labels have no column {needed!r} (columns: {list(labels_df.columns)})")
+    truth = labels_df[target]
+    if classes is None and task.problem_type != "regression":
+        classes = _sorted_classes(truth)
+    per_class = _is_multiclass_probability(task)
+    expected_cols = [id_col] + ([str(c) for c in classes] if per_class else [target])
+
+    submission = _drop_index_columns(submission_df)
+    _check_columns(submission, expected_cols)
+    if submission.empty:
+        raise _Invalid(f"submission has no rows; expected {len(labels_df)}")
+
+    sub_ids = _id_keys(submission[id_col])
+    label_ids = _id_keys(labels_df[id_col])
+    _check_ids(submission[id_col], sub_ids, labels_df[id_col], label_ids, id_col)
+    # Reorder the submission to the labels' row order.
+    position = pd.Series(np.arange(len(submission)), index=pd.Index(sub_ids.to_numpy()))
+    order = position.loc[label_ids.to_numpy()].to_numpy()
+    aligned_rows = submission.iloc[order].reset_index(drop=True)
+    aligned_ids = labels_df[id_col].reset_index(drop=True)
+
+    if per_class:
+        columns = {str(c): _coerce_probability(aligned_rows[str(c)], aligned_ids, id_col, str(c))
+                   for c in classes}
+        frame = pd.DataFrame(columns).set_axis(labels_df.index)
+        return frame
+    values = aligned_rows[target]
+    _check_no_missing(values, aligned_ids, id_col, target)
+    if task.prediction == "probability":
+        coerced = _coerce_probability(values, aligned_ids, id_col, target)
+    elif task.problem_type == "regression":
+        coerced = _coerce_regression(values, aligned_ids, id_col, target)
+    else:
+        coerced = _coerce_labels(values, truth, classes, aligned_ids, id_col, target)
+    return pd.Series(np.asarray(coerced), index=labels_df.index, name=target)
+
+
+def _is_multiclass_probability(task) -> bool:
+    return task.problem_type == "multiclass" and task.prediction == "probability"
+
+
+def _drop_index_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """Ignore a written-out pandas index (an unnamed first column) but nothing else."""
+    unnamed = [c for c in frame.columns if str(c).startswith("Unnamed: ") or str(c) == ""]
+    return frame.drop(columns=unnamed) if unnamed else frame
+
+
+def _check_columns(submission: pd.DataFrame, expected: list[str]) -> None:
+    present = [str(c) for c in submission.columns]
+    missing = [c for c in expected if c not in present]
+    extra = [c for c in present if c not in expected]
+    duplicated = sorted({c for c in present if present.count(c) > 1})
+    problems = []
+    if missing:
+        problems.append(f"missing column(s) {missing}")
+    if extra:
+        problems.append(f"unexpected column(s) {extra}")
+    if duplicated:
+        problems.append(f"duplicated column(s) {duplicated}")
+    if problems:
+        raise _Invalid(f"{'; '.join(problems)}: the submission must have exactly the columns "
+                       f"{expected} (found {present})")
+
+
+def _id_keys(ids: pd.Series) -> pd.Series:
+    """Comparable string keys for ids: 7, 7.0 and "7" match; strings are stripped."""
+    if pd.api.types.is_bool_dtype(ids):
+        return ids.astype(str)
+    if pd.api.types.is_numeric_dtype(ids):
+        numbers = ids.astype(float)
+        integral = numbers.notna() & np.isfinite(numbers) & (numbers == np.round(numbers))
+        if integral.all():
+            return numbers.astype("int64").astype(str).reset_index(drop=True)
+        return ids.astype(str).reset_index(drop=True)
+    keys = ids.astype(str).str.strip()
+    keys = keys.where(ids.notna(), "<missing>")
+    return keys.reset_index(drop=True)
+
+
+def _some(values) -> str:
+    values = [v.item() if isinstance(v, np.generic) else v for v in values]
+    shown = ", ".join(repr(v) for v in values[:_SHOWN])
+    return shown + (f", ... ({len(values)} in all)" if len(values) > _SHOWN else "")
+
+
+def _check_ids(sub_raw: pd.Series, sub_ids: pd.Series, label_raw: pd.Series, label_ids: pd.Series,
+               id_col: str) -> None:
+    """Same id set, no duplicates; reasons quote the ids as written."""
+    duplicated = sub_ids.duplicated().to_numpy()
+    if duplicated.any():
+        raise _Invalid(f"duplicate {id_col} value(s): {_some(pd.unique(sub_raw[duplicated]))}")
+    n_expected = len(label_ids)
+    missing = label_raw[~label_ids.isin(set(sub_ids)).to_numpy()].tolist()
+    unexpected = sub_raw[~sub_ids.isin(set(label_ids)).to_numpy()].tolist()
+    if len(sub_ids) != n_expected or missing or unexpected:
+        parts = [f"submission has {len(sub_ids)} rows, expected {n_expected} (one per test row)"]
+        if missing:
+            parts.append(f"missing {id_col} value(s): {_some(missing)}")
+        if unexpected:
+            parts.append(f"unexpected {id_col} value(s) not in the test set: {_some(unexpected)}")
+        raise _Invalid("; ".join(parts))
+
+
+def _check_no_missing(values: pd.Series, ids: pd.Series, id_col: str, column: str) -> None:
+    empty = values.isna()
+    if pd.api.types.is_string_dtype(values) or values.dtype == object:
+        empty |= values.astype(str).str.strip().eq("")
+    if empty.any():
+        raise _Invalid(f"{int(empty.sum())} missing prediction(s) in {column!r} for {id_col} "
+                       f"{_some(ids[empty.to_numpy()])}")
+
+
+def _bad_values_reason(values: pd.Series, bad: np.ndarray, ids: pd.Series, id_col: str,
+                       column: str, what: str) -> str:
+    return (f"{int(bad.sum())} value(s) in {column!r} {what}; got {_some(pd.unique(values[bad]))} "
+            f"for {id_col} {_some(ids[bad])}")
+
+
+def _numbers(values: pd.Series, ids, id_col, column, what: str) -> np.ndarray:
+    """Values as floats; booleans count as 0/1; non-numeric or non-finite values are invalid."""
+    if pd.api.types.is_bool_dtype(values):
+        return values.astype(float).to_numpy()
+    numbers = pd.to_numeric(values, errors="coerce").to_numpy(dtype=float)
+    bad = ~np.isfinite(numbers)
+    if bad.any():
+        raise _Invalid(_bad_values_reason(values, bad, ids, id_col, column, f"are not finite numbers ({what})"))
+    return numbers
+
+
+def _coerce_regression(values, ids, id_col, column) -> np.ndarray:
+    return _numbers(values, ids, id_col, column, "a regression target needs numbers")
+
+
+def _coerce_probability(values, ids, id_col, column) -> np.ndarray:
+    _check_no_missing(values, ids, id_col, column)
+    numbers = _numbers(values, ids, id_col, column, "probabilities must be numbers in [0, 1]")
+    bad = (numbers < 0) | (numbers > 1)
+    if bad.any():
+        raise _Invalid(_bad_values_reason(values, bad, ids, id_col, column,
+                                          "are outside [0, 1] (probabilities expected)"))
+    return numbers
+
+
+def _is_bool_labels(truth: pd.Series) -> bool:
+    if pd.api.types.is_bool_dtype(truth):
+        return True
+    return truth.dtype == object and truth.dropna().map(type).eq(bool).all()
+
+
+def _sorted_classes(truth: pd.Series) -> list:
+    return sorted(pd.unique(truth.dropna()).tolist())
+
+
+def _coerce_labels(values: pd.Series, truth: pd.Series, classes, ids, id_col, column) -> np.ndarray:
+    """Class predictions in the truth's own form (see validate_submission for the rules)."""
+    if _is_bool_labels(truth):
+        return _coerce_bool_labels(values, ids, id_col, column)
+    if pd.api.types.is_numeric_dtype(truth):
+        return _coerce_numeric_labels(values, classes, ids, id_col, column)
+    return _coerce_string_labels(values, classes, ids, id_col, column)
+
+
+def _coerce_bool_labels(values, ids, id_col, column) -> np.ndarray:
+    if pd.api.types.is_bool_dtype(values):
+        return values.to_numpy(dtype=bool)
+    mapped = values.map(lambda v: _BOOL_WORDS.get(str(v).strip().lower()))
+    bad = mapped.isna().to_numpy()
+    if bad.any():
+        raise _Invalid(_bad_values_reason(values, bad, ids, id_col, column,
+                                          "are not booleans (use True/False, 1/0)"))
+    return mapped.to_numpy(dtype=bool)
+
+
+def _coerce_numeric_labels(values, classes, ids, id_col, column) -> np.ndarray:
+    numbers = _numbers(values, ids, id_col, column, f"class labels are {_some(classes)}")
+    allowed = np.asarray(classes, dtype=float)
+    bad = ~np.isin(numbers, allowed)
+    if bad.any():
+        raise _Invalid(_bad_values_reason(values, bad, ids, id_col, column,
+                                          f"are not valid classes (valid: {list(classes)})"))
+    # Back to the classes' own type (ints stay ints).
+    lookup = {float(c): c for c in classes}
+    return np.asarray([lookup[n] for n in numbers])
+
+
+def _coerce_string_labels(values, classes, ids, id_col, column) -> np.ndarray:
+    class_names = [str(c) for c in classes]
+    as_text = values.astype(str).str.strip()
+    if as_text.isin(class_names).all():
+        return np.asarray([classes[class_names.index(v)] for v in as_text], dtype=object)
+    # Integer codes 0..k-1 in sorted label order (what LabelEncoder produces).
+    codes = pd.to_numeric(values, errors="coerce").to_numpy(dtype=float)
+    is_code = np.isfinite(codes) & (codes == np.round(codes)) & (codes >= 0) & (codes < len(classes))
+    if is_code.all():
+        return np.asarray([classes[int(c)] for c in codes], dtype=object)
+    is_label = as_text.isin(class_names).to_numpy()
+    bad = ~(is_label | is_code)
+    if bad.any():
+        raise _Invalid(_bad_values_reason(
+            values, bad, ids, id_col, column,
+            f"are not valid classes (valid: {class_names}, or integer codes 0..{len(classes) - 1} "
+            f"in that order)"))
+    raise _Invalid(f"{column!r} mixes class labels ({_some(values[is_label].unique())}) with integer "
+                   f"codes ({_some(values[is_code].unique())}); use one form for every row")
+
+
+# -- scoring -------------------------------------------------------------------------------
+def _positive_class(classes):
+    """The positive class of a binary task: True / 1 / the last label in sorted order."""
+    return classes[-1]
+
+
+def _metric_inputs(task, truth: pd.Series, predictions, classes):
+    """(y_true, y_pred) as the metric expects them."""
+    if _is_multiclass_probability(task):
+        codes = pd.Categorical(truth, categories=classes).codes
+        return np.asarray(codes), np.asarray(predictions, dtype=float)
+    if task.prediction == "probability":
+        y_true = (truth.to_numpy() == _positive_class(classes)).astype(int)
+        return y_true, np.asarray(predictions, dtype=float)
+    if task.problem_type == "regression":
+        return truth.to_numpy(dtype=float), np.asarray(predictions, dtype=float)
+    return truth.to_numpy(), np.asarray(predictions)
+
+
+def baseline_prediction(task, train_target: pd.Series, n_rows: int, classes):
+    """The trivial constant prediction that normalized score 0 stands for.
+
+    Regression: the train mean (for rmsle, expm1 of the mean of log1p, the constant that
+    minimizes RMSLE). Label classification: the majority train class (ties: first in sorted
+    order). Probability tasks: the train class prior as a constant probability (multiclass:
+    the prior vector on every row).
+    """
+    target = train_target.dropna()
+    if task.problem_type == "regression":
+        values = target.to_numpy(dtype=float)
+        if task.metric == "rmsle":
+            constant = float(np.expm1(np.mean(np.log1p(np.clip(values, 0, None)))))
+        else:
+            constant = float(np.mean(values))
+        return np.full(n_rows, constant)
+    if _is_multiclass_probability(task):
+        prior = target.value_counts(normalize=True).reindex(classes, fill_value=0.0).to_numpy(dtype=float)
+        return np.tile(prior, (n_rows, 1))
+    if task.prediction == "probability":
+        prior = float((target.to_numpy() == _positive_class(classes)).mean())
+        return np.full(n_rows, prior)
+    counts = target.value_counts()
+    majority = sorted(counts[counts == counts.max()].index.tolist())[0]
+    return np.asarray([majority] * n_rows, dtype=object if isinstance(majority, str) else None)
+
+
+def normalized_score(score: float, baseline: float, metric: Metric) -> float | None:
+    """(score - baseline) / (perfect - baseline); None when the baseline is already perfect."""
+    span = metric.perfect - baseline
+    if math.isclose(span, 0.0, abs_tol=1e-12):
+        return None
+    return (score - baseline) / span
+
+
+def task_leaderboard(task, metric: Metric | None = None) -> Leaderboard | None:
+    """The task's private leaderboard, or None (no board, or a schema replica)."""
+    if not getattr(task, "leaderboard", None) or task.source == "replica":
+        return None
+    metric = metric or get_metric(task.metric)
+    return Leaderboard.load(LEADERBOARDS_DIR / task.leaderboard, metric.greater_is_better,
+                            total_teams=getattr(task, "leaderboard_teams", None))
+
+
+def _read_submission(submission) -> pd.DataFrame:
+    if isinstance(submission, pd.DataFrame):
+        return submission
+    path = Path(submission)
+    if not path.is_file():
+        raise _Invalid(f"submission file not found: {path}")
+    try:
+        return pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        raise _Invalid(f"submission file is empty: {path}") from None
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
+        raise _Invalid(f"submission is not a readable CSV ({path.name}): "
+                       f"{str(exc).strip().splitlines()[0]}") from None
+
+
+def grade_submission(task, submission: Path | str | pd.DataFrame, split) -> Grade:
+    """Validate, score and place a submission; invalid submissions give ``Grade(valid=False)``."""
+    metric = get_metric(task.metric)
+    try:
+        submission_df = _read_submission(submission)
+    except _Invalid as exc:
+        return Grade.invalid(str(exc), metric=metric.name)
+    labels = pd.read_csv(split.labels_path)
+    train_target = pd.read_csv(split.train_path, usecols=[task.target])[task.target]
+    classes = None
+    if task.problem_type != "regression":
+        classes = sorted(set(_sorted_classes(train_target)) | set(_sorted_classes(labels[task.target])))
+
+    ok, reason, predictions = validate_submission(task, submission_df, labels, classes=classes)
+    if not ok:
+        return Grade.invalid(reason, metric=metric.name)
+
+    truth = labels[task.target]
+    y_true, y_pred = _metric_inputs(task, truth, predictions, classes)
+    score = metric(y_true, y_pred)
+    _, y_base = _metric_inputs(task, truth, baseline_prediction(task, train_target, len(truth), classes), classes)
+    baseline = metric(y_true, y_base)
+
+    grade = Grade(valid=True, reason="ok", score=score, metric=metric.name, baseline=baseline,
+                  normalized=normalized_score(score, baseline, metric))
+    board = task_leaderboard(task, metric)
+    if board is not None:
+        grade.percentile = board.percentile(score)
+        grade.medal = board.medal(score)
+        grade.above_median = board.above_median(score)
+    return grade
