@@ -119,7 +119,8 @@ class FakeOpenAIServer:
         handler = _make_handler(self)
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="fake-openai", daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02},
+                                        name="fake-openai", daemon=True)
         self._thread.start()
         return self
 
@@ -174,11 +175,14 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
 
         def _send(self, status: int, body: str) -> None:
             data = body.encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True  # the client gave up (e.g. timed out on a delay step)
 
         def do_GET(self) -> None:
             if self.path.rstrip("/").endswith("/models"):

@@ -1,0 +1,211 @@
+"""OpenAI backend against the fake server: parsing, accounting, retries, n candidates, factory, prices."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fake_openai_server import (FakeOpenAIServer, connection_cut, content_reply, delay, empty_choices, error,
+                                malformed_body, tool_call_reply)
+from mltb_core.llm import InfraError, UnknownModelError, make_backend
+from mltb_core.llm.base import Usage, parse_content_tool_calls
+from mltb_core.llm.openai_backend import OpenAIBackend
+from mltb_core.llm.prices import PriceTableError, UnknownPriceError, load_price_table
+
+MESSAGES = [{"role": "system", "content": "plan"}, {"role": "user", "content": "go"}]
+READ_ARGS = {"bindings": {}, "func_kwargs": {"path": "train.csv"}, "output": "train"}
+
+
+@pytest.fixture
+def server():
+    with FakeOpenAIServer() as srv:
+        yield srv
+
+
+def backend_for(server, model="gpt-4o", **opts):
+    opts.setdefault("sleep", lambda seconds: None)
+    return OpenAIBackend(model, base_url=server.base_url, api_key="test-key", **opts)
+
+
+def test_native_tool_call_is_parsed(server):
+    server.enqueue(tool_call_reply("read_data", READ_ARGS, content="load the data first"))
+    response = backend_for(server).complete(MESSAGES, [])
+    [cand] = response.candidates
+    assert cand.error is None and cand.text == "load the data first"
+    [call] = cand.tool_calls
+    assert (call.tool_name, call.func_kwargs, call.output) == ("read_data", {"path": "train.csv"}, "train")
+
+
+@pytest.mark.parametrize("content", [
+    json.dumps({"tool_name": "read_data", "tool_args": READ_ARGS}),
+    "I will load it.\n```json\n" + json.dumps({"tool_name": "read_data", "tool_args": READ_ARGS}) + "\n```",
+    "Call: " + json.dumps({"name": "read_data", "arguments": READ_ARGS}) + " done",
+])
+def test_tool_call_in_content_is_parsed(server, content):
+    server.enqueue(content_reply(content))
+    [cand] = backend_for(server).complete(MESSAGES, []).candidates
+    assert cand.error is None
+    assert [c.tool_name for c in cand.tool_calls] == ["read_data"]
+    assert cand.tool_calls[0].func_kwargs == {"path": "train.csv"}
+
+
+def test_malformed_tool_calls_become_candidate_errors(server):
+    server.enqueue(tool_call_reply("read_data", '{"func_kwargs": {"path": '),
+                   content_reply('{"tool_name": "read_data", "tool_args": {"bindings": ["x"]}}'),
+                   content_reply('{"tool_name": "read_data", "tool_args": {'))
+    backend = backend_for(server)
+    errors = [backend.complete(MESSAGES, []).candidates[0].error for _ in range(3)]
+    assert all(e and e.startswith("your tool call was malformed:") for e in errors), errors
+    assert "not valid JSON" in errors[0] and "bindings" in errors[1]
+
+
+def test_plain_text_is_neither_call_nor_error():
+    assert parse_content_tool_calls("I think we should look at the data {first}.") == ([], None)
+
+
+def test_usage_and_cost_accumulate(server):
+    server.enqueue(content_reply("a", prompt_tokens=1000, completion_tokens=200),
+                   content_reply("b", prompt_tokens=500, completion_tokens=100))
+    backend = backend_for(server, model="gpt-4o-mini")
+    first = backend.complete(MESSAGES, [])
+    backend.complete(MESSAGES, [])
+    assert first.usage.cost_usd == pytest.approx((1000 * 0.15 + 200 * 0.60) / 1e6)
+    total = backend.usage
+    assert (total.prompt_tokens, total.completion_tokens, total.calls, total.retries) == (1500, 300, 2, 0)
+    assert total.cost_usd == pytest.approx((1500 * 0.15 + 300 * 0.60) / 1e6)
+
+
+def test_usage_addition_sums_every_field():
+    a = Usage(1, 2, 3, 0.5, 1.0, 1, 1, 10, 20, 0.25)
+    b = Usage(10, 20, 1, 0.5, 2.0, 2)
+    assert a + b == Usage(11, 22, 4, 1.0, 3.0, 3, 1, 10, 20, 0.25)
+
+
+def test_transient_failures_are_retried_and_counted(server):
+    server.enqueue(error(429), error(500), error(503), malformed_body(), empty_choices(), connection_cut(),
+                   delay(1.0), tool_call_reply("read_data", READ_ARGS))
+    sleeps: list[float] = []
+    backend = backend_for(server, max_retries=7, timeout=0.3, sleep=sleeps.append, backoff_base=0.01)
+    response = backend.complete(MESSAGES, [])
+    assert response.candidates[0].tool_calls[0].tool_name == "read_data"
+    assert response.usage.retries == 7 and backend.usage.retries == 7 and response.usage.calls == 1
+    assert len(sleeps) == 7
+    # exponential: later waits are longer on average despite jitter in [0.5, 1.5)
+    assert sleeps[-1] > sleeps[0] and all(0 < s <= 30 for s in sleeps)
+
+
+def test_retry_budget_exhausted_raises_infra_error(server):
+    server.enqueue(*[error(503)] * 3)
+    backend = backend_for(server, max_retries=2)
+    with pytest.raises(InfraError, match=r"gave up after 2 retries.*503"):
+        backend.complete(MESSAGES, [])
+    assert len(server.requests) == 3
+
+
+def test_client_errors_are_not_retried(server):
+    server.enqueue(error(401, "bad key"))
+    with pytest.raises(InfraError, match="not retried.*401"):
+        backend_for(server).complete(MESSAGES, [])
+    assert len(server.requests) == 1
+
+
+def test_n_candidates_in_one_request(server):
+    server.enqueue(content_reply('{"tool_name": "a", "tool_args": {}}', '{"tool_name": "b", "tool_args": {}}',
+                                 '{"tool_name": "c", "tool_args": {}}', fill_n=False))
+    response = backend_for(server).complete(MESSAGES, [], n=3, seed=5)
+    assert [c.tool_calls[0].tool_name for c in response.candidates] == ["a", "b", "c"]
+    assert len(server.requests) == 1 and server.requests[0]["n"] == 3
+
+
+def test_n_candidates_by_repeated_calls(server):
+    server.enqueue(*(content_reply(json.dumps({"tool_name": t, "tool_args": {}})) for t in "abc"))
+    response = backend_for(server, supports_n=False).complete(MESSAGES, [], n=3, seed=5)
+    assert [c.tool_calls[0].tool_name for c in response.candidates] == ["a", "b", "c"]
+    assert [r.get("n") for r in server.requests] == [None] * 3
+    assert [r["seed"] for r in server.requests] == [5, 6, 7]  # distinct samples from a seeded server
+    assert response.usage.calls == 3 and response.usage.prompt_tokens == 30
+
+
+def test_server_returning_fewer_choices_is_topped_up(server):
+    server.enqueue(content_reply("one", fill_n=False), content_reply("two", fill_n=False))
+    response = backend_for(server).complete(MESSAGES, [], n=2)
+    assert [c.text for c in response.candidates] == ["one", "two"]
+    assert [r.get("n") for r in server.requests] == [2, None]
+
+
+def test_request_carries_tools_and_settings(server):
+    tools = [{"type": "function", "function": {"name": "read_data", "parameters": {"type": "object"}}}]
+    backend_for(server, max_tokens=64).complete(MESSAGES, tools, temperature=0.2, seed=3)
+    sent = server.requests[0]
+    assert sent["tools"] == tools and sent["temperature"] == 0.2 and sent["seed"] == 3
+    assert sent["max_tokens"] == 64 and sent["messages"] == MESSAGES
+
+
+# ----------------------------------------------------------------------- factory
+def test_make_backend_forms(server, monkeypatch):
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "env-key")
+    backend = make_backend("openai:gpt-4.1-nano", seed=3, sleep=lambda s: None)
+    assert isinstance(backend, OpenAIBackend) and backend.name == "openai:gpt-4.1-nano"
+    assert not backend.synthetic and backend.seed == 3
+    assert backend.complete(MESSAGES, []).candidates[0].text == "ok"
+
+
+@pytest.mark.parametrize("model,match", [
+    ("gpt-4o", "no backend called 'gpt-4o'"), ("openai:", "needs a model id"), ("", "empty"),
+    ("sim:high", "not a number"), ("sim:1.5", "outside"),
+])
+def test_make_backend_rejects_unknown_forms(model, match):
+    with pytest.raises(UnknownModelError, match=match) as info:
+        make_backend(model)
+    assert "openai:<model>" in str(info.value) and "local:/path/model.gguf" in str(info.value)
+
+
+def test_no_api_key_is_an_infra_error(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    backend = OpenAIBackend("gpt-4o", base_url="http://127.0.0.1:9/v1")
+    with pytest.raises(InfraError, match="OPENAI_API_KEY"):
+        backend.complete(MESSAGES, [])
+
+
+# ------------------------------------------------------------------------ prices
+def test_bundled_prices_cover_the_paper_models():
+    table = load_price_table()
+    for model in ("gpt-4o", "gpt-4o-mini", "gpt-4.1", "gpt-4.1-mini", "gpt-4.1-nano", "o4-mini"):
+        assert table.price(model).input_per_m > 0
+    # dated snapshots use the longest matching entry
+    assert table.price("gpt-4o-mini-2024-07-18") == table.price("gpt-4o-mini")
+
+
+def test_unpriced_model_fails_at_construction():
+    with pytest.raises(UnknownPriceError, match=r"'gpt-9'.*prices.toml.*MLTB_PRICES"):
+        make_backend("openai:gpt-9", api_key="k")
+
+
+def test_user_price_table_from_env(tmp_path, monkeypatch, server):
+    table = tmp_path / "mine.toml"
+    table.write_text('[models."gpt-9"]\ninput = 1.0\noutput = 2.0\n')
+    monkeypatch.setenv("MLTB_PRICES", str(table))
+    server.enqueue(content_reply("x", prompt_tokens=1_000_000, completion_tokens=1_000_000))
+    backend = backend_for(server, model="gpt-9")
+    assert backend.complete(MESSAGES, []).usage.cost_usd == pytest.approx(3.0)
+
+
+@pytest.mark.parametrize("text,match", [
+    ('[models."m"]\ninput = 1.0\n', r"entry 'm' must have exactly"),
+    ('[models."m"]\ninput = -1.0\noutput = 1.0\n', r"entry 'm' field 'input'"),
+    ('[models."m"]\ninput = "cheap"\noutput = 1.0\n', r"entry 'm' field 'input'"),
+    ("models = [\n", "not valid TOML"),
+    ("x = 1\n", "needs a"),
+])
+def test_malformed_price_table_names_file_and_entry(tmp_path, text, match):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(PriceTableError, match=match) as info:
+        load_price_table(path)
+    assert "bad.toml" in str(info.value)
+
+
+def test_missing_price_table_file(tmp_path):
+    with pytest.raises(PriceTableError, match="does not exist"):
+        load_price_table(tmp_path / "nope.toml")
