@@ -89,13 +89,15 @@ def _log_loss(y_true, y_prob) -> float:
 
     ``y_prob`` is an (n, k) matrix whose columns follow the sorted class labels (as
     ``np.unique(y_true)`` / LabelEncoder order), or a 1-d positive-class probability for
-    binary tasks. Rows are rescaled to sum to 1 and clipped away from 0/1, as Kaggle does.
+    binary tasks. Rows are rescaled to sum to 1, then clipped away from 0/1, as Kaggle does.
     """
     y_prob = np.asarray(y_prob, dtype=float)
     if y_prob.ndim == 2:
         eps = 1e-15
+        # Kaggle's order: rescale rows to sum to 1, then clip (all-zero rows become uniform).
+        totals = y_prob.sum(axis=1, keepdims=True)
+        y_prob = np.where(totals > 0, y_prob / np.where(totals > 0, totals, 1), 1.0 / y_prob.shape[1])
         y_prob = np.clip(y_prob, eps, 1 - eps)
-        y_prob = y_prob / y_prob.sum(axis=1, keepdims=True)
         labels = np.arange(y_prob.shape[1]) if _is_code_like(y_true, y_prob.shape[1]) else None
         return skm.log_loss(y_true, y_prob, labels=labels)
     return skm.log_loss(y_true, y_prob)
