@@ -144,7 +144,9 @@ def test_real_boards_sensible_scores():
     assert spaceship.medal(0.82) == "gold"  # above the top-13 threshold despite the leaked 1.0
     porto = Leaderboard.load(directory / "porto-seguro-safe-driver-prediction.private.csv", True,
                              total_teams=5156)
-    assert porto.truncated and porto.percentile(0.2005) == pytest.approx((1 + 5156 - 4598) / 5156 * 100)
+    assert porto.truncated
+    assert porto.percentile(porto.worst) == pytest.approx((1 + 5156 - 4598) / 5156 * 100)
+    assert porto.percentile(porto.worst - 0.001) == 0.0
     fare = Leaderboard.load(directory / "new-york-city-taxi-fare-prediction.private.csv", False)
     assert fare.percentile(1.0) == 100.0 and fare.medal(3.0) is None and fare.above_median(3.0)
 
