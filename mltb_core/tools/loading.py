@@ -1,0 +1,460 @@
+"""Data loading tools: read CSVs, combine/split train and test, features/target, frame summaries.
+
+Also home of the small column helpers every tool module shares
+(:func:`as_column_list`, :func:`require_columns`, :func:`require_frame`).
+"""
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..registry import (
+    ToolContext,
+    ToolInputError,
+    ToolReturn,
+    make_get_and_set_tool,
+    make_get_tool,
+    make_set_tool,
+)
+from ..sandbox import resolve_read
+
+__all__ = [
+    "TRACKING_COLUMN", "as_column_list", "require_columns", "require_frame",
+    "read_data", "concatenate_train_test", "split_combined_into_train_test",
+    "convert_dataframe_to_features_target", "convert_to_dataframe", "concatenate_dataframes",
+    "join_dataframes", "get_dataframe_summary", "get_dataframe_dtypes_summary",
+]
+
+TRACKING_COLUMN = "_is_train"
+SUMMARY_STAGES = ("loading", "cleaning", "features")
+
+
+# -------------------------------------------------------------- shared helpers
+def require_frame(obj: Any, param: str = "df") -> pd.DataFrame:
+    """Fail clearly when a binding names something that is not a DataFrame."""
+    if not isinstance(obj, pd.DataFrame):
+        raise ToolInputError(f"'{param}' must be a DataFrame, got {type(obj).__name__}"
+                             + (f" with shape {obj.shape}" if hasattr(obj, "shape") else ""))
+    return obj
+
+
+def as_column_list(columns: str | Iterable[str] | None) -> list[str] | None:
+    """Accept one column name or a list of names (models use both)."""
+    if columns is None:
+        return None
+    if isinstance(columns, str):
+        return [columns]
+    if isinstance(columns, dict):
+        raise ToolInputError(f"columns must be a name or a list of names, got a mapping {columns!r}")
+    return list(columns)
+
+
+def require_columns(df: pd.DataFrame, columns: str | Iterable[str] | None, param: str = "columns") -> list[str]:
+    """Return the requested columns, or raise listing unknown names and their close matches."""
+    wanted = as_column_list(columns) or []
+    present = set(df.columns)
+    missing = [c for c in wanted if c not in present]
+    if missing:
+        names = [str(c) for c in df.columns]
+        hints = []
+        for name in missing:
+            close = difflib.get_close_matches(str(name), names, n=3, cutoff=0.5)
+            hints.append(f"{name!r}" + (f" (did you mean {', '.join(map(repr, close))}?)" if close else ""))
+        shown = ", ".join(names[:50]) + (" ..." if len(names) > 50 else "")
+        raise ToolInputError(f"unknown column(s) in {param}: {'; '.join(hints)}. Available columns: {shown}")
+    return wanted
+
+
+def most_frequent(series: pd.Series) -> Any:
+    """Most frequent non-missing value (None when the column is empty)."""
+    modes = series.mode(dropna=True)
+    return modes.iloc[0] if len(modes) else None
+
+
+def placeholder_value(series: pd.Series) -> Any:
+    """A harmless stand-in value of the column's type: False/0 for bool/numeric, else the mode."""
+    if pd.api.types.is_bool_dtype(series.dtype):
+        return False
+    if pd.api.types.is_numeric_dtype(series.dtype):
+        return 0
+    value = most_frequent(series)
+    return "" if value is None else value
+
+
+# ------------------------------------------------------------------- tools
+_READERS = {".csv": {}, ".gz": {}, ".tsv": {"sep": "\t"}, ".txt": {"sep": None, "engine": "python"}}
+
+
+@make_set_tool(stages=("loading",))
+def read_data(filepath: str, ctx: ToolContext) -> pd.DataFrame:
+    """Read CSV data into a pandas DataFrame.
+
+    Reads a CSV (also .csv.gz, .tsv) from the task's data directory or your sandbox.
+    Relative paths are looked up in the sandbox first, then the data directory.
+
+    Parameters
+    ----------
+    filepath : str
+        Path of the file, e.g. "train.csv" or the full path given in the task.
+
+    Returns
+    -------
+    pd.DataFrame
+        The file's contents, stored on the scratchpad under `output`.
+
+    Example
+    -------
+    {"tool_name": "read_data", "tool_args": {"bindings": {}, "func_kwargs": {"filepath": "train.csv"},
+     "output": "train_df"}}
+    """
+    path = resolve_read(ctx, filepath)
+    suffix = path.suffix.lower()
+    if suffix not in _READERS or (suffix == ".gz" and not path.name.lower().endswith((".csv.gz", ".tsv.gz"))):
+        raise ToolInputError(f"read_data reads .csv, .csv.gz or .tsv files; {path.name!r} is not one")
+    options = dict(_READERS[suffix])
+    if path.name.lower().endswith(".tsv.gz"):
+        options = {"sep": "\t"}
+    return pd.read_csv(path, **options)
+
+
+@make_get_and_set_tool(stages=("loading",))
+def concatenate_train_test(train_df: pd.DataFrame, test_df: pd.DataFrame) -> pd.DataFrame:
+    """Concatenate train and test data with tracking columns for proper splitting.
+
+    Stacks the rows of train and test into one DataFrame so cleaning and feature
+    engineering are applied identically to both. Adds the column `_is_train`
+    (1 for train rows, 0 for test rows); keep it until you call
+    split_combined_into_train_test. Columns only present in train (usually the
+    target) get a placeholder in the test rows (False/0 for bool/numeric columns,
+    otherwise the most frequent train value), so the concatenation itself adds
+    no missing values.
+
+    Parameters
+    ----------
+    train_df : pd.DataFrame
+        Training data (with the target column).
+    test_df : pd.DataFrame
+        Test data (usually without the target column).
+
+    Returns
+    -------
+    pd.DataFrame
+        The combined DataFrame with the `_is_train` column.
+
+    Example
+    -------
+    {"tool_name": "concatenate_train_test", "tool_args": {"bindings": {"train_df": "train_df",
+     "test_df": "test_df"}, "func_kwargs": {}, "output": "combined"}}
+    """
+    require_frame(train_df, "train_df")
+    require_frame(test_df, "test_df")
+    for name, frame in (("train_df", train_df), ("test_df", test_df)):
+        if TRACKING_COLUMN in frame.columns:
+            raise ToolInputError(f"{name} already has a '{TRACKING_COLUMN}' column: it looks already combined")
+    train_only = [c for c in train_df.columns if c not in test_df.columns]
+    test_only = [c for c in test_df.columns if c not in train_df.columns]
+    placeholders = {c: placeholder_value(train_df[c]) for c in train_only}
+    test_part = test_df.assign(**{str(c): v for c, v in placeholders.items()}) if placeholders else test_df
+    combined = pd.concat(
+        [train_df.assign(**{TRACKING_COLUMN: 1}), test_part.assign(**{TRACKING_COLUMN: 0})],
+        ignore_index=True, sort=False,
+    )
+    notes = [f"Combined {len(train_df)} train and {len(test_df)} test rows; '{TRACKING_COLUMN}' marks train rows."]
+    if placeholders:
+        shown = ", ".join(f"{c}={v!r}" for c, v in placeholders.items())
+        notes.append(f"Columns only in train got a placeholder in test rows ({shown}); they are not real values.")
+    if test_only:
+        notes.append(f"Columns only in test are missing (NaN) in train rows: {', '.join(map(str, test_only))}.")
+    return ToolReturn(combined, " ".join(notes))
+
+
+@make_get_and_set_tool(stages=("loading",), output_parts=("train", "test"))
+def split_combined_into_train_test(combined: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Split combined data back into train and test using tracking columns.
+
+    Uses the `_is_train` column added by concatenate_train_test and drops it.
+    The test part still holds the target placeholder; convert_dataframe_to_features_target
+    with is_train=False drops it.
+
+    Parameters
+    ----------
+    combined : pd.DataFrame
+        Combined DataFrame with the `_is_train` tracking column.
+
+    Returns
+    -------
+    tuple
+        (train_df, test_df). Give `output` as a list of two names, or one name `n`
+        to get `n_train` and `n_test`.
+
+    Example
+    -------
+    {"tool_name": "split_combined_into_train_test", "tool_args": {"bindings": {"combined": "combined"},
+     "func_kwargs": {}, "output": ["train_df", "test_df"]}}
+    """
+    require_frame(combined, "combined")
+    if TRACKING_COLUMN not in combined.columns:
+        raise ToolInputError(
+            f"combined has no '{TRACKING_COLUMN}' column: it is added by concatenate_train_test and must not be "
+            "dropped, renamed, encoded or normalized before splitting. Re-run from the combined frame.")
+    flags = combined[TRACKING_COLUMN]
+    odd = sorted(set(pd.unique(flags.dropna())) - {0, 1, True, False})
+    if odd or flags.isna().any():
+        raise ToolInputError(f"'{TRACKING_COLUMN}' must hold only 1 (train) and 0 (test); found {odd[:5] or 'NaN'}"
+                             " - was it normalized or encoded?")
+    is_train = flags.astype(bool)
+    rest = combined.drop(columns=[TRACKING_COLUMN])
+    return (rest[is_train.to_numpy()].reset_index(drop=True), rest[~is_train.to_numpy()].reset_index(drop=True))
+
+
+@make_get_and_set_tool(stages=("loading", "modeling"), output_parts=("X", "y"))
+def convert_dataframe_to_features_target(df: pd.DataFrame, target_column: str, is_train: bool = True):
+    """Convert DataFrame to features and target format.
+
+    Parameters
+    ----------
+    df : pd.DataFrame
+        Input DataFrame (already split: train rows only when is_train is true).
+    target_column : str
+        Name of the target column.
+    is_train : bool
+        Whether the DataFrame is training data. True returns (X, y); False returns
+        only X, dropping the target column if it is still there.
+
+    Returns
+    -------
+    tuple or pd.DataFrame
+        (X, y) when is_train (give `output` as two names, or one name `n` for `n_X`, `n_y`);
+        X alone otherwise. The `_is_train` column is dropped if present.
+
+    Example
+    -------
+    {"tool_name": "convert_dataframe_to_features_target", "tool_args": {"bindings": {"df": "train_df"},
+     "func_kwargs": {"target_column": "Transported", "is_train": true}, "output": ["X_train", "y_train"]}}
+    """
+    require_frame(df)
+    if is_train and TRACKING_COLUMN in df.columns and (df[TRACKING_COLUMN] == 0).any():
+        raise ToolInputError(
+            f"df still contains test rows ('{TRACKING_COLUMN}' == 0) whose target is only a placeholder; "
+            "call split_combined_into_train_test first and convert the train part")
+    features = df.drop(columns=[TRACKING_COLUMN], errors="ignore")
+    if not is_train:
+        return features.drop(columns=[target_column], errors="ignore")
+    require_columns(df, [target_column], "target_column")
+    y = features[target_column]
+    X = features.drop(columns=[target_column])
+    note = ""
+    if y.isna().any():
+        note = (f"Warning: the target has {int(y.isna().sum())} missing values; models cannot be fitted on them "
+                "(drop those rows first).")
+    return ToolReturn((X, y), note) if note else (X, y)
+
+
+@make_get_and_set_tool(stages=("loading", "evaluation"), objects=("data",))
+def convert_to_dataframe(data: Any, columns: list[str] | None = None) -> pd.DataFrame:
+    """Convert various data types to pandas DataFrame.
+
+    Accepts a Series, numpy array, list, dict or DataFrame (e.g. predictions) and
+    returns a DataFrame.
+
+    Parameters
+    ----------
+    data : Series, array, list, dict or DataFrame
+        The object to convert.
+    columns : list[str], optional
+        Column names for the result (default: keep existing names, or 0, 1, ...).
+
+    Returns
+    -------
+    pd.DataFrame
+        The data as a DataFrame.
+
+    Example
+    -------
+    {"tool_name": "convert_to_dataframe", "tool_args": {"bindings": {"data": "predictions"},
+     "func_kwargs": {"columns": ["Transported"]}, "output": "pred_df"}}
+    """
+    if isinstance(data, pd.DataFrame):
+        frame = data
+    elif isinstance(data, pd.Series):
+        frame = data.to_frame()
+    elif isinstance(data, (np.ndarray, list, tuple, dict, pd.Index)):
+        try:
+            frame = pd.DataFrame(data)
+        except ValueError as exc:
+            raise ToolInputError(f"cannot build a DataFrame from this {type(data).__name__}: {exc}") from None
+    else:
+        raise ToolInputError(f"cannot convert a {type(data).__name__} to a DataFrame; "
+                             "give a Series, array, list, dict or DataFrame")
+    if columns is not None:
+        names = as_column_list(columns)
+        if len(names) != frame.shape[1]:
+            raise ToolInputError(f"columns lists {len(names)} name(s) but the data has {frame.shape[1]} column(s)")
+        frame = frame.set_axis(names, axis=1)
+    return frame
+
+
+@make_get_and_set_tool(stages=("loading", "features"))
+def concatenate_dataframes(df1: pd.DataFrame, df2: pd.DataFrame, axis: int = 0) -> pd.DataFrame:
+    """Concatenate two DataFrames.
+
+    axis=0 stacks rows (index renumbered); axis=1 puts columns side by side,
+    matching rows by position (both must have the same number of rows).
+
+    Parameters
+    ----------
+    df1 : pd.DataFrame
+        First DataFrame.
+    df2 : pd.DataFrame
+        Second DataFrame.
+    axis : int
+        0 to stack rows, 1 to add columns.
+
+    Returns
+    -------
+    pd.DataFrame
+        The concatenated DataFrame.
+
+    Example
+    -------
+    {"tool_name": "concatenate_dataframes", "tool_args": {"bindings": {"df1": "X_train", "df2": "extra"},
+     "func_kwargs": {"axis": 1}, "output": "X_train_full"}}
+    """
+    if axis not in (0, 1):
+        raise ToolInputError(f"axis must be 0 (rows) or 1 (columns), got {axis!r}")
+    frames = [df1 if isinstance(df1, pd.DataFrame) else convert_to_dataframe(df1),
+              df2 if isinstance(df2, pd.DataFrame) else convert_to_dataframe(df2)]
+    if axis == 0:
+        return pd.concat(frames, axis=0, ignore_index=True, sort=False)
+    if len(frames[0]) != len(frames[1]):
+        raise ToolInputError(f"axis=1 needs the same number of rows; df1 has {len(frames[0])}, df2 {len(frames[1])}")
+    shared = sorted(set(map(str, frames[0].columns)) & set(map(str, frames[1].columns)))
+    if shared:
+        raise ToolInputError(f"both DataFrames have column(s) {shared[:10]}; drop or rename them first")
+    return pd.concat([f.reset_index(drop=True) for f in frames], axis=1).set_axis(frames[0].index, axis=0)
+
+
+_JOIN_KINDS = ("inner", "left", "right", "outer", "cross")
+
+
+@make_get_and_set_tool(stages=("loading", "features"))
+def join_dataframes(left_df: pd.DataFrame, right_df: pd.DataFrame, left_on: str | list[str],
+                    right_on: str | list[str] | None = None, how: str = "inner",
+                    suffixes: list[str] = ("_x", "_y")) -> pd.DataFrame:
+    """Join two DataFrames using pandas merge functionality.
+
+    Parameters
+    ----------
+    left_df : pd.DataFrame
+        Left DataFrame.
+    right_df : pd.DataFrame
+        Right DataFrame.
+    left_on : str or list[str]
+        Key column(s) in left_df.
+    right_on : str or list[str], optional
+        Key column(s) in right_df (default: same as left_on).
+    how : str
+        One of "inner", "left", "right", "outer", "cross".
+    suffixes : list[str]
+        Two suffixes for overlapping column names, default ["_x", "_y"].
+
+    Returns
+    -------
+    pd.DataFrame
+        The merged DataFrame.
+
+    Example
+    -------
+    {"tool_name": "join_dataframes", "tool_args": {"bindings": {"left_df": "train_df", "right_df": "stores"},
+     "func_kwargs": {"left_on": "Store", "how": "left"}, "output": "train_df"}}
+    """
+    require_frame(left_df, "left_df")
+    require_frame(right_df, "right_df")
+    if how not in _JOIN_KINDS:
+        raise ToolInputError(f"how must be one of {list(_JOIN_KINDS)}, got {how!r}")
+    suffixes = tuple(suffixes)
+    if len(suffixes) != 2:
+        raise ToolInputError(f"suffixes must have exactly two entries, got {list(suffixes)}")
+    if how == "cross":
+        return left_df.merge(right_df, how="cross", suffixes=suffixes)
+    left_keys = require_columns(left_df, left_on, "left_on")
+    right_keys = require_columns(right_df, left_on if right_on is None else right_on, "right_on")
+    if len(left_keys) != len(right_keys):
+        raise ToolInputError(f"left_on has {len(left_keys)} key(s) but right_on has {len(right_keys)}")
+    return left_df.merge(right_df, how=how, left_on=left_keys, right_on=right_keys, suffixes=suffixes)
+
+
+@make_get_tool(stages=SUMMARY_STAGES)
+def get_dataframe_summary(df: pd.DataFrame) -> str:
+    """Get a brief textual summary of a DataFrame to guide planning.
+
+    Shows the shape, each column's dtype, missing count and (for text/categorical
+    columns) number of distinct values, then a few sample rows.
+
+    Parameters
+    ----------
+    df : pd.DataFrame
+        The DataFrame to summarize.
+
+    Returns
+    -------
+    str
+        The summary text.
+
+    Example
+    -------
+    {"tool_name": "get_dataframe_summary", "tool_args": {"bindings": {"df": "train_df"}, "func_kwargs": {}}}
+    """
+    require_frame(df)
+    lines = [f"Shape: {df.shape[0]} rows x {df.shape[1]} columns", "column | dtype | missing | distinct (text)"]
+    for col in df.columns[:60]:
+        series = df[col]
+        missing = int(series.isna().sum())
+        textual = not pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(series.dtype)
+        distinct = str(series.nunique(dropna=True)) if textual else "-"
+        lines.append(f"{col} | {series.dtype} | {missing} | {distinct}")
+    if df.shape[1] > 60:
+        lines.append(f"... and {df.shape[1] - 60} more columns")
+    lines.append("Sample rows:")
+    lines.append(df.head(3).to_string(max_cols=20, max_colwidth=30))
+    return "\n".join(lines)
+
+
+@make_get_tool(stages=SUMMARY_STAGES)
+def get_dataframe_dtypes_summary(df: pd.DataFrame) -> str:
+    """Get comprehensive summary of the dtypes in the entire DataFrame.
+
+    Groups the columns by dtype, so you can see at a glance which columns are
+    numeric, text, boolean or categorical (e.g. which still need encoding).
+
+    Parameters
+    ----------
+    df : pd.DataFrame
+        The DataFrame to inspect.
+
+    Returns
+    -------
+    str
+        One line per dtype: count and column names.
+
+    Example
+    -------
+    {"tool_name": "get_dataframe_dtypes_summary", "tool_args": {"bindings": {"df": "combined"}, "func_kwargs": {}}}
+    """
+    require_frame(df)
+    groups: dict[str, list[str]] = {}
+    for col in df.columns:
+        groups.setdefault(str(df[col].dtype), []).append(str(col))
+    lines = [f"{df.shape[1]} columns, {df.shape[0]} rows"]
+    for dtype, cols in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        shown = ", ".join(cols[:40]) + (" ..." if len(cols) > 40 else "")
+        lines.append(f"{dtype} ({len(cols)}): {shown}")
+    non_numeric = [str(c) for c in df.columns
+                   if not pd.api.types.is_numeric_dtype(df[c].dtype) and not pd.api.types.is_bool_dtype(df[c].dtype)]
+    if non_numeric:
+        lines.append(f"Non-numeric columns (models need them encoded): {', '.join(non_numeric[:40])}")
+    return "\n".join(lines)
