@@ -12,6 +12,7 @@ leaderboard fixture) do raise, so they surface as infrastructure errors.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -355,10 +356,14 @@ def _read_submission(submission) -> pd.DataFrame:
     if not path.is_file():
         raise _Invalid(f"submission file not found: {path}")
     try:
-        return pd.read_csv(path)
+        with warnings.catch_warnings():
+            # index_col=False: rows with more fields than the header must not silently turn
+            # the first column into an index; pandas only warns about them, so make it an error.
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            return pd.read_csv(path, index_col=False)
     except pd.errors.EmptyDataError:
         raise _Invalid(f"submission file is empty: {path}") from None
-    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
+    except (pd.errors.ParserError, pd.errors.ParserWarning, UnicodeDecodeError, ValueError) as exc:
         raise _Invalid(f"submission is not a readable CSV ({path.name}): "
                        f"{str(exc).strip().splitlines()[0]}") from None
 

@@ -1,0 +1,297 @@
+"""Submission validation, coercion, scoring, leaderboard placement and normalized score."""
+import math
+import tempfile
+import types
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mltb_core import grading
+from mltb_core.grading import Grade, grade_submission, validate_submission
+
+RNG = np.random.default_rng(7)
+
+
+def make_task(**overrides):
+    spec = dict(slug="demo", problem_type="binary", target="y", id_column="id", metric="accuracy",
+                prediction="label", source="bundled", leaderboard=None, leaderboard_teams=None)
+    spec.update(overrides)
+    return types.SimpleNamespace(**spec)
+
+
+def make_split(tmp_path, train_target, test_target, id_start=1000):
+    """Write train.csv / test.csv / test_labels.csv with string ids; return a Split-like object."""
+    tmp_path = Path(tempfile.mkdtemp(dir=tmp_path))  # several splits may share one test's tmp_path
+    train = pd.DataFrame({"id": [f"r{i}" for i in range(len(train_target))], "x": 1.0, "y": train_target})
+    labels = pd.DataFrame({"id": [f"t{id_start + i}" for i in range(len(test_target))], "y": test_target})
+    paths = {name: tmp_path / f"{name}.csv" for name in ("train", "test", "test_labels")}
+    train.to_csv(paths["train"], index=False)
+    labels.drop(columns="y").assign(x=1.0).to_csv(paths["test"], index=False)
+    labels.to_csv(paths["test_labels"], index=False)
+    return types.SimpleNamespace(train_path=paths["train"], test_path=paths["test"],
+                                 labels_path=paths["test_labels"], labels=labels)
+
+
+def submission_from(split, values, column="y"):
+    return pd.DataFrame({"id": split.labels["id"], column: values})
+
+
+# -- fixtures per target kind ---------------------------------------------------------------
+@pytest.fixture
+def bool_split(tmp_path):
+    return make_split(tmp_path, RNG.random(60) < 0.6, RNG.random(30) < 0.6)
+
+
+@pytest.fixture
+def string_split(tmp_path):
+    return make_split(tmp_path, RNG.choice(["e", "p"], 60, p=[0.3, 0.7]), RNG.choice(["e", "p"], 30))
+
+
+@pytest.fixture
+def cover_split(tmp_path):
+    return make_split(tmp_path, RNG.integers(1, 8, 80), RNG.integers(1, 8, 40))
+
+
+@pytest.fixture
+def regression_split(tmp_path):
+    return make_split(tmp_path, RNG.gamma(2.0, 5.0, 60), RNG.gamma(2.0, 5.0, 30))
+
+
+# -- happy paths and coercions --------------------------------------------------------------
+def test_perfect_prediction_scores_perfect_and_normalizes_to_one(bool_split):
+    grade = grade_submission(make_task(), submission_from(bool_split, bool_split.labels["y"]), bool_split)
+    assert grade.valid and grade.reason == "ok"
+    assert grade.score == 1.0 and grade.normalized == 1.0
+    assert grade.percentile is None and grade.medal is None and grade.above_median is None
+
+
+@pytest.mark.parametrize("encode", [
+    lambda v: v, lambda v: v.astype(int), lambda v: v.map({True: "True", False: "False"}),
+    lambda v: v.astype(float),
+])
+def test_bool_targets_accept_true_false_and_one_zero(bool_split, encode, tmp_path):
+    predictions = encode(bool_split.labels["y"])
+    path = tmp_path / "submission.csv"
+    submission_from(bool_split, predictions).to_csv(path, index=False)
+    grade = grade_submission(make_task(), path, bool_split)
+    assert grade.valid, grade.reason
+    assert grade.score == 1.0
+
+
+def test_string_labels_accept_label_encoder_codes(string_split):
+    truth = string_split.labels["y"]
+    codes = truth.map({"e": 0, "p": 1})  # sorted label order, as LabelEncoder
+    task = make_task(metric="mcc")
+    by_code = grade_submission(task, submission_from(string_split, codes), string_split)
+    assert by_code.valid and by_code.score == 1.0
+    flipped = grade_submission(task, submission_from(string_split, 1 - codes), string_split)
+    assert flipped.valid and flipped.score == pytest.approx(-1.0)
+
+
+def test_numeric_class_labels_are_exact(cover_split):
+    task = make_task(problem_type="multiclass")
+    truth = cover_split.labels["y"]
+    assert grade_submission(task, submission_from(cover_split, truth.astype(float)), cover_split).score == 1.0
+    shifted = grade_submission(task, submission_from(cover_split, truth - 1), cover_split)
+    if (truth == 1).any():  # codes 0..6 are not accepted for numeric classes
+        assert not shifted.valid and "not valid classes" in shifted.reason
+
+
+def test_probability_task_accepts_labels_as_degenerate_probabilities(bool_split):
+    task = make_task(metric="roc_auc", prediction="probability")
+    grade = grade_submission(task, submission_from(bool_split, bool_split.labels["y"].astype(int)), bool_split)
+    assert grade.valid and grade.score == 1.0 and grade.baseline == 0.5 and grade.normalized == 1.0
+
+
+def test_submission_rows_are_aligned_by_id(regression_split):
+    task = make_task(problem_type="regression", metric="rmse")
+    shuffled = submission_from(regression_split, regression_split.labels["y"]).sample(frac=1, random_state=1)
+    grade = grade_submission(task, shuffled, regression_split)
+    assert grade.valid and grade.score == pytest.approx(0.0) and grade.normalized == pytest.approx(1.0)
+
+
+def test_unnamed_index_column_is_ignored(regression_split, tmp_path):
+    path = tmp_path / "submission.csv"
+    submission_from(regression_split, regression_split.labels["y"]).to_csv(path)  # index written
+    assert pd.read_csv(path).columns[0].startswith("Unnamed")
+    assert grade_submission(make_task(problem_type="regression", metric="rmse"), path, regression_split).valid
+
+
+def test_numeric_ids_match_across_types(tmp_path):
+    labels = pd.DataFrame({"id": [1, 2, 3], "y": [1.0, 2.0, 3.0]})
+    task = make_task(problem_type="regression", metric="rmse")
+    for ids in ([1.0, 2.0, 3.0], ["1", "2", "3"]):
+        ok, reason, aligned = validate_submission(task, pd.DataFrame({"id": ids, "y": [1, 2, 3]}), labels)
+        assert ok, reason
+        assert aligned.tolist() == [1.0, 2.0, 3.0]
+
+
+def test_rmsle_accepts_negative_predictions(regression_split):
+    task = make_task(problem_type="regression", metric="rmsle")
+    grade = grade_submission(task, submission_from(regression_split, -1.0), regression_split)
+    zero = grade_submission(task, submission_from(regression_split, 0.0), regression_split)
+    assert grade.valid and grade.score == pytest.approx(zero.score)
+
+
+def test_multiclass_probability_columns_per_class(cover_split):
+    task = make_task(problem_type="multiclass", metric="log_loss", prediction="probability")
+    truth = cover_split.labels["y"]
+    onehot = pd.get_dummies(truth).reindex(columns=range(1, 8), fill_value=0).astype(float)
+    submission = pd.concat([cover_split.labels[["id"]], onehot.rename(columns=str)], axis=1)
+    grade = grade_submission(task, submission, cover_split)
+    assert grade.valid, grade.reason
+    assert grade.score == pytest.approx(0.0, abs=1e-10) and grade.normalized == pytest.approx(1.0)
+
+
+# -- normalized score ---------------------------------------------------------------------
+def _train_target(split):
+    return pd.read_csv(split.train_path)["y"]
+
+
+@pytest.mark.parametrize("metric", ["rmse", "rmsle", "mae", "r2"])
+def test_regression_baseline_normalizes_to_zero(regression_split, metric):
+    train = _train_target(regression_split)
+    constant = math.expm1(np.log1p(train).mean()) if metric == "rmsle" else train.mean()
+    task = make_task(problem_type="regression", metric=metric)
+    grade = grade_submission(task, submission_from(regression_split, constant), regression_split)
+    assert grade.valid and grade.normalized == pytest.approx(0.0, abs=1e-9)
+    assert grade.score == pytest.approx(grade.baseline)
+
+
+@pytest.mark.parametrize("metric", ["accuracy", "macro_f1", "mcc"])
+def test_majority_class_baseline_normalizes_to_zero(string_split, metric):
+    majority = _train_target(string_split).mode()[0]
+    task = make_task(metric=metric)
+    grade = grade_submission(task, submission_from(string_split, majority), string_split)
+    assert grade.valid and grade.normalized == pytest.approx(0.0, abs=1e-12)
+
+
+@pytest.mark.parametrize("metric", ["roc_auc", "gini"])
+def test_prior_probability_baseline_normalizes_to_zero(bool_split, metric):
+    prior = _train_target(bool_split).mean()
+    task = make_task(metric=metric, prediction="probability")
+    grade = grade_submission(task, submission_from(bool_split, prior), bool_split)
+    assert grade.valid and grade.normalized == pytest.approx(0.0, abs=1e-12)
+    assert grade.baseline == pytest.approx(0.5 if metric == "roc_auc" else 0.0)
+
+
+def test_normalized_is_none_when_baseline_is_perfect(tmp_path):
+    split = make_split(tmp_path, ["a"] * 10, ["a"] * 5)
+    grade = grade_submission(make_task(), submission_from(split, "a"), split)
+    assert grade.valid and grade.score == 1.0 and grade.normalized is None
+
+
+def test_partial_score_normalizes_between(bool_split):
+    truth = bool_split.labels["y"].to_numpy().copy()
+    truth[:5] = ~truth[:5]
+    grade = grade_submission(make_task(), submission_from(bool_split, truth), bool_split)
+    expected = (grade.score - grade.baseline) / (1 - grade.baseline)
+    assert grade.normalized == pytest.approx(expected) and grade.normalized < 1
+
+
+# -- invalid submissions: each has a clear reason -------------------------------------------
+@pytest.mark.parametrize("mutate, fragment", [
+    (lambda s: s.drop(columns="y"), "missing column(s) ['y']"),
+    (lambda s: s.assign(extra=1), "unexpected column(s) ['extra']"),
+    (lambda s: s.rename(columns={"y": "Y"}), "missing column(s) ['y']"),
+    (lambda s: s.iloc[:-2], "missing id value(s): 't1028', 't1029'"),
+    (lambda s: pd.concat([s, s.iloc[:1]]), "duplicate id value(s): 't1000'"),
+    (lambda s: s.assign(id=s["id"].where(s.index != 3, "zzz")), "unexpected id value(s) not in the test set: 'zzz'"),
+    (lambda s: s.assign(y=s["y"].where(s.index != 4, None)), "1 missing prediction(s) in 'y' for id 't1004'"),
+    (lambda s: s.assign(y="maybe"), "are not valid classes"),
+    (lambda s: s.assign(y=5), "are not valid classes"),
+    (lambda s: s.assign(y=[0, "e"] * 15), "mixes class labels"),
+    (lambda s: s.iloc[:0], "no rows"),
+])
+def test_invalid_label_submissions(string_split, mutate, fragment):
+    submission = mutate(submission_from(string_split, string_split.labels["y"]))
+    grade = grade_submission(make_task(), submission, string_split)
+    assert not grade.valid and grade.score is None
+    assert fragment in grade.reason, grade.reason
+
+
+@pytest.mark.parametrize("value, fragment", [
+    ("yes", "are not booleans"), (2, "are not booleans"),
+])
+def test_invalid_bool_labels(bool_split, value, fragment):
+    grade = grade_submission(make_task(), submission_from(bool_split, value), bool_split)
+    assert not grade.valid and fragment in grade.reason
+
+
+@pytest.mark.parametrize("value, fragment", [
+    (1.5, "outside [0, 1]"), (-0.1, "outside [0, 1]"), ("high", "not finite numbers"),
+])
+def test_invalid_probabilities(bool_split, value, fragment):
+    task = make_task(metric="roc_auc", prediction="probability")
+    grade = grade_submission(task, submission_from(bool_split, value), bool_split)
+    assert not grade.valid and fragment in grade.reason, grade.reason
+
+
+@pytest.mark.parametrize("value", ["12 dollars", math.inf, 2.5])
+def test_regression_needs_finite_numbers_and_classes_exact(regression_split, cover_split, value):
+    if value == 2.5:  # a fractional class for a numeric-class task
+        grade = grade_submission(make_task(problem_type="multiclass"), submission_from(cover_split, value), cover_split)
+        assert not grade.valid and "not valid classes" in grade.reason
+        return
+    task = make_task(problem_type="regression", metric="rmse")
+    grade = grade_submission(task, submission_from(regression_split, value), regression_split)
+    assert not grade.valid and "not finite numbers" in grade.reason
+
+
+@pytest.mark.parametrize("content, fragment", [
+    (b"", "empty"),
+    (b"id,y\nt1,1,2,3\nt2,1\n", "not a readable CSV"),
+    (b"\xff\xfe\x00\x81\x9f garbage", "not a readable CSV"),
+    (b"id,y\n", "no rows"),
+])
+def test_unreadable_submission_files_never_raise(bool_split, tmp_path, content, fragment):
+    path = tmp_path / "submission.csv"
+    path.write_bytes(content)
+    grade = grade_submission(make_task(), path, bool_split)
+    assert not grade.valid and fragment in grade.reason, grade.reason
+
+
+def test_missing_submission_file(bool_split, tmp_path):
+    grade = grade_submission(make_task(), tmp_path / "nope.csv", bool_split)
+    assert not grade.valid and "not found" in grade.reason
+
+
+# -- leaderboard placement ------------------------------------------------------------------
+@pytest.fixture
+def board_dir(tmp_path, monkeypatch):
+    directory = tmp_path / "boards"
+    directory.mkdir()
+    (directory / "demo.csv").write_text("rank,score\n" + "".join(f"{i},{s}\n" for i, s in
+                                                               enumerate([0.05, 0.1, 0.2, 0.3], 1)))
+    monkeypatch.setattr(grading, "LEADERBOARDS_DIR", directory)
+    return directory
+
+
+def test_leaderboard_placement_for_bundled_task(board_dir, regression_split):
+    task = make_task(problem_type="regression", metric="rmse", leaderboard="demo.csv")
+    grade = grade_submission(task, submission_from(regression_split, regression_split.labels["y"]), regression_split)
+    # Perfect RMSE 0 beats every team of a lower-is-better board.
+    assert grade.percentile == 100.0 and grade.medal == "gold" and grade.above_median is True
+
+
+def test_replica_never_gets_a_percentile(board_dir, regression_split):
+    task = make_task(problem_type="regression", metric="rmse", leaderboard="demo.csv", source="replica")
+    grade = grade_submission(task, submission_from(regression_split, regression_split.labels["y"]), regression_split)
+    assert grade.valid and grade.percentile is None and grade.medal is None and grade.above_median is None
+
+
+def test_truncated_board_uses_true_team_count(board_dir, regression_split):
+    task = make_task(problem_type="regression", metric="rmse", leaderboard="demo.csv", leaderboard_teams=8)
+    worst = submission_from(regression_split, regression_split.labels["y"] + 0.3)  # RMSE exactly 0.3
+    grade = grade_submission(task, worst, regression_split)
+    assert grade.score == pytest.approx(0.3)
+    assert grade.percentile == pytest.approx((1 + 4) / 8 * 100)
+
+
+def test_grade_to_dict_round_trip(bool_split):
+    grade = grade_submission(make_task(), submission_from(bool_split, bool_split.labels["y"]), bool_split)
+    data = grade.to_dict()
+    assert data["valid"] is True and data["score"] == 1.0 and data["metric"] == "accuracy"
+    assert Grade(**data) == grade
