@@ -212,3 +212,21 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             self._send(step.status, step.body(request))
 
     return Handler
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run standalone (``python fake_openai_server.py --port N``): a stand-in for llama.cpp's server."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args(argv)
+    server = FakeOpenAIServer()
+    handler = _make_handler(server)
+    httpd = ThreadingHTTPServer(("127.0.0.1", args.port), handler)
+    httpd.daemon_threads = True
+    httpd.serve_forever(poll_interval=0.05)
+
+
+if __name__ == "__main__":
+    main()
