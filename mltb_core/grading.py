@@ -363,7 +363,10 @@ def _read_submission(submission) -> pd.DataFrame:
             return pd.read_csv(path, index_col=False)
     except pd.errors.EmptyDataError:
         raise _Invalid(f"submission file is empty: {path}") from None
-    except (pd.errors.ParserError, pd.errors.ParserWarning, UnicodeDecodeError, ValueError) as exc:
+    except pd.errors.ParserWarning:
+        raise _Invalid(f"submission is not a readable CSV ({path.name}): some rows have more "
+                       f"fields than the header") from None
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
         raise _Invalid(f"submission is not a readable CSV ({path.name}): "
                        f"{str(exc).strip().splitlines()[0]}") from None
 
