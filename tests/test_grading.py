@@ -295,3 +295,34 @@ def test_grade_to_dict_round_trip(bool_split):
     data = grade.to_dict()
     assert data["valid"] is True and data["score"] == 1.0 and data["metric"] == "accuracy"
     assert Grade(**data) == grade
+
+
+# -- end to end on the project's real tasks (skipped while tasks/splits are unavailable) -----
+REAL_TASKS = ["spaceship-titanic", "forest-cover-type-kernels-only", "playground-series-s4e8",
+              "nyc-taxi-trip-duration", "playground-series-s4e1"]
+
+
+@pytest.mark.parametrize("slug", REAL_TASKS)
+def test_real_task_perfect_and_baseline_submissions(slug):
+    try:
+        from mltb_core.splits import prepare_split
+        from mltb_core.tasks import get_task
+        task = get_task(slug)
+        split = prepare_split(task, seed=0)
+    except Exception as exc:  # another module's data may be missing on this machine
+        pytest.skip(f"real task {slug} unavailable: {exc}")
+    labels = pd.read_csv(split.labels_path)
+    perfect = grade_submission(task, labels, split)
+    assert perfect.valid, perfect.reason
+    assert perfect.normalized == pytest.approx(1.0)
+    if task.leaderboard and task.source != "replica":
+        assert perfect.percentile == 100.0 and perfect.medal == "gold"
+    train_target = pd.read_csv(split.train_path)[task.target]
+    classes = sorted(set(train_target) | set(labels[task.target])) if task.problem_type != "regression" else None
+    constant = grading.baseline_prediction(task, train_target, len(labels), classes)
+    baseline = grade_submission(task, labels.assign(**{task.target: constant}), split)
+    assert baseline.valid, baseline.reason
+    assert baseline.normalized == pytest.approx(0.0, abs=1e-9)
+    if slug == "playground-series-s4e8":  # 'e'/'p' labels given as LabelEncoder codes
+        codes = labels[task.target].map({c: i for i, c in enumerate(classes)})
+        assert grade_submission(task, labels.assign(**{task.target: codes}), split).score == 1.0
