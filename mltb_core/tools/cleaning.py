@@ -1,0 +1,653 @@
+"""Data cleaning tools: the eight fillna tools, dropping rows, missing summary, casts.
+
+Conditions and custom functions are model-written strings evaluated through
+:mod:`mltb_core.safe_eval`. Every tool returns a new frame; inputs are never changed.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..registry import ToolInputError, ToolReturn, make_get_tool, make_override_tool
+from ..safe_eval import compile_lambda, evaluate_condition
+from .loading import TRACKING_COLUMN, as_column_list, most_frequent, require_columns, require_frame
+
+__all__ = [
+    "fillna_with_value", "fillna_with_median", "fillna_with_mean", "fillna_with_mode", "fillna_with_condition",
+    "fillna_with_multiple_conditions", "fillna_with_conditional_aggregation", "fillna_with_custom_function",
+    "drop_rows_with_missing", "get_missing_summary", "cast_columns", "cast_numeric_columns",
+    "cast_integer_columns_to_float", "cast_categorical_columns",
+]
+
+STAGES = ("cleaning",)
+Scalar = str | int | float | bool | None
+
+
+# ------------------------------------------------------------------ helpers
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float, np.number)) and not isinstance(value, (bool, np.bool_))
+
+
+def _fits_dtype(series: pd.Series, values: list) -> bool:
+    """Whether ``values`` can be written into ``series`` without pandas refusing or warning."""
+    dtype = series.dtype
+    if dtype == object:
+        return True
+    if pd.api.types.is_bool_dtype(dtype):
+        return all(isinstance(v, (bool, np.bool_)) for v in values)
+    if pd.api.types.is_numeric_dtype(dtype):
+        return all(_is_number(v) for v in values)
+    if pd.api.types.is_string_dtype(dtype):
+        return all(isinstance(v, str) for v in values)
+    return True
+
+
+def fill_where(series: pd.Series, mask: pd.Series, fill: Any) -> pd.Series:
+    """``series`` with ``fill`` (a scalar or an aligned Series) written where ``mask`` holds.
+
+    Categories are extended and incompatible dtypes widened to object, so a
+    model may fill a numeric column with "Unknown" without a pandas error.
+    """
+    values = list(pd.unique(fill[mask].dropna())) if isinstance(fill, pd.Series) else [fill]
+    values = [v for v in values if v is not None and not (isinstance(v, float) and np.isnan(v))]
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        new = [v for v in values if v not in series.cat.categories]
+        if new:
+            try:
+                series = series.cat.add_categories(new)
+            except (TypeError, ValueError):
+                series = series.astype(object)
+    elif not _fits_dtype(series, values):
+        series = series.astype(object)
+    return series.mask(mask, fill)
+
+
+def _missing_fill(df: pd.DataFrame, column: str, fill: Any, only: pd.Series | None = None) -> pd.DataFrame:
+    """Fill the missing cells of one column (restricted to ``only`` rows when given)."""
+    mask = df[column].isna()
+    if only is not None:
+        mask &= only
+    return df.assign(**{column: fill_where(df[column], mask, fill)})
+
+
+def _with_note(df_before: pd.DataFrame, df_after: pd.DataFrame, columns: list[str]) -> ToolReturn:
+    filled = {c: int(df_before[c].isna().sum() - df_after[c].isna().sum()) for c in columns}
+    left = {c: int(df_after[c].isna().sum()) for c in columns if df_after[c].isna().any()}
+    changed = ", ".join(f"{c}: {n}" for c, n in filled.items() if n)
+    note = f"Filled missing values ({changed})." if changed else "No missing values were filled."
+    if left:
+        note += " Still missing: " + ", ".join(f"{c}: {n}" for c, n in left.items()) + "."
+    return ToolReturn(df_after, note)
+
+
+def _numeric_columns(df: pd.DataFrame, columns: Any, tool: str) -> list[str]:
+    """Requested columns (all numeric ones when None); refuses non-numeric names."""
+    if columns is None:
+        return [c for c in df.columns if _is_numeric(df[c]) and c != TRACKING_COLUMN]
+    names = require_columns(df, columns)
+    bad = [c for c in names if not _is_numeric(df[c])]
+    if bad:
+        raise ToolInputError(f"{tool} needs numeric columns; {', '.join(f'{c} ({df[c].dtype})' for c in bad)} "
+                             "are not numeric (use fillna_with_mode or fillna_with_value for them)")
+    return names
+
+
+def _is_numeric(series: pd.Series) -> bool:
+    return pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(series.dtype)
+
+
+def _fill_with_statistic(df: pd.DataFrame, columns: Any, statistic: str, tool: str) -> ToolReturn:
+    require_frame(df)
+    names = _numeric_columns(df, columns, tool)
+    out = df
+    for col in names:
+        value = getattr(df[col], statistic)()
+        if pd.notna(value):
+            out = _missing_fill(out, col, value)
+    return _with_note(df, out, names)
+
+
+def _conditions(conditions_and_values: Any) -> list[tuple[str, Any]]:
+    if isinstance(conditions_and_values, dict):
+        return list(conditions_and_values.items())
+    if isinstance(conditions_and_values, (list, tuple)):
+        pairs = []
+        for item in conditions_and_values:
+            if isinstance(item, dict) and {"condition", "value"} <= set(item):
+                pairs.append((item["condition"], item["value"]))
+            elif isinstance(item, (list, tuple)) and len(item) == 2:
+                pairs.append((item[0], item[1]))
+            else:
+                raise ToolInputError(f"each entry of conditions_and_values must be [condition, value]; got {item!r}")
+        return pairs
+    raise ToolInputError("conditions_and_values must be a list of [condition, value] pairs or a "
+                         f"{{condition: value}} object, got {type(conditions_and_values).__name__}")
+
+
+# ------------------------------------------------------------------- fillna
+@make_override_tool(stages=STAGES)
+def fillna_with_value(df: pd.DataFrame, columns: str | list[str], value: Scalar) -> pd.DataFrame:
+    """Fill missing values with a specific value.
+
+    Parameters
+    ----------
+    df : pd.DataFrame
+        The DataFrame to clean.
+    columns : str or list[str]
+        Column(s) whose missing values are filled.
+    value : str, int, float or bool
+        The fill value (e.g. 0, "Unknown", false).
+
+    Returns
+    -------
+    pd.DataFrame
+        A copy with the missing values filled; stored over `df` unless `output` is given.
+
+    Example
+    -------
+    {"tool_name": "fillna_with_value", "tool_args": {"bindings": {"df": "combined"},
+     "func_kwargs": {"columns": ["RoomService", "Spa"], "value": 0}, "output": "combined"}}
+    """
+    require_frame(df)
+    names = require_columns(df, columns)
+    if value is None:
+        raise ToolInputError("value must not be null: give the value that replaces missing entries")
+    out = df
+    for col in names:
+        out = _missing_fill(out, col, value)
+    return _with_note(df, out, names)
+
+
+@make_override_tool(stages=STAGES)
+def fillna_with_median(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd.DataFrame:
+    """Fill missing values with median of the column.
+
+    Parameters
+    ----------
+    df : pd.DataFrame
+        The DataFrame to clean.
+    columns : str or list[str], optional
+        Numeric column(s) to fill; default: every numeric column.
+
+    Returns
+    -------
+    pd.DataFrame
+        A copy with missing numeric values replaced by each column's median.
+
+    Example
+    -------
+    {"tool_name": "fillna_with_median", "tool_args": {"bindings": {"df": "combined"},
+     "func_kwargs": {"columns": ["Age"]}, "output": "combined"}}
+    """
+    return _fill_with_statistic(df, columns, "median", "fillna_with_median")
+
+
+@make_override_tool(stages=STAGES)
+def fillna_with_mean(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd.DataFrame:
+    """Fill missing values with mean of the column.
+
+    Parameters
+    ----------
+    df : pd.DataFrame
+        The DataFrame to clean.
+    columns : str or list[str], optional
+        Numeric column(s) to fill; default: every numeric column.
+
+    Returns
+    -------
+    pd.DataFrame
+        A copy with missing numeric values replaced by each column's mean.
+
+    Example
+    -------
+    {"tool_name": "fillna_with_mean", "tool_args": {"bindings": {"df": "combined"},
+     "func_kwargs": {}, "output": "combined"}}
+    """
+    return _fill_with_statistic(df, columns, "mean", "fillna_with_mean")
+
+
+@make_override_tool(stages=STAGES)
+def fillna_with_mode(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd.DataFrame:
+    """Fill missing values with mode of the column.
+
+    Works for any column type (text, boolean, numeric).
+
+    Parameters
+    ----------
+    df : pd.DataFrame
+        The DataFrame to clean.
+    columns : str or list[str], optional
+        Column(s) to fill; default: every column that has missing values.
+
+    Returns
+    -------
+    pd.DataFrame
+        A copy with missing values replaced by each column's most frequent value.
+
+    Example
+    -------
+    {"tool_name": "fillna_with_mode", "tool_args": {"bindings": {"df": "combined"},
+     "func_kwargs": {"columns": ["HomePlanet", "CryoSleep"]}, "output": "combined"}}
+    """
+    require_frame(df)
+    names = require_columns(df, columns) if columns is not None else [c for c in df.columns if df[c].isna().any()]
+    out = df
+    for col in names:
+        value = most_frequent(df[col])
+        if value is not None:
+            out = _missing_fill(out, col, value)
+    return _with_note(df, out, names)
+
+
+@make_override_tool(stages=STAGES)
+def fillna_with_condition(df: pd.DataFrame, target_column: str, condition: str, fill_value: Scalar) -> pd.DataFrame:
+    """Fill missing values in a column based on a condition.
+
+    Only rows where `condition` holds and `target_column` is missing are filled.
+
+    Parameters
+    ----------
+    df : pd.DataFrame
+        The DataFrame to clean.
+    target_column : str
+        The column to fill.
+    condition : str
+        A boolean pandas condition over the columns, e.g. "CryoSleep == True" or
+        "Age < 13 and HomePlanet == 'Earth'" (and/or/not work per row).
+    fill_value : str, int, float or bool
+        Value written into the matching missing cells.
+
+    Returns
+    -------
+    pd.DataFrame
+        A copy with the matching missing values filled.
+
+    Example
+    -------
+    {"tool_name": "fillna_with_condition", "tool_args": {"bindings": {"df": "combined"},
+     "func_kwargs": {"target_column": "RoomService", "condition": "CryoSleep == True", "fill_value": 0},
+     "output": "combined"}}
+    """
+    require_frame(df)
+    require_columns(df, [target_column], "target_column")
+    mask = evaluate_condition(condition, df)
+    return _with_note(df, _missing_fill(df, target_column, fill_value, only=mask), [target_column])
+
+
+@make_override_tool(stages=STAGES)
+def fillna_with_multiple_conditions(df: pd.DataFrame, target_column: str,
+                                    conditions_and_values: list | dict) -> pd.DataFrame:
+    """Fill missing values in a column based on multiple conditions.
+
+    Conditions are tried in order; a missing cell takes the value of the first
+    condition that holds for its row.
+
+    Parameters
+    ----------
+    df : pd.DataFrame
+        The DataFrame to clean.
+    target_column : str
+        The column to fill.
+    conditions_and_values : list or dict
+        [[condition, value], ...] pairs or a {condition: value} object; conditions
+        are boolean pandas conditions such as "Age < 13".
+
+    Returns
+    -------
+    pd.DataFrame
+        A copy with the matching missing values filled.
+
+    Example
+    -------
+    {"tool_name": "fillna_with_multiple_conditions", "tool_args": {"bindings": {"df": "combined"},
+     "func_kwargs": {"target_column": "VIP", "conditions_and_values": [["Age < 18", false],
+     ["HomePlanet == 'Europa'", true]]}, "output": "combined"}}
+    """
+    require_frame(df)
+    require_columns(df, [target_column], "target_column")
+    pairs = _conditions(conditions_and_values)
+    if not pairs:
+        raise ToolInputError("conditions_and_values is empty")
+    out = df
+    for condition, value in pairs:
+        # Conditions see the original frame, so an earlier fill cannot change a later condition.
+        out = _missing_fill(out, target_column, value, only=evaluate_condition(condition, df))
+    return _with_note(df, out, [target_column])
+
+
+_AGGREGATIONS = ("mean", "median", "mode", "min", "max", "sum", "first", "last")
+
+
+@make_override_tool(stages=STAGES)
+def fillna_with_conditional_aggregation(df: pd.DataFrame, target_column: str, condition_column: str,
+                                        condition_values: Scalar | list | None = None,
+                                        agg_func: str = "mean") -> pd.DataFrame:
+    """Fill missing values using conditional aggregation based on another column's values.
+
+    For each value v of `condition_column` listed in `condition_values`, missing
+    `target_column` cells in rows where condition_column == v are filled with
+    agg_func of target_column over those rows (e.g. the mean Age per HomePlanet).
+
+    Parameters
+    ----------
+    df : pd.DataFrame
+        The DataFrame to clean.
+    target_column : str
+        The column to fill.
+    condition_column : str
+        The column that defines the groups.
+    condition_values : value or list, optional
+        Group values to fill; null means every group.
+    agg_func : str
+        One of "mean", "median", "mode", "min", "max", "sum", "first", "last".
+
+    Returns
+    -------
+    pd.DataFrame
+        A copy with the group statistics filled in.
+
+    Example
+    -------
+    {"tool_name": "fillna_with_conditional_aggregation", "tool_args": {"bindings": {"df": "combined"},
+     "func_kwargs": {"target_column": "Age", "condition_column": "HomePlanet",
+     "condition_values": ["Earth", "Mars"], "agg_func": "median"}, "output": "combined"}}
+    """
+    require_frame(df)
+    require_columns(df, [target_column, condition_column])
+    if agg_func not in _AGGREGATIONS:
+        raise ToolInputError(f"agg_func must be one of {list(_AGGREGATIONS)}, got {agg_func!r}")
+    if agg_func in ("mean", "median", "sum") and not _is_numeric(df[target_column]):
+        raise ToolInputError(f"agg_func {agg_func!r} needs a numeric target_column; {target_column} is "
+                             f"{df[target_column].dtype} (use 'mode')")
+    groups = df[condition_column]
+    wanted = list(pd.unique(groups.dropna())) if condition_values is None else (
+        list(condition_values) if isinstance(condition_values, (list, tuple)) else [condition_values])
+    unknown = [v for v in wanted if not (groups == v).any()]
+    if unknown:
+        shown = ", ".join(map(repr, list(pd.unique(groups.dropna()))[:20]))
+        raise ToolInputError(f"condition_values {unknown!r} do not occur in {condition_column}; values: {shown}")
+    grouped = df[target_column].groupby(groups)
+    per_group = grouped.agg(lambda s: most_frequent(s)) if agg_func == "mode" else grouped.agg(agg_func)
+    fill = groups.map(per_group.to_dict())
+    return _with_note(df, _missing_fill(df, target_column, fill, only=groups.isin(wanted)), [target_column])
+
+
+@make_override_tool(stages=STAGES)
+def fillna_with_custom_function(df: pd.DataFrame, target_column: str, condition: str | None,
+                                custom_func: str) -> pd.DataFrame:
+    """Fill missing values using a custom function based on a condition.
+
+    For rows where `condition` holds and `target_column` is missing, the value is
+    custom_func(row), where row is the row as a Series (row['Age'], ...).
+
+    Parameters
+    ----------
+    df : pd.DataFrame
+        The DataFrame to clean.
+    target_column : str
+        The column to fill.
+    condition : str or None
+        Boolean pandas condition selecting rows, e.g. "Age.notna()"; null for all rows.
+    custom_func : str
+        A lambda as a string taking the row, e.g.
+        "lambda row: 0 if row['CryoSleep'] == True else row['Age'] / 10".
+
+    Returns
+    -------
+    pd.DataFrame
+        A copy with the matching missing values filled.
+
+    Example
+    -------
+    {"tool_name": "fillna_with_custom_function", "tool_args": {"bindings": {"df": "combined"},
+     "func_kwargs": {"target_column": "Spa", "condition": "CryoSleep == True",
+     "custom_func": "lambda row: 0"}, "output": "combined"}}
+    """
+    require_frame(df)
+    require_columns(df, [target_column], "target_column")
+    func = compile_lambda(custom_func)
+    only = evaluate_condition(condition, df) if condition not in (None, "") else pd.Series(True, index=df.index)
+    rows = df[df[target_column].isna() & only]
+    if rows.empty:
+        return _with_note(df, df, [target_column])
+    fill = rows.apply(func, axis=1)
+    if isinstance(fill, pd.DataFrame):
+        raise ToolInputError("custom_func must return one value per row, not a row of values")
+    fill = fill.reindex(df.index)
+    return _with_note(df, _missing_fill(df, target_column, fill, only=df.index.isin(rows.index)), [target_column])
+
+
+# ----------------------------------------------------------------- drop rows
+@make_override_tool(stages=STAGES)
+def drop_rows_with_missing(df: pd.DataFrame, columns: str | list[str] | None = None,
+                           threshold: int | float | None = None) -> pd.DataFrame:
+    """Drop rows with missing values.
+
+    Careful with a combined train+test frame: dropping test rows breaks the
+    submission (every test row needs a prediction). Prefer filling there.
+
+    Parameters
+    ----------
+    df : pd.DataFrame
+        The DataFrame to clean.
+    columns : str or list[str], optional
+        Only look at these columns (default: all).
+    threshold : int or float, optional
+        Keep rows with at least this many non-missing values among the columns
+        (an int), or at least this fraction of them (a float between 0 and 1).
+        Default: drop a row if any of the columns is missing.
+
+    Returns
+    -------
+    pd.DataFrame
+        A copy without the dropped rows (index kept).
+
+    Example
+    -------
+    {"tool_name": "drop_rows_with_missing", "tool_args": {"bindings": {"df": "train_df"},
+     "func_kwargs": {"columns": ["Transported"]}, "output": "train_df"}}
+    """
+    require_frame(df)
+    names = require_columns(df, columns) if columns is not None else list(df.columns)
+    present = df[names].notna().sum(axis=1)
+    if threshold is None:
+        keep = present == len(names)
+    elif isinstance(threshold, float) and 0 < threshold <= 1:
+        keep = present >= threshold * len(names)
+    elif isinstance(threshold, (int, float)) and not isinstance(threshold, bool) and threshold >= 0:
+        keep = present >= threshold
+    else:
+        raise ToolInputError(f"threshold must be a count >= 0 or a fraction in (0, 1], got {threshold!r}")
+    out = df[keep]
+    note = f"Dropped {int((~keep).sum())} of {len(df)} rows."
+    if TRACKING_COLUMN in df.columns:
+        lost_test = int(((df[TRACKING_COLUMN] == 0) & ~keep).sum())
+        if lost_test:
+            note += (f" Warning: {lost_test} of them are test rows ({TRACKING_COLUMN} == 0); the submission needs "
+                     "every test row - fill them instead, or drop rows only from the train part.")
+    return ToolReturn(out, note)
+
+
+@make_get_tool(stages=STAGES)
+def get_missing_summary(df: pd.DataFrame) -> str:
+    """Get a summary of missing values in the DataFrame.
+
+    Parameters
+    ----------
+    df : pd.DataFrame
+        The DataFrame to inspect.
+
+    Returns
+    -------
+    str
+        For each column with missing values: count, percentage and dtype.
+
+    Example
+    -------
+    {"tool_name": "get_missing_summary", "tool_args": {"bindings": {"df": "combined"}, "func_kwargs": {}}}
+    """
+    require_frame(df)
+    counts = df.isna().sum()
+    counts = counts[counts > 0].sort_values(ascending=False)
+    if counts.empty:
+        return f"No missing values ({df.shape[0]} rows x {df.shape[1]} columns)."
+    lines = [f"{len(counts)} of {df.shape[1]} columns have missing values ({df.shape[0]} rows):",
+             "column | missing | percent | dtype"]
+    for col, count in counts.items():
+        lines.append(f"{col} | {int(count)} | {100 * count / max(len(df), 1):.1f}% | {df[col].dtype}")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------- casts
+_TYPE_ALIASES = {"float": "float64", "int": "int64", "integer": "int64", "str": "str", "string": "str",
+                 "text": "str", "bool": "bool", "boolean": "bool", "category": "category",
+                 "categorical": "category", "object": "object", "datetime": "datetime64[ns]"}
+
+
+def _cast(series: pd.Series, type_name: str) -> pd.Series:
+    """Cast one column, explaining failures (e.g. NaN into int)."""
+    if not isinstance(type_name, str):
+        raise ToolInputError(f"type names must be strings like 'float', 'int', 'category', got {type_name!r}")
+    dtype = _TYPE_ALIASES.get(type_name.lower(), type_name)
+    try:
+        pd.api.types.pandas_dtype(dtype)
+    except TypeError:
+        raise ToolInputError(f"unknown type {type_name!r}; use one of {sorted(_TYPE_ALIASES)} or a numpy/pandas "
+                             "dtype name such as 'float32', 'Int64'") from None
+    if dtype.startswith("datetime"):
+        return pd.to_datetime(series, errors="coerce")
+    if dtype.startswith(("int", "uint")) and series.isna().any():
+        raise ToolInputError(f"column {series.name!r} has {int(series.isna().sum())} missing values and cannot be "
+                             "cast to int; fill them first or use 'Int64' (nullable) or 'float'")
+    try:
+        return series.astype(dtype)
+    except (ValueError, TypeError) as exc:
+        raise ToolInputError(f"cannot cast column {series.name!r} ({series.dtype}) to {type_name!r}: {exc}") from None
+
+
+def _cast_all(df: pd.DataFrame, mapping: dict[str, str]) -> pd.DataFrame:
+    return df.assign(**{str(col): _cast(df[col], type_name) for col, type_name in mapping.items()})
+
+
+@make_override_tool(stages=STAGES + ("features",))
+def cast_columns(df: pd.DataFrame, column_type_mapping: dict) -> pd.DataFrame:
+    """Cast columns to specified data types.
+
+    Parameters
+    ----------
+    df : pd.DataFrame
+        The DataFrame to change.
+    column_type_mapping : dict
+        {column: type}; types: "float", "int", "str", "bool", "category",
+        "datetime" or a dtype name such as "float32" or "Int64" (nullable int).
+
+    Returns
+    -------
+    pd.DataFrame
+        A copy with the columns cast.
+
+    Example
+    -------
+    {"tool_name": "cast_columns", "tool_args": {"bindings": {"df": "combined"},
+     "func_kwargs": {"column_type_mapping": {"CryoSleep": "bool", "Age": "float"}}, "output": "combined"}}
+    """
+    require_frame(df)
+    if not isinstance(column_type_mapping, dict) or not column_type_mapping:
+        raise ToolInputError("column_type_mapping must be a non-empty {column: type} object")
+    require_columns(df, list(column_type_mapping), "column_type_mapping")
+    return _cast_all(df, column_type_mapping)
+
+
+@make_override_tool(stages=STAGES + ("features",))
+def cast_numeric_columns(df: pd.DataFrame, columns: str | list[str] | None = None,
+                         target_type: str = "float") -> pd.DataFrame:
+    """Cast numeric columns to specified type.
+
+    Parameters
+    ----------
+    df : pd.DataFrame
+        The DataFrame to change.
+    columns : str or list[str], optional
+        Numeric column(s) to cast; default: every numeric column (not booleans).
+    target_type : str
+        "float", "int", "float32", "Int64"...
+
+    Returns
+    -------
+    pd.DataFrame
+        A copy with the columns cast.
+
+    Example
+    -------
+    {"tool_name": "cast_numeric_columns", "tool_args": {"bindings": {"df": "X_train"},
+     "func_kwargs": {"target_type": "float32"}, "output": "X_train"}}
+    """
+    require_frame(df)
+    names = _numeric_columns(df, columns, "cast_numeric_columns")
+    return _cast_all(df, {c: target_type for c in names})
+
+
+@make_override_tool(stages=STAGES + ("features",))
+def cast_integer_columns_to_float(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd.DataFrame:
+    """Cast integer columns to float type.
+
+    Parameters
+    ----------
+    df : pd.DataFrame
+        The DataFrame to change.
+    columns : str or list[str], optional
+        Integer column(s) to cast; default: every integer column.
+
+    Returns
+    -------
+    pd.DataFrame
+        A copy with those columns as float64.
+
+    Example
+    -------
+    {"tool_name": "cast_integer_columns_to_float", "tool_args": {"bindings": {"df": "combined"},
+     "func_kwargs": {}, "output": "combined"}}
+    """
+    require_frame(df)
+    is_int = pd.api.types.is_integer_dtype
+    if columns is None:
+        names = [c for c in df.columns if is_int(df[c].dtype) and c != TRACKING_COLUMN]
+    else:
+        names = require_columns(df, columns)
+        bad = [f"{c} ({df[c].dtype})" for c in names if not is_int(df[c].dtype)]
+        if bad:
+            raise ToolInputError(f"not integer column(s): {', '.join(bad)}")
+    return _cast_all(df, {c: "float64" for c in names})
+
+
+@make_override_tool(stages=STAGES + ("features",))
+def cast_categorical_columns(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd.DataFrame:
+    """Cast categorical columns to category type.
+
+    Parameters
+    ----------
+    df : pd.DataFrame
+        The DataFrame to change.
+    columns : str or list[str], optional
+        Column(s) to cast; default: every text (object/string) column.
+
+    Returns
+    -------
+    pd.DataFrame
+        A copy with those columns as pandas 'category' dtype (LightGBM and
+        CatBoost use them natively; other models need encoding).
+
+    Example
+    -------
+    {"tool_name": "cast_categorical_columns", "tool_args": {"bindings": {"df": "combined"},
+     "func_kwargs": {"columns": ["HomePlanet", "Destination"]}, "output": "combined"}}
+    """
+    require_frame(df)
+    if columns is None:
+        names = [c for c in df.columns
+                 if df[c].dtype == object or pd.api.types.is_string_dtype(df[c].dtype)]
+    else:
+        names = require_columns(df, as_column_list(columns))
+    return _cast_all(df, {c: "category" for c in names})
