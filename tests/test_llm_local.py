@@ -1,0 +1,172 @@
+"""Local backend: the shared server's lifecycle across processes, the request rewrite, one real SmolLM2 call."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from fake_openai_server import FakeOpenAIServer, content_reply
+from mltb_core.llm import make_backend
+from mltb_core.llm.local import (LocalBackend, LocalModelUnavailable, LocalServer, LocalServerError, _pid_alive,
+                                 _ready, call_schema, chatml_messages)
+
+FAKE_SERVER = Path(__file__).with_name("fake_openai_server.py")
+TOOLS = [{"type": "function", "function": {
+    "name": "read_data", "description": "Read a CSV file.\n\nMore text.",
+    "parameters": {"type": "object", "properties": {
+        "bindings": {"type": "object", "properties": {}},
+        "func_kwargs": {"type": "object", "properties": {"path": {"type": "string"},
+                                                         "sep": {"type": "string", "default": ","}}},
+        "output": {"type": "string"}}}}}]
+
+
+def fake_command(port: int) -> list[str]:
+    return [sys.executable, str(FAKE_SERVER), "--port", str(port)]
+
+
+@pytest.fixture
+def model_file(tmp_path):
+    path = tmp_path / "tiny.gguf"
+    path.write_bytes(b"GGUF")
+    return path
+
+
+# Child process: join the shared server, report, wait for a line on stdin, release.
+CHILD = textwrap.dedent("""
+    import json, sys
+    sys.path.insert(0, {tests!r})
+    from fake_openai_server import FakeOpenAIServer  # noqa: F401 - importable for the command
+    from mltb_core.llm.local import LocalServer
+    server = LocalServer({model!r}, cache_dir={cache!r},
+                         command=lambda port: [sys.executable, {fake!r}, "--port", str(port)])
+    server.acquire()
+    print(json.dumps(server.state()), flush=True)
+    sys.stdin.readline()
+    server.release()
+""")
+
+
+def spawn_user(model_file, cache_dir):
+    code = CHILD.format(tests=str(FAKE_SERVER.parent), model=str(model_file), cache=str(cache_dir),
+                        fake=str(FAKE_SERVER))
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    state = json.loads(proc.stdout.readline())
+    return proc, state
+
+
+def finish(proc):
+    proc.stdin.write("\n")
+    proc.stdin.flush()
+    assert proc.wait(timeout=30) == 0
+
+
+def test_server_is_shared_and_stopped_by_the_last_user(model_file, tmp_path):
+    first, state1 = spawn_user(model_file, tmp_path)
+    second, state2 = spawn_user(model_file, tmp_path)
+    try:
+        assert state1["refcount"] == 1 and state2["refcount"] == 2
+        assert (state2["pid"], state2["port"]) == (state1["pid"], state1["port"])
+        finish(first)
+        watcher = LocalServer(model_file, cache_dir=tmp_path)
+        assert watcher.state()["refcount"] == 1 and _ready(state1["port"])
+        finish(second)
+        assert watcher.state() is None and not watcher.state_path.exists()
+        assert not _pid_alive(state1["pid"])
+    finally:
+        for proc in (first, second):
+            if proc.poll() is None:
+                proc.kill()
+
+
+def test_stale_state_of_a_dead_server_is_replaced(model_file, tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    server = LocalServer(model_file, cache_dir=tmp_path, command=fake_command)
+    server.state_dir.mkdir(parents=True)
+    server.state_path.write_text(json.dumps({"pid": dead.pid, "port": 9, "refcount": 3}))
+    server.acquire()
+    try:
+        state = server.state()
+        assert state["refcount"] == 1 and state["pid"] != dead.pid and _ready(state["port"])
+    finally:
+        server.release()
+    assert not _pid_alive(state["pid"]) and server.state() is None
+
+
+def test_server_that_dies_at_startup_reports_its_log(model_file, tmp_path):
+    crash = [sys.executable, "-c", "import sys; print('model file is corrupt: bad magic'); sys.exit(3)"]
+    server = LocalServer(model_file, cache_dir=tmp_path, command=lambda port: crash, startup_timeout=30)
+    with pytest.raises(LocalServerError, match=r"exited with code 3(.|\n)*bad magic"):
+        server.acquire()
+    assert not server.held and server.state() is None
+
+
+def test_backend_rewrites_the_request_for_the_small_model(model_file):
+    messages = [{"role": "system", "content": "You plan."}, {"role": "user", "content": "Solve it."},
+                {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
+                    "name": "read_data", "arguments": '{"func_kwargs": {"path": "a.csv"}, "output": "df"}'}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "Stored df (10 rows)."}]
+    reply = content_reply('{"tool_name": "read_data", "tool_args": {"bindings": {}, "func_kwargs": {}, "output": "x"}}')
+    with FakeOpenAIServer(default=reply) as server:
+        backend = LocalBackend(model_file, base_url=server.base_url, seed=4)
+        response = backend.complete(messages, TOOLS, n=2, seed=7)
+        backend.close()
+    assert [c.tool_calls[0].output for c in response.candidates] == ["x", "x"]
+    assert response.usage.calls == 2 and response.usage.cost_usd == 0 and response.usage.prompt_tokens == 20
+    first, second = server.requests
+    assert "tools" not in first and "n" not in first and [first["seed"], second["seed"]] == [7, 8]
+    assert first["max_tokens"] == 256 and first["response_format"]["schema"] == call_schema(TOOLS)
+    assert [m["role"] for m in first["messages"]] == ["system", "user", "assistant", "user"]
+    assert first["messages"][3]["content"] == "Result of read_data:\nStored df (10 rows)."
+
+
+def test_chatml_rewrite_and_call_schema():
+    messages = [{"role": "system", "content": "You plan."},
+                {"role": "assistant", "content": "load", "tool_calls": [{"id": "c1", "function": {
+                    "name": "read_data", "arguments": '{"output": "df"}'}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "ok"}]
+    out = chatml_messages(messages, TOOLS)
+    assert [m["role"] for m in out] == ["system", "assistant", "user"]
+    assert out[0]["content"].startswith("You plan.") and "- read_data(func_kwargs: path, sep=','; output)" \
+        " - Read a CSV file." in out[0]["content"]
+    assert json.loads(out[1]["content"].splitlines()[1]) == {"tool_name": "read_data", "tool_args": {"output": "df"}}
+    assert out[2]["content"] == "Result of read_data:\nok"
+    schema = call_schema(TOOLS)
+    assert schema["properties"]["tool_name"]["enum"] == ["read_data"]
+    # no system message: the catalogue becomes one
+    assert chatml_messages([{"role": "user", "content": "hi"}], TOOLS)[0]["role"] == "system"
+
+
+def test_missing_llama_cpp_gives_install_hint(monkeypatch):
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)
+    with pytest.raises(LocalModelUnavailable, match=r"pip install 'mltb\[local\]'"):
+        make_backend("local")
+
+
+def test_missing_model_file(tmp_path):
+    with pytest.raises(LocalModelUnavailable, match="does not exist"):
+        LocalBackend(tmp_path / "nope.gguf", server_command=fake_command)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
+                    reason="llama-cpp-python is not installed (pip install 'mltb[local]')")
+def test_real_smollm2_completion(tmp_path):
+    backend = make_backend("local", seed=1, cache_dir=tmp_path, max_tokens=96, n_ctx=2048,
+                           n_threads=min(2, len(os.sched_getaffinity(0))))
+    try:
+        response = backend.complete([{"role": "system", "content": "You are a data scientist."},
+                                     {"role": "user", "content": "Load /data/train.csv as train."}],
+                                    TOOLS, temperature=0.2, seed=1)
+    finally:
+        backend.close()
+    [cand] = response.candidates
+    assert response.usage.prompt_tokens > 20 and 0 < response.usage.completion_tokens <= 96
+    # the grammar forces a paper-format call to a listed tool (unless cut short by max_tokens)
+    assert cand.error is not None or [c.tool_name for c in cand.tool_calls] == ["read_data"]
+    assert backend.server.state() is None
