@@ -1,0 +1,451 @@
+"""Evaluation tools: metrics, predictions, model/frame persistence and the submission file.
+
+Files go through :mod:`mltb_core.sandbox`; ``load_model`` only unpickles files
+that ``save_model`` wrote during this trial (``ctx.written_files``), because
+unpickling anything else could run arbitrary code.
+"""
+from __future__ import annotations
+
+import pickle
+import re
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sklearn import metrics as skm
+
+from ..registry import ToolContext, ToolInputError, make_get_and_set_tool, make_get_tool, make_set_tool
+from ..sandbox import resolve_read, resolve_write
+from .loading import TRACKING_COLUMN, require_frame
+
+__all__ = [
+    "evaluate_regression_model", "evaluate_classification_model", "predict_target", "save_model", "load_model",
+    "save_dataframe_to_csv", "create_submission", "align_features",
+]
+
+PICKLE_SUFFIXES = (".pkl", ".pickle", ".joblib")
+_AUTO_FEATURE_NAME = re.compile(r"^(Column_\d+|f\d+|\d+)$")
+
+
+# ---------------------------------------------------------------- helpers
+def _model_feature_names(model: Any) -> list[str] | None:
+    """Training columns of a fitted sklearn / LightGBM / XGBoost / CatBoost model, if known."""
+    for attr in ("feature_names_in_", "feature_name_", "feature_names_"):
+        try:
+            names = getattr(model, attr, None)
+        except Exception:  # noqa: BLE001 - some libraries raise instead of returning None when unfitted
+            names = None
+        if names is not None and len(names):
+            return [str(n) for n in names]
+    return None
+
+
+def align_features(model: Any, X: Any) -> Any:
+    """Reorder ``X``'s columns to the model's training order; refuse missing/extra columns clearly."""
+    if not isinstance(X, pd.DataFrame):
+        return X
+    names = _model_feature_names(model)
+    if names is None:
+        return X
+    columns = [str(c) for c in X.columns]
+    if all(_AUTO_FEATURE_NAME.match(n) for n in names) and set(names) != set(columns):
+        # Trained on an unnamed array: only the width can be checked.
+        if len(names) != len(columns):
+            raise ToolInputError(f"the model was trained on {len(names)} features but X has {len(columns)} columns")
+        return X
+    missing = [n for n in names if n not in columns]
+    extra = [c for c in columns if c not in names]
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append(f"missing {len(missing)} column(s) the model was trained on: {missing[:20]}")
+        if extra:
+            hint = f" ('{TRACKING_COLUMN}' must be dropped: split the combined frame first)" \
+                if TRACKING_COLUMN in extra else ""
+            parts.append(f"{len(extra)} column(s) the model never saw: {extra[:20]}{hint}")
+        raise ToolInputError("X does not have the model's training columns: " + "; ".join(parts)
+                             + ". Apply the same cleaning/feature steps to both train and test data.")
+    return X.set_axis(columns, axis=1)[names] if columns != names else X
+
+
+def _require_model(model: Any, method: str = "predict") -> None:
+    if not hasattr(model, method):
+        raise ToolInputError(f"'model' must be a fitted model with a {method}() method, got {type(model).__name__}"
+                             " (bind the estimator, e.g. the output of a fit_* or tune_* tool)")
+
+
+def _predict(model: Any, X: Any) -> np.ndarray:
+    _require_model(model)
+    pred = np.asarray(model.predict(align_features(model, X)))
+    return pred.ravel() if pred.ndim == 2 and pred.shape[1] == 1 else pred
+
+
+def _check_lengths(X: Any, y: Any) -> None:
+    if len(X) != len(y):
+        raise ToolInputError(f"X_test has {len(X)} rows but y_test has {len(y)}")
+    if pd.isna(pd.Series(np.asarray(y).ravel())).any():
+        raise ToolInputError("y_test has missing values; evaluate on labelled rows only")
+
+
+def _as_target(y: Any) -> pd.Series:
+    if isinstance(y, pd.DataFrame):
+        if y.shape[1] != 1:
+            raise ToolInputError(f"y_test must be one column, got {y.shape[1]} columns")
+        y = y.iloc[:, 0]
+    return pd.Series(np.asarray(y).ravel())
+
+
+def _ensure_csv(filepath: str) -> None:
+    if not str(filepath).lower().endswith(".csv"):
+        raise ToolInputError(f"filepath {filepath!r} must end with .csv")
+
+
+# ---------------------------------------------------------------- metrics
+@make_get_tool(stages=("evaluation",), objects=("model", "X_test", "y_test"))
+def evaluate_regression_model(model: Any, X_test: pd.DataFrame, y_test: pd.Series, model_name: str = "model",
+                              eval_data_label: str = "test") -> str:
+    """Evaluate a trained regression model on data.
+
+    Computes RMSE, MAE, R2 (and RMSLE when all values are non-negative) of the
+    model's predictions on X_test against y_test. The data can be any labelled
+    set, e.g. the train set or a held-out split.
+
+    Parameters
+    ----------
+    model : Any
+        A fitted regression model.
+    X_test : pd.DataFrame
+        Features (same columns as in training).
+    y_test : pd.Series
+        True target values.
+    model_name : str
+        Name shown in the report.
+    eval_data_label : str
+        Label of the data shown in the report, e.g. "train" or "validation".
+
+    Returns
+    -------
+    str
+        The metrics as text.
+
+    Example
+    -------
+    {"tool_name": "evaluate_regression_model", "tool_args": {"bindings": {"model": "best_model",
+     "X_test": "X_train", "y_test": "y_train"}, "func_kwargs": {"model_name": "LightGBM",
+     "eval_data_label": "train"}}}
+    """
+    y = _as_target(y_test)
+    _check_lengths(X_test, y)
+    pred = _predict(model, X_test).astype(float)
+    truth = y.to_numpy(dtype=float)
+    lines = [f"Regression metrics for {model_name} on {eval_data_label} data ({len(truth)} rows):",
+             f"RMSE: {np.sqrt(skm.mean_squared_error(truth, pred)):.6g}",
+             f"MAE: {skm.mean_absolute_error(truth, pred):.6g}",
+             f"R2: {skm.r2_score(truth, pred):.6g}" if len(truth) > 1 else "R2: n/a (one row)"]
+    if (truth >= 0).all() and (pred >= 0).all():
+        lines.append(f"RMSLE: {np.sqrt(skm.mean_squared_log_error(truth, pred)):.6g}")
+    return "\n".join(lines)
+
+
+@make_get_tool(stages=("evaluation",), objects=("model", "X_test", "y_test"))
+def evaluate_classification_model(model: Any, X_test: pd.DataFrame, y_test: pd.Series, model_name: str = "model",
+                                  eval_data_label: str = "test") -> str:
+    """Evaluate a trained classification model on data.
+
+    Computes accuracy, precision, recall, F1 (macro-averaged for more than two
+    classes), ROC AUC and log loss when the model gives probabilities, and the
+    confusion matrix. The data can be any labelled set, e.g. the train set.
+
+    Parameters
+    ----------
+    model : Any
+        A fitted classifier.
+    X_test : pd.DataFrame
+        Features (same columns as in training).
+    y_test : pd.Series
+        True labels.
+    model_name : str
+        Name shown in the report.
+    eval_data_label : str
+        Label of the data shown in the report, e.g. "train" or "validation".
+
+    Returns
+    -------
+    str
+        The metrics as text.
+
+    Example
+    -------
+    {"tool_name": "evaluate_classification_model", "tool_args": {"bindings": {"model": "best_estimator",
+     "X_test": "X_train", "y_test": "y_train"}, "func_kwargs": {"model_name": "CatBoost Classifier",
+     "eval_data_label": "train"}}}
+    """
+    y = _as_target(y_test)
+    _check_lengths(X_test, y)
+    pred = pd.Series(_predict(model, X_test))
+    if pred.dtype != y.dtype:  # e.g. CatBoost returns strings for bool labels
+        try:
+            pred = pred.astype(y.dtype)
+        except (TypeError, ValueError):
+            pass
+    labels = sorted(pd.unique(pd.concat([y, pred], ignore_index=True)), key=str)
+    binary = len(labels) <= 2
+    average = "binary" if binary and len(labels) == 2 else "macro"
+    pos = {"pos_label": labels[-1]} if average == "binary" else {}
+    lines = [f"Classification metrics for {model_name} on {eval_data_label} data ({len(y)} rows, "
+             f"{len(labels)} classes):",
+             f"Accuracy: {skm.accuracy_score(y, pred):.6g}",
+             f"Precision: {skm.precision_score(y, pred, average=average, zero_division=0, **pos):.6g}",
+             f"Recall: {skm.recall_score(y, pred, average=average, zero_division=0, **pos):.6g}",
+             f"F1: {skm.f1_score(y, pred, average=average, zero_division=0, **pos):.6g}"]
+    if hasattr(model, "predict_proba") and y.nunique() > 1:
+        try:
+            proba = np.asarray(model.predict_proba(align_features(model, X_test)))
+            classes = list(getattr(model, "classes_", range(proba.shape[1])))
+            if proba.shape[1] == 2:
+                lines.append(f"ROC AUC: {skm.roc_auc_score(y == classes[1], proba[:, 1]):.6g}")
+            else:
+                lines.append(f"ROC AUC (ovr): {skm.roc_auc_score(y, proba, multi_class='ovr', labels=classes):.6g}")
+            lines.append(f"Log loss: {skm.log_loss(y, proba, labels=classes):.6g}")
+        except (ValueError, TypeError) as exc:
+            lines.append(f"(probability metrics unavailable: {exc})")
+    matrix = skm.confusion_matrix(y.astype(str), pred.astype(str), labels=[str(v) for v in labels])
+    lines.append("Confusion matrix (rows = true, columns = predicted):")
+    lines.append(pd.DataFrame(matrix, index=[str(v) for v in labels], columns=[str(v) for v in labels]).to_string())
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------ predictions
+@make_get_and_set_tool(stages=("evaluation",), objects=("model", "X_data"))
+def predict_target(model: Any, X_data: pd.DataFrame, model_name: str = "model",
+                   return_probabilities: bool = False) -> pd.Series | pd.DataFrame:
+    """Make predictions using a trained model.
+
+    The columns of X_data must be the ones the model was trained on (their order
+    is fixed automatically); missing or extra columns are reported.
+
+    Parameters
+    ----------
+    model : Any
+        Trained model (regression or classification).
+    X_data : pd.DataFrame
+        Features to make predictions on, e.g. the test features.
+    model_name : str
+        Name used for the prediction Series.
+    return_probabilities : bool
+        For classifiers: return probabilities instead of labels - a Series with
+        the positive-class probability for binary tasks, a DataFrame with one
+        column per class for multiclass tasks.
+
+    Returns
+    -------
+    pd.Series or pd.DataFrame
+        Predictions, one per row of X_data (same index).
+
+    Example
+    -------
+    {"tool_name": "predict_target", "tool_args": {"bindings": {"model": "best_estimator", "X_data": "X_test"},
+     "func_kwargs": {"model_name": "CatBoost Classifier"}, "output": "test_predictions"}}
+    """
+    require_frame(X_data, "X_data")
+    X = align_features(model, X_data)
+    if not return_probabilities:
+        return pd.Series(_predict(model, X), index=X_data.index, name=model_name)
+    _require_model(model, "predict_proba")
+    proba = np.asarray(model.predict_proba(X))
+    classes = list(getattr(model, "classes_", range(proba.shape[1])))
+    if proba.ndim == 2 and proba.shape[1] == 2:
+        return pd.Series(proba[:, 1], index=X_data.index, name=f"{model_name}_proba_{classes[1]}")
+    return pd.DataFrame(proba, index=X_data.index, columns=[str(c) for c in classes])
+
+
+# ------------------------------------------------------------ persistence
+@make_get_tool(stages=("modeling", "evaluation"), objects=("model",))
+def save_model(model: Any, ctx: ToolContext, filepath: str = "model.pkl") -> str:
+    """Save the trained model to disk using pickle.
+
+    The file is written inside your sandbox directory.
+
+    Parameters
+    ----------
+    model : Any
+        The trained model.
+    filepath : str
+        File name ending in .pkl (default "model.pkl").
+
+    Returns
+    -------
+    str
+        Where the model was saved.
+
+    Example
+    -------
+    {"tool_name": "save_model", "tool_args": {"bindings": {"model": "best_estimator"},
+     "func_kwargs": {"filepath": "catboost_model.pkl"}}}
+    """
+    if not str(filepath).lower().endswith(PICKLE_SUFFIXES):
+        raise ToolInputError(f"filepath {filepath!r} must end with one of {PICKLE_SUFFIXES}")
+    _require_model(model)
+    path = resolve_write(ctx, filepath)
+    try:
+        payload = pickle.dumps(model, protocol=pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, TypeError, AttributeError) as exc:
+        raise ToolInputError(f"this model cannot be pickled: {exc}") from None
+    path.write_bytes(payload)
+    ctx.written_files.add(path)
+    return f"Model saved to {path.name} ({len(payload)} bytes)."
+
+
+@make_set_tool(stages=("modeling", "evaluation"))
+def load_model(filepath: str, ctx: ToolContext) -> Any:
+    """Load a trained model from disk using pickle.
+
+    Only models saved with save_model during this run can be loaded.
+
+    Parameters
+    ----------
+    filepath : str
+        The file given to save_model, e.g. "model.pkl".
+
+    Returns
+    -------
+    Any
+        The model, stored on the scratchpad under `output`.
+
+    Example
+    -------
+    {"tool_name": "load_model", "tool_args": {"bindings": {}, "func_kwargs": {"filepath": "model.pkl"},
+     "output": "model"}}
+    """
+    path = resolve_read(ctx, filepath)
+    saved = {p.resolve() for p in ctx.written_files if str(p).lower().endswith(PICKLE_SUFFIXES)}
+    if path not in saved:
+        names = ", ".join(sorted(p.name for p in saved)) or "none yet"
+        raise ToolInputError(f"refusing to unpickle {filepath!r}: only models saved with save_model in this run can "
+                             f"be loaded (unpickling other files could run arbitrary code). Saved models: {names}")
+    with path.open("rb") as handle:
+        return pickle.load(handle)  # noqa: S301 - only files this trial's save_model wrote
+
+
+@make_get_tool(stages=("evaluation",))
+def save_dataframe_to_csv(df: pd.DataFrame, filepath: str, ctx: ToolContext) -> str:
+    """Save a DataFrame to CSV file.
+
+    Writes the DataFrame (without its index) inside your sandbox directory.
+
+    Parameters
+    ----------
+    df : pd.DataFrame
+        The DataFrame to save, e.g. a submission frame.
+    filepath : str
+        File name ending in .csv, e.g. "submission.csv".
+
+    Returns
+    -------
+    str
+        Confirmation with the number of rows and columns written.
+
+    Example
+    -------
+    {"tool_name": "save_dataframe_to_csv", "tool_args": {"bindings": {"df": "submission_df"},
+     "func_kwargs": {"filepath": "submission.csv"}}}
+    """
+    if isinstance(df, pd.Series):
+        df = df.to_frame()
+    require_frame(df)
+    _ensure_csv(filepath)
+    path = resolve_write(ctx, filepath)
+    df.to_csv(path, index=False)
+    ctx.written_files.add(path)
+    return f"Saved {len(df)} rows x {df.shape[1]} columns to {path.name}."
+
+
+# ------------------------------------------------------------- submission
+def _looks_like_probabilities(values: pd.Series) -> bool:
+    if not pd.api.types.is_float_dtype(values.dtype):
+        return False
+    finite = values.dropna()
+    return bool(len(finite)) and finite.between(0, 1).all() and not finite.isin([0.0, 1.0]).all()
+
+
+def _positive_column(frame: pd.DataFrame) -> Any:
+    for name in (1, "1", True, "True", "1.0"):
+        if name in frame.columns:
+            return name
+    return frame.columns[-1]
+
+
+def _submission_values(predictions: Any, task: Any) -> pd.Series | pd.DataFrame:
+    """The target column(s) of the submission from the model's predictions."""
+    target, wants_proba = task.target, getattr(task, "prediction", "label") == "probability"
+    if isinstance(predictions, pd.DataFrame):
+        if target in predictions.columns:
+            return predictions[target]
+        if predictions.shape[1] == 1:
+            return predictions.iloc[:, 0]
+        if not wants_proba:
+            raise ToolInputError(
+                f"predictions has {predictions.shape[1]} columns (class probabilities?) but this task needs one "
+                f"predicted label per row in '{target}'; use predict_target with return_probabilities=false")
+        if predictions.shape[1] == 2 and task.problem_type == "binary":
+            return predictions[_positive_column(predictions)]
+        return predictions  # multiclass probabilities: one column per class
+    values = pd.Series(np.asarray(predictions).ravel() if not isinstance(predictions, pd.Series) else
+                       predictions.to_numpy())
+    if not wants_proba and task.problem_type in ("binary", "multiclass") and _looks_like_probabilities(values):
+        raise ToolInputError(f"the predictions look like probabilities, but '{target}' must hold predicted labels; "
+                             "use predict_target with return_probabilities=false")
+    return values
+
+
+@make_get_tool(stages=("evaluation",), objects=("predictions", "test_df"))
+def create_submission(predictions: Any, test_df: pd.DataFrame, ctx: ToolContext,
+                      filepath: str = "submission.csv") -> str:
+    """Create the competition submission file from test predictions.
+
+    Takes the id column from test_df and the predictions as the target column,
+    in the format the task requires, and writes the CSV into your sandbox.
+
+    Parameters
+    ----------
+    predictions : Series, array or DataFrame
+        Predictions for the test rows, in the same order as test_df (e.g. the
+        output of predict_target on the test features).
+    test_df : pd.DataFrame
+        The test data that still has the id column (e.g. the test part after
+        split_combined_into_train_test, or the original test data).
+    filepath : str
+        Output file name (default "submission.csv", which is what gets graded).
+
+    Returns
+    -------
+    str
+        Confirmation: rows, columns and the first rows of the submission.
+
+    Example
+    -------
+    {"tool_name": "create_submission", "tool_args": {"bindings": {"predictions": "test_predictions",
+     "test_df": "test_df"}, "func_kwargs": {}}}
+    """
+    task = ctx.task
+    if task is None:
+        raise ToolInputError("no task is attached to this run, so the submission format is unknown")
+    require_frame(test_df, "test_df")
+    if task.id_column not in test_df.columns:
+        raise ToolInputError(f"test_df has no id column '{task.id_column}'; bind the test data that still has it "
+                             f"(columns: {', '.join(map(str, test_df.columns[:30]))})")
+    values = _submission_values(predictions, task)
+    if len(values) != len(test_df):
+        raise ToolInputError(f"predictions has {len(values)} rows but test_df has {len(test_df)}; "
+                             "predict on the full test set (no rows dropped)")
+    _ensure_csv(filepath)
+    ids = test_df[task.id_column].to_numpy()
+    if isinstance(values, pd.DataFrame):
+        submission = pd.concat([pd.DataFrame({task.id_column: ids}), values.reset_index(drop=True)], axis=1)
+    else:
+        submission = pd.DataFrame({task.id_column: ids, task.target: np.asarray(values)})
+    path = resolve_write(ctx, filepath)
+    submission.to_csv(path, index=False)
+    ctx.written_files.add(path)
+    return (f"Submission written to {path.name}: {len(submission)} rows, columns {list(submission.columns)}.\n"
+            f"{submission.head(5).to_string(index=False)}")
