@@ -1,0 +1,214 @@
+"""Loading tools through registry.execute, plus the sandbox path-traversal corpus."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import mltb_core.tools.loading  # noqa: F401 - registers the tools
+from mltb_core.registry import REGISTRY, ToolContext, ToolInputError, execute
+from mltb_core.sandbox import resolve_read, resolve_write
+from mltb_core.scratchpad import Scratchpad
+
+
+@pytest.fixture
+def ctx(tmp_path) -> ToolContext:
+    data = tmp_path / "data"
+    data.mkdir()
+    pd.DataFrame({"PassengerId": ["a", "b", "c"], "Age": [20.0, None, 40.0], "HomePlanet": ["Earth", "Mars", "Earth"],
+                  "Transported": [True, False, True]}).to_csv(data / "train.csv", index=False)
+    pd.DataFrame({"PassengerId": ["d", "e"], "Age": [30.0, 50.0],
+                  "HomePlanet": ["Mars", "Earth"]}).to_csv(data / "test.csv", index=False)
+    pd.DataFrame({"x": [1, 2]}).to_csv(data / "small.csv.gz", index=False)
+    sandbox = tmp_path / "sandbox"
+    sandbox.mkdir()
+    return ToolContext(sandbox=sandbox, data_dir=data)
+
+
+@pytest.fixture
+def pad(ctx) -> Scratchpad:
+    return Scratchpad(objects={
+        "train": pd.read_csv(ctx.data_dir / "train.csv"),
+        "test": pd.read_csv(ctx.data_dir / "test.csv"),
+        "stores": pd.DataFrame({"HomePlanet": ["Earth", "Mars"], "Gravity": [1.0, 0.38]}),
+    })
+
+
+def call(pad, ctx, tool, bindings=None, kwargs=None, output=None):
+    return execute({"tool_name": tool, "tool_args": {"bindings": bindings or {}, "func_kwargs": kwargs or {},
+                                                     "output": output}}, pad, ctx)
+
+
+def assert_error(result, fragment):
+    assert not result.ok
+    assert result.message.startswith("Error:")
+    assert fragment in result.message, result.message
+    tool = REGISTRY.get(result.message.split("Tool documentation for ")[1].split("(")[0])
+    assert tool.doc in result.message
+
+
+# ------------------------------------------------------------------ read_data
+def test_read_data_reads_csv_and_gz(pad, ctx):
+    assert call(pad, ctx, "read_data", kwargs={"filepath": "train.csv"}, output="df").ok
+    assert pad["df"].shape == (3, 4)
+    assert call(pad, ctx, "read_data", kwargs={"filepath": "small.csv.gz"}, output="gz").ok
+    assert pad["gz"]["x"].tolist() == [1, 2]
+
+
+def test_read_data_is_lenient_with_task_style_paths(pad, ctx):
+    assert call(pad, ctx, "read_data", kwargs={"filepath": "data/spaceship_titanic/test.csv"}, output="t").ok
+    assert len(pad["t"]) == 2
+    assert call(pad, ctx, "read_data", kwargs={"filepath": str(ctx.data_dir / "test.csv")}, output="t2").ok
+
+
+def test_read_data_bad_path(pad, ctx):
+    result = call(pad, ctx, "read_data", kwargs={"filepath": "nope.csv"}, output="df")
+    assert_error(result, "not found")
+    assert "train.csv" in result.message  # lists what is available
+    assert "df" not in pad
+
+
+# ------------------------------------------------------ concat / split / convert
+def test_concatenate_train_test_tracks_rows_and_fills_target(pad, ctx):
+    result = call(pad, ctx, "concatenate_train_test", {"train_df": "train", "test_df": "test"}, output="combined")
+    assert result.ok, result.message
+    combined = pad["combined"]
+    assert combined["_is_train"].tolist() == [1, 1, 1, 0, 0]
+    assert not combined["Transported"].isna().any()
+    assert "placeholder" in result.message and "Transported" in result.message
+    assert "_is_train" not in pad["train"].columns  # input unchanged
+
+
+def test_concatenate_train_test_refuses_already_combined(pad, ctx):
+    call(pad, ctx, "concatenate_train_test", {"train_df": "train", "test_df": "test"}, output="combined")
+    result = call(pad, ctx, "concatenate_train_test", {"train_df": "combined", "test_df": "test"}, output="again")
+    assert_error(result, "already has a '_is_train'")
+
+
+def test_split_round_trip(pad, ctx):
+    call(pad, ctx, "concatenate_train_test", {"train_df": "train", "test_df": "test"}, output="combined")
+    result = call(pad, ctx, "split_combined_into_train_test", {"combined": "combined"}, output="parts")
+    assert result.ok, result.message
+    pd.testing.assert_frame_equal(pad["parts_train"], pad["train"])
+    assert pad["parts_test"]["PassengerId"].tolist() == ["d", "e"]
+    assert "_is_train" not in pad["parts_test"].columns
+
+
+def test_split_without_tracking_column(pad, ctx):
+    assert_error(call(pad, ctx, "split_combined_into_train_test", {"combined": "train"}, output=["a", "b"]),
+                 "no '_is_train' column")
+
+
+def test_convert_features_target(pad, ctx):
+    result = call(pad, ctx, "convert_dataframe_to_features_target", {"df": "train"},
+                  {"target_column": "Transported"}, output=["X", "y"])
+    assert result.ok, result.message
+    assert "Transported" not in pad["X"].columns and pad["y"].tolist() == [True, False, True]
+    result = call(pad, ctx, "convert_dataframe_to_features_target", {"df": "train"},
+                  {"target_column": "Transported", "is_train": False}, output="X_test")
+    assert result.ok and list(pad["X_test"].columns) == ["PassengerId", "Age", "HomePlanet"]
+
+
+def test_convert_features_target_errors(pad, ctx):
+    assert_error(call(pad, ctx, "convert_dataframe_to_features_target", {"df": "test"},
+                      {"target_column": "Transported"}, output="xy"), "unknown column")
+    call(pad, ctx, "concatenate_train_test", {"train_df": "train", "test_df": "test"}, output="combined")
+    assert_error(call(pad, ctx, "convert_dataframe_to_features_target", {"df": "combined"},
+                      {"target_column": "Transported"}, output="xy"), "split_combined_into_train_test first")
+
+
+def test_convert_to_dataframe(pad, ctx):
+    pad["arr"] = np.array([[1, 2], [3, 4]])
+    assert call(pad, ctx, "convert_to_dataframe", {"data": "arr"}, {"columns": ["p", "q"]}, output="f").ok
+    assert list(pad["f"].columns) == ["p", "q"] and pad["f"]["q"].tolist() == [2, 4]
+    assert_error(call(pad, ctx, "convert_to_dataframe", {"data": "arr"}, {"columns": ["only_one"]}, output="g"),
+                 "columns lists 1")
+
+
+def test_concatenate_dataframes(pad, ctx):
+    assert call(pad, ctx, "concatenate_dataframes", {"df1": "train", "df2": "train"}, output="both").ok
+    assert len(pad["both"]) == 6
+    assert_error(call(pad, ctx, "concatenate_dataframes", {"df1": "train", "df2": "test"}, {"axis": 1}, output="x"),
+                 "same number of rows")
+
+
+def test_join_dataframes(pad, ctx):
+    result = call(pad, ctx, "join_dataframes", {"left_df": "train", "right_df": "stores"},
+                  {"left_on": "HomePlanet", "how": "left"}, output="joined")
+    assert result.ok, result.message
+    assert pad["joined"]["Gravity"].tolist() == [1.0, 0.38, 1.0]
+    assert_error(call(pad, ctx, "join_dataframes", {"left_df": "train", "right_df": "stores"},
+                      {"left_on": "Homeplanet"}, output="j"), "did you mean 'HomePlanet'")
+
+
+def test_summaries(pad, ctx):
+    result = call(pad, ctx, "get_dataframe_summary", {"df": "train"})
+    assert result.ok and "3 rows x 4 columns" in result.message and "Age | float64 | 1" in result.message
+    result = call(pad, ctx, "get_dataframe_dtypes_summary", {"df": "train"})
+    assert result.ok and "float64 (1): Age" in result.message and "HomePlanet" in result.message
+    pad["not_a_frame"] = [1, 2]
+    assert_error(call(pad, ctx, "get_dataframe_summary", {"df": "not_a_frame"}), "must be a DataFrame")
+    assert_error(call(pad, ctx, "get_dataframe_dtypes_summary", {"df": "missing_name"}), "no object named")
+
+
+def test_override_in_child_leaves_parent_and_sibling(pad, ctx):
+    left, right = pad.child(), pad.child()
+    assert call(left, ctx, "join_dataframes", {"left_df": "train", "right_df": "stores"},
+                {"left_on": "HomePlanet"}, output="train").ok
+    assert "Gravity" in left["train"].columns
+    assert "Gravity" not in pad["train"].columns and "Gravity" not in right["train"].columns
+
+
+def test_stage_tags():
+    assert "loading" in REGISTRY.get("read_data").stages
+    assert {"loading", "modeling"} <= set(REGISTRY.get("convert_dataframe_to_features_target").stages)
+    assert {"loading", "cleaning", "features"} <= set(REGISTRY.get("get_dataframe_summary").stages)
+
+
+# ------------------------------------------------------------ sandbox corpus
+@pytest.fixture
+def outside(tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("top secret")
+    return secret
+
+
+def _traversal_cases(ctx, outside):
+    link = ctx.sandbox / "link.csv"
+    link.symlink_to(outside)
+    link_dir = ctx.sandbox / "linkdir"
+    link_dir.symlink_to(outside.parent)
+    return [
+        "../../etc/passwd", "../secret.txt", "sub/../../secret.txt", "/etc/passwd", str(outside),
+        "~/.ssh/id_rsa", "~root/.bashrc", "file:///etc/passwd", "http://example.com/train.csv",
+        "s3://bucket/train.csv", "train.csv\x00.txt", "", "link.csv", "linkdir/secret.txt",
+        "/proc/self/environ", str(ctx.sandbox) + "/../secret.txt",
+    ]
+
+
+def test_resolve_read_rejects_traversal_corpus(ctx, outside):
+    cases = _traversal_cases(ctx, outside)
+    assert len(cases) >= 15
+    for case in cases:
+        with pytest.raises(ToolInputError) as info:
+            resolve_read(ctx, case)
+        message = str(info.value)
+        assert str(ctx.sandbox) in message, (case, message)  # names what is allowed
+
+
+def test_resolve_write_rejects_traversal_corpus(ctx, outside):
+    for case in _traversal_cases(ctx, outside) + [str(ctx.data_dir / "train.csv"), "."]:
+        with pytest.raises(ToolInputError):
+            resolve_write(ctx, case)
+    assert outside.read_text() == "top secret"
+
+
+def test_resolve_read_and_write_inside(ctx):
+    target = resolve_write(ctx, "out/preds.csv")
+    assert target == ctx.sandbox / "out" / "preds.csv" and target.parent.is_dir()
+    target.write_text("a\n1\n")
+    assert resolve_read(ctx, "out/preds.csv") == target
+    assert resolve_read(ctx, "./train.csv") == ctx.data_dir / "train.csv"
+    assert resolve_read(ctx, os.fspath(ctx.data_dir / "train.csv")) == ctx.data_dir / "train.csv"
