@@ -27,18 +27,24 @@ def ctx(tmp_path) -> ToolContext:
     return ToolContext(sandbox=sandbox, data_dir=tmp_path, task=make_task())
 
 
-@pytest.fixture
-def pad() -> Scratchpad:
+@pytest.fixture(scope="module")
+def objects() -> dict:
+    """Fitted once per module: tools never mutate their inputs, so tests can share them."""
     X = pd.DataFrame({"a": np.arange(20.0), "b": np.arange(20.0) % 3})
     y = pd.Series(np.arange(20) >= 10, name="Transported")
     y3 = pd.Series(np.arange(20) // 7)
-    return Scratchpad(objects={
+    return {
         "clf": LogisticRegression().fit(X, y), "reg": LinearRegression().fit(X, X["a"] * 2),
         "tree3": DecisionTreeClassifier(random_state=0).fit(X, y3),
         "X": X, "X_reordered": X[["b", "a"]], "X_bad": X.drop(columns="a").assign(c=1.0),
         "y": y, "y_reg": X["a"] * 2, "y3": y3,
         "test_df": pd.DataFrame({"PassengerId": [f"p{i}" for i in range(20)]}),
-    })
+    }
+
+
+@pytest.fixture
+def pad(objects) -> Scratchpad:
+    return Scratchpad(objects=objects)
 
 
 def call(pad, ctx, tool, bindings=None, kwargs=None, output=None):
