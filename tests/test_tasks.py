@@ -1,0 +1,162 @@
+"""Task specs: the paper's 15 challenges, spec validation errors, user tasks, the prompt template."""
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from mltb_core import FIXTURES
+from mltb_core.tasks import (SUBMISSION_FILE, Task, TaskSpecError, UnknownTaskError, get_task, load_tasks,
+                             parse_task)
+
+# The competition's official metric for each of the paper's challenges.
+EXPECTED_METRICS = {
+    "spaceship-titanic": "accuracy", "costa-rican-household-poverty-prediction": "macro_f1",
+    "forest-cover-type-kernels-only": "accuracy", "new-york-city-taxi-fare-prediction": "rmse",
+    "nyc-taxi-trip-duration": "rmsle", "santander-value-prediction-challenge": "rmsle",
+    "playground-series-s3e1": "rmse", "playground-series-s4e1": "roc_auc", "playground-series-s4e8": "mcc",
+    "playground-series-s4e9": "rmse", "playground-series-s5e5": "rmsle", "playground-series-s5e8": "roc_auc",
+    "porto-seguro-safe-driver-prediction": "gini", "santander-customer-transaction-prediction": "roc_auc",
+    "playground-series-s5e9": "rmse",
+}
+REPLICAS = {"santander-value-prediction-challenge", "porto-seguro-safe-driver-prediction",
+            "santander-customer-transaction-prediction", "playground-series-s5e9"}
+
+MINIMAL_SPEC = """\
+slug = "my-task"
+title = "My task"
+problem_type = "binary"
+target = "label"
+id_column = "row"
+metric = "roc_auc"
+prediction = "probability"
+source = "bundled"
+data = "labelled.csv"
+summary = "Predict the label."
+[fields]
+x = "a feature"
+"""
+
+
+@pytest.fixture(autouse=True)
+def _no_user_task_dirs(monkeypatch):
+    monkeypatch.delenv("MLTB_TASKS_DIR", raising=False)
+
+
+def write_spec(directory: Path, text: str, name: str = "my-task.toml") -> Path:
+    path = directory / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_the_paper_has_fifteen_challenges_with_their_official_metrics():
+    tasks = load_tasks()
+    assert {slug: task.metric for slug, task in tasks.items()} == EXPECTED_METRICS
+    assert {slug for slug, task in tasks.items() if task.source == "replica"} == REPLICAS
+    for task in tasks.values():
+        assert task.spec_path == FIXTURES / "tasks" / f"{task.slug}.toml"
+        assert task.has_offline_data
+        assert task.fields and task.summary.strip()
+        assert task.provenance.get("source_repo") and task.provenance.get("licence")
+        wants_probability = task.metric in ("roc_auc", "gini")
+        assert task.prediction == ("probability" if wants_probability else "label"), task.slug
+        assert task.greater_is_better == (task.metric not in ("rmse", "rmsle"))
+
+
+def test_leaderboard_files_exist_and_truncated_boards_carry_the_true_team_count():
+    tasks = load_tasks()
+    with_board = {slug for slug, task in tasks.items() if task.leaderboard}
+    assert len(with_board) == 9
+    for slug in with_board:
+        for name in (tasks[slug].leaderboard, tasks[slug].leaderboard_public):
+            assert (FIXTURES / "leaderboards" / name).is_file()
+    porto = tasks["porto-seguro-safe-driver-prediction"]
+    board_rows = len((FIXTURES / "leaderboards" / porto.leaderboard).read_text().splitlines()) - 1
+    assert porto.leaderboard_teams == 5156 > board_rows
+
+
+def test_prompt_follows_the_paper_template():
+    task = get_task("spaceship-titanic")
+    text = task.prompt(Path("/data/sp"), Path("/out") / SUBMISSION_FILE)
+    for expected in ("Spaceship Titanic", "File and Data Field Descriptions", "CryoSleep",
+                     "Submission File Format", "Benchmark Instructions", "/data/sp/train.csv",
+                     "/data/sp/test.csv", "/out/submission.csv", "Concatenate train and test", "True or False"):
+        assert expected in text
+    assert "SYNTHETIC" not in text
+
+
+@pytest.mark.parametrize("slug", sorted(REPLICAS))
+def test_replica_prompts_say_the_data_is_synthetic(slug):
+    task = get_task(slug)
+    assert "SYNTHETIC SCHEMA REPLICA" in task.prompt(Path("d"), Path("o.csv"))
+    assert "replica" in task.title.lower() and "replica" in task.summary.lower()
+
+
+def test_probability_prompt_asks_for_probabilities():
+    text = get_task("playground-series-s5e8").prompt(Path("d"), Path("o.csv"))
+    assert "probability that y is 1" in text
+
+
+def test_unknown_slug_lists_valid_slugs():
+    with pytest.raises(UnknownTaskError) as info:
+        get_task("no-such-task")
+    assert "no-such-task" in str(info.value) and "spaceship-titanic" in str(info.value)
+
+
+def test_user_task_from_an_extra_dir_and_from_env(tmp_path, monkeypatch):
+    write_spec(tmp_path, MINIMAL_SPEC)
+    task = get_task("my-task", extra_dirs=[tmp_path])
+    assert isinstance(task, Task) and task.data_path == tmp_path.resolve() / "labelled.csv"
+    assert "my-task" not in load_tasks()
+    monkeypatch.setenv("MLTB_TASKS_DIR", str(tmp_path))
+    assert "my-task" in load_tasks() and len(load_tasks()) == 16
+
+
+def test_yaml_specs_are_read_when_pyyaml_is_installed(tmp_path):
+    pytest.importorskip("yaml")
+    (tmp_path / "y.yaml").write_text("slug: y-task\ntitle: Y\nproblem_type: regression\ntarget: t\n"
+                                     "id_column: id\nmetric: rmse\nprediction: label\nsource: bundled\n"
+                                     "data: y.csv\nsummary: Predict t.\nfields: {a: a number}\n")
+    assert load_tasks([tmp_path])["y-task"].metric == "rmse"
+
+
+@pytest.mark.parametrize(("edit", "field", "message"), [
+    (lambda s: s.replace('target = "label"\n', ""), "target", "missing required field"),
+    (lambda s: s.replace('"roc_auc"', '"auc_pr"'), "metric", "unknown value 'auc_pr'"),
+    (lambda s: s.replace('"binary"', '"ranking"'), "problem_type", "unknown value 'ranking'"),
+    (lambda s: s.replace('"probability"', '"score"'), "prediction", "unknown value 'score'"),
+    (lambda s: s.replace('data = "labelled.csv"', 'builder = "nope"'), "builder", "unknown value 'nope'"),
+    (lambda s: s.replace('data = "labelled.csv"\n', ""), "builder", "needs a 'builder' or a 'data'"),
+])
+def test_spec_errors_name_the_file_and_the_field(tmp_path, edit, field, message):
+    path = write_spec(tmp_path, edit(MINIMAL_SPEC))
+    with pytest.raises(TaskSpecError) as info:
+        load_tasks([tmp_path])
+    assert str(path) in str(info.value) and f"field '{field}'" in str(info.value)
+    assert message in str(info.value) and info.value.field == field
+
+
+def test_bad_leaderboard_team_count_is_rejected(tmp_path):
+    path = write_spec(tmp_path, MINIMAL_SPEC.replace("[fields]", "leaderboard_teams = -3\n[fields]"))
+    with pytest.raises(TaskSpecError, match="leaderboard_teams"):
+        parse_task(path)
+
+
+def test_bad_toml_names_the_file(tmp_path):
+    path = write_spec(tmp_path, MINIMAL_SPEC.replace('title = "My task"', "title = My task"))
+    with pytest.raises(TaskSpecError) as info:
+        load_tasks([tmp_path])
+    assert str(path) in str(info.value) and "cannot parse" in str(info.value)
+
+
+def test_duplicate_slug_in_one_directory_is_an_error(tmp_path):
+    write_spec(tmp_path, MINIMAL_SPEC, "a.toml")
+    write_spec(tmp_path, MINIMAL_SPEC, "b.toml")
+    with pytest.raises(TaskSpecError, match="also used by"):
+        load_tasks([tmp_path])
+
+
+def test_missing_tasks_dir_is_reported(tmp_path):
+    with pytest.raises(TaskSpecError, match="does not exist"):
+        load_tasks([tmp_path / "missing"])
