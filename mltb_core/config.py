@@ -23,13 +23,15 @@ class TrialConfig:
     depth_penalty: float = 0.1    # per-level penalty on node values
     rollout_depth: int = 0        # 0 = the immediate reward (the paper's depth-0 rollouts)
     subtask_depth: int = 6        # hierarchical MCTS: max depth within one subtask
+    subtask_iterations: int = 8   # hierarchical MCTS: iterations per subtask and seed node
+    max_solutions: int = 3        # hierarchical MCTS: solution nodes carried into the next subtask
     max_llm_calls: int | None = None
     max_tokens: int | None = None
     max_cost_usd: float | None = None
     max_seconds: float | None = None
     # factorial ablation switches (None = the planner's own default)
     reward_shaping: bool | None = None
-    feedback: bool = True
+    feedback: bool | None = None
     tool_masking: bool | None = None
     decomposition: bool | None = None
     # execution

@@ -116,3 +116,14 @@ def describe_object(obj: Any) -> str:
     if isinstance(obj, (int, float, bool, str)) and len(repr(obj)) <= 60:
         return f"{kind} {obj!r}"
     return kind
+
+
+def describe_columns(obj: Any, limit: int = 40) -> str:
+    """Column names and dtypes of a frame (capped), e.g. ``columns=[Age:float64, Cabin:str]``."""
+    columns = getattr(obj, "columns", None)
+    dtypes = getattr(obj, "dtypes", None)
+    if columns is None or dtypes is None:
+        return ""
+    shown = [f"{c}:{t}" for c, t in list(zip(columns, dtypes))[:limit]]
+    more = f", ... {len(columns) - limit} more" if len(columns) > limit else ""
+    return f"columns=[{', '.join(shown)}{more}]"

@@ -1,0 +1,194 @@
+"""The environment every planner searches in: prompts → LLM candidates → executed tool calls → nodes.
+
+Planners decide *which* node to grow; the episode does the growing: it builds the
+message history of a path, asks the model for candidates (charging the budget),
+executes a candidate's tool call in a child's path-local scratchpad, checks the
+reward stages and writes every step to the trajectory.
+"""
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import prompts
+from ..config import TrialConfig
+from ..llm.base import Candidate, LLMBackend, Usage
+from ..registry import REGISTRY, ToolContext, ToolRegistry, execute
+from ..rewards import StageContext, advance, check_submission, read_submission_snapshot
+from ..scratchpad import Scratchpad, describe_columns, describe_object
+from ..tasks import SUBMISSION_FILE
+from ..trajectory import TrajectoryWriter
+from .tree import Node, path_to
+
+__all__ = ["Episode", "BudgetExhausted", "Budget"]
+
+
+class BudgetExhausted(Exception):
+    """A search budget ran out; the planner stops cleanly and returns its best node."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass
+class Budget:
+    config: TrialConfig
+    started: float
+
+    def check(self, usage: Usage) -> None:
+        c = self.config
+        if c.max_llm_calls is not None and usage.calls >= c.max_llm_calls:
+            raise BudgetExhausted(f"LLM-call budget ({c.max_llm_calls}) used up")
+        if c.max_tokens is not None and usage.prompt_tokens + usage.completion_tokens >= c.max_tokens:
+            raise BudgetExhausted(f"token budget ({c.max_tokens}) used up")
+        if c.max_cost_usd is not None and usage.cost_usd >= c.max_cost_usd:
+            raise BudgetExhausted(f"cost budget (${c.max_cost_usd}) used up")
+        if c.max_seconds is not None and time.monotonic() - self.started >= c.max_seconds:
+            raise BudgetExhausted(f"time budget ({c.max_seconds} s) used up")
+
+
+class Episode:
+    def __init__(self, task: Any, config: TrialConfig, llm: LLMBackend, stage_ctx: StageContext,
+                 tool_ctx: ToolContext, data_dir: Path, trajectory: TrajectoryWriter | None = None,
+                 registry: ToolRegistry | None = None, feedback: bool = True):
+        self.task, self.config, self.llm = task, config, llm
+        self.stage_ctx, self.tool_ctx = stage_ctx, tool_ctx
+        self.registry = registry or REGISTRY
+        self.trajectory = trajectory or TrajectoryWriter(None)
+        self.feedback = feedback
+        self.budget = Budget(config, time.monotonic())
+        self.usage = Usage()
+        self.tool_calls = 0
+        self.tool_seconds = 0.0
+        self.nodes = 0
+        self.task_prompt = task.prompt(data_dir, self.tool_ctx.sandbox / SUBMISSION_FILE)
+        self._schemas = {t.name: t.schema() for t in self.registry}
+        self.root = Node(Scratchpad())
+        self.best: Node = self.root   # furthest stage reached so far (ties: the shallower)
+
+    # -- prompts ---------------------------------------------------------------------
+    def tool_schemas(self, allowed: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        if allowed is None:
+            return list(self._schemas.values())
+        allowed = set(allowed)
+        return [s for name, s in self._schemas.items() if name in allowed]
+
+    def messages(self, node: Node, system: str, extra: Iterable[str] = ()) -> list[dict[str, Any]]:
+        """The chat history of the root→node path, OpenAI style."""
+        msgs: list[dict[str, Any]] = [{"role": "system", "content": system},
+                                      {"role": "user", "content": self.task_prompt}]
+        msgs += [{"role": "user", "content": text} for text in extra]
+        for step in path_to(node)[1:]:
+            if step.call is None:
+                msgs.append({"role": "assistant", "content": step.assistant_text or ""})
+                msgs.append({"role": "user", "content": step.observation})
+                continue
+            msgs.append({"role": "assistant", "content": step.assistant_text or None, "tool_calls": [{
+                "id": step.call_id, "type": "function",
+                "function": {"name": step.call.tool_name,
+                             "arguments": json.dumps(step.call.to_dict()["tool_args"], default=str)}}]})
+            msgs.append({"role": "tool", "tool_call_id": step.call_id, "content": step.observation})
+        return msgs
+
+    # -- the model -------------------------------------------------------------------
+    def propose(self, node: Node, system: str, n: int, allowed: Iterable[str] | None = None,
+                extra: Iterable[str] = ()) -> list[Candidate]:
+        """Ask the model for ``n`` candidate next steps from ``node`` (one budgeted LLM request)."""
+        self.budget.check(self.usage)
+        allowed = list(allowed) if allowed is not None else None
+        response = self.llm.complete(self.messages(node, system, extra), self.tool_schemas(allowed), n=n,
+                                     temperature=self.config.temperature)
+        self.usage = self.usage + response.usage
+        self.trajectory.write("llm_call", node_id=node.id, purpose="propose", n=n,
+                              candidates=[{"text": c.text[:300], "tool_calls": [t.to_dict() for t in c.tool_calls],
+                                           "error": c.error} for c in response.candidates],
+                              usage=response.usage.to_dict())
+        return response.candidates
+
+    def ask(self, node: Node, system: str, request: str, purpose: str) -> str:
+        """A plain-text request about the path (LATS evaluation and reflection)."""
+        self.budget.check(self.usage)
+        msgs = self.messages(node, system) + [{"role": "user", "content": request}]
+        response = self.llm.complete(msgs, [], n=1, temperature=0.0)
+        self.usage = self.usage + response.usage
+        text = response.candidates[0].text if response.candidates else ""
+        self.trajectory.write("llm_call", node_id=node.id, purpose=purpose, text=text[:500],
+                              usage=response.usage.to_dict())
+        return text
+
+    # -- the environment -------------------------------------------------------------
+    def step(self, parent: Node, candidate: Candidate, allowed: Iterable[str] | None = None) -> Node:
+        """Execute ``candidate``'s tool call below ``parent`` and return the new child."""
+        child = Node(parent.pad.child(), parent=parent, assistant_text=candidate.text or "",
+                     log=parent.log, progress=parent.progress, found=parent.found)
+        child.call_id = f"call_{child.id}"
+        self.nodes += 1
+        if not candidate.tool_calls:
+            detail = f": {candidate.error}" if candidate.error else ""
+            child.ok = False
+            child.observation = prompts.NO_TOOL_CALL.format(detail=detail)
+            self.trajectory.write("invalid_reply", node_id=child.id, parent_id=parent.id,
+                                  content_preview=child.observation[:300])
+            return parent.add_child(child)
+        call = candidate.tool_calls[0]
+        child.call = call
+        self.trajectory.tool_started(child.id, parent.id, call.to_dict(), child.call_id)
+        before = _mtime(self.tool_ctx.sandbox / SUBMISSION_FILE)
+        result = execute(call, child.pad, self.tool_ctx, self.registry, allowed=allowed)
+        self.tool_calls += 1
+        self.tool_seconds += result.seconds
+        self.trajectory.tool_completed(child.id, result.ok, result.message, result.seconds)
+        snapshot = read_submission_snapshot(self.tool_ctx.sandbox, before) if result.ok else None
+        check = check_submission(self.stage_ctx, snapshot) if snapshot is not None else None
+        child.ok = result.ok
+        child.log = parent.log.extend(call.tool_name, result.ok, result.written, snapshot, check)
+        child.progress, child.found = advance(self.stage_ctx, parent.progress, child.pad, child.log, parent.found)
+        child.observation = self._observation(child, result.message)
+        if child.progress.newly_passed or child.progress.feedback:
+            self.trajectory.write("reward_feedback", node_id=child.id, stage=child.progress.stage,
+                                  passed=list(child.progress.newly_passed), feedback=child.progress.feedback,
+                                  shown_to_model=self.feedback)
+        if (child.progress.stage, -child.depth) > (self.best.progress.stage, -self.best.depth):
+            self.best = child
+        return parent.add_child(child)
+
+    def _observation(self, node: Node, message: str) -> str:
+        parts = [message]
+        if node.pad.local_names:
+            listing = "\n".join(self._describe(node, n) for n in node.pad.names())
+            parts.append(prompts.scratchpad_note(listing))
+        if self.feedback:
+            if node.progress.newly_passed:
+                from ..rewards import STAGES
+                done = ", ".join(STAGES[i - 1].title for i in node.progress.newly_passed)
+                parts.append(f"Stage check: completed ({done}).")
+            if node.progress.feedback:
+                parts.append(f"Stage check: {node.progress.feedback}")
+        return "\n\n".join(parts)
+
+    @staticmethod
+    def _describe(node: Node, name: str) -> str:
+        """One listing line; columns only for what this step wrote (keeps the context short)."""
+        obj = node.pad.get(name)
+        line = f"- {name}: {describe_object(obj)}"
+        if name in node.pad.local_names:
+            cols = describe_columns(obj)
+            line += f" {cols}" if cols else ""
+        return line
+
+    def summary(self, best: Node, stop_reason: str) -> dict[str, Any]:
+        return {"nodes": self.nodes, "best_node": best.id, "best_stage": best.progress.stage,
+                "best_depth": best.depth, "best_value": round(best.value, 4), "stop_reason": stop_reason,
+                "best_path": [n.id for n in path_to(best)[1:] if n.call is not None]}
+
+
+def _mtime(path: Path) -> int | None:
+    try:
+        return path.stat().st_mtime_ns
+    except FileNotFoundError:
+        return None

@@ -1,0 +1,60 @@
+"""Hierarchical MCTS: the task as ten ordered subtasks, searched one after another.
+
+For each subtask, MCTS below every seed node enumerates solution nodes (nodes that
+pass the subtask's stage) up to a maximum subtask depth; the best of them seed the
+next subtask. Tool masking offers only the subtask's tools. No solution for a
+subtask ends the search with "No Solution Found".
+"""
+from __future__ import annotations
+
+from .. import prompts
+from ..rewards import STAGES
+from .base import SearchResult, register
+from .masking import subtask_tools
+from .mcts import TreeSearch
+from .tree import Node
+
+
+@register
+class HierarchicalMCTS(TreeSearch):
+    name = "hierarchical_mcts"
+    default_shaping = False       # within a subtask only "solved or not" counts
+    default_masking = True
+    default_decomposition = True
+
+    def search(self) -> SearchResult:
+        if not self.decomposition:
+            return super().search()
+        seeds = [self.ep.root]
+        for stage in STAGES:
+            self._stage = stage
+            solutions: list[Node] = []
+            for seed in seeds:
+                wanted = self.config.max_solutions - len(solutions)
+                if wanted <= 0:
+                    break
+                seed.dead = False
+                solutions += self.mcts(seed, self.config.subtask_iterations,
+                                       lambda n, s=stage.number: n.progress.stage >= s,
+                                       seed.depth + self.config.subtask_depth, stop_after=wanted)
+            if not solutions:
+                return SearchResult(self.ep.best, f"No Solution Found for subtask {stage.number} ({stage.name})")
+            solutions.sort(key=lambda n: (n.progress.reward, n.value, -n.depth), reverse=True)
+            seeds = solutions[: self.config.max_solutions]
+        return SearchResult(seeds[0], "valid submission")
+
+    def evaluate(self, node: Node) -> float:
+        if not self.decomposition:
+            return super().evaluate(node)
+        solved = 1.0 if node.progress.stage >= self._stage.number else 0.0
+        return solved - self.config.depth_penalty * node.depth / len(STAGES)
+
+    def system_for(self, node: Node) -> str:
+        if not self.decomposition:
+            return super().system_for(node)
+        return prompts.subtask_system(self._stage.name)
+
+    def allowed_for(self, node: Node):
+        if not self.decomposition:
+            return super().allowed_for(node)
+        return subtask_tools(self._stage.name, self.ep.registry) if self.masking else None

@@ -1,0 +1,36 @@
+"""Tool masking: which tools each of the ten subtasks offers the model."""
+from __future__ import annotations
+
+from ..registry import REGISTRY, ToolRegistry
+
+__all__ = ["subtask_tools"]
+
+_SUMMARIES = ("get_dataframe_summary", "get_dataframe_dtypes_summary", "get_missing_summary", "get_unique_values")
+
+# Explicit names per subtask, plus every tool carrying the listed stage tags.
+_SUBTASKS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "train_data_loading": (("read_data",), ()),
+    "test_data_loading": (("read_data",), ()),
+    "combine_train_test": (("concatenate_train_test", "concatenate_dataframes", "join_dataframes"), ()),
+    "data_cleaning": (("drop_feature",), ("cleaning",)),
+    "feature_engineering": (("drop_feature", "cast_columns", "cast_categorical_columns"), ("features",)),
+    "split_train_test": (("split_combined_into_train_test",), ()),
+    "train_data_to_features_target": (("convert_dataframe_to_features_target", "drop_feature", "get_features"), ()),
+    "test_data_to_features": (("convert_dataframe_to_features_target", "drop_feature", "get_features"), ()),
+    "modeling": (("evaluate_regression_model", "evaluate_classification_model"), ("modeling",)),
+    "create_submission": (("predict_target", "create_submission", "save_dataframe_to_csv", "convert_to_dataframe"), ()),
+}
+
+
+def subtask_tools(stage_name: str, registry: ToolRegistry | None = None) -> list[str]:
+    """Names of the tools offered in subtask ``stage_name`` (summaries are always offered)."""
+    reg = registry or REGISTRY
+    try:
+        names, tags = _SUBTASKS[stage_name]
+    except KeyError:
+        raise KeyError(f"unknown subtask {stage_name!r}; subtasks: {list(_SUBTASKS)}") from None
+    wanted = set(names) | set(_SUMMARIES)
+    wanted |= {t.name for t in reg if set(tags) & set(t.stages)}
+    if stage_name != "modeling":  # model fitting belongs to the modeling subtask only
+        wanted -= {t.name for t in reg if t.name.startswith(("fit_", "tune_"))}
+    return [n for n in reg.names() if n in wanted]

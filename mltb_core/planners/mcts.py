@@ -1,0 +1,128 @@
+"""MCTS over tool calls: UCT selection, expansion of k candidates, depth-0 rollouts, mean backup.
+
+``mcts_outcome`` pays only for a fitted model and a valid submission; ``mcts_shaped``
+pays for each of the ten stages. Both subtract a per-level depth penalty.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from .. import prompts
+from ..rewards import STAGES
+from .base import Planner, SearchResult, register
+from .masking import subtask_tools
+from .tree import Node, backpropagate, uct_select
+
+__all__ = ["MCTSOutcome", "MCTSShaped", "TreeSearch"]
+
+
+class TreeSearch(Planner):
+    """The MCTS machinery shared by every tree planner; subclasses choose values and prompts."""
+
+    system_prompt = prompts.EXPANSION_SYSTEM
+
+    # -- values --------------------------------------------------------------------
+    def evaluate(self, node: Node) -> float:
+        """Depth-0 rollout: the reward of the node's own state, penalised per level."""
+        p = node.progress
+        if self.shaping:
+            earned = p.reward
+        else:
+            fitted = any(t.startswith(("fit_", "tune_")) for t in node.log.tools_used)
+            earned = (1.0 if fitted else 0.0) + (1.0 if node.terminal else 0.0)
+        return (earned - self.config.depth_penalty * node.depth) / len(STAGES)
+
+    def rollout_value(self, node: Node) -> float:
+        """Optional deeper rollouts: follow the model's first candidate ``rollout_depth`` steps."""
+        value = self.evaluate(node)
+        cur = node
+        for _ in range(self.config.rollout_depth):
+            if cur.terminal:
+                break
+            cands = self.ep.propose(cur, self.system_for(cur), n=1, allowed=self.allowed_for(cur))
+            if not cands:
+                break
+            cur = self.ep.step(cur, cands[0], self.allowed_for(cur))
+            cur.dead = True  # rollout nodes are for estimation only, never expanded by the search
+            value = max(value, self.evaluate(cur))
+        return value
+
+    # -- prompts and masking --------------------------------------------------------
+    def system_for(self, node: Node) -> str:
+        return self.system_prompt
+
+    def allowed_for(self, node: Node) -> list[str] | None:
+        """With masking outside decomposition: only the next unmet stage's tools."""
+        if not self.masking or node.progress.done:
+            return None
+        return subtask_tools(STAGES[node.progress.stage].name, self.ep.registry)
+
+    def extra_messages(self, node: Node) -> Iterable[str]:
+        return ()
+
+    # -- the loop ------------------------------------------------------------------
+    def expand(self, node: Node) -> list[Node]:
+        allowed = self.allowed_for(node)
+        candidates = self.ep.propose(node, self.system_for(node), n=self.config.expansion_k, allowed=allowed,
+                                     extra=self.extra_messages(node))
+        node.expanded = True
+        seen: set[str] = set()
+        children = []
+        for cand in candidates:
+            key = cand.tool_calls[0].key() if cand.tool_calls else f"reply:{cand.error}:{cand.text[:80]}"
+            if key in seen:
+                continue
+            seen.add(key)
+            children.append(self.ep.step(node, cand, allowed))
+        if not children:
+            node.dead = True
+        return children
+
+    def mcts(self, root: Node, iterations: int, is_solution: Callable[[Node], bool], depth_limit: int,
+             stop_after: int = 1, on_child: Callable[[Node], None] | None = None) -> list[Node]:
+        """Search below ``root``; return up to ``stop_after`` solution nodes (in order of discovery)."""
+        solutions = [root] if is_solution(root) else []
+        if len(solutions) >= stop_after:
+            return solutions
+        for _ in range(iterations):
+            leaf = uct_select(root, self.config.exploration,
+                              is_leaf=lambda n: n is not root and (is_solution(n) or n.depth >= depth_limit))
+            if leaf is None:
+                break
+            if leaf is not root and (is_solution(leaf) or leaf.depth >= depth_limit):
+                leaf.dead = True
+                backpropagate(leaf, self.evaluate(leaf), stop_at=root)
+                continue
+            for child in self.expand(leaf):
+                backpropagate(child, self.rollout_value(child), stop_at=root)
+                if on_child:
+                    on_child(child)
+                if is_solution(child):
+                    solutions.append(child)
+                    child.dead = True   # solved: nothing to expand below it in this search
+            if len(solutions) >= stop_after:
+                break
+        return solutions
+
+    def search(self) -> SearchResult:
+        solutions = self.mcts(self.ep.root, self.config.max_iterations, lambda n: n.terminal,
+                              self.config.max_depth, on_child=self.after_child)
+        if solutions:
+            return SearchResult(solutions[0], "valid submission")
+        reason = "tree exhausted" if self.ep.root.dead else f"iteration budget ({self.config.max_iterations}) used up"
+        return SearchResult(self.ep.best, reason)
+
+    def after_child(self, child: Node) -> None:
+        """Hook for planners that learn from each new node (LATS reflections)."""
+
+
+@register
+class MCTSOutcome(TreeSearch):
+    name = "mcts_outcome"
+    default_shaping = False
+
+
+@register
+class MCTSShaped(TreeSearch):
+    name = "mcts_shaped"
+    default_shaping = True

@@ -1,0 +1,24 @@
+"""ReAct: one trajectory of reason → act → observe until a valid submission or the step budget."""
+from __future__ import annotations
+
+from .. import prompts
+from .base import Planner, SearchResult, register
+
+
+@register
+class ReAct(Planner):
+    name = "react"
+    default_feedback = False   # the paper's stage feedback belongs to the MCTS variants
+
+    def search(self) -> SearchResult:
+        node = self.ep.root
+        for _ in range(self.config.max_depth):
+            candidates = self.ep.propose(node, prompts.REACT_SYSTEM, n=1)
+            if not candidates:
+                return SearchResult(node, "model returned no reply")
+            if not candidates[0].tool_calls and not candidates[0].error:
+                return SearchResult(node, "the model ended its turn without a valid submission")
+            node = self.ep.step(node, candidates[0])
+            if node.terminal:
+                return SearchResult(node, "valid submission")
+        return SearchResult(node, f"step budget ({self.config.max_depth}) used up")

@@ -1,0 +1,400 @@
+"""The paper's ten shaped-reward stages, checked on a node's scratchpad and tool log.
+
+A stage pays once per trajectory and only after every earlier stage has paid.
+When the next stage is not yet reached, :func:`advance` explains why in text the
+model can act on (remaining categoricals, NaN counts, feature blow-up, an invalid
+submission), which the MCTS planners feed back to the model.
+"""
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .scratchpad import Scratchpad
+
+__all__ = ["STAGES", "Stage", "StageContext", "Progress", "PathLog", "advance", "stage_index"]
+
+TRACKING_COLUMN = "_is_train"
+MAX_CATEGORY_LEVELS = 50
+
+
+@dataclass(frozen=True)
+class Stage:
+    number: int
+    name: str
+    title: str
+
+
+STAGES: tuple[Stage, ...] = (
+    Stage(1, "train_data_loading", "train data loaded"),
+    Stage(2, "test_data_loading", "test data loaded"),
+    Stage(3, "combine_train_test", "train and test combined"),
+    Stage(4, "data_cleaning", "no missing values"),
+    Stage(5, "feature_engineering", "features encoded"),
+    Stage(6, "split_train_test", "split back into train and test"),
+    Stage(7, "train_data_to_features_target", "train features and target"),
+    Stage(8, "test_data_to_features", "test features"),
+    Stage(9, "modeling", "model fitted"),
+    Stage(10, "create_submission", "valid submission written"),
+)
+
+
+def stage_index(name: str) -> int:
+    for s in STAGES:
+        if s.name == name:
+            return s.number
+    raise KeyError(f"unknown stage {name!r}; stages: {[s.name for s in STAGES]}")
+
+
+@dataclass
+class PathLog:
+    """What the tool calls on the root→node path did (built incrementally per node)."""
+
+    tools_used: frozenset[str] = frozenset()
+    written: tuple[tuple[str, str], ...] = ()   # (object name, tool) in write order
+    submission: bytes | None = None            # snapshot of the submission this path wrote last
+    submission_check: tuple[bool, str] = (False, "")   # its validity and the reason when invalid
+
+    def extend(self, tool_name: str, ok: bool, written: list[str], submission: bytes | None = None,
+               submission_check: tuple[bool, str] | None = None) -> PathLog:
+        if not ok:
+            return self
+        new_sub = submission is not None
+        return PathLog(self.tools_used | {tool_name},
+                       self.written + tuple((n, tool_name) for n in written),
+                       submission if new_sub else self.submission,
+                       (submission_check or (False, "")) if new_sub else self.submission_check)
+
+    @property
+    def valid_submission(self) -> bool:
+        return self.submission is not None and self.submission_check[0]
+
+    def latest(self) -> list[str]:
+        """Visible object names, most recently written first."""
+        seen: dict[str, None] = {}
+        for name, _ in reversed(self.written):
+            seen.setdefault(name, None)
+        return list(seen)
+
+    def writer(self, name: str) -> str | None:
+        for n, tool in reversed(self.written):
+            if n == name:
+                return tool
+        return None
+
+
+@dataclass
+class StageContext:
+    """Per-trial constants the checks compare against (loaded once, never per node)."""
+
+    task: Any
+    n_train: int
+    n_test: int
+    labels: pd.DataFrame          # id + target of the held-out rows: used for submission VALIDITY only
+    train_target: pd.Series
+    max_features: int = 1000
+    original_features: int = 0
+    cv_baseline: float | None = None
+
+    @classmethod
+    def from_split(cls, task: Any, split: Any, max_features: int = 1000) -> StageContext:
+        train = pd.read_csv(split.train_path)
+        labels = pd.read_csv(split.labels_path)
+        n_test = len(labels)
+        ctx = cls(task, len(train), n_test, labels, train[task.target], max_features,
+                  original_features=train.shape[1] - 1)
+        ctx.cv_baseline = _constant_baseline(task, ctx.train_target)
+        return ctx
+
+    @property
+    def n_total(self) -> int:
+        return self.n_train + self.n_test
+
+
+def _constant_baseline(task: Any, y: pd.Series) -> float | None:
+    """Metric of the trivial constant prediction on the training target (normalises CV scores)."""
+    try:
+        from .metrics import get_metric
+
+        metric = get_metric(task.metric)
+        y = y.dropna()
+        if task.problem_type == "regression":
+            const = float(np.expm1(np.log1p(y.clip(lower=0)).mean())) if task.metric == "rmsle" else float(y.mean())
+            pred = np.full(len(y), const)
+        elif task.prediction == "probability":
+            pos = (pd.Series(y).astype(str).isin(["1", "True", "true", "1.0"])).mean()
+            pred = np.full(len(y), float(pos))
+        else:
+            pred = np.full(len(y), y.mode().iloc[0], dtype=object)
+            pred = pd.Series(pred).astype(y.dtype).to_numpy()
+        return float(metric.func(y.to_numpy(), pred))
+    except Exception:  # noqa: BLE001 - normalisation is best effort; the stage still pays
+        return None
+
+
+@dataclass(frozen=True)
+class Progress:
+    stage: int = 0                    # last stage passed (0..10)
+    reward: float = 0.0               # stage rewards earned on the path
+    cv_quality: float | None = None   # normalised CV score of the model that passed stage 9
+    feedback: str = ""                # why the next stage is not reached yet ("" when done)
+    newly_passed: tuple[int, ...] = field(default=())
+
+    @property
+    def done(self) -> bool:
+        return self.stage >= len(STAGES)
+
+    @property
+    def stage_name(self) -> str:
+        return STAGES[self.stage - 1].name if self.stage else "none"
+
+
+# --------------------------------------------------------------------------- checks
+def _frames(pad: Scratchpad, log: PathLog) -> list[tuple[str, pd.DataFrame]]:
+    out = []
+    for name in log.latest():
+        obj = pad.get(name) if name in pad else None
+        if isinstance(obj, pd.DataFrame):
+            out.append((name, obj))
+    return out
+
+
+def _unencoded(df: pd.DataFrame, skip: set[str]) -> list[str]:
+    bad = []
+    for col in df.columns:
+        if col in skip:
+            continue
+        s = df[col]
+        if pd.api.types.is_bool_dtype(s) or pd.api.types.is_numeric_dtype(s):
+            continue
+        if isinstance(s.dtype, pd.CategoricalDtype) and s.nunique() <= MAX_CATEGORY_LEVELS:
+            continue
+        bad.append(col)
+    return bad
+
+
+def _describe_unencoded(df: pd.DataFrame, cols: list[str]) -> str:
+    shown = [f"{c} ({df[c].nunique()} unique, {df[c].dtype})" for c in cols[:12]]
+    more = f" and {len(cols) - 12} more" if len(cols) > 12 else ""
+    return ", ".join(shown) + more
+
+
+def _nan_report(df: pd.DataFrame) -> str:
+    counts = df.isna().sum()
+    counts = counts[counts > 0].sort_values(ascending=False)
+    shown = [f"{c} ({n})" for c, n in counts.head(12).items()]
+    more = f" and {len(counts) - 12} more columns" if len(counts) > 12 else ""
+    return f"{int(counts.sum())} missing values remain in {len(counts)} column(s): " + ", ".join(shown) + more
+
+
+class _Checker:
+    def __init__(self, ctx: StageContext, pad: Scratchpad, log: PathLog, progress_objects: dict[str, Any]):
+        self.ctx, self.pad, self.log = ctx, pad, log
+        self.task = ctx.task
+        self.frames = _frames(pad, log)
+        self.found = progress_objects  # objects identified by earlier stages on this path
+
+    def _combined(self) -> list[tuple[str, pd.DataFrame]]:
+        return [(n, f) for n, f in self.frames if TRACKING_COLUMN in f.columns and len(f) == self.ctx.n_total]
+
+    def _skip(self) -> set[str]:
+        return {TRACKING_COLUMN, self.task.target}
+
+    def stage1(self) -> tuple[bool, str]:
+        for name, f in self.frames:
+            if self.log.writer(name) == "read_data" and len(f) == self.ctx.n_train and self.task.target in f.columns:
+                return True, ""
+        return False, ("Train data not loaded yet: read the training CSV with read_data "
+                       f"(expect {self.ctx.n_train} rows with the target column {self.task.target!r}).")
+
+    def stage2(self) -> tuple[bool, str]:
+        for name, f in self.frames:
+            if (self.log.writer(name) == "read_data" and len(f) == self.ctx.n_test
+                    and self.task.target not in f.columns):
+                return True, ""
+        return False, f"Test data not loaded yet: read the test CSV with read_data (expect {self.ctx.n_test} rows)."
+
+    def stage3(self) -> tuple[bool, str]:
+        if "concatenate_train_test" in self.log.tools_used and self._combined():
+            return True, ""
+        return False, ("Train and test are not combined yet: use concatenate_train_test so cleaning and "
+                       "encoding treat both alike (it adds the tracking column '_is_train').")
+
+    def stage4(self) -> tuple[bool, str]:
+        combined = self._combined()
+        for _, f in combined:
+            if not f.isna().any().any():
+                return True, ""
+        if not combined:
+            return False, "The combined train+test frame (with '_is_train') is gone; recombine train and test."
+        return False, "Data cleaning incomplete: " + _nan_report(combined[0][1]) + "."
+
+    def stage5(self) -> tuple[bool, str]:
+        combined = [(n, f) for n, f in self._combined() if not f.isna().any().any()]
+        if not combined:
+            return False, "Feature engineering needs a combined frame without missing values."
+        notes = []
+        for _, f in combined:
+            bad = _unencoded(f, self._skip())
+            n_features = f.shape[1] - len(self._skip() & set(f.columns))
+            if not bad and n_features <= self.ctx.max_features:
+                return True, ""
+            if bad:
+                notes.append(f"Categorical columns still unencoded: {_describe_unencoded(f, bad)}. Encode them "
+                             "(label_encode / one_hot_encode for few levels) or drop identifiers and free text.")
+            if n_features > self.ctx.max_features:
+                notes.append(f"Feature count blew up to {n_features} (bound {self.ctx.max_features}; the raw data "
+                             f"had {self.ctx.original_features}): drop high-cardinality columns instead of one-hot "
+                             "encoding them.")
+            break
+        return False, " ".join(notes)
+
+    def stage6(self) -> tuple[bool, str]:
+        if "split_combined_into_train_test" not in self.log.tools_used:
+            return False, ("Split the encoded combined frame back into train and test with "
+                           "split_combined_into_train_test.")
+        trains = [f for n, f in self.frames if self.log.writer(n) == "split_combined_into_train_test"
+                  and len(f) == self.ctx.n_train and TRACKING_COLUMN not in f.columns]
+        tests = [f for n, f in self.frames if self.log.writer(n) == "split_combined_into_train_test"
+                 and len(f) == self.ctx.n_test and TRACKING_COLUMN not in f.columns]
+        for tr in trains:
+            if not _unencoded(tr, self._skip()) and not tr.drop(columns=[self.task.target], errors="ignore").isna().any().any():
+                if tests:
+                    return True, ""
+        if trains and tests:
+            return False, "The split frames still have missing values or unencoded columns: clean and encode before splitting."
+        return False, f"Split did not give {self.ctx.n_train} train and {self.ctx.n_test} test rows; split the combined frame that has '_is_train'."
+
+    def stage7(self) -> tuple[bool, str]:
+        xs = [(n, f) for n, f in self.frames if len(f) == self.ctx.n_train and self.task.target not in f.columns
+              and TRACKING_COLUMN not in f.columns and not _unencoded(f, set()) and not f.isna().any().any()]
+        ys = []
+        for name in self.log.latest():
+            obj = self.pad.get(name)
+            if isinstance(obj, pd.Series) and len(obj) == self.ctx.n_train:
+                ys.append(obj)
+        good_y = [y for y in ys if y.name == self.task.target and not y.isna().any()]
+        if "convert_dataframe_to_features_target" in self.log.tools_used and xs and good_y:
+            self.found["X_train_columns"] = list(xs[0][1].columns)
+            return True, ""
+        if ys and not good_y:
+            return False, (f"The extracted target is {ys[0].name!r}, but the challenge's target column is "
+                           f"{self.task.target!r}; convert the train frame with target_column={self.task.target!r}.")
+        return False, ("Convert the train frame into features and target with convert_dataframe_to_features_target "
+                       f"(target_column={self.task.target!r}, is_train=true); features must be encoded and complete.")
+
+    def stage8(self) -> tuple[bool, str]:
+        want = set(self.found.get("X_train_columns") or [])
+        candidates = [f for _, f in self.frames if len(f) == self.ctx.n_test and self.task.target not in f.columns
+                      and TRACKING_COLUMN not in f.columns]
+        for f in candidates:
+            if set(f.columns) == want and not f.isna().any().any():
+                return True, ""
+        if candidates:
+            cols = set(candidates[0].columns)
+            missing, extra = sorted(want - cols)[:8], sorted(cols - want)[:8]
+            return False, (f"Test features do not match the training features (missing {missing}, extra {extra}); "
+                           "convert the split test frame with is_train=false.")
+        return False, "Convert the split test frame into features with convert_dataframe_to_features_target (is_train=false)."
+
+    def stage9(self) -> tuple[bool, str]:
+        want = self.found.get("X_train_columns")
+        for name in self.log.latest():
+            model = self.pad.get(name)
+            score = getattr(model, "mltb_cv_score_", None)
+            if score is None:
+                continue
+            names = _feature_names(model)
+            if want is not None and names is not None and list(names) != list(want):
+                continue
+            self.found["cv_score"] = float(score)
+            return True, ""
+        return False, "No fitted model yet: fit one of the fit_* or tune_* tools on the train features and target."
+
+    def stage10(self) -> tuple[bool, str]:
+        if self.log.submission is None:
+            return False, ("No submission written yet: predict the test features with predict_target and write "
+                           "the file with create_submission.")
+        ok, reason = self.log.submission_check
+        return (True, "") if ok else (False, f"The submission is invalid: {reason}")
+
+
+def _feature_names(model: Any) -> list[str] | None:
+    for attr in ("feature_names_in_", "feature_name_", "feature_names_"):
+        names = getattr(model, attr, None)
+        if names is not None and not callable(names):
+            return list(names)
+    return None
+
+
+def advance(ctx: StageContext, previous: Progress, pad: Scratchpad, log: PathLog,
+            found: dict[str, Any] | None = None) -> tuple[Progress, dict[str, Any]]:
+    """Pass as many further stages as this node's state allows, in order, once each.
+
+    Returns the new progress and the objects identified along the way (carried to children).
+    """
+    found = dict(found or {})
+    checker = _Checker(ctx, pad, log, found)
+    stage, reward, quality = previous.stage, previous.reward, previous.cv_quality
+    passed: list[int] = []
+    feedback = ""
+    while stage < len(STAGES):
+        ok, why = getattr(checker, f"stage{stage + 1}")()
+        if not ok:
+            feedback = why
+            break
+        stage += 1
+        passed.append(stage)
+        if stage == 9:
+            quality = _quality(ctx, found.get("cv_score"))
+            reward += 0.5 + 0.5 * quality
+        else:
+            reward += 1.0
+    return Progress(stage, reward, quality, feedback, tuple(passed)), found
+
+
+def _quality(ctx: StageContext, cv: float | None) -> float:
+    """CV score normalised per task: 0 = constant baseline, 1 = perfect (clipped)."""
+    if cv is None or ctx.cv_baseline is None:
+        return 0.5
+    try:
+        from .metrics import get_metric
+
+        metric = get_metric(ctx.task.metric)
+        perfect, base = metric.perfect, ctx.cv_baseline
+    except Exception:  # noqa: BLE001
+        return 0.5
+    if perfect == base:
+        return 0.5
+    return float(np.clip((cv - base) / (perfect - base), 0.0, 1.0))
+
+
+def check_submission(ctx: StageContext, snapshot: bytes) -> tuple[bool, str]:
+    """Is this submission valid (columns, rows, ids, no gaps)? Uses held-out ids, never label values."""
+    from .grading import validate_submission
+
+    try:
+        sub = pd.read_csv(io.BytesIO(snapshot), index_col=False)
+    except Exception as exc:  # noqa: BLE001
+        return False, f"the submission file is not a readable CSV: {exc}"
+    ok, reason, _ = validate_submission(ctx.task, sub, ctx.labels)
+    return bool(ok), "" if ok else reason
+
+
+def read_submission_snapshot(sandbox: Path, before_mtime: float | None) -> bytes | None:
+    """The submission bytes if the last tool call (re)wrote the file, else None."""
+    from .tasks import SUBMISSION_FILE
+
+    path = Path(sandbox) / SUBMISSION_FILE
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return None
+    if before_mtime is not None and stat.st_mtime_ns == before_mtime:
+        return None
+    return path.read_bytes()
