@@ -382,7 +382,7 @@ def _check_columns(frame: pd.DataFrame, task, origin: str) -> pd.DataFrame:
 
 def _build(task, source: str, kaggle_dir: Path | None) -> tuple[pd.DataFrame, str]:
     if source == "kaggle":
-        directory = fetch_from_kaggle(task, kaggle_dir) if kaggle_dir is not None else None
+        directory = fetch_from_kaggle(task, kaggle_dir)
         return competition_train(directory, **_KAGGLE_TRAIN_OPTIONS.get(task.slug, {})), str(directory)
     if task.data is not None:
         return read_csv(task.data_path), str(task.data_path)
