@@ -1,12 +1,14 @@
 """Feature-engineering tools, exercised through registry.execute like the planner calls them."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
 
 import mltb_core.tools.features as features
-from mltb_core.registry import REGISTRY, ToolContext, execute
+from mltb_core.registry import REGISTRY, ToolCall, ToolContext, execute
 from mltb_core.scratchpad import Scratchpad
 
 FEATURE_TOOLS = [
@@ -75,7 +77,9 @@ def test_every_tool_is_registered_with_stage_and_example_docstring():
         tool = REGISTRY.get(name)
         assert "features" in tool.stages or "cleaning" in tool.stages, name
         assert "Parameters" in tool.doc and "Returns" in tool.doc, name
-        assert f'"tool_name": "{name}"' in tool.doc, name
+        example = ToolCall.from_dict(json.loads(tool.doc.split("Examples\n--------\n", 1)[1]))
+        assert example.tool_name == name
+        assert set(example.bindings) <= set(tool.object_params) and set(example.func_kwargs) <= set(tool.value_params)
         assert tool.object_params and tool.object_params[0] == "df", name
         tool.schema()  # schemas must build
 

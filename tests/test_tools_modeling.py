@@ -1,6 +1,7 @@
 """Modeling tools (fit_* / tune_*), exercised through registry.execute on tiny synthetic frames."""
 from __future__ import annotations
 
+import json
 import pickle
 from types import SimpleNamespace
 
@@ -11,7 +12,7 @@ from sklearn.model_selection import KFold, cross_val_score
 
 import mltb_core.tools.modeling as modeling
 from mltb_core import limits
-from mltb_core.registry import REGISTRY, ToolContext, execute
+from mltb_core.registry import REGISTRY, ToolCall, ToolContext, execute
 from mltb_core.scratchpad import Scratchpad
 
 FIT_NAMES = sorted(modeling.FIT_TOOLS)
@@ -70,7 +71,9 @@ def test_registry_has_the_papers_modeling_tools():
         assert tool.kind == "get-set" and tool.stages == ("modeling",)
         assert tool.object_params == ("X_train", "y_train") and tool.value_params == ("cv",)
         assert tool.signature == f"{name}(X_train, y_train, cv=5)"
-        assert f'"tool_name": "{name}"' in tool.doc and "Parameters" in tool.doc
+        assert "Parameters" in tool.doc and "Returns" in tool.doc
+        example = ToolCall.from_dict(json.loads(tool.doc.split("Examples\n--------\n", 1)[1]))
+        assert example.tool_name == name and set(example.bindings) == {"X_train", "y_train"}
         tool.schema()
 
 

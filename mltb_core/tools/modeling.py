@@ -454,15 +454,16 @@ def _tune_with_cv(spec: ModelSpec, X_train: Any, y_train: Any, cv: Any, ctx: Too
 
 def _docstring(spec: ModelSpec, tool_name: str, tuning: bool) -> str:
     kind = spec.kind.capitalize()
+    stem = spec.name.rsplit("_", 1)[0]  # random_forest_classifier -> random_forest
     if tuning:
         grid = ", ".join(f"{k} in {v}" for k, v in spec.grid.items())
         head = (f"Perform hyperparameter tuning for {spec.title} {kind} using GridSearchCV.\n\n"
-                f"Searches {grid}; refits the best model on all of X_train and reports the best\n"
+                f"Searches {grid}; refits the best model on all of X_train and reports the best "
                 "parameters and their cross-validation score.")
-        output = f"tuned_{spec.name.split('_')[0]}"
+        output = f"tuned_{stem}"
     else:
-        head = (f"Fit a {spec.title} {kind} on all of X_train and report its cross-validation score.")
-        output = f"{spec.name.split('_')[0]}_model"
+        head = f"Fit a {spec.title} {kind} on all of X_train and report its cross-validation score."
+        output = f"{stem}_model"
     if spec.accepts_missing:
         inputs = "Missing values in X_train are handled natively."
     else:
@@ -474,31 +475,32 @@ def _docstring(spec: ModelSpec, tool_name: str, tuning: bool) -> str:
                    "used natively); encode text columns first.")
     target = ("y_train holds class labels (numbers, text or bool); predictions use the same labels."
               if spec.kind == "classifier" else "y_train must be numeric.")
+    # Built unindented: the generated text must survive inspect.cleandoc unchanged.
     return f"""{head}
 
-    {inputs} {target}
-    The score uses the task's metric (accuracy for classifiers / RMSE for
-    regressors when no task is set) and is stored on the model.
+{inputs} {target}
+The score uses the task's metric (accuracy for classifiers / RMSE for
+regressors when no task is set) and is stored on the model.
 
-    Parameters
-    ----------
-    X_train : pd.DataFrame
-        Training features (one row per training example, no target column).
-    y_train : pd.Series
-        Training target, same rows as X_train.
-    cv : int, default=5
-        Number of cross-validation folds (2-{MAX_FOLDS}).
+Parameters
+----------
+X_train : pd.DataFrame
+    Training features (one row per training example, no target column).
+y_train : pd.Series
+    Training target, same rows as X_train.
+cv : int, default=5
+    Number of cross-validation folds (2-{MAX_FOLDS}).
 
-    Returns
-    -------
-    model
-        The fitted {spec.title} {spec.kind}, for evaluate_*, predict_target or save_model.
+Returns
+-------
+model
+    The fitted {spec.title} {spec.kind}, for evaluate_*, predict_target or save_model.
 
-    Examples
-    --------
-    {{"tool_name": "{tool_name}", "tool_args": {{"bindings": {{"X_train": "X_train", "y_train": "y_train"}},
-     "func_kwargs": {{"cv": 5}}, "output": "{output}"}}}}
-    """
+Examples
+--------
+{{"tool_name": "{tool_name}", "tool_args": {{"bindings": {{"X_train": "X_train", "y_train": "y_train"}},
+ "func_kwargs": {{"cv": 5}}, "output": "{output}"}}}}
+"""
 
 
 def _register(spec: ModelSpec, tuning: bool) -> Callable:
