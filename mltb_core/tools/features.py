@@ -302,10 +302,12 @@ def create_conditional_feature(df: pd.DataFrame, name: str, condition: str, true
     df = _require_frame(df)
     _require_name(name)
     mask = evaluate_condition(condition, df).to_numpy(dtype=bool)
-    values = pd.Series(np.where(mask, true_value, false_value), index=df.index).infer_objects()
     if true_value is None or false_value is None:
+        # None means "missing": build as objects so the other value keeps its type, then infer.
         values = pd.Series(np.where(mask, true_value, false_value), index=df.index, dtype=object)
         values = _maybe_numeric(values.where(values.notna(), np.nan).infer_objects())
+    else:
+        values = pd.Series(np.where(mask, true_value, false_value), index=df.index).infer_objects()
     return _with_columns(df, {name: values})
 
 
