@@ -14,6 +14,10 @@ more than 2"). A cell regresses on a metric when the **upper** bound of the 95 %
 below ``-|threshold|``: even the most favourable plausible reading of the noise shows a drop larger
 than allowed. A drop within the noise passes, so small trial counts gate only on large, clear drops.
 Cells present on one side only are reported, never failed.
+
+Exit status under ``--compare`` (pytest plugin): 1 when a cell regresses; planner failures alone do
+not fail the session (they are benchmark results, already in consistency); errors (infra included)
+and failures of other tests still do.
 """
 from __future__ import annotations
 

@@ -1,1 +1,166 @@
-"""pytest plugin entry point (filled in by the plugin issue)."""
+"""pytest plugin entry point (``pytest11: mltb``): hooks and fixtures only; the work is in
+options.py (settings), collection.py (cases, ids, names) and session.py (running, recording, summary).
+
+Process roles: without xdist one process is both controller and worker. With xdist the controller
+(no ``config.workerinput``) owns the run directory, results.jsonl, the summary and the exit status;
+workers collect and run items and send records back inside their reports.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .collection import CASE_FIXTURE, Case
+from .options import add_options, resolve_settings
+from .session import (Controller, InfraErrorOutcome, WorkerContext, attach, failure_message, run_case)
+
+CONTROLLER = pytest.StashKey[Controller]()
+CONTEXT = pytest.StashKey[WorkerContext]()
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    settings = resolve_settings(config)
+    if _is_worker(config):
+        run_dir = Path(config.workerinput["mltb_run_dir"])
+        skip = set(config.workerinput.get("mltb_skip", ()))
+    else:
+        controller = Controller(config, settings)
+        config.stash[CONTROLLER] = controller
+        config.pluginmanager.register(ControllerHooks(controller), "mltb-controller")
+        run_dir, skip = controller.run_dir, controller.skip
+    config.stash[CONTEXT] = WorkerContext(config, settings, run_dir, skip)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """xdist: hand every worker the controller's run directory and resume set (no shared state needed)."""
+    controller = node.config.stash[CONTROLLER]
+    node.workerinput["mltb_run_dir"] = str(controller.run_dir)
+    node.workerinput["mltb_skip"] = sorted(controller.skip)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    controller = config.stash.get(CONTROLLER, None)
+    return controller.header_lines() if controller else []
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection(session: pytest.Session) -> None:
+    controller = session.config.stash.get(CONTROLLER, None)
+    if controller is not None:
+        controller.session = session
+        controller.validate_names()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if CASE_FIXTURE in metafunc.fixturenames:
+        cases = metafunc.config.stash[CONTEXT].cases()
+        metafunc.parametrize(CASE_FIXTURE, cases, ids=[c.id for c in cases])
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """--resume: deselect cases already recorded for this configuration."""
+    skip = config.stash[CONTEXT].skip
+    if not skip:
+        return
+    keep, done = [], []
+    for item in items:
+        case = getattr(item, "callspec", None) and item.callspec.params.get(CASE_FIXTURE)
+        (done if isinstance(case, Case) and case.id in skip else keep).append(item)
+    if done:
+        config.hook.pytest_deselected(items=done)
+        items[:] = keep
+
+
+class ControllerHooks:
+    """Hooks that only the controller implements, registered on it alone (workers never record)."""
+
+    def __init__(self, controller: Controller):
+        self.controller = controller
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.controller.handle_report(report)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node, ids: list[str]) -> None:
+        self.controller.note_collected(ids)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.controller.note_collected([item.nodeid for item in session.items])
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    controller = session.config.stash.get(CONTROLLER, None)
+    if controller is not None:
+        controller.session = session
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    controller = session.config.stash.get(CONTROLLER, None)
+    if controller is not None:
+        try:
+            controller.finish(session)
+        finally:
+            controller.stop_local_server()
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    controller = config.stash.get(CONTROLLER, None)
+    if controller is not None and controller.active and not config.option.collectonly:
+        controller.summary(terminalreporter)
+
+
+# ---- fixtures -------------------------------------------------------------------------------------------
+@pytest.fixture
+def mltb_context(request: pytest.FixtureRequest) -> WorkerContext:
+    """Settings and run directory of this run."""
+    return request.config.stash[CONTEXT]
+
+
+@pytest.fixture
+def mltb_task(mltb_case: Case, mltb_context: WorkerContext):
+    """The case's Task."""
+    from mltb_core.tasks import get_task
+
+    settings = mltb_context.settings
+    return get_task(mltb_case.task, [settings.tasks_dir] if settings.tasks_dir else [])
+
+
+@pytest.fixture
+def mltb_split(mltb_task, mltb_context: WorkerContext):
+    """The benchmark split, prepared once per machine (file-locked across xdist workers)."""
+    from mltb_core.splits import prepare_split
+
+    return prepare_split(mltb_task, mltb_context.settings.seed)
+
+
+@pytest.fixture
+def mltb_record(request: pytest.FixtureRequest, mltb_case: Case, mltb_split, mltb_context: WorkerContext):
+    """Run the trial (in setup, so an infrastructure error makes the item ERROR, not fail) and attach
+    its record and trajectory to the report."""
+    record = run_case(mltb_case, mltb_context.settings, mltb_context.work_dir(mltb_case))
+    attach(request.node, record)
+    if record.outcome == "infra_error":
+        raise InfraErrorOutcome(failure_message(record))
+    return record
+
+
+@pytest.fixture
+def mltb_check():
+    """``mltb_check(record)`` fails the test with a few-line message unless the submission is valid."""
+    def check(record) -> None:
+        if not record.valid:
+            pytest.fail(failure_message(record), pytrace=False)
+    return check

@@ -1,0 +1,127 @@
+"""Which items exist: name validation, the (task, planner, model, trial) cases and their ids."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable
+
+import pytest
+
+from mltb_core.config import TrialConfig
+
+from .options import ALL_PLANNERS, Settings, validate_model_name
+
+__all__ = ["Case", "planner_names", "resolve_planners", "resolve_models", "resolve_tasks", "build_cases",
+           "model_id", "case_id", "trial_config"]
+
+CASE_FIXTURE = "mltb_case"
+
+
+def planner_names() -> list[str]:
+    """Registered planner names, in the paper's order."""
+    from mltb_core.planners import PLANNERS
+    from mltb_core.tables import PLANNER_ORDER
+
+    return sorted(PLANNERS, key=lambda p: (PLANNER_ORDER.index(p) if p in PLANNER_ORDER else 99, p))
+
+
+def _unknown(kind: str, names: Iterable[str], valid: Iterable[str]) -> pytest.UsageError:
+    return pytest.UsageError(f"mltb: unknown {kind}(s) {', '.join(map(repr, names))}; "
+                             f"valid {kind}s: {', '.join(valid) or '(none)'}")
+
+
+def resolve_planners(settings: Settings) -> list[str]:
+    """The planner list (``all`` expands to every registered planner); unknown names are usage errors."""
+    valid = planner_names()
+    requested = settings.planners
+    if not requested or requested == [ALL_PLANNERS]:
+        return valid
+    bad = [p for p in requested if p not in valid]
+    if bad:
+        raise _unknown("planner", bad, valid + [ALL_PLANNERS])
+    return requested
+
+
+def resolve_models(settings: Settings) -> list[str]:
+    """The model list; malformed model strings are usage errors naming the valid forms."""
+    from mltb_core.llm import MODEL_FORMS
+
+    models = settings.models
+    if not models:
+        raise pytest.UsageError("mltb: --model is empty")
+    problems = [f"{m!r} ({why})" for m in models if (why := validate_model_name(m))]
+    if problems:
+        raise pytest.UsageError(f"mltb: unknown model(s) {', '.join(problems)}; valid forms: {', '.join(MODEL_FORMS)}")
+    return models
+
+
+def _load_tasks(settings: Settings) -> dict:
+    from mltb_core.tasks import TaskSpecError, load_tasks
+
+    try:
+        return load_tasks([settings.tasks_dir] if settings.tasks_dir else [])
+    except TaskSpecError as exc:
+        raise pytest.UsageError(f"mltb: {exc}") from None
+
+
+def resolve_tasks(settings: Settings) -> list:
+    """Task objects: the requested slugs, or every task whose data is available offline."""
+    tasks = _load_tasks(settings)
+    requested = settings.tasks
+    if not requested:
+        return [t for t in tasks.values() if t.has_offline_data]
+    bad = [slug for slug in requested if slug not in tasks]
+    if bad:
+        raise _unknown("task", bad, list(tasks))
+    return [tasks[slug] for slug in requested]
+
+
+def model_id(model: str) -> str:
+    """An id-safe model name: ``openai:gpt-4o`` → ``openai-gpt-4o``, ``sim:0.6`` → ``sim0.6``,
+    ``local:/models/x.gguf`` → ``local-x``."""
+    kind, sep, arg = model.partition(":")
+    if not sep:
+        text = kind
+    elif kind == "sim":
+        text = f"sim{arg}"
+    elif kind == "local":
+        stem = re.split(r"[\\/]", arg.rstrip("/\\"))[-1]
+        text = f"local-{stem.removesuffix('.gguf')}"
+    else:
+        text = f"{kind}-{arg}"
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")
+
+
+def case_id(task: str, planner: str, model: str, trial: int) -> str:
+    return f"{task}-{planner}-{model_id(model)}-t{trial:02d}"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One pytest item: a trial of a planner with a model on a task."""
+    task: str
+    planner: str
+    model: str
+    trial: int
+
+    @property
+    def id(self) -> str:
+        return case_id(self.task, self.planner, self.model, self.trial)
+
+
+def build_cases(tasks: list, planners: list[str], models: list[str], trials: int) -> list[Case]:
+    """Every combination in a fixed order: task, planner, model, trial (as given; defaults are sorted)."""
+    return [Case(task.slug, planner, model, trial)
+            for task in tasks for planner in planners for model in models for trial in range(trials)]
+
+
+_BUDGETS = {"max_iterations": "max_iterations", "max_depth": "max_depth", "expansion_k": "expansion_k",
+            "max_llm_calls": "max_llm_calls", "max_tokens": "max_tokens", "max_cost": "max_cost_usd",
+            "max_seconds": "max_seconds", "reward_shaping": "reward_shaping", "feedback": "feedback",
+            "tool_masking": "tool_masking", "decomposition": "decomposition", "llm_cache": "llm_cache"}
+
+
+def trial_config(settings: Settings, planner: str, model: str, trial: int) -> TrialConfig:
+    """The TrialConfig of one case: options that were set override TrialConfig's defaults."""
+    overrides = {field: settings.values[opt] for opt, field in _BUDGETS.items() if settings.values[opt] is not None}
+    return TrialConfig(planner=planner, model=model, seed=settings.seed, trial=trial, **overrides)

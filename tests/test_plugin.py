@@ -1,0 +1,189 @@
+"""pytester tests of the mltb plugin: collection, ids, usage errors, xdist equality, resume, gating, junitxml.
+
+Most runs replace ``run_trial`` by a fast deterministic fake (a conftest in the pytester directory,
+so it is active in xdist workers too); one end-to-end run uses the real trial with the sim policy.
+"""
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from mltb_core.results import read_records
+
+pytest_plugins = ["pytester"]
+
+SUITE = '''
+def test_challenge(mltb_case, mltb_split, mltb_record, mltb_check):
+    mltb_check(mltb_record)
+'''
+
+# A fake run_trial: outcome and figures are a pure function of the trial seed, so any process
+# order gives the same records. MLTB_FAKE_INFRA / MLTB_FAKE_INTERRUPT name case ids (task-planner-trial)
+# that hit an infra error / a Ctrl-C; MLTB_FAKE_BROKEN makes every trial fail (an injected regression).
+FAKE_CONFTEST = '''
+import os
+from pathlib import Path
+import pytest_mltb.session as session
+from mltb_core.results import TrialRecord
+
+
+def fake_run_trial(task, config, out_dir):
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    key = f"{task.slug}-{config.planner}-{config.trial}"
+    if key in os.environ.get("MLTB_FAKE_INTERRUPT", "").split(","):
+        raise KeyboardInterrupt
+    seed = config.trial_seed
+    infra = key in os.environ.get("MLTB_FAKE_INFRA", "").split(",")
+    valid = not infra and seed % 4 != 0 and not os.environ.get("MLTB_FAKE_BROKEN")
+    trajectory = out_dir / "trajectory.jsonl"
+    trajectory.write_text('{"step_type": "llm_call", "step_number": 1}\\n' * (1 + seed % 3))
+    return TrialRecord(
+        task=task.slug, planner=config.planner, model=config.model, trial=config.trial, seed=seed,
+        config_hash=config.config_hash(), outcome="infra_error" if infra else ("valid" if valid else "planner_failure"),
+        valid=valid, percentile=float(seed % 100) if valid else None, normalized=0.5 if valid else None,
+        stage_reached=10 if valid else seed % 10, stage_name="submission" if valid else "cleaning",
+        stop_reason="budget" if not valid else "submitted", feedback="fix the missing values",
+        tokens_in=seed % 1000, tokens_out=seed % 100, llm_calls=1 + seed % 7, cost_usd=0.0,
+        wall_seconds=0.0, trajectory=str(trajectory), synthetic=config.model.startswith("sim"),
+        error="server down" if infra else None)
+
+
+session.trial_runner = fake_run_trial
+'''
+
+TASK = "spaceship-titanic"
+COMMON = ["-p", "no:cacheprovider", "-p", "no:randomly", f"--task={TASK}", "--model=sim"]
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(test_challenges=SUITE)
+    pytester.makeconftest(FAKE_CONFTEST)
+    return pytester
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess(*COMMON, *args)
+
+
+def summary_of(result: pytest.RunResult) -> str:
+    """The mltb summary section without the run-directory line (which names the directory)."""
+    text = result.stdout.str()
+    start = text.index("mltb summary")
+    lines = text[start:].splitlines()[2:]
+    end = next((i for i, line in enumerate(lines) if re.match(r"^=+ .* =+$", line)), len(lines))
+    return "\n".join(lines[:end]).strip()
+
+
+def test_ids_order_and_k_selection(suite):
+    result = run(suite, "--collect-only", "-q", "--planner=react,mcts_shaped", "--model=sim,openai:gpt-4o,sim:0.6",
+                 "--trials=2")
+    ids = [line.split("[", 1)[1].rstrip("]") for line in result.stdout.lines if "test_challenge[" in line]
+    assert ids[:3] == [f"{TASK}-react-sim-t00", f"{TASK}-react-sim-t01", f"{TASK}-react-openai-gpt-4o-t00"]
+    assert f"{TASK}-mcts_shaped-sim0.6-t01" in ids and len(ids) == 12
+    again = run(suite, "--collect-only", "-q", "--planner=react,mcts_shaped", "--model=sim,openai:gpt-4o,sim:0.6",
+                "--trials=2")
+    assert [line for line in again.stdout.lines if "test_challenge[" in line] == [
+        line for line in result.stdout.lines if "test_challenge[" in line]  # deterministic (xdist needs it)
+    picked = run(suite, "--collect-only", "-q", "--planner=all", "--trials=2", "-k", "mcts_shaped and t01")
+    picked_ids = [line for line in picked.stdout.lines if "test_challenge[" in line]
+    assert picked_ids == [f"test_challenges.py::test_challenge[{TASK}-mcts_shaped-sim-t01]"]
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--planner=nope"], ["unknown planner", "'nope'", "mcts_shaped", "hierarchical_mcts"]),
+    (["--model=gpt4"], ["unknown model", "'gpt4'", "openai:<model>"]),
+    (["--task=no-such-task"], ["unknown task", "'no-such-task'", "spaceship-titanic"]),
+    (["--trials=x"], ["bad value for --trials"]),
+])
+def test_unknown_names_are_usage_errors(suite, args, words):
+    result = run(suite, "--collect-only", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    for word in words:
+        assert word in result.stderr.str()
+
+
+def test_env_var_sets_option(suite, monkeypatch):
+    monkeypatch.setenv("MLTB_PLANNER", "lats")
+    result = run(suite, "--collect-only", "-q")
+    ids = [line for line in result.stdout.lines if "test_challenge[" in line]
+    assert ids == [f"test_challenges.py::test_challenge[{TASK}-lats-sim-t00]"]
+
+
+def test_xdist_tables_equal_serial_tables_and_junitxml(suite, tmp_path):
+    args = ["--planner=react,mcts_shaped", "--trials=3", "--seed=0"]
+    serial = run(suite, *args, f"--mltb-out={tmp_path / 'serial'}", "-n", "0",
+                 f"--junitxml={tmp_path / 'junit.xml'}")
+    parallel = run(suite, *args, f"--mltb-out={tmp_path / 'parallel'}", "-n", "2")
+    assert serial.ret == parallel.ret
+    assert summary_of(serial) == summary_of(parallel)
+    assert "Consistency" in summary_of(serial) and "Stage funnel" in summary_of(serial)
+    assert "synthetic policy, not an LLM" in summary_of(serial)
+    records = list(read_records(tmp_path / "parallel" / "results.jsonl"))
+    assert len(records) == 6
+    for record in records:  # trajectories came back through the report, not the filesystem path
+        assert (tmp_path / "parallel" / record.trajectory).read_text().startswith('{"step_type"')
+    cases = ET.parse(tmp_path / "junit.xml").getroot().iter("testcase")
+    props = {c.get("name"): {p.get("name"): p.get("value") for p in c.iter("property")} for c in cases}
+    assert len(props) == 6
+    record = json.loads(props[f"test_challenge[{TASK}-react-sim-t00]"]["mltb_record"])
+    assert record["task"] == TASK and record["planner"] == "react" and "config_hash" in record
+
+
+def test_infra_error_is_an_error_and_not_counted(suite, tmp_path, monkeypatch):
+    monkeypatch.setenv("MLTB_FAKE_INFRA", f"{TASK}-react-0")
+    result = run(suite, "--planner=react", "--trials=2", "--infra-retries=1", f"--mltb-out={tmp_path}")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("errors") == 1
+    assert "server down" in result.stdout.str()
+    assert "Infrastructure errors" in summary_of(result)
+    records = list(read_records(tmp_path / "results.jsonl"))
+    infra = [r for r in records if r.outcome == "infra_error"]
+    assert len(infra) == 1 and infra[0].extra["attempts"] == 2
+
+
+def test_resume_after_interrupt_loses_and_duplicates_nothing(suite, tmp_path, monkeypatch):
+    args = ["--planner=react,lats", "--trials=2", f"--mltb-out={tmp_path}"]
+    monkeypatch.setenv("MLTB_FAKE_INTERRUPT", f"{TASK}-lats-0")
+    interrupted = run(suite, *args)
+    assert interrupted.ret == pytest.ExitCode.INTERRUPTED
+    first = list(read_records(tmp_path / "results.jsonl"))
+    assert len(first) == 2  # the react trials finished before the interrupt
+    monkeypatch.delenv("MLTB_FAKE_INTERRUPT")
+    resumed = run(suite, *args, "--resume")
+    assert "2 trial(s) already recorded" in resumed.stdout.str()
+    assert "2 deselected" in resumed.stdout.str()
+    records = list(read_records(tmp_path / "results.jsonl"))
+    keys = [(r.planner, r.trial) for r in records]
+    assert sorted(keys) == [("lats", 0), ("lats", 1), ("react", 0), ("react", 1)]
+
+
+def test_compare_fails_on_injected_regression_and_passes_on_none(suite, tmp_path, monkeypatch):
+    baseline = tmp_path / "baseline.json"
+    args = ["--planner=react", "--trials=6", "--seed=0"]
+    saved = run(suite, *args, f"--mltb-out={tmp_path / 'base'}", f"--save-baseline={baseline}")
+    assert baseline.is_file() and "baseline written" in saved.stdout.str()
+    gate = [f"--compare={baseline}", "--fail-on-regression=consistency:-0.05,percentile:-2"]
+    same = run(suite, *args, f"--mltb-out={tmp_path / 'same'}", *gate)
+    assert "no regression beyond noise" in same.stdout.str()
+    assert saved.ret == pytest.ExitCode.TESTS_FAILED  # some trials fail: without a gate that fails the run
+    assert same.ret == pytest.ExitCode.OK  # with the gate, planner failures are results; no regression
+    monkeypatch.setenv("MLTB_FAKE_BROKEN", "1")  # every trial now fails
+    worse = run(suite, *args, f"--mltb-out={tmp_path / 'worse'}", *gate)
+    assert worse.ret == pytest.ExitCode.TESTS_FAILED
+    assert "REGRESSION" in worse.stdout.str() and "FAILED: 1 regression(s)" in worse.stdout.str()
+
+
+def test_failure_message_is_short_and_says_where_it_stopped(suite, tmp_path):
+    result = run(suite, "--planner=react", "--trials=4", "--seed=0", f"--mltb-out={tmp_path}", "-rf")
+    failed = [r for r in read_records(tmp_path / "results.jsonl") if r.outcome == "planner_failure"]
+    assert failed, "the fake makes some trials fail for these seeds"
+    text = result.stdout.str()
+    assert f"planner_failure: reached stage {failed[0].stage_reached}/10 (cleaning); stopped: budget" in text
+    assert "feedback: fix the missing values" in text
