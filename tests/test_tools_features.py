@@ -126,6 +126,10 @@ def test_create_conditional_feature(pad, ctx, combined):
     out = pad["combined"]
     expected = (combined["Age"] >= 18).astype(int)  # NaN age -> False -> 0
     assert out["Adult"].tolist() == expected.tolist()
+    ok(call(pad, ctx, "create_conditional_feature",
+            {"name": "BigSpa", "condition": "Spa > 150", "true_value": 1.5, "false_value": None}))
+    big = pad["combined"]["BigSpa"]
+    assert big.dtype == float and big.isna().tolist() == (combined["Spa"] <= 150).tolist()
     failed(call(pad, ctx, "create_conditional_feature",
                 {"name": "X", "condition": "Agee > 1", "true_value": 1, "false_value": 0}), "Agee")
 
