@@ -265,7 +265,7 @@ def call_schema(tools: list[dict[str, Any]]) -> dict[str, Any]:
     """JSON schema of one paper-format call to one of ``tools`` (becomes a llama.cpp grammar)."""
     names = [t.get("function", t)["name"] for t in tools]
     # Object names are identifiers: without this a tiny model rambles inside a string until max_tokens.
-    object_name = {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]{0,39}$"}
+    object_name = {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"}
     return {"type": "object", "properties": {
         "tool_name": {"type": "string", "enum": names},
         "tool_args": {"type": "object", "properties": {
