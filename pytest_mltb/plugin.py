@@ -150,7 +150,7 @@ def mltb_split(mltb_task, mltb_context: WorkerContext):
 def mltb_record(request: pytest.FixtureRequest, mltb_case: Case, mltb_split, mltb_context: WorkerContext):
     """Run the trial (in setup, so an infrastructure error makes the item ERROR, not fail) and attach
     its record and trajectory to the report."""
-    record = run_case(mltb_case, mltb_context.settings, mltb_context.work_dir(mltb_case))
+    record = run_case(mltb_case, mltb_context.settings, mltb_context.work_dir(mltb_case), mltb_split)
     attach(request.node, record)
     if record.outcome == "infra_error":
         raise InfraErrorOutcome(failure_message(record))

@@ -63,14 +63,14 @@ def done_case_ids(run_dir: Path, config_hash: str) -> set[str]:
             if r.config_hash == config_hash and r.outcome != "infra_error"}
 
 
-def trial_runner(task, config, out_dir: Path) -> TrialRecord:
+def trial_runner(task, config, out_dir: Path, split=None) -> TrialRecord:
     """``mltb_core.trial.run_trial``, looked up at call time (tests replace this function)."""
     from mltb_core.trial import run_trial
 
-    return run_trial(task, config, out_dir)
+    return run_trial(task, config, out_dir, split=split)
 
 
-def run_case(case: Case, settings: Settings, work_dir: Path) -> TrialRecord:
+def run_case(case: Case, settings: Settings, work_dir: Path, split=None) -> TrialRecord:
     """Run one trial, retrying infrastructure errors up to ``--infra-retries`` times."""
     from mltb_core.tasks import get_task
 
@@ -79,7 +79,7 @@ def run_case(case: Case, settings: Settings, work_dir: Path) -> TrialRecord:
     attempts = 1 + settings.infra_retries
     for attempt in range(1, attempts + 1):
         out_dir = work_dir / f"attempt{attempt}" if attempt > 1 else work_dir
-        record = trial_runner(task, config, out_dir)
+        record = trial_runner(task, config, out_dir, split=split)
         record.extra["attempts"] = attempt
         # percentiles of invalid trials count as 0 only where a leaderboard exists (see results.py)
         record.extra.setdefault("leaderboard", bool(task.leaderboard) and task.source != "replica")

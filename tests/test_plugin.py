@@ -32,7 +32,7 @@ import pytest_mltb.session as session
 from mltb_core.results import TrialRecord
 
 
-def fake_run_trial(task, config, out_dir):
+def fake_run_trial(task, config, out_dir, split=None):
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     key = f"{task.slug}-{config.planner}-{config.trial}"
