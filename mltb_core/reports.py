@@ -211,12 +211,15 @@ def _trial_page(record: TrialRecord) -> str:
         problem = "(no trajectory file recorded for this trial)"
     summary = next((s for s in steps if s.get("step_type") == "search_summary"), {})
     best = set(summary.get("best_path") or [])
+    tool_of = {s.get("node_id"): c.get("tool_name", "") for s in steps
+               if s.get("step_type") == "tool_execution_initiation" for c in s.get("tools_to_execute", [])[:1]}
+    best_path = " → ".join(f"{n} {tool_of.get(n, '')}".strip() for n in summary.get("best_path") or []) or "n/a"
     title = f"{record.task} · {record.planner} · {record.model} · trial {record.trial}"
     fields = {k: v for k, v in record.to_dict().items() if k not in ("extra",)}
     synthetic = f"<div class='synthetic'>{SYNTHETIC_LABEL}</div>" if record.synthetic else ""
     body = (f"<p><a href='../index.html'>← leaderboard</a></p><h1>{html.escape(title)}</h1>{synthetic}"
             f"<table>{''.join(f'<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>' for k, v in fields.items())}"
-            f"</table><h2>Best path</h2><p>{' → '.join(map(str, summary.get('best_path') or [])) or 'n/a'}</p>"
+            f"</table><h2>Best path</h2><p>{html.escape(best_path)}</p>"
             f"<h2>Trajectory ({len(steps)} steps)</h2><p class='note'>{problem}</p>"
             + "".join(_step_html(s, best) for s in steps))
     return _page(title, body)

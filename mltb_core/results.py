@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from functools import lru_cache
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -154,7 +155,21 @@ def _has_leaderboard(records: list[TrialRecord]) -> bool:
     if any(r.percentile is not None for r in records):
         return True
     flags = [r.extra.get("leaderboard") for r in records if "leaderboard" in r.extra]
-    return bool(flags) and all(flags)
+    if flags:
+        return all(flags)
+    return bool(records) and _task_has_leaderboard(records[0].task)
+
+
+@lru_cache(maxsize=None)
+def _task_has_leaderboard(slug: str) -> bool:
+    """Fallback for records without the flag: ask the task spec (unknown tasks have none)."""
+    try:
+        from .tasks import load_tasks
+
+        task = load_tasks().get(slug)
+    except Exception:  # noqa: BLE001 - a broken spec directory must not break reading results
+        return False
+    return task is not None and bool(task.leaderboard) and task.source != "replica"
 
 
 def _score_values(records: Iterable[TrialRecord], attr: str) -> list[float]:

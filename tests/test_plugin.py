@@ -187,3 +187,15 @@ def test_failure_message_is_short_and_says_where_it_stopped(suite, tmp_path):
     text = result.stdout.str()
     assert f"planner_failure: reached stage {failed[0].stage_reached}/10 (cleaning); stopped: budget" in text
     assert "feedback: fix the missing values" in text
+
+
+def test_real_trial_end_to_end_with_the_sim_policy(pytester, tmp_path):
+    """No fake: the real run_trial with the synthetic policy on spaceship-titanic."""
+    pytester.makepyfile(test_challenges=SUITE)
+    result = run(pytester, "--planner=react", "--trials=1", "--max-iterations=4", f"--mltb-out={tmp_path}")
+    assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+    (record,) = read_records(tmp_path / "results.jsonl")
+    assert record.outcome in ("valid", "planner_failure") and record.synthetic and record.llm_calls > 0
+    steps = (tmp_path / record.trajectory).read_text().splitlines()
+    assert json.loads(steps[0])["step_type"] == "trial_start"
+    assert "Stage funnel" in summary_of(result)
