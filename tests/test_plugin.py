@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import textwrap
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
