@@ -124,7 +124,7 @@ class SimPolicy(LLMBackend):
     def __init__(self, skill: float = 0.7, seed: int = 0, **_: Any):
         super().__init__(f"sim:{skill:g}", seed=seed)
         self.skill = float(skill)
-        self.mistake_rate = 0.45 * (1.0 - self.skill)
+        self.mistake_rate = 0.6 * (1.0 - self.skill)
         self.fix_rate = 0.35 + 0.6 * self.skill
         self.heed_rate = 0.55 + 0.45 * self.skill
 
@@ -349,6 +349,8 @@ class SimPolicy(LLMBackend):
         options: list[str] = ["wrong_name", "kwargs_for_object"] if call is not None and call.bindings else ["bad_path"]
         if step in SKIPPABLE:
             options += ["skip"] * 2
+        if step in ("fill_numeric", "fill_rest"):
+            options += ["drop_rows"] * 2
         if step == "encode":
             options += ["one_hot"] * 2
         if step == "xy_train":
@@ -376,6 +378,9 @@ class SimPolicy(LLMBackend):
             call = ToolCall(call.tool_name, rest, {**call.func_kwargs, param: call.bindings[param]}, call.output)
         elif kind == "bad_path":
             call = ToolCall(call.tool_name, {}, {"filepath": "data/" + str(call.func_kwargs.get("filepath", "x")).rsplit("/", 1)[-1].replace(".csv", "_data.csv")}, call.output)
+        elif kind == "drop_rows":  # drops test rows too: the submission will come up short
+            call = ToolCall("drop_rows_with_missing", {"df": roles.get("combined", "combined")}, {},
+                            roles.get("combined", "combined"))
         elif kind == "one_hot":
             call = ToolCall("encode_all_categorical_columns", call.bindings, {"method": "one_hot"}, call.output)
         elif kind == "wrong_target":

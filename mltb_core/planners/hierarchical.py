@@ -34,6 +34,7 @@ class HierarchicalMCTS(TreeSearch):
                 if wanted <= 0:
                     break
                 seed.dead = False
+                self._seed_depth = seed.depth
                 solutions += self.mcts(seed, self.config.subtask_iterations,
                                        lambda n, s=stage.number: n.progress.stage >= s,
                                        seed.depth + self.config.subtask_depth, stop_after=wanted)
@@ -47,7 +48,7 @@ class HierarchicalMCTS(TreeSearch):
         if not self.decomposition:
             return super().evaluate(node)
         solved = 1.0 if node.progress.stage >= self._stage.number else 0.0
-        return solved - self.config.depth_penalty * node.depth / len(STAGES)
+        return solved - self.config.depth_penalty * (node.depth - self._seed_depth)
 
     def system_for(self, node: Node) -> str:
         if not self.decomposition:

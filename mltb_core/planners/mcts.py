@@ -30,7 +30,8 @@ class TreeSearch(Planner):
         else:
             fitted = any(t.startswith(("fit_", "tune_")) for t in node.log.tools_used)
             earned = (1.0 if fitted else 0.0) + (1.0 if node.terminal else 0.0)
-        return (earned - self.config.depth_penalty * node.depth) / len(STAGES)
+        # Stage rewards are ~1 each, so the paper's 0.1 per level and UCT weights near 1 keep their meaning.
+        return earned - self.config.depth_penalty * node.depth
 
     def rollout_value(self, node: Node) -> float:
         """Optional deeper rollouts: follow the model's first candidate ``rollout_depth`` steps."""
