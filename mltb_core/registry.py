@@ -21,6 +21,7 @@ docstring so the model can correct itself.
 """
 from __future__ import annotations
 
+import difflib
 import inspect
 import json
 import re
@@ -190,7 +191,8 @@ def _param_docs(doc: str) -> dict[str, str]:
         head = re.match(r"^\s{0,4}(\w+)\s*:\s*(.*)$", line)
         if head and not line.startswith(" " * 5):
             current = head.group(1)
-            out[current] = head.group(2).strip()
+            kind = head.group(2).strip()
+            out[current] = f"({kind})" if kind else ""
         elif current and line.strip():
             out[current] = (out[current] + " " + line.strip()).strip()
     return out
@@ -297,7 +299,7 @@ class ToolRegistry:
         try:
             return self._tools[name]
         except KeyError:
-            close = [n for n in self._tools if name.lower() in n or n in name.lower()][:5]
+            close = difflib.get_close_matches(str(name).lower(), list(self._tools), n=5, cutoff=0.6)
             hint = f" Did you mean: {', '.join(close)}?" if close else ""
             raise ToolCallError(f"unknown tool {name!r}.{hint}") from None
 
@@ -327,7 +329,7 @@ def _make_decorator(kind: str):
                   registry: ToolRegistry | None = None):
         def wrap(fn: Callable) -> Callable:
             tool = build_tool(fn, kind, stages=stages, objects=objects, output_parts=output_parts, name=name)
-            (registry or REGISTRY).add(tool)
+            (registry if registry is not None else REGISTRY).add(tool)
             fn.tool = tool  # type: ignore[attr-defined]
             return fn
 
@@ -377,7 +379,7 @@ def execute(call: ToolCall | dict, pad: Scratchpad, ctx: ToolContext, registry: 
 
     ``allowed`` restricts the call to a subset of tools (tool masking).
     """
-    reg = registry or REGISTRY
+    reg = registry if registry is not None else REGISTRY
     start = time.perf_counter()
     tool: Tool | None = None
     try:

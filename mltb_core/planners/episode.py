@@ -58,7 +58,7 @@ class Episode:
                  registry: ToolRegistry | None = None, feedback: bool = True):
         self.task, self.config, self.llm = task, config, llm
         self.stage_ctx, self.tool_ctx = stage_ctx, tool_ctx
-        self.registry = registry or REGISTRY
+        self.registry = registry if registry is not None else REGISTRY
         self.trajectory = trajectory or TrajectoryWriter(None)
         self.feedback = feedback
         self.budget = Budget(config, time.monotonic())

@@ -24,7 +24,7 @@ _SUBTASKS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 
 def subtask_tools(stage_name: str, registry: ToolRegistry | None = None) -> list[str]:
     """Names of the tools offered in subtask ``stage_name`` (summaries are always offered)."""
-    reg = registry or REGISTRY
+    reg = registry if registry is not None else REGISTRY
     try:
         names, tags = _SUBTASKS[stage_name]
     except KeyError:
