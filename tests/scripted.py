@@ -1,0 +1,54 @@
+"""A scripted backend for tests: replies with a fixed list of tool calls, one per request."""
+from __future__ import annotations
+
+from mltb_core.llm.base import Candidate, LLMBackend, LLMResponse, Usage
+from mltb_core.registry import ToolCall
+
+
+class ScriptedBackend(LLMBackend):
+    """Answers request i with script[i] (a paper-format call dict, or None for a reply without a call)."""
+
+    def __init__(self, script):
+        super().__init__("scripted")
+        self.script = list(script)
+        self.requests: list[tuple[list, list]] = []
+
+    def _generate(self, messages, tools, n, temperature, seed):
+        self.requests.append((messages, tools))
+        i = len(self.requests) - 1
+        item = self.script[i] if i < len(self.script) else None
+        if item is None:
+            cands = [Candidate("I am done.")]
+        else:
+            cands = [Candidate("scripted", [ToolCall.from_dict(item)])]
+        return LLMResponse(cands * n, Usage(prompt_tokens=10, completion_tokens=5, calls=1))
+
+
+def call(tool, bindings=None, output=None, **kwargs):
+    d = {"tool_name": tool, "tool_args": {"bindings": bindings or {}, "func_kwargs": kwargs}}
+    if output is not None:
+        d["tool_args"]["output"] = output
+    return d
+
+
+def spaceship_pipeline(target="Transported", submit=True):
+    """The canonical pipeline on Spaceship Titanic, as paper-format calls."""
+    calls = [
+        call("read_data", output="train", filepath="train.csv"),
+        call("read_data", output="test", filepath="test.csv"),
+        call("concatenate_train_test", {"train_df": "train", "test_df": "test"}, "combined"),
+        call("fillna_with_median", {"df": "combined"}, "combined"),
+        call("fillna_with_mode", {"df": "combined"}, "combined"),
+        call("drop_feature", {"df": "combined"}, "combined", column=["PassengerId", "Name"]),
+        call("encode_all_categorical_columns", {"df": "combined"}, "combined", method="label"),
+        call("split_combined_into_train_test", {"combined": "combined"}, ["train_df", "test_df"]),
+        call("convert_dataframe_to_features_target", {"df": "train_df"}, ["X_train", "y_train"],
+             target_column=target, is_train=True),
+        call("convert_dataframe_to_features_target", {"df": "test_df"}, "X_test", target_column="Transported",
+             is_train=False),
+        call("fit_lightgbm_classifier", {"X_train": "X_train", "y_train": "y_train"}, "model", cv=3),
+        call("predict_target", {"model": "model", "X_data": "X_test"}, "preds"),
+    ]
+    if submit:
+        calls.append(call("create_submission", {"predictions": "preds", "test_df": "test"}))
+    return calls

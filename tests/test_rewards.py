@@ -1,0 +1,108 @@
+"""The ten shaped-reward stages: order, once per trajectory, and the feedback the model reads."""
+from pathlib import Path
+
+import pytest
+
+import mltb_core.tools  # noqa: F401
+from mltb_core.config import TrialConfig
+from mltb_core.planners.episode import Episode
+from mltb_core.planners.tree import path_to
+from mltb_core.registry import ToolContext
+from mltb_core.rewards import STAGES, StageContext, stage_index
+from mltb_core.splits import prepare_split
+from mltb_core.tasks import get_task
+from mltb_core.trial import prepare_agent_data
+from scripted import ScriptedBackend, call, spaceship_pipeline
+
+
+@pytest.fixture(scope="module")
+def spaceship(tmp_path_factory):
+    task = get_task("spaceship-titanic")
+    split = prepare_split(task, seed=0)
+    out = tmp_path_factory.mktemp("run")
+    return task, split, prepare_agent_data(split, out), out
+
+
+def run_script(spaceship, script, max_features=1000, feedback=True):
+    """Step the calls one by one below the root; return the nodes (root excluded)."""
+    task, split, data_dir, out = spaceship
+    sandbox = out / f"sandbox-{len(script)}-{max_features}"
+    sandbox.mkdir(exist_ok=True)
+    backend = ScriptedBackend(script)
+    ep = Episode(task, TrialConfig(planner="react", model="scripted"), backend,
+                 StageContext.from_split(task, split, max_features),
+                 ToolContext(sandbox=sandbox, data_dir=data_dir, task=task), data_dir, feedback=feedback)
+    node = ep.root
+    for _ in script:
+        node = ep.step(node, ep.propose(node, "system", 1)[0])
+    return path_to(node)[1:]
+
+
+def test_stages_pass_in_order_once_each_with_actionable_feedback(spaceship):
+    nodes = run_script(spaceship, spaceship_pipeline())
+    stages = [n.progress.stage for n in nodes]
+    assert stages == [1, 2, 3, 3, 4, 4, 5, 6, 7, 8, 9, 9, 10]
+    assert all(n.ok for n in nodes), [n.observation[:200] for n in nodes if not n.ok]
+    after_median = nodes[3]
+    assert "Data cleaning incomplete" in after_median.progress.feedback
+    assert "HomePlanet" in after_median.progress.feedback  # names a column that still has NaNs
+    assert "Stage check: Data cleaning incomplete" in after_median.observation
+    after_mode = nodes[4]
+    assert "Categorical columns still unencoded" in after_mode.progress.feedback and "Cabin" in after_mode.progress.feedback
+    fitted = nodes[10]
+    assert fitted.progress.newly_passed == (9,) and 0.0 < fitted.progress.cv_quality <= 1.0
+    # each stage pays once: 9 stages of 1.0 plus the model's 0.5..1.0
+    final = nodes[-1]
+    assert final.terminal and final.progress.done
+    assert final.progress.reward == pytest.approx(9 + 0.5 + 0.5 * fitted.progress.cv_quality)
+    assert sum(len(n.progress.newly_passed) for n in nodes) == 10
+
+
+def test_a_valid_submission_that_skipped_stages_is_terminal_but_not_paid(spaceship):
+    script = spaceship_pipeline()
+    del script[3:7]  # no cleaning and no encoding: drop every text column instead (LightGBM takes NaN)
+    script.insert(3, call("drop_feature", {"df": "combined"}, "combined",
+                          column=["PassengerId", "Name", "HomePlanet", "CryoSleep", "Cabin", "Destination", "VIP"]))
+    nodes = run_script(spaceship, script)
+    final = nodes[-1]
+    assert final.terminal, final.observation[:300]
+    assert final.progress.stage == 3  # cleaning never passed, so later stages never paid
+    assert "Data cleaning incomplete" in final.progress.feedback
+
+
+def test_wrong_target_is_flagged_at_stage_seven(spaceship):
+    script = spaceship_pipeline(target="VIP", submit=False)[:9]
+    nodes = run_script(spaceship, script)
+    assert nodes[-1].progress.stage == 6
+    assert "the challenge's target column is 'Transported'" in nodes[-1].progress.feedback
+
+
+def test_feature_blow_up_is_reported(spaceship):
+    script = spaceship_pipeline()[:5] + [call("encode_all_categorical_columns", {"df": "combined"}, "combined",
+                                              method="label")]
+    nodes = run_script(spaceship, script, max_features=5)
+    assert nodes[-1].progress.stage == 4
+    assert "Feature count blew up" in nodes[-1].progress.feedback
+
+
+def test_invalid_submission_gets_a_reason(spaceship):
+    task, split, data_dir, out = spaceship
+    script = spaceship_pipeline(submit=False) + [
+        call("save_dataframe_to_csv", {"df": "preds"}, filepath="submission.csv")]
+    nodes = run_script(spaceship, script)
+    final = nodes[-1]
+    assert not final.terminal and final.progress.stage == 9
+    assert "The submission is invalid" in final.progress.feedback and "PassengerId" in final.progress.feedback
+
+
+def test_feedback_can_be_switched_off(spaceship):
+    nodes = run_script(spaceship, spaceship_pipeline()[:4], feedback=False)
+    assert "Stage check" not in nodes[-1].observation
+    assert "Data cleaning incomplete" in nodes[-1].progress.feedback  # still computed for the record
+
+
+def test_stage_names_match_the_paper_subtasks():
+    assert [s.number for s in STAGES] == list(range(1, 11))
+    assert stage_index("modeling") == 9
+    with pytest.raises(KeyError):
+        stage_index("cooking")
