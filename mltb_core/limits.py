@@ -2,44 +2,183 @@
 
 A tool call gets a wall-time limit (SIGALRM in the main thread, where pytest and
 xdist run tests) so a runaway fit returns an error the model can read instead of
-hanging the trial. Native code that never returns to Python is interrupted as
-soon as it does; boosting tools also cap their own iterations.
+hanging the trial. The alarm is a Python signal: native code (a CatBoost or
+LightGBM fit, a big numpy kernel) that never returns to Python is interrupted only
+when it does, so the call overruns by the length of its current native stretch;
+boosting tools also cap their own iterations.
+
+A tool call also gets a memory budget: for its duration the process's address
+space (RLIMIT_AS) is capped at what it already maps plus the budget
+(``MLTB_TOOL_MEMORY_LIMIT``, default 6 GiB; ``0``/``off`` disables it). An
+allocation past the cap fails inside the call (numpy and Python raise
+MemoryError) and the call returns "out of memory" to the model instead of the
+kernel's OOM killer taking the worker. C++ libraries report a failed allocation
+their own way (LightGBM/XGBoost/CatBoost raise their error with ``bad_alloc``;
+the executor shows it as the call's error); code that aborts on it kills the
+worker, which the pytest plugin then records as an infrastructure error.
 """
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["ToolTimeout", "call_with_time_limit", "limit_threads", "THREAD_ENV_VARS"]
+__all__ = ["ToolTimeout", "ToolOutOfMemory", "call_with_time_limit", "call_with_limits", "memory_budget",
+           "tool_memory_limit", "parse_size", "limit_threads", "THREAD_ENV_VARS", "MEMORY_LIMIT_ENV",
+           "DEFAULT_TOOL_MEMORY"]
 
 THREAD_ENV_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                    "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
+
+
+MEMORY_LIMIT_ENV = "MLTB_TOOL_MEMORY_LIMIT"
+DEFAULT_TOOL_MEMORY = 6 * 2**30
+_SIZE_UNITS = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
 class ToolTimeout(TimeoutError):
     """A tool call ran past its wall-time limit."""
 
 
+class ToolOutOfMemory(MemoryError):
+    """A tool call's allocations went past its memory budget."""
+
+
+def parse_size(text: str | int) -> int:
+    """Bytes in ``"6G"``, ``"512M"``, ``"300MiB"``, ``"1.5g"`` or a plain number of bytes."""
+    if isinstance(text, int):
+        return text
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*", str(text), re.I)
+    if not match:
+        raise ValueError(f"not a size: {text!r} (use e.g. 6G, 512M or a number of bytes)")
+    return int(float(match.group(1)) * _SIZE_UNITS[match.group(2).upper()])
+
+
+def tool_memory_limit() -> int | None:
+    """The per-call memory budget in bytes from ``MLTB_TOOL_MEMORY_LIMIT`` (None: no budget)."""
+    raw = os.environ.get(MEMORY_LIMIT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_TOOL_MEMORY
+    if raw.lower() in ("0", "off", "none", "unlimited"):
+        return None
+    try:
+        return parse_size(raw) or None
+    except ValueError as exc:
+        raise ValueError(f"{MEMORY_LIMIT_ENV}: {exc}") from None
+
+
+def _mapped_bytes() -> int | None:
+    """The process's current address-space size (VmSize), or None where /proc is unavailable."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as fh:
+            return int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+@contextlib.contextmanager
+def memory_budget(nbytes: int | None) -> Iterator[None]:
+    """Cap the address space at its current size plus ``nbytes`` for the block (main thread, Linux).
+
+    RLIMIT_AS is process-wide, so like the time limit it is applied only from the main thread
+    (where trials run); elsewhere, or without ``resource``/``/proc``, the block runs unguarded.
+    An existing tighter limit is kept.
+    """
+    try:
+        import resource
+    except ImportError:  # not POSIX
+        resource = None
+    current = _mapped_bytes()
+    if (not nbytes or resource is None or current is None
+            or threading.current_thread() is not threading.main_thread()):
+        yield
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    cap = current + int(nbytes)
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    if soft != resource.RLIM_INFINITY:
+        cap = min(cap, soft)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def _size_text(nbytes: int) -> str:
+    return f"{nbytes / 2**30:.3g} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.3g} MiB"
+
+
+def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
+    """Whether ``exc`` or an exception it was raised from/while handling is a ``kind``."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, kind):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def call_with_limits(func: Callable[..., Any], kwargs: dict[str, Any], seconds: float | None,
+                     memory: int | None, label: str = "tool") -> Any:
+    """``func(**kwargs)`` under a wall-time limit and a memory budget (either None: not applied).
+
+    Raises :class:`ToolTimeout` or :class:`ToolOutOfMemory` with a message the model can act on,
+    also when the tool wrapped the MemoryError in an error of its own.
+    """
+    try:
+        with memory_budget(memory):
+            return call_with_time_limit(func, kwargs, seconds, label=label)
+    except (ToolOutOfMemory, ToolTimeout):
+        raise
+    except Exception as exc:
+        if not _caused_by(exc, MemoryError):
+            raise
+        budget = f" (its budget is {_size_text(memory)})" if memory else ""
+        raise ToolOutOfMemory(f"{label} ran out of memory{budget}; try a cheaper call (fewer rows or "
+                              "columns, fewer levels to encode, a smaller model)") from exc
+
+
 def call_with_time_limit(func: Callable[..., Any], kwargs: dict[str, Any], seconds: float | None,
                          label: str = "tool") -> Any:
+    """``func(**kwargs)``, raising :class:`ToolTimeout` after ``seconds`` (main thread only; None: no limit).
+
+    A tool that catches the timeout (a broad ``except`` that wraps or ignores it) still ends in
+    ToolTimeout: the limit is a fact about the call, not an exception the tool may handle.
+    """
     if not seconds or seconds <= 0 or threading.current_thread() is not threading.main_thread():
         return func(**kwargs)
+    message = (f"{label} exceeded its {seconds:g} s time limit; try a cheaper call "
+               "(fewer rows/columns, fewer estimators, a smaller grid)")
+    fired = threading.Event()
 
     def on_alarm(signum, frame):  # noqa: ARG001
-        raise ToolTimeout(f"{label} exceeded its {seconds:g} s time limit; try a cheaper call "
-                          "(fewer rows/columns, fewer estimators, a smaller grid)")
+        fired.set()
+        raise ToolTimeout(message)
 
     previous = signal.signal(signal.SIGALRM, on_alarm)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
-        return func(**kwargs)
+        result = func(**kwargs)
+    except ToolTimeout:
+        raise
+    except Exception as exc:
+        if fired.is_set():
+            raise ToolTimeout(message) from exc
+        raise
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+    if fired.is_set():
+        raise ToolTimeout(message)
+    return result
 
 
 _thread_count = 1

@@ -434,9 +434,15 @@ def _bind(tool: Tool, call: ToolCall, pad: Scratchpad, ctx: ToolContext) -> dict
 
 
 def _run_with_limit(tool: Tool, kwargs: dict[str, Any], ctx: ToolContext) -> Any:
-    from .limits import call_with_time_limit  # local: keeps import graph simple
+    """Run the tool under its wall-time limit and memory budget (see limits.py).
 
-    return call_with_time_limit(tool.func, kwargs, ctx.time_limit, label=tool.name)
+    A MemoryError inside the call comes back as ``limits.ToolOutOfMemory`` ("<tool> ran out of
+    memory ..."), which :func:`execute` turns into an ``Error:`` for the model like any other
+    failure: the trial goes on and the worker is not OOM-killed.
+    """
+    from .limits import call_with_limits, tool_memory_limit  # local: keeps import graph simple
+
+    return call_with_limits(tool.func, kwargs, ctx.time_limit, tool_memory_limit(), label=tool.name)
 
 
 def _store(tool: Tool, call: ToolCall, pad: Scratchpad, value: Any) -> list[str]:

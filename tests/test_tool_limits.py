@@ -1,0 +1,121 @@
+"""Tool limits: a runaway call returns an ``Error:`` the model can read, and the trial goes on.
+
+Wall time: SIGALRM per call (ToolContext.time_limit, from TrialConfig.tool_time_limit). Memory: the
+address space is capped at its current size plus MLTB_TOOL_MEMORY_LIMIT for the call, so numpy/Python
+raise MemoryError inside the call instead of the worker being OOM-killed.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import mltb_core.tools  # noqa: F401  (registers the toolset)
+from mltb_core import limits
+from mltb_core.config import TrialConfig
+from mltb_core.registry import ToolContext, execute
+from mltb_core.scratchpad import Scratchpad
+from mltb_core.tasks import get_task
+from mltb_core.trial import run_trial
+
+# One megabyte of text per row: legal for the restricted evaluator (its per-expression cap is 1e6
+# items), but over a frame it adds up to far more than the budget.
+MEGABYTE_PER_ROW = "lambda x: 'abcdefgh' * 125000"
+
+
+def context(tmp_path: Path, time_limit: float | None = None) -> ToolContext:
+    return ToolContext(sandbox=tmp_path, time_limit=time_limit)
+
+
+def custom_function_call(func: str, output: str = "out") -> dict:
+    return {"tool_name": "apply_custom_function",
+            "tool_args": {"bindings": {"df": "frame"}, "func_kwargs": {"name": "new", "source_columns": "a",
+                                                                         "func": func}, "output": output}}
+
+
+def pad_with(rows: int) -> Scratchpad:
+    pad = Scratchpad()
+    pad.set("frame", pd.DataFrame({"a": np.arange(rows), "b": np.arange(rows) % 7}))
+    return pad
+
+
+def test_runaway_custom_function_times_out_with_a_readable_error(tmp_path):
+    pad = pad_with(300_000)   # unguarded this takes tens of seconds
+    started = time.monotonic()
+    result = execute(custom_function_call("lambda x: len(str(x) * 100000)"), pad, context(tmp_path, 0.5))
+    assert time.monotonic() - started < 5
+    assert not result.ok
+    assert result.message.startswith("Error: ToolTimeout: apply_custom_function exceeded its 0.5 s time limit")
+    assert "Tool documentation for apply_custom_function" in result.message
+    assert "out" not in pad
+    # The same worker goes on: the next call runs normally, and no alarm is left armed.
+    ok = execute(custom_function_call("lambda x: x + 1"), pad_with(10), context(tmp_path, 0.5))
+    assert ok.ok, ok.message
+    time.sleep(0.6)
+
+
+def test_fit_on_a_huge_frame_times_out(tmp_path):
+    rng = np.random.default_rng(0)
+    pad = Scratchpad()
+    pad.set("X", pd.DataFrame(rng.normal(size=(200_000, 20)), columns=[f"f{i}" for i in range(20)]))
+    pad.set("y", pd.Series(rng.integers(0, 2, 200_000)))
+    call = {"tool_name": "fit_random_forest_classifier",
+            "tool_args": {"bindings": {"X_train": "X", "y_train": "y"}, "func_kwargs": {}, "output": "model"}}
+    started = time.monotonic()
+    result = execute(call, pad, context(tmp_path, 0.5))
+    assert time.monotonic() - started < 10
+    assert not result.ok and "exceeded its 0.5 s time limit" in result.message, result.message[:300]
+
+
+def test_memory_blowup_is_out_of_memory_not_an_oom_kill(tmp_path, monkeypatch):
+    monkeypatch.setenv(limits.MEMORY_LIMIT_ENV, "150M")
+    # 1,500 rows x 1 MB: 1.5 GB if the guard failed, a bounded cost on this machine.
+    pad = pad_with(1_500)
+    result = execute(custom_function_call(MEGABYTE_PER_ROW), pad, context(tmp_path, 30))
+    assert not result.ok
+    assert "apply_custom_function ran out of memory (its budget is 150 MiB)" in result.message
+    assert "try a cheaper call" in result.message and "out" not in pad
+    # The budget is lifted after the call: this allocation (300 MB) is past it and succeeds.
+    big = np.ones(300 * 2**20 // 8)
+    assert big.nbytes == 300 * 2**20
+    del big
+    ok = execute(custom_function_call("lambda x: x * 2"), pad, context(tmp_path, 30))
+    assert ok.ok, ok.message
+
+
+def test_numpy_allocation_past_the_budget_raises_inside_the_call():
+    def allocate(nbytes: int) -> int:
+        return int(np.ones(nbytes // 8).sum())
+
+    with pytest.raises(limits.ToolOutOfMemory, match="allocate ran out of memory"):
+        limits.call_with_limits(allocate, {"nbytes": 1 * 2**30}, None, 100 * 2**20, label="allocate")
+    assert limits.call_with_limits(allocate, {"nbytes": 8 * 2**20}, None, 100 * 2**20, label="allocate") == 2**20
+
+
+def test_memory_budget_setting(monkeypatch):
+    monkeypatch.delenv(limits.MEMORY_LIMIT_ENV, raising=False)
+    assert limits.tool_memory_limit() == 6 * 2**30
+    for off in ("0", "off"):
+        monkeypatch.setenv(limits.MEMORY_LIMIT_ENV, off)
+        assert limits.tool_memory_limit() is None
+    monkeypatch.setenv(limits.MEMORY_LIMIT_ENV, "1.5G")
+    assert limits.tool_memory_limit() == int(1.5 * 2**30)
+    monkeypatch.setenv(limits.MEMORY_LIMIT_ENV, "lots")
+    with pytest.raises(ValueError, match="MLTB_TOOL_MEMORY_LIMIT: not a size: 'lots'"):
+        limits.tool_memory_limit()
+
+
+def test_trial_goes_on_when_every_call_times_out(tmp_path):
+    """A limit too small for any call: every call is an Error the policy reads; the trial ends as a
+    planner failure (not an infra error) after its budget, in this same process."""
+    config = TrialConfig(planner="react", model="sim", max_iterations=4, llm_cache=False, tool_time_limit=1e-6)
+    record = run_trial(get_task("spaceship-titanic"), config, tmp_path)
+    assert record.outcome == "planner_failure", record.error
+    assert record.tool_calls >= 3 and record.stage_reached == 0
+    steps = [json.loads(line) for line in Path(record.trajectory).read_text().splitlines()]
+    results = [r for s in steps if s["step_type"] == "tool_execution_completion" for r in s["tool_results"]]
+    assert results and all(not r["ok"] and "time limit" in r["content_preview"] for r in results)
