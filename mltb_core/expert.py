@@ -1,0 +1,259 @@
+"""Expert reference trajectories and the runner that replays any list of tool calls.
+
+Every task with offline data has one fixed, tool-only trajectory in
+``fixtures/experts/<slug>.jsonl`` (one paper-format tool call per line, no LLM):
+load, combine, clean, engineer a few features, encode, split back, fit one solid
+model, predict and write the submission. It proves the toolset suffices, gives
+each task's toolset ceiling and is the golden integration test.
+
+:func:`run_calls` runs a list of calls in a fresh sandbox (the agent's view of the
+data: ``train.csv`` and ``test.csv`` only, never the labels), records each call's
+result, the wall time and the peak memory, and grades the submission if one was
+written. ``mltb replay`` and ``mltb expert`` both use it.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import FIXTURES
+from .grading import Grade
+from .registry import ToolCall, ToolCallError, ToolContext
+from .tasks import SUBMISSION_FILE, Task
+
+__all__ = ["EXPERTS_DIR", "CallOutcome", "ReplayResult", "CallsFileError", "load_expert", "load_calls",
+           "parse_calls", "expert_slugs", "run_calls", "run_expert"]
+
+EXPERTS_DIR = FIXTURES / "experts"
+
+
+class CallsFileError(ValueError):
+    """A calls file (or trajectory) that cannot be read as tool calls; names the file and line."""
+
+
+@dataclass
+class CallOutcome:
+    """What one replayed call did."""
+
+    index: int            # 1-based position in the call list
+    tool_name: str
+    ok: bool
+    message: str
+    seconds: float
+
+
+@dataclass
+class ReplayResult:
+    """The result of running a list of calls: per-call outcomes, cost, and the grade (if any)."""
+
+    task: str
+    seed: int
+    calls: list[CallOutcome]
+    wall_seconds: float
+    peak_mib: float
+    memory_method: str                # "rss" (psutil, native allocations included) or "tracemalloc"
+    submission_written: bool
+    grade: Grade | None
+    sandbox: str | None = None        # kept only when the caller gave an out_dir
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def failed_calls(self) -> list[CallOutcome]:
+        return [c for c in self.calls if not c.ok]
+
+    @property
+    def all_ok(self) -> bool:
+        return not self.failed_calls
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["grade"] = self.grade.to_dict() if self.grade is not None else None
+        data["all_ok"] = self.all_ok
+        return data
+
+
+# ----------------------------------------------------------------------- reading calls
+def _call_from_line(data: Any, where: str) -> ToolCall:
+    try:
+        return ToolCall.from_dict(data)
+    except ToolCallError as exc:
+        raise CallsFileError(f"{where}: {exc}") from None
+
+
+def parse_calls(lines: Iterable[str], source: str = "<calls>") -> list[ToolCall]:
+    """Parse JSONL text: one paper-format call per line (blank lines and ``#`` comments skipped).
+
+    A JSON list of calls on one line is accepted too. Errors name ``source`` and the line number.
+    """
+    calls: list[ToolCall] = []
+    for lineno, line in enumerate(lines, 1):
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        where = f"{source}:{lineno}"
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise CallsFileError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+        items = data if isinstance(data, list) else [data]
+        calls += [_call_from_line(item, where) for item in items]
+    return calls
+
+
+def _is_trajectory(path: Path) -> bool:
+    """True when the file's first JSON line is a trajectory step (has ``step_type``)."""
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                try:
+                    first = json.loads(line)
+                except json.JSONDecodeError:
+                    return False
+                return isinstance(first, dict) and "step_type" in first
+    return False
+
+
+def load_calls(path: Path | str) -> list[ToolCall]:
+    """Tool calls from a calls JSONL file or from a trajectory JSONL written by ``run_trial``."""
+    path = Path(path)
+    if not path.is_file():
+        raise CallsFileError(f"{path}: no such file")
+    if _is_trajectory(path):
+        from .trajectory import tool_calls_from_trajectory
+
+        try:
+            raw = tool_calls_from_trajectory(path)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CallsFileError(f"{path}: not a readable trajectory: {exc}") from None
+        return [_call_from_line(item, f"{path}: trajectory call {i}") for i, item in enumerate(raw, 1)]
+    with open(path, encoding="utf-8") as handle:
+        return parse_calls(handle, str(path))
+
+
+def expert_slugs() -> list[str]:
+    """Slugs that have an expert trajectory file."""
+    return sorted(p.stem for p in EXPERTS_DIR.glob("*.jsonl"))
+
+
+def load_expert(slug: str) -> list[ToolCall]:
+    """The expert trajectory of task ``slug``; a missing file names the tasks that have one."""
+    path = EXPERTS_DIR / f"{slug}.jsonl"
+    if not path.is_file():
+        raise FileNotFoundError(f"no expert trajectory for task {slug!r} ({path}); "
+                                f"tasks with one: {', '.join(expert_slugs()) or '(none)'}")
+    with open(path, encoding="utf-8") as handle:
+        return parse_calls(handle, str(path))
+
+
+# ----------------------------------------------------------------------- memory
+@contextmanager
+def _peak_memory() -> Iterator[dict[str, Any]]:
+    """Measure the peak memory above the starting point while the block runs.
+
+    With psutil, a sampling thread reads the process RSS every 20 ms (native allocations
+    of LightGBM/XGBoost included). Without it, tracemalloc counts Python/numpy allocations.
+    """
+    box: dict[str, Any] = {"peak_mib": 0.0}
+    try:
+        import psutil
+    except ImportError:
+        psutil = None
+    if psutil is None:
+        import tracemalloc
+
+        started = not tracemalloc.is_tracing()
+        if started:
+            tracemalloc.start()
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        box["method"] = "tracemalloc"
+        try:
+            yield box
+        finally:
+            box["peak_mib"] = max(0, tracemalloc.get_traced_memory()[1] - base) / 2**20
+            if started:
+                tracemalloc.stop()
+        return
+    process = psutil.Process()
+    base = process.memory_info().rss
+    peak = [base]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.02):
+            peak[0] = max(peak[0], process.memory_info().rss)
+
+    sampler = threading.Thread(target=sample, name="mltb-peak-rss", daemon=True)
+    sampler.start()
+    box["method"] = "rss"
+    try:
+        yield box
+    finally:
+        done.set()
+        sampler.join()
+        peak[0] = max(peak[0], process.memory_info().rss)
+        box["peak_mib"] = (peak[0] - base) / 2**20
+
+
+# ----------------------------------------------------------------------- running
+def run_calls(task: Task, calls: Iterable[ToolCall | dict], seed: int = 0, out_dir: Path | str | None = None,
+              threads: int = 1, split: Any = None, time_limit: float | None = None) -> ReplayResult:
+    """Run ``calls`` in a fresh sandbox with a fresh scratchpad, then grade the submission if written.
+
+    The data dir holds only ``train.csv`` and ``test.csv`` of the task's split for ``seed``.
+    With ``out_dir`` the sandbox and data dir are kept there (``out_dir/sandbox``); otherwise a
+    temporary directory is used and removed afterwards. Every call runs through
+    ``registry.execute`` (a failing call is recorded and the next one still runs).
+    """
+    from . import tools  # noqa: F401  (registers the toolset)
+    from .grading import grade_submission
+    from .limits import limit_threads
+    from .registry import execute
+    from .scratchpad import Scratchpad
+    from .splits import prepare_split
+    from .trial import prepare_agent_data
+
+    calls = list(calls)
+    split = split or prepare_split(task, seed=seed)
+    temporary = out_dir is None
+    root = Path(tempfile.mkdtemp(prefix=f"mltb-replay-{task.slug}-")) if temporary else Path(out_dir)
+    try:
+        sandbox = root / "sandbox"
+        if sandbox.exists():
+            shutil.rmtree(sandbox)
+        sandbox.mkdir(parents=True)
+        data_dir = prepare_agent_data(split, root)
+        ctx = ToolContext(sandbox=sandbox, data_dir=data_dir, task=task, threads=threads, seed=seed,
+                          time_limit=time_limit)
+        pad = Scratchpad()
+        outcomes: list[CallOutcome] = []
+        started = time.perf_counter()
+        with limit_threads(threads), _peak_memory() as memory:
+            for index, call in enumerate(calls, 1):
+                result = execute(call, pad, ctx)
+                name = call.tool_name if isinstance(call, ToolCall) else str(call.get("tool_name", "?"))
+                outcomes.append(CallOutcome(index, name, result.ok, result.message, result.seconds))
+        wall = time.perf_counter() - started
+        submission = sandbox / SUBMISSION_FILE
+        written = submission.exists()
+        grade = grade_submission(task, submission, split) if written else None
+        return ReplayResult(task=task.slug, seed=seed, calls=outcomes, wall_seconds=wall,
+                            peak_mib=memory["peak_mib"], memory_method=memory["method"],
+                            submission_written=written, grade=grade,
+                            sandbox=None if temporary else str(sandbox))
+    finally:
+        if temporary:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def run_expert(task: Task, seed: int = 0, out_dir: Path | str | None = None, threads: int = 1) -> ReplayResult:
+    """Run the expert trajectory of ``task`` (see :func:`run_calls`)."""
+    return run_calls(task, load_expert(task.slug), seed=seed, out_dir=out_dir, threads=threads)
