@@ -92,6 +92,10 @@ class ControllerHooks:
         self.controller.handle_report(report)
 
     @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched) -> None:
+        self.controller.record_crash(report)
+
+    @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node, ids: list[str]) -> None:
         self.controller.note_collected(ids)
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import signal
 import time
 import zlib
 from pathlib import Path
@@ -25,13 +27,17 @@ from .collection import Case, case_id, resolve_models, resolve_planners, resolve
 from .options import Settings, default_run_dir
 
 __all__ = ["RECORD_PROPERTY", "TRAJECTORY_PROPERTY", "Controller", "WorkerContext", "run_case",
-           "failure_message", "encode_trajectory", "decode_trajectory", "InfraErrorOutcome"]
+           "failure_message", "encode_trajectory", "decode_trajectory", "InfraErrorOutcome", "FAULT_KILL_ENV",
+           "inject_fault"]
 
 RECORD_PROPERTY = "mltb_record"
 TRAJECTORY_PROPERTY = "mltb_trajectory"
 # Trajectories larger than this travel compressed (junitxml and execnet stay small).
 COMPRESS_ABOVE = 16_000
 INFRA_BACKOFF_SECONDS = 0.5
+# Test-only fault hook: a worker about to run a case whose id contains this variable's value kills
+# itself with SIGKILL (the crash tests use it; a crash is an infrastructure error, see record_crash).
+FAULT_KILL_ENV = "MLTB_FAULT_KILL"
 
 
 class InfraErrorOutcome(Exception):
@@ -70,9 +76,18 @@ def trial_runner(task, config, out_dir: Path, split=None) -> TrialRecord:
     return run_trial(task, config, out_dir, split=split)
 
 
+def inject_fault(case: Case) -> None:
+    """SIGKILL this process when ``MLTB_FAULT_KILL`` is a substring of the case id (tests only)."""
+    pattern = os.environ.get(FAULT_KILL_ENV, "")
+    if pattern and pattern in case.id:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def run_case(case: Case, settings: Settings, work_dir: Path, split=None) -> TrialRecord:
     """Run one trial, retrying infrastructure errors up to ``--infra-retries`` times."""
     from mltb_core.tasks import get_task
+
+    inject_fault(case)
 
     task = get_task(case.task, [settings.tasks_dir] if settings.tasks_dir else [])
     config = trial_config(settings, case.planner, case.model, case.trial)
@@ -231,6 +246,24 @@ class Controller:
         self.received += 1
         self.spent_usd += record.cost_usd
         self._check_run_budget()
+
+    def record_crash(self, report: pytest.TestReport) -> None:
+        """xdist lost a worker while it ran ``report``'s item: record an infra error for that case and
+        turn the crash report into a setup error (an ERROR, tabled apart like any infra error)."""
+        case_ids = {c.id: c for c in WorkerContext(self.config, self.settings, self.run_dir, set()).cases()}
+        case = case_ids.get(report.nodeid.rsplit("[", 1)[-1].rstrip("]"))
+        if case is None:      # not a benchmark item: leave xdist's report as it is
+            return
+        config = trial_config(self.settings, case.planner, case.model, case.trial)
+        why = str(report.longrepr).strip().splitlines()[0] if report.longrepr else "worker crashed"
+        record = TrialRecord(task=case.task, planner=case.planner, model=case.model, trial=case.trial,
+                             seed=config.trial_seed, config_hash=config.config_hash(), outcome="infra_error",
+                             stop_reason="worker crashed", synthetic=case.model.partition(":")[0] == "sim",
+                             error=f"{why} (killed, segfault or out of memory)")
+        append_records(self.results_path, [record])
+        self.received += 1
+        report.when = "setup"  # type: ignore[assignment] - xdist's crash reports say "???"
+        report.longrepr = f"{why}: recorded as an infrastructure error (not counted against the planner)"
 
     def _check_run_budget(self) -> None:
         reason = None
