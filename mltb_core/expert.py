@@ -81,17 +81,24 @@ class ReplayResult:
 
 
 # ----------------------------------------------------------------------- reading calls
-def _call_from_line(data: Any, where: str) -> ToolCall:
+def _call_from_line(data: Any, where: str, check_tools: bool = False) -> ToolCall:
     try:
-        return ToolCall.from_dict(data)
+        call = ToolCall.from_dict(data)
+        if check_tools:
+            from . import tools  # noqa: F401  (registers the toolset)
+            from .registry import REGISTRY
+
+            REGISTRY.get(call.tool_name)  # raises ToolCallError naming close matches
+        return call
     except ToolCallError as exc:
         raise CallsFileError(f"{where}: {exc}") from None
 
 
-def parse_calls(lines: Iterable[str], source: str = "<calls>") -> list[ToolCall]:
+def parse_calls(lines: Iterable[str], source: str = "<calls>", check_tools: bool = False) -> list[ToolCall]:
     """Parse JSONL text: one paper-format call per line (blank lines and ``#`` comments skipped).
 
-    A JSON list of calls on one line is accepted too. Errors name ``source`` and the line number.
+    A JSON list of calls on one line is accepted too. Errors name ``source`` and the line number;
+    with ``check_tools`` an unknown tool name is such an error too.
     """
     calls: list[ToolCall] = []
     for lineno, line in enumerate(lines, 1):
@@ -104,7 +111,7 @@ def parse_calls(lines: Iterable[str], source: str = "<calls>") -> list[ToolCall]
         except json.JSONDecodeError as exc:
             raise CallsFileError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
         items = data if isinstance(data, list) else [data]
-        calls += [_call_from_line(item, where) for item in items]
+        calls += [_call_from_line(item, where, check_tools) for item in items]
     return calls
 
 
@@ -121,8 +128,27 @@ def _is_trajectory(path: Path) -> bool:
     return False
 
 
-def load_calls(path: Path | str) -> list[ToolCall]:
-    """Tool calls from a calls JSONL file or from a trajectory JSONL written by ``run_trial``."""
+# Plain arguments that hold a file path (read_data, save_model, load_model, save_dataframe_to_csv, ...).
+_PATH_ARGUMENTS = ("filepath",)
+
+
+def _relocate_paths(call: ToolCall) -> ToolCall:
+    """Make a trajectory's absolute file paths relative: they pointed into the trial's own data dir or
+    sandbox, which a replay replaces with fresh ones (the resolver finds the file name there)."""
+    kwargs = dict(call.func_kwargs)
+    for name in _PATH_ARGUMENTS:
+        value = kwargs.get(name)
+        if isinstance(value, str) and Path(value).is_absolute():
+            kwargs[name] = Path(value).name
+    return ToolCall(call.tool_name, dict(call.bindings), kwargs, call.output)
+
+
+def load_calls(path: Path | str, check_tools: bool = False) -> list[ToolCall]:
+    """Tool calls from a calls JSONL file or from a trajectory JSONL written by ``run_trial``.
+
+    ``check_tools`` rejects unknown tool names in a calls file (a trajectory is replayed as
+    recorded: its failed calls, unknown tools included, fail again).
+    """
     path = Path(path)
     if not path.is_file():
         raise CallsFileError(f"{path}: no such file")
@@ -133,9 +159,10 @@ def load_calls(path: Path | str) -> list[ToolCall]:
             raw = tool_calls_from_trajectory(path)
         except (ValueError, KeyError, TypeError) as exc:
             raise CallsFileError(f"{path}: not a readable trajectory: {exc}") from None
-        return [_call_from_line(item, f"{path}: trajectory call {i}") for i, item in enumerate(raw, 1)]
+        return [_relocate_paths(_call_from_line(item, f"{path}: trajectory call {i}"))
+                for i, item in enumerate(raw, 1)]
     with open(path, encoding="utf-8") as handle:
-        return parse_calls(handle, str(path))
+        return parse_calls(handle, str(path), check_tools)
 
 
 def expert_slugs() -> list[str]:
@@ -150,7 +177,7 @@ def load_expert(slug: str) -> list[ToolCall]:
         raise FileNotFoundError(f"no expert trajectory for task {slug!r} ({path}); "
                                 f"tasks with one: {', '.join(expert_slugs()) or '(none)'}")
     with open(path, encoding="utf-8") as handle:
-        return parse_calls(handle, str(path))
+        return parse_calls(handle, str(path), check_tools=True)
 
 
 # ----------------------------------------------------------------------- memory

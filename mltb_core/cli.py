@@ -1,0 +1,494 @@
+"""The ``mltb`` command: inspect tools and tasks, split, score, replay, run the experts, run one trial.
+
+Every subcommand prints human-readable text, or with ``--json`` exactly one JSON document on
+stdout. Errors go to stderr. Exit codes: 0 success (a trial or replay that ran, whatever its
+outcome), 1 a failure while running (infrastructure error, an expert call that failed), 2 a
+usage error (unknown task, tool, planner or model; unreadable input) with a message that
+lists the valid names.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["main", "UsageError", "build_parser"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+SYNTHETIC_LABEL = "(synthetic policy, not an LLM)"
+
+
+class UsageError(Exception):
+    """Bad input from the user: printed to stderr, exit status 2."""
+
+
+# ----------------------------------------------------------------------------- helpers
+def _emit_json(document: Any) -> None:
+    print(json.dumps(document, indent=2, default=_json_default, allow_nan=False))
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, Path):
+        return str(value)
+    if hasattr(value, "item"):  # numpy scalars
+        return value.item()
+    return str(value)
+
+
+def _clean_floats(value: Any) -> Any:
+    """NaN/inf are not JSON: turn them into null so ``--json`` output always parses."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean_floats(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean_floats(v) for v in value]
+    return value
+
+
+def _fmt(value: Any, digits: int = 4) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _task(slug: str, args: argparse.Namespace):
+    from .tasks import UnknownTaskError, get_task
+
+    try:
+        return get_task(slug, getattr(args, "tasks_dir", None) or ())
+    except UnknownTaskError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _require_offline(task) -> None:
+    if not task.has_offline_data:
+        raise UsageError(f"task {task.slug!r} has no offline data (source {task.source!r}); "
+                         "its data comes from Kaggle (install the 'kaggle' extra and set credentials)")
+
+
+def _split(task, seed: int):
+    from .splits import prepare_split
+
+    _require_offline(task)
+    return prepare_split(task, seed=seed)
+
+
+def _table(rows: list[list[Any]], headers: list[str]) -> str:
+    from tabulate import tabulate
+
+    return tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
+
+
+def _grade_lines(grade) -> list[str]:
+    if grade is None:
+        return ["submission: none written"]
+    lines = [f"valid: {grade.valid}" + ("" if grade.valid else f" ({grade.reason})")]
+    if grade.valid:
+        lines += [f"score ({grade.metric}): {_fmt(grade.score, 6)}",
+                  f"percentile: {_fmt(grade.percentile, 2)}",
+                  f"medal: {grade.medal or '-'}",
+                  f"normalized score: {_fmt(grade.normalized)}"]
+    return lines
+
+
+# ----------------------------------------------------------------------------- tools
+def cmd_tools(args: argparse.Namespace) -> int:
+    from . import tools  # noqa: F401  (registers the toolset)
+    from .registry import REGISTRY, ToolCallError
+
+    try:
+        selected = [REGISTRY.get(name) for name in args.names] if args.names else list(REGISTRY)
+    except ToolCallError as exc:
+        raise UsageError(f"{exc} Valid tools: {', '.join(REGISTRY.names())}") from None
+    described = [tool.describe() for tool in selected]
+    if args.json:
+        _emit_json({"count": len(described), "tools": described})
+        return EXIT_OK
+    rows = [[d["name"], d["kind"], ",".join(d["stages"]), d["signature"]] for d in described]
+    print(_table(rows, ["name", "kind", "stages", "signature"]))
+    print(f"\n{len(described)} tools")
+    return EXIT_OK
+
+
+# ----------------------------------------------------------------------------- tasks
+def _task_rows(task) -> int | None:
+    """Labelled rows, read from a prepared seed-0 split's meta (never builds data)."""
+    from .splits import META_FILE, split_dir
+
+    meta_path = split_dir(task, 0) / META_FILE
+    try:
+        return int(json.loads(meta_path.read_text())["labelled_rows"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _leaderboard_size(task) -> int | None:
+    from .grading import LEADERBOARDS_DIR
+    from .leaderboards import Leaderboard
+
+    if not task.leaderboard:
+        return None
+    return Leaderboard.load(LEADERBOARDS_DIR / task.leaderboard, task.greater_is_better,
+                            total_teams=task.leaderboard_teams).n_teams
+
+
+def describe_task(task) -> dict[str, Any]:
+    """The facts ``mltb tasks`` shows for one task."""
+    return {"slug": task.slug, "title": task.title, "problem_type": task.problem_type, "metric": task.metric,
+            "direction": "higher" if task.greater_is_better else "lower", "prediction": task.prediction,
+            "source": task.source, "offline": task.has_offline_data, "rows": _task_rows(task),
+            "leaderboard_teams": _leaderboard_size(task),
+            # Replicas are never placed on the real leaderboard.
+            "percentile": bool(task.leaderboard) and not task.is_replica}
+
+
+def cmd_tasks(args: argparse.Namespace) -> int:
+    from .tasks import load_tasks
+
+    tasks = load_tasks(args.tasks_dir or ())
+    described = [describe_task(task) for task in tasks.values()]
+    if args.json:
+        _emit_json({"count": len(described), "tasks": described})
+        return EXIT_OK
+    rows = [[d["slug"], d["problem_type"], d["metric"], d["direction"], d["source"], _fmt(d["rows"]),
+             (_fmt(d["leaderboard_teams"]) + ("" if d["percentile"] or d["leaderboard_teams"] is None
+                                               else " (no percentile)"))]
+            for d in described]
+    print(_table(rows, ["slug", "type", "metric", "better", "source", "rows", "leaderboard teams"]))
+    print("\nrows: labelled rows, shown once the seed-0 split is prepared (mltb split TASK --out DIR)")
+    return EXIT_OK
+
+
+# ----------------------------------------------------------------------------- split
+def cmd_split(args: argparse.Namespace) -> int:
+    task = _task(args.task, args)
+    split = _split(task, args.seed)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    written = {}
+    for source in (split.train_path, split.test_path, split.labels_path):
+        target = out / source.name
+        shutil.copyfile(source, target)
+        written[source.stem] = str(target)
+    meta = split.meta
+    if args.json:
+        _emit_json({"task": task.slug, "seed": args.seed, "files": written, "meta": meta})
+    else:
+        for path in written.values():
+            print(f"wrote {path}")
+        print(f"{meta.get('train_rows')} train rows, {meta.get('test_rows')} test rows (seed {args.seed})")
+    return EXIT_OK
+
+
+# ----------------------------------------------------------------------------- score
+def cmd_score(args: argparse.Namespace) -> int:
+    from .grading import grade_submission
+
+    task = _task(args.task, args)
+    submission = Path(args.submission)
+    if not submission.is_file():
+        raise UsageError(f"submission file {submission} does not exist")
+    grade = grade_submission(task, submission, _split(task, args.seed))
+    if args.json:
+        _emit_json(_clean_floats({"task": task.slug, "seed": args.seed, **grade.to_dict()}))
+    else:
+        print(f"{task.slug} (seed {args.seed})")
+        print("\n".join(_grade_lines(grade)))
+    return EXIT_OK
+
+
+# ----------------------------------------------------------------------------- replay / expert
+def _print_replay(result, verbose: bool = True) -> None:
+    if verbose:
+        for call in result.calls:
+            status = "ok " if call.ok else "ERR"
+            first = call.message.strip().splitlines()
+            shown = first[0] if call.ok else " ".join(first[:2])
+            print(f"[{call.index:3d}] {status} {call.tool_name} ({call.seconds:.2f}s): {shown[:200]}")
+    failed = len(result.failed_calls)
+    print(f"{result.task}: {len(result.calls)} calls, {failed} failed; wall {result.wall_seconds:.2f}s, "
+          f"peak memory {result.peak_mib:.0f} MiB ({result.memory_method})")
+    print("\n".join("  " + line for line in _grade_lines(result.grade)))
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from .expert import CallsFileError, load_calls, run_calls
+
+    task = _task(args.task, args)
+    try:
+        calls = load_calls(args.calls, check_tools=True)
+    except CallsFileError as exc:
+        raise UsageError(str(exc)) from None
+    if not calls:
+        raise UsageError(f"{args.calls}: no tool calls in the file")
+    result = run_calls(task, calls, seed=args.seed, out_dir=args.out, split=_split(task, args.seed))
+    if args.json:
+        _emit_json(_clean_floats(result.to_dict()))
+    else:
+        _print_replay(result)
+    return EXIT_OK
+
+
+def cmd_expert(args: argparse.Namespace) -> int:
+    from .expert import expert_slugs, run_expert
+    from .tasks import load_tasks
+
+    available = expert_slugs()
+    if args.task == "all":
+        tasks = load_tasks(args.tasks_dir or ())
+        slugs = [slug for slug in available if slug in tasks]
+    else:
+        task = _task(args.task, args)
+        if task.slug not in available:
+            raise UsageError(f"no expert trajectory for task {task.slug!r}; tasks with one: {', '.join(available)}")
+        slugs = [task.slug]
+    results = []
+    for slug in slugs:
+        task = _task(slug, args)
+        result = run_expert(task, seed=args.seed)
+        results.append(result)
+        if not args.json:
+            _print_replay(result, verbose=args.verbose)
+    failed = [r.task for r in results if not r.all_ok or r.grade is None or not r.grade.valid]
+    if args.json:
+        documents = [_clean_floats(r.to_dict()) for r in results]
+        _emit_json(documents[0] if args.task != "all" else {"seed": args.seed, "results": documents,
+                                                            "failed": failed})
+    elif len(results) > 1:
+        rows = [[r.task, _fmt(r.grade.score if r.grade else None), _fmt(r.grade.percentile if r.grade else None, 1),
+                 _fmt(r.grade.normalized if r.grade else None, 3), f"{r.wall_seconds:.1f}", f"{r.peak_mib:.0f}"]
+                for r in results]
+        print()
+        print(_table(rows, ["task", "score", "percentile", "normalized", "wall s", "peak MiB"]))
+    if failed:
+        print(f"expert failed on: {', '.join(failed)}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+# ----------------------------------------------------------------------------- run
+_RUN_BUDGETS = {  # CLI option -> TrialConfig field
+    "max_iterations": "max_iterations", "max_depth": "max_depth", "expansion_k": "expansion_k",
+    "exploration": "exploration", "max_llm_calls": "max_llm_calls", "max_tokens": "max_tokens",
+    "max_cost": "max_cost_usd", "max_seconds": "max_seconds", "threads": "threads",
+    "max_features": "max_features", "temperature": "temperature",
+}
+_RUN_SWITCHES = ("reward_shaping", "feedback", "tool_masking", "decomposition")
+
+
+def _check_model(model: str) -> None:
+    """Reject an unknown model string up front (building a backend is cheap: servers start lazily)."""
+    from .llm import UnknownModelError, make_backend
+
+    try:
+        backend = make_backend(model, cache=None)
+    except UnknownModelError as exc:
+        raise UsageError(str(exc)) from None
+    except Exception:  # noqa: BLE001 - e.g. a missing local model: run_trial reports it as infra_error
+        return
+    backend.close()
+
+
+def _trial_config(args: argparse.Namespace):
+    from .config import TrialConfig
+
+    fields: dict[str, Any] = {"planner": args.planner, "model": args.model, "seed": args.seed, "trial": args.trial,
+                              "llm_cache": not args.no_cache}
+    fields.update({name: getattr(args, option) for option, name in _RUN_BUDGETS.items()
+                   if getattr(args, option) is not None})
+    fields.update({name: False for name in _RUN_SWITCHES if getattr(args, f"no_{name}")})
+    try:
+        return TrialConfig.from_dict(fields)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"bad trial configuration: {exc}") from None
+
+
+def _record_lines(record) -> list[str]:
+    synthetic = f" {SYNTHETIC_LABEL}" if record.synthetic else ""
+    lines = [f"{record.task} · {record.planner} · {record.model}{synthetic} · trial {record.trial} "
+             f"(seed {record.seed})",
+             f"outcome: {record.outcome}   valid: {record.valid}",
+             f"score: {_fmt(record.score, 6)}   percentile: {_fmt(record.percentile, 2)}   "
+             f"medal: {record.medal or '-'}   normalized: {_fmt(record.normalized)}",
+             f"stage reached: {record.stage_reached}/10 ({record.stage_name or '-'}); stopped: {record.stop_reason}",
+             f"tokens: {record.tokens_in} in / {record.tokens_out} out   cost: ${record.cost_usd:.4f}   "
+             f"LLM calls: {record.llm_calls}{synthetic}   tool calls: {record.tool_calls}   "
+             f"tree nodes: {record.tree_nodes}",
+             f"wall time: {record.wall_seconds:.1f}s (tools {record.tool_seconds:.1f}s, "
+             f"LLM {record.llm_seconds:.1f}s)",
+             f"trajectory: {record.trajectory or '-'}"]
+    if record.feedback and not record.valid:
+        lines.append(f"feedback: {record.feedback}")
+    if record.error:
+        lines.append(f"error: {record.error.splitlines()[0]}")
+    return lines
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .planners import UnknownPlannerError, get_planner_class
+    from .results import RESULTS_FILE, append_records
+    from .trial import run_trial, write_prompts
+
+    task = _task(args.task, args)
+    _require_offline(task)
+    try:
+        get_planner_class(args.planner)
+    except UnknownPlannerError as exc:
+        raise UsageError(str(exc)) from None
+    _check_model(args.model)
+    config = _trial_config(args)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_prompts(out)
+    record = run_trial(task, config, out)
+    append_records(out / RESULTS_FILE, [record])
+    if args.json:
+        _emit_json(_clean_floats({**record.to_dict(), "synthetic_label": SYNTHETIC_LABEL if record.synthetic else None,
+                                  "results": str(out / RESULTS_FILE)}))
+    else:
+        print("\n".join(_record_lines(record)))
+        print(f"results: {out / RESULTS_FILE}")
+    return EXIT_FAILED if record.outcome == "infra_error" else EXIT_OK
+
+
+# ----------------------------------------------------------------------------- report / prompts
+def cmd_report(args: argparse.Namespace) -> int:
+    from . import reports
+
+    argv = [*map(str, args.run_dirs), "--out", str(args.out)]
+    return reports.main(argv)
+
+
+def cmd_prompts(args: argparse.Namespace) -> int:
+    from .prompts import all_prompts
+
+    prompts = all_prompts()
+    if args.json:
+        _emit_json(prompts)
+        return EXIT_OK
+
+    def show(name: str, text: Any) -> None:
+        if isinstance(text, dict):
+            for key, value in text.items():
+                show(f"{name}.{key}", value)
+            return
+        print(f"===== {name} =====")
+        print(str(text).rstrip())
+        print()
+
+    for name, text in prompts.items():
+        show(name, text)
+    return EXIT_OK
+
+
+# ----------------------------------------------------------------------------- parser
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting, so ``main`` returns the status in-process."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``mltb`` argument parser (one subparser per command)."""
+    parser = _Parser(prog="mltb", description="ML-Tool-Bench: tools, tasks, grading, replays and trials.")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    commands.required = True
+
+    json_flag = _Parser(add_help=False)
+    json_flag.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    tasks_dir = _Parser(add_help=False)
+    tasks_dir.add_argument("--tasks-dir", action="append", default=[], metavar="DIR",
+                           help="extra directory of task specs (repeatable; also MLTB_TASKS_DIR)")
+    seed = _Parser(add_help=False)
+    seed.add_argument("--seed", type=int, default=0, help="split seed (default 0)")
+    common = [json_flag, tasks_dir]
+
+    def add(name: str, func: Callable[[argparse.Namespace], int], help_text: str, parents=()) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text, description=help_text, parents=list(parents))
+        sub.set_defaults(func=func)
+        return sub
+
+    sub = add("tools", cmd_tools, "list every tool: name, kind, stages, signature", [json_flag])
+    sub.add_argument("names", nargs="*", metavar="TOOL", help="only these tools")
+
+    add("tasks", cmd_tasks, "list every task: type, metric, direction, data source, rows, leaderboard", common)
+
+    sub = add("split", cmd_split, "write a task's train.csv, test.csv and test_labels.csv", [*common, seed])
+    sub.add_argument("task", metavar="TASK")
+    sub.add_argument("--out", required=True, metavar="DIR", help="directory to write the three files into")
+
+    sub = add("score", cmd_score, "grade a submission CSV on a task's held-out split", [*common, seed])
+    sub.add_argument("task", metavar="TASK")
+    sub.add_argument("submission", metavar="SUBMISSION.csv")
+
+    sub = add("replay", cmd_replay, "run tool calls (JSONL, or a trial trajectory) in a fresh sandbox and grade",
+              [*common, seed])
+    sub.add_argument("task", metavar="TASK")
+    sub.add_argument("calls", metavar="CALLS.jsonl")
+    sub.add_argument("--out", metavar="DIR", help="keep the sandbox here (default: a temporary directory)")
+
+    sub = add("expert", cmd_expert, "run a task's expert reference trajectory ('all': every offline task)",
+              [*common, seed])
+    sub.add_argument("task", metavar="TASK|all")
+    sub.add_argument("-v", "--verbose", action="store_true", help="print every call's result")
+
+    sub = add("run", cmd_run, "run one trial (task, planner, model, seed) and print its outcome", common)
+    sub.add_argument("--task", required=True)
+    sub.add_argument("--planner", required=True, help="react, lats, mcts_outcome, mcts_shaped, hierarchical_mcts")
+    sub.add_argument("--model", required=True, help="openai:<model>, local, local:/path.gguf, sim, sim:<skill>")
+    sub.add_argument("--seed", type=int, default=0, help="base seed (default 0)")
+    sub.add_argument("--trial", type=int, default=0, help="trial number (default 0)")
+    sub.add_argument("--out", default="runs/cli", metavar="DIR", help="run directory (default runs/cli)")
+    sub.add_argument("--max-iterations", type=int)
+    sub.add_argument("--max-depth", type=int)
+    sub.add_argument("--expansion-k", type=int)
+    sub.add_argument("--exploration", type=float)
+    sub.add_argument("--max-llm-calls", type=int)
+    sub.add_argument("--max-tokens", type=int)
+    sub.add_argument("--max-cost", type=float, help="dollar budget")
+    sub.add_argument("--max-seconds", type=float, help="wall-time budget")
+    sub.add_argument("--max-features", type=int)
+    sub.add_argument("--temperature", type=float)
+    sub.add_argument("--threads", type=int)
+    sub.add_argument("--no-cache", action="store_true", help="do not use the LLM response cache")
+    for switch in _RUN_SWITCHES:
+        sub.add_argument(f"--no-{switch.replace('_', '-')}", action="store_true",
+                         help=f"ablation: turn {switch.replace('_', ' ')} off")
+
+    sub = add("report", cmd_report, "merge run directories into leaderboard.md, summary.json and index.html")
+    sub.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    sub.add_argument("--out", default="reports", metavar="DIR")
+
+    add("prompts", cmd_prompts, "print every prompt text", [json_flag])
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``mltb`` console script; returns the exit status."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        return args.func(args)
+    except UsageError as exc:
+        print(f"mltb: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except SystemExit as exc:  # --help, or a delegated main that exits
+        return exc.code if isinstance(exc.code, int) else (EXIT_OK if exc.code is None else EXIT_USAGE)
+    except BrokenPipeError:  # e.g. `mltb tools | head`
+        return EXIT_OK
+    except Exception as exc:  # noqa: BLE001 - a clear one-line error, not a traceback, for the user
+        print(f"mltb: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
