@@ -132,10 +132,10 @@ class SimPolicy(LLMBackend):
     def _generate(self, messages: list[dict], tools: list[dict], n: int, temperature: float,
                   seed: int | None) -> LLMResponse:
         start = time.perf_counter()
-        digest = hashlib.sha256(json.dumps([self.seed, self.skill, seed, messages], sort_keys=True,
-                                           default=str).encode()).hexdigest()
-        system = str(messages[0].get("content", "")) if messages else ""
         state = self._read(messages, tools)
+        digest = hashlib.sha256(_portable(json.dumps([self.seed, self.skill, seed, messages], sort_keys=True,
+                                                     default=str), state.info).encode()).hexdigest()
+        system = str(messages[0].get("content", "")) if messages else ""
         candidates = []
         for i in range(n):
             rng = random.Random(f"{digest}:{i}")
@@ -438,6 +438,15 @@ def parse_task_prompt(text: str) -> TaskInfo:
         info.probability = "probability" in bullets[1][1]
         info.regression = "predicted value" in bullets[1][1]
     return info
+
+
+def _portable(text: str, info: TaskInfo) -> str:
+    """The run's directories replaced by placeholders: the same trial draws the same choices anywhere."""
+    for path, mark in ((info.train_path, "<DATA>"), (info.output_path, "<SANDBOX>")):
+        folder = path.rsplit("/", 1)[0] if "/" in path else ""
+        if folder:
+            text = text.replace(folder, mark)
+    return text
 
 
 def _columns(listing: str) -> list[str]:

@@ -124,10 +124,10 @@ class Episode:
     # -- the environment -------------------------------------------------------------
     def step(self, parent: Node, candidate: Candidate, allowed: Iterable[str] | None = None) -> Node:
         """Execute ``candidate``'s tool call below ``parent`` and return the new child."""
-        child = Node(parent.pad.child(), parent=parent, assistant_text=candidate.text or "",
-                     log=parent.log, progress=parent.progress, found=parent.found)
-        child.call_id = f"call_{child.id}"
         self.nodes += 1
+        child = Node(parent.pad.child(), parent=parent, assistant_text=candidate.text or "",
+                     log=parent.log, progress=parent.progress, found=parent.found, id=self.nodes)
+        child.call_id = f"call_{child.id}"
         if not candidate.tool_calls:
             detail = f": {candidate.error}" if candidate.error else ""
             child.ok = False

@@ -5,7 +5,6 @@ call wrote), the tool log of its path and the stage progress reached there.
 """
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -16,9 +15,6 @@ from ..rewards import PathLog, Progress
 from ..scratchpad import Scratchpad
 
 __all__ = ["Node", "uct_select", "backpropagate", "path_to", "iter_tree"]
-
-_ids = itertools.count()
-
 
 @dataclass(eq=False)
 class Node:
@@ -38,7 +34,7 @@ class Node:
     children: list[Node] = field(default_factory=list)
     expanded: bool = False
     dead: bool = False                  # nothing left to expand below (depth limit, all children dead)
-    id: int = field(default_factory=lambda: next(_ids))
+    id: int = 0                         # numbered by the episode, so runs are reproducible
 
     @property
     def depth(self) -> int:

@@ -1,0 +1,133 @@
+"""Planners: tree mechanics, budgets, determinism, masking, and valid submissions with a skilled sim."""
+import json
+from pathlib import Path
+
+import pytest
+
+from mltb_core.config import TrialConfig
+from mltb_core.planners import PLANNERS, UnknownPlannerError, get_planner_class
+from mltb_core.planners.lats import parse_score
+from mltb_core.planners.masking import subtask_tools
+from mltb_core.planners.tree import Node, backpropagate, uct_select
+from mltb_core.rewards import STAGES
+from mltb_core.scratchpad import Scratchpad
+from mltb_core.tasks import get_task
+from mltb_core.trajectory import read_trajectory, tool_calls_from_trajectory
+from mltb_core.trial import run_trial
+
+ALL = ["react", "lats", "mcts_outcome", "mcts_shaped", "hierarchical_mcts"]
+
+
+def _node(parent=None):
+    node = Node(parent.pad.child() if parent else Scratchpad(), parent=parent)
+    if parent:
+        parent.add_child(node)
+    return node
+
+
+def test_registry_has_the_five_planners_and_rejects_others():
+    assert sorted(PLANNERS) == sorted(ALL)
+    with pytest.raises(UnknownPlannerError, match="valid planners: .*mcts_shaped"):
+        get_planner_class("astar")
+
+
+def test_backpropagation_keeps_running_means_up_to_the_root():
+    root = _node()
+    child = _node(root)
+    grandchild = _node(child)
+    backpropagate(grandchild, 1.0)
+    backpropagate(child, 0.0)
+    assert (root.visits, child.visits, grandchild.visits) == (2, 2, 1)
+    assert child.value == pytest.approx(0.5) and grandchild.value == 1.0
+
+
+def test_uct_prefers_unvisited_then_value_plus_exploration():
+    root = _node()
+    root.expanded = True
+    a, b = _node(root), _node(root)
+    assert uct_select(root, 1.0) is a  # unexpanded leaf reached via first unvisited child
+    for node, reward in ((a, 1.0), (b, 0.0)):
+        node.expanded = True
+        backpropagate(node, reward)
+    a_child, b_child = _node(a), _node(b)
+    assert uct_select(root, 0.0) is a_child           # pure exploitation
+    for _ in range(30):
+        backpropagate(a, 1.0)
+    assert uct_select(root, 5.0) is b_child           # exploration eventually visits the neglected branch
+    a.dead = b.dead = True
+    assert uct_select(root, 1.0) is None and root.dead
+
+
+def test_lats_score_parsing():
+    assert parse_score("good progress. Score: 7") == 0.7
+    assert parse_score("Score: 12") == 1.0 and parse_score("no idea") == 0.1
+
+
+def test_masking_offers_each_subtask_its_tools():
+    import mltb_core.tools  # noqa: F401
+    loading = subtask_tools("train_data_loading")
+    assert "read_data" in loading and not any(t.startswith("fit_") for t in loading)
+    modeling = subtask_tools("modeling")
+    assert "fit_lightgbm_classifier" in modeling and "read_data" not in modeling
+    cleaning = subtask_tools("data_cleaning")
+    assert "fillna_with_median" in cleaning and "split_combined_into_train_test" not in cleaning
+    assert all(subtask_tools(s.name) for s in STAGES)
+
+
+def _run(tmp_path, planner, model="sim:0.9", task="spaceship-titanic", **kw):
+    cfg = TrialConfig(planner=planner, model=model, llm_cache=False, **kw)
+    return run_trial(get_task(task), cfg, tmp_path)
+
+
+@pytest.mark.parametrize("planner", ALL)
+def test_every_planner_reaches_a_valid_submission_with_a_skilled_sim(tmp_path, planner):
+    record = _run(tmp_path, planner)
+    assert record.outcome == "valid", (record.stop_reason, record.feedback, record.error)
+    assert record.synthetic and record.score is not None and record.percentile is not None
+    assert record.stage_reached == 10 or planner == "mcts_outcome"
+    assert record.tool_calls >= 10 and record.llm_calls >= 10
+    summary = [s for s in read_trajectory(Path(record.trajectory)) if s["step_type"] == "search_summary"][0]
+    assert summary["best_path"] and summary["nodes"] == record.tree_nodes
+
+
+@pytest.mark.parametrize("planner", ["mcts_shaped", "lats"])
+def test_same_seed_gives_the_identical_trajectory(tmp_path, planner):
+    a = _run(tmp_path / "a", planner, model="sim:0.5", max_iterations=12)
+    b = _run(tmp_path / "b", planner, model="sim:0.5", max_iterations=12)
+    c = _run(tmp_path / "c", planner, model="sim:0.5", max_iterations=12, seed=1)
+    calls = [json.dumps(tool_calls_from_trajectory(Path(r.trajectory), best_path_only=False)).replace(str(tmp_path / d), "RUN")
+             for r, d in ((a, "a"), (b, "b"), (c, "c"))]
+    assert calls[0] == calls[1]
+    assert (a.outcome, a.stage_reached, a.score, a.tool_calls) == (b.outcome, b.stage_reached, b.score, b.tool_calls)
+    assert calls[0] != calls[2]
+
+
+def test_budgets_end_the_search_cleanly(tmp_path):
+    record = _run(tmp_path, "mcts_shaped", max_llm_calls=3)
+    assert record.outcome == "planner_failure" and record.llm_calls == 3
+    assert "LLM-call budget (3)" in record.stop_reason
+    react = _run(tmp_path, "react", max_depth=4)
+    assert react.tool_calls == 4 and "step budget (4)" in react.stop_reason
+
+
+def test_hierarchical_masking_only_ever_calls_the_subtasks_tools(tmp_path):
+    record = _run(tmp_path, "hierarchical_mcts", model="sim:0.6")
+    steps = list(read_trajectory(Path(record.trajectory)))
+    executed = [s["tools_to_execute"][0]["tool_name"] for s in steps if s["step_type"] == "tool_execution_initiation"]
+    allowed = set().union(*(subtask_tools(s.name) for s in STAGES))
+    assert executed and set(executed) <= allowed
+    start = steps[0]
+    assert start["step_type"] == "trial_start" and start["feedback"] is True and "Spaceship" in start["prompt"]
+
+
+def test_hierarchical_without_decomposition_is_plain_mcts(tmp_path):
+    record = _run(tmp_path, "hierarchical_mcts", decomposition=False, max_iterations=4)
+    assert "No Solution Found" not in record.stop_reason
+
+
+def test_lats_reflects_on_failures_and_pays_evaluator_calls(tmp_path):
+    record = _run(tmp_path, "lats", model="sim:0.2", max_iterations=10, max_depth=3)
+    steps = list(read_trajectory(Path(record.trajectory)))
+    purposes = [s.get("purpose") for s in steps if s["step_type"] == "llm_call"]
+    assert "evaluate" in purposes and "reflect" in purposes
+    assert record.llm_calls == len(purposes)
