@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterable
 
 import pytest
@@ -12,7 +13,7 @@ from mltb_core.config import TrialConfig
 from .options import ALL_PLANNERS, Settings, validate_model_name
 
 __all__ = ["Case", "planner_names", "resolve_planners", "resolve_models", "resolve_tasks", "build_cases",
-           "model_id", "case_id", "trial_config"]
+           "model_id", "case_id", "trial_config", "check_task_inputs", "check_model_prices"]
 
 CASE_FIXTURE = "mltb_case"
 
@@ -74,6 +75,42 @@ def resolve_tasks(settings: Settings) -> list:
     if bad:
         raise _unknown("task", bad, list(tasks))
     return [tasks[slug] for slug in requested]
+
+
+def check_task_inputs(tasks: list) -> None:
+    """Usage errors for a task whose inputs are broken, before any trial runs.
+
+    User tasks (specs outside the bundled fixtures) get their data read and checked (a corrupt or
+    truncated CSV, a target or id column missing from the data); every task's leaderboard file is
+    read and validated. Both are cached, so the trials pay nothing for the check.
+    """
+    from mltb_core.datasources import DataSourceError, load_labelled_frame
+    from mltb_core.grading import task_leaderboard
+    from mltb_core.leaderboards import LeaderboardError
+    from mltb_core.tasks import TASKS_DIR
+
+    for task in tasks:
+        try:
+            if Path(task.spec_path).resolve().parent != TASKS_DIR.resolve() and task.has_offline_data:
+                load_labelled_frame(task)
+            task_leaderboard(task)
+        except (DataSourceError, LeaderboardError) as exc:
+            raise pytest.UsageError(f"mltb: task {task.slug!r} ({task.spec_path}): {exc}") from None
+
+
+def check_model_prices(models: list[str]) -> None:
+    """Usage error when an ``openai:`` model has no entry in the price table (or the table is broken)."""
+    from mltb_core.llm.prices import PriceTableError, load_price_table
+
+    paid = [m.partition(":")[2] for m in models if m.partition(":")[0] == "openai"]
+    if not paid:
+        return
+    try:
+        table = load_price_table()
+        for model in paid:
+            table.price(model)
+    except PriceTableError as exc:
+        raise pytest.UsageError(f"mltb: {exc}") from None
 
 
 def model_id(model: str) -> str:

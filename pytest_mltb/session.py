@@ -23,7 +23,8 @@ from mltb_core.results import (RESULTS_FILE, TRAJECTORY_DIR, TrialRecord, append
                                read_records)
 from mltb_core.tables import render_summary
 
-from .collection import Case, case_id, resolve_models, resolve_planners, resolve_tasks, trial_config
+from .collection import (Case, case_id, check_model_prices, check_task_inputs, resolve_models, resolve_planners,
+                         resolve_tasks, trial_config)
 from .options import Settings, default_run_dir
 
 __all__ = ["RECORD_PROPERTY", "TRAJECTORY_PROPERTY", "Controller", "WorkerContext", "run_case",
@@ -203,9 +204,9 @@ class Controller:
         if self.settings.explicit("planner"):
             resolve_planners(self.settings)
         if self.settings.explicit("model"):
-            resolve_models(self.settings)
+            check_model_prices(resolve_models(self.settings))
         if self.settings.explicit("task") or self.settings.explicit("tasks_dir"):
-            resolve_tasks(self.settings)
+            check_task_inputs(resolve_tasks(self.settings))
         for name in ("compare",):
             path = self.settings.values[name]
             if path and not Path(path).is_file():
