@@ -1,0 +1,278 @@
+"""The `mltb` command: every subcommand in-process (fast), plus one run of the real console script."""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from mltb_core import cli
+from mltb_core.registry import KINDS, REGISTRY, STAGES
+from mltb_core.splits import prepare_split
+from mltb_core.tasks import get_task, load_tasks
+
+TASK = "spaceship-titanic"
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def run_json(capsys, *argv: str):
+    code, out, err = run(capsys, *argv, "--json")
+    assert code == 0, err
+    return json.loads(out)  # exactly one JSON document: json.loads rejects trailing text
+
+
+def write_calls(path: Path, calls: list) -> Path:
+    path.write_text("".join((c if isinstance(c, str) else json.dumps(c)) + "\n" for c in calls))
+    return path
+
+
+def read_call(filepath: str, output: str) -> dict:
+    return {"tool_name": "read_data", "tool_args": {"bindings": {}, "func_kwargs": {"filepath": filepath},
+                                                    "output": output}}
+
+
+@pytest.fixture(scope="module")
+def sim_run(tmp_path_factory):
+    """One short ReAct trial with the synthetic policy, shared by the run/report/replay tests."""
+    out_dir = tmp_path_factory.mktemp("run")
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        code = cli.main(["run", "--task", TASK, "--planner", "react", "--model", "sim", "--max-iterations", "12",
+                         "--out", str(out_dir), "--json"])
+    return code, stdout.getvalue(), stderr.getvalue(), out_dir
+
+
+# --------------------------------------------------------------------------- tools
+def test_tools_json_lists_every_tool(capsys):
+    import mltb_core.tools  # noqa: F401
+
+    document = run_json(capsys, "tools")
+    assert document["count"] == len(REGISTRY) == len(document["tools"]) >= 61
+    by_name = {t["name"]: t for t in document["tools"]}
+    assert by_name["fillna_with_median"]["kind"] == "override"
+    assert by_name["read_data"]["kind"] == "set"
+    assert by_name["fit_lightgbm_classifier"]["signature"].startswith("fit_lightgbm_classifier(X_train, y_train")
+    for tool in document["tools"]:
+        assert tool["kind"] in KINDS and tool["stages"] and set(tool["stages"]) <= set(STAGES)
+
+
+def test_tools_text_and_selection(capsys):
+    code, out, _ = run(capsys, "tools")
+    assert code == 0 and "create_submission" in out and "get-set" in out
+    code, out, _ = run(capsys, "tools", "read_data")
+    assert code == 0 and "read_data(filepath)" in out and "1 tools" in out
+
+
+def test_unknown_tool_is_a_usage_error(capsys):
+    code, out, err = run(capsys, "tools", "read_dat")
+    assert code == 2 and out == ""
+    assert "unknown tool 'read_dat'" in err and "read_data" in err
+
+
+# --------------------------------------------------------------------------- tasks
+def test_tasks_json(capsys):
+    document = run_json(capsys, "tasks")
+    tasks = {t["slug"]: t for t in document["tasks"]}
+    assert set(tasks) == set(load_tasks()) and document["count"] == 15
+    spaceship = tasks[TASK]
+    assert (spaceship["problem_type"], spaceship["metric"], spaceship["direction"]) == ("binary", "accuracy",
+                                                                                       "higher")
+    assert spaceship["source"] == "bundled" and spaceship["leaderboard_teams"] == 1967 and spaceship["percentile"]
+    assert tasks["nyc-taxi-trip-duration"]["direction"] == "lower"
+    replica = tasks["porto-seguro-safe-driver-prediction"]
+    assert replica["source"] == "replica" and replica["percentile"] is False
+    prepare_split(get_task(TASK))
+    assert spaceship["rows"] == prepare_split(get_task(TASK)).meta["labelled_rows"]
+
+
+def test_tasks_text(capsys):
+    code, out, _ = run(capsys, "tasks")
+    assert code == 0 and TASK in out and "replica" in out and "(no percentile)" in out
+
+
+# --------------------------------------------------------------------------- split
+def test_split_writes_the_three_files(capsys, tmp_path):
+    code, out, err = run(capsys, "split", TASK, "--out", tmp_path / "s", "--seed", 0)
+    assert code == 0, err
+    task = get_task(TASK)
+    train = pd.read_csv(tmp_path / "s" / "train.csv")
+    test = pd.read_csv(tmp_path / "s" / "test.csv")
+    labels = pd.read_csv(tmp_path / "s" / "test_labels.csv")
+    assert task.target in train.columns and task.target not in test.columns
+    assert list(labels.columns) == [task.id_column, task.target]
+    assert labels[task.id_column].tolist() == test[task.id_column].tolist()
+    assert not set(train[task.id_column]) & set(test[task.id_column])
+    assert "wrote" in out
+
+
+def test_split_unknown_task(capsys, tmp_path):
+    code, _, err = run(capsys, "split", "no-such-task", "--out", tmp_path)
+    assert code == 2 and "unknown task 'no-such-task'" in err and TASK in err
+
+
+def test_missing_required_option_is_a_usage_error(capsys):
+    code, _, err = run(capsys, "split", TASK)
+    assert code == 2 and "--out" in err
+
+
+# --------------------------------------------------------------------------- score
+def test_score_perfect_submission(capsys, tmp_path):
+    split = prepare_split(get_task(TASK))
+    perfect = tmp_path / "perfect.csv"
+    shutil.copyfile(split.labels_path, perfect)
+    document = run_json(capsys, "score", TASK, perfect)
+    assert document["valid"] is True and document["score"] == 1.0 and document["normalized"] == 1.0
+    assert document["percentile"] == 100.0 and document["reason"] == "ok"
+    code, out, _ = run(capsys, "score", TASK, perfect)
+    assert code == 0 and "valid: True" in out and "percentile: 100.00" in out
+
+
+def test_score_corrupt_csv_is_invalid_with_a_reason(capsys, tmp_path):
+    corrupt = tmp_path / "corrupt.csv"
+    corrupt.write_bytes(b"\xa3\x00\xff garbage \x10\x80")
+    document = run_json(capsys, "score", TASK, corrupt)
+    assert document["valid"] is False and "CSV" in document["reason"] and document["score"] is None
+    wrong_columns = tmp_path / "wrong.csv"
+    wrong_columns.write_text("a,b\n1,2\n")
+    document = run_json(capsys, "score", TASK, wrong_columns)
+    assert document["valid"] is False and "PassengerId" in document["reason"]
+
+
+def test_score_missing_file_and_unknown_task(capsys, tmp_path):
+    code, _, err = run(capsys, "score", TASK, tmp_path / "nope.csv")
+    assert code == 2 and "does not exist" in err
+    code, _, err = run(capsys, "score", "nope", tmp_path / "nope.csv")
+    assert code == 2 and "valid slugs" in err
+
+
+# --------------------------------------------------------------------------- replay
+def test_replay_runs_calls_and_reports_a_failing_call(capsys, tmp_path):
+    calls = write_calls(tmp_path / "calls.jsonl", [
+        read_call("train.csv", "train_df"),
+        {"tool_name": "fillna_with_median", "tool_args": {"bindings": {"df": "missing_frame"}, "func_kwargs": {}}},
+        {"tool_name": "get_missing_summary", "tool_args": {"bindings": {"df": "train_df"}, "func_kwargs": {}}},
+    ])
+    code, out, err = run(capsys, "replay", TASK, calls)
+    assert code == 0, err
+    assert "[  1] ok  read_data" in out and "[  2] ERR fillna_with_median" in out and "missing_frame" in out
+    assert "3 calls, 1 failed" in out and "submission: none written" in out
+    document = run_json(capsys, "replay", TASK, calls)
+    assert [c["ok"] for c in document["calls"]] == [True, False, True]
+    assert document["grade"] is None and document["all_ok"] is False
+
+
+def test_replay_malformed_line_names_the_line(capsys, tmp_path):
+    calls = write_calls(tmp_path / "bad.jsonl", [read_call("train.csv", "t"), "",
+                                                 '{"tool_name": "read_data", "tool_args": '])
+    code, out, err = run(capsys, "replay", TASK, calls)
+    assert code == 2 and out == "" and "bad.jsonl:3" in err and "not valid JSON" in err
+
+
+def test_replay_unknown_tool_names_the_line(capsys, tmp_path):
+    calls = write_calls(tmp_path / "typo.jsonl", [read_call("train.csv", "t"), {"tool_name": "read_dat"}])
+    code, _, err = run(capsys, "replay", TASK, calls)
+    assert code == 2 and "typo.jsonl:2" in err and "unknown tool 'read_dat'" in err
+
+
+def test_replay_of_a_trial_trajectory_reproduces_its_grade(capsys, sim_run):
+    code, out, _, run_dir = sim_run
+    record = json.loads(out)
+    assert code == 0
+    document = run_json(capsys, "replay", TASK, record["trajectory"])
+    assert len(document["calls"]) > 0
+    if record["valid"]:
+        assert document["grade"]["valid"] and document["grade"]["score"] == pytest.approx(record["score"])
+
+
+# --------------------------------------------------------------------------- expert
+def test_expert_json(capsys):
+    document = run_json(capsys, "expert", TASK)
+    assert document["task"] == TASK and document["all_ok"] is True
+    assert document["grade"]["valid"] is True and document["grade"]["normalized"] > 0.2
+    assert document["wall_seconds"] > 0 and document["peak_mib"] >= 0
+
+
+def test_expert_text_and_unknown_task(capsys):
+    code, out, _ = run(capsys, "expert", TASK)
+    assert code == 0 and "0 failed" in out and "valid: True" in out and "wall" in out
+    code, _, err = run(capsys, "expert", "no-such-task")
+    assert code == 2 and "unknown task" in err
+
+
+# --------------------------------------------------------------------------- run
+def test_run_sim_trial(sim_run):
+    code, out, err, run_dir = sim_run
+    assert code == 0, err
+    record = json.loads(out)
+    assert record["task"] == TASK and record["planner"] == "react" and record["model"] == "sim"
+    assert record["synthetic"] is True and record["synthetic_label"] == cli.SYNTHETIC_LABEL
+    assert record["outcome"] in ("valid", "planner_failure")
+    assert 1 <= record["tool_calls"] and record["llm_calls"] >= 1
+    assert Path(record["trajectory"]).is_file()
+    assert (run_dir / "results.jsonl").is_file() and (run_dir / "prompts.json").is_file()
+
+
+def test_run_text_labels_the_synthetic_policy(capsys, tmp_path):
+    code, out, err = run(capsys, "run", "--task", TASK, "--planner", "react", "--model", "sim:0.9",
+                         "--max-iterations", "3", "--out", tmp_path)
+    assert code == 0, err
+    assert cli.SYNTHETIC_LABEL in out and "stage reached" in out and "trajectory:" in out
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("--planner", "nope", "valid planners"),
+    ("--model", "gpt9", "Valid forms"),
+    ("--task", "nope", "valid slugs"),
+])
+def test_run_usage_errors(capsys, tmp_path, option, value, message):
+    argv = {"--task": TASK, "--planner": "react", "--model": "sim"}
+    argv[option] = value
+    code, _, err = run(capsys, "run", *[x for kv in argv.items() for x in kv], "--out", tmp_path)
+    assert code == 2 and message in err
+
+
+# --------------------------------------------------------------------------- report / prompts
+def test_report_delegates(capsys, sim_run, tmp_path):
+    run_dir = sim_run[3]
+    code, out, err = run(capsys, "report", run_dir, "--out", tmp_path / "report")
+    assert code == 0, err
+    assert (tmp_path / "report" / "index.html").is_file() and "leaderboard" in out
+
+
+def test_prompts(capsys):
+    from mltb_core.prompts import all_prompts
+
+    document = run_json(capsys, "prompts")
+    assert document == json.loads(json.dumps(all_prompts()))
+    code, out, _ = run(capsys, "prompts")
+    assert code == 0 and "===== react_system =====" in out
+
+
+def test_help_and_no_command(capsys):
+    code, out, _ = run(capsys, "--help")
+    assert code == 0 and "replay" in out
+    code, _, err = run(capsys)
+    assert code == 2 and "COMMAND" in err or "required" in err
+
+
+# --------------------------------------------------------------------------- the real console script
+def test_console_script_end_to_end(tmp_path):
+    exe = shutil.which("mltb")
+    command = [exe] if exe else [sys.executable, "-m", "mltb_core.cli"]
+    done = subprocess.run([*command, "tasks", "--json"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["count"] == 15
+    bad = subprocess.run([*command, "score", "no-such-task", str(tmp_path / "x.csv")], capture_output=True,
+                         text=True, timeout=120)
+    assert bad.returncode == 2 and "unknown task" in bad.stderr and bad.stdout == ""
