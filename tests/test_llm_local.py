@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -13,8 +12,9 @@ import pytest
 
 from fake_openai_server import FakeOpenAIServer, content_reply
 from mltb_core.llm import make_backend
-from mltb_core.llm.local import (LocalBackend, LocalModelUnavailable, LocalServer, LocalServerError, _pid_alive,
-                                 _ready, call_schema, chatml_messages)
+from mltb_core.llm.local import (DEFAULT_MAX_TOKENS, LocalBackend, LocalModelUnavailable, LocalServer,
+                                 LocalServerError, _pid_alive, _ready, call_schema, chatml_messages,
+                                 llama_server_command, tool_catalogue)
 
 FAKE_SERVER = Path(__file__).with_name("fake_openai_server.py")
 TOOLS = [{"type": "function", "function": {
@@ -121,7 +121,7 @@ def test_backend_rewrites_the_request_for_the_small_model(model_file):
     assert response.usage.calls == 2 and response.usage.cost_usd == 0 and response.usage.prompt_tokens == 20
     first, second = server.requests
     assert "tools" not in first and "n" not in first and [first["seed"], second["seed"]] == [7, 8]
-    assert first["max_tokens"] == 256 and first["response_format"]["schema"] == call_schema(TOOLS)
+    assert first["max_tokens"] == DEFAULT_MAX_TOKENS and first["response_format"]["schema"] == call_schema(TOOLS)
     assert [m["role"] for m in first["messages"]] == ["system", "user", "assistant", "user"]
     assert first["messages"][3]["content"] == "Result of read_data:\nStored df (10 rows)."
 
@@ -134,13 +134,45 @@ def test_chatml_rewrite_and_call_schema():
     out = chatml_messages(messages, TOOLS)
     assert [m["role"] for m in out] == ["system", "assistant", "user"]
     assert out[0]["content"].startswith("You plan.") and "- read_data(func_kwargs: path, sep=','; output)" \
-        " - Read a CSV file." in out[0]["content"]
+        " - Read a CSV file" in out[0]["content"]
     assert json.loads(out[1]["content"].splitlines()[1]) == {"tool_name": "read_data", "tool_args": {"output": "df"}}
     assert out[2]["content"] == "Result of read_data:\nok"
     schema = call_schema(TOOLS)
     assert schema["properties"]["tool_name"]["enum"] == ["read_data"]
     # no system message: the catalogue becomes one
     assert chatml_messages([{"role": "user", "content": "hi"}], TOOLS)[0]["role"] == "system"
+
+
+def many_tools(count: int) -> list[dict]:
+    """``count`` tools shaped like TOOLS, with long descriptions and several parameters each."""
+    tools = []
+    for i in range(count):
+        tool = json.loads(json.dumps(TOOLS[0]))
+        tool["function"]["name"] = f"tool_{i}"
+        tool["function"]["description"] = f"Do thing {i} to the frame. " + "Long detail. " * 20
+        tool["function"]["parameters"]["properties"]["func_kwargs"]["properties"].update(
+            {f"option_{k}": {"type": "string", "default": "x"} for k in range(4)})
+        tools.append(tool)
+    return tools
+
+
+def test_catalogue_keeps_parameters_for_few_tools_and_compacts_many():
+    few = tool_catalogue(many_tools(5))
+    assert "- tool_0(func_kwargs: path, sep=',', option_0='x'" in few and "- tool_0: " not in few
+    many = tool_catalogue(many_tools(70))
+    assert "- tool_69: Do thing 69 to the frame" in many and "option_0" not in many
+    # one short line per tool: the long catalogue is far smaller than the detailed one would be
+    assert len(many) < len(tool_catalogue(many_tools(70), detail_budget=10**9)) / 2
+    assert all(len(line) <= 80 for line in many.splitlines() if line.startswith("- tool_"))
+
+
+def test_server_command_reuses_the_prefix_without_the_ram_cache():
+    argv = llama_server_command(Path("m.gguf"), 1234, n_ctx=4096, n_threads=1, n_threads_batch=2)
+    flags = dict(zip(argv[3::2], argv[4::2]))
+    assert "--cache" not in argv and flags["--n_threads"] == "1" and flags["--n_threads_batch"] == "2"
+    assert flags["--n_ctx"] == "4096" and flags["--port"] == "1234"
+    server = LocalServer(Path("m.gguf"), cache_dir="/nonexistent-not-created")
+    assert server.n_threads == 1 and server.n_threads_batch >= 1
 
 
 def test_missing_llama_cpp_gives_install_hint(monkeypatch):
@@ -157,8 +189,7 @@ def test_missing_model_file(tmp_path):
 @pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
                     reason="llama-cpp-python is not installed (pip install 'mltb[local]')")
 def test_real_smollm2_completion(tmp_path):
-    backend = make_backend("local", seed=1, cache_dir=tmp_path, max_tokens=96, n_ctx=2048,
-                           n_threads=min(2, len(os.sched_getaffinity(0))))
+    backend = make_backend("local", seed=1, cache_dir=tmp_path, max_tokens=96, n_ctx=2048)
     try:
         response = backend.complete([{"role": "system", "content": "You are a data scientist."},
                                      {"role": "user", "content": "Load /data/train.csv as train."}],

