@@ -62,17 +62,7 @@ def api(monkeypatch: pytest.MonkeyPatch, price_table: Path):
 
 
 def seeded_trial(out_dir: Path):
-    """One seeded react trial through the OpenAI backend.
-
-    Node ids (hence the tool_call ids in the chat) come from a process-wide counter in
-    planners/tree.py; the policy hashes the chat, so the counter is reset to make two trials in one
-    process comparable (reported upstream: ids should be per trial).
-    """
-    import itertools
-
-    import mltb_core.planners.tree as tree
-
-    tree._ids = itertools.count()
+    """One seeded react trial through the OpenAI backend (node ids are per episode, so trials compare)."""
     config = TrialConfig(planner="react", model=f"openai:{MODEL_ID}", seed=7, max_iterations=14, llm_cache=False)
     return run_trial(get_task(TASK), config, out_dir)
 

@@ -209,3 +209,15 @@ def test_malformed_price_table_names_file_and_entry(tmp_path, text, match):
 def test_missing_price_table_file(tmp_path):
     with pytest.raises(PriceTableError, match="does not exist"):
         load_price_table(tmp_path / "nope.toml")
+
+
+def test_retry_policy_comes_from_the_environment(monkeypatch):
+    monkeypatch.setenv("MLTB_LLM_MAX_RETRIES", "1")
+    monkeypatch.setenv("MLTB_LLM_TIMEOUT", "2.5")
+    monkeypatch.setenv("MLTB_LLM_BACKOFF", "0.01")
+    backend = OpenAIBackend("gpt-4o", base_url="http://127.0.0.1:9/v1", api_key="x")
+    assert (backend.max_retries, backend.timeout, backend.backoff_base) == (1, 2.5, 0.01)
+    assert OpenAIBackend("gpt-4o", base_url="http://127.0.0.1:9/v1", api_key="x", max_retries=3).max_retries == 3
+    monkeypatch.setenv("MLTB_LLM_TIMEOUT", "soon")
+    with pytest.raises(ValueError, match="MLTB_LLM_TIMEOUT must be a number"):
+        OpenAIBackend("gpt-4o", base_url="http://127.0.0.1:9/v1", api_key="x")

@@ -59,10 +59,14 @@ class OpenAIBackend(LLMBackend):
     def __init__(self, model: str, *, name: str | None = None, base_url: str | None = None,
                  api_key: str | None = None, seed: int = 0, cache: ResponseCache | None = None,
                  price_table: PriceTable | str | os.PathLike | None = None, price: Price | None = None,
-                 max_retries: int = 4, timeout: float = 60.0, supports_n: bool = True,
-                 max_tokens: int | None = None, backoff_base: float = 1.0, backoff_max: float = 30.0,
+                 max_retries: int | None = None, timeout: float | None = None, supports_n: bool = True,
+                 max_tokens: int | None = None, backoff_base: float | None = None, backoff_max: float = 30.0,
                  extra_body: dict[str, Any] | None = None, sleep: Callable[[float], None] = time.sleep) -> None:
         super().__init__(name or f"openai:{model}", cache=cache, seed=seed)
+        # The retry policy is tunable per deployment (a flaky proxy, a slow local server) without code.
+        max_retries = _env_number("MLTB_LLM_MAX_RETRIES", int, 4) if max_retries is None else max_retries
+        timeout = _env_number("MLTB_LLM_TIMEOUT", float, 60.0) if timeout is None else timeout
+        backoff_base = _env_number("MLTB_LLM_BACKOFF", float, 1.0) if backoff_base is None else backoff_base
         if max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
         self.model = model
@@ -169,3 +173,13 @@ class OpenAIBackend(LLMBackend):
         native = [(call.function.name, call.function.arguments)
                   for call in (message.tool_calls or []) if getattr(call, "function", None) is not None]
         return candidate_from_message(message.content, native)
+
+
+def _env_number(name: str, kind: type, default: float) -> Any:
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        return kind(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be a number, got {raw!r}") from None
