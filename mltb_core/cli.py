@@ -210,8 +210,8 @@ def _print_replay(result, verbose: bool = True) -> None:
     if verbose:
         for call in result.calls:
             status = "ok " if call.ok else "ERR"
-            first = call.message.strip().splitlines()
-            shown = first[0] if call.ok else " ".join(first[:2])
+            # "Applied <tool>." / "Error: ..." plus the next line (a CV score note, the error's detail).
+            shown = " ".join(call.message.strip().splitlines()[:2])
             print(f"[{call.index:3d}] {status} {call.tool_name} ({call.seconds:.2f}s): {shown[:200]}")
     failed = len(result.failed_calls)
     print(f"{result.task}: {len(result.calls)} calls, {failed} failed; wall {result.wall_seconds:.2f}s, "
