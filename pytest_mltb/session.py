@@ -193,6 +193,9 @@ class Controller:
             return
         if any(n.rsplit("[", 1)[-1].rstrip("]") in case_ids for n in nodeids):
             self.saw_cases = True
+            from mltb_core.trial import write_prompts
+
+            write_prompts(self.run_dir)  # the exact prompts travel with the results
             self.start_local_server(resolve_models(self.settings))
 
     @property

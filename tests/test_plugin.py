@@ -198,3 +198,26 @@ def test_real_trial_end_to_end_with_the_sim_policy(pytester, tmp_path):
     steps = (tmp_path / record.trajectory).read_text().splitlines()
     assert json.loads(steps[0])["step_type"] == "trial_start"
     assert "Stage funnel" in summary_of(result)
+    prompts = json.loads((tmp_path / "prompts.json").read_text())
+    assert prompts["react_system"].startswith("You are a Data Scientist")
+
+
+def without_wall_times(summary: str) -> list[str]:
+    """The summary lines with the cost table's last column (wall seconds, never reproducible) cut off."""
+    lines, in_cost = [], False
+    for line in summary.splitlines():
+        in_cost = line.startswith("Cost per planner") or (in_cost and bool(line.strip()))
+        lines.append(line.rsplit(None, 1)[0] if in_cost and line.strip() else line)
+    return lines
+
+
+def test_real_trials_give_the_same_tables_with_and_without_xdist(pytester, tmp_path):
+    """Seeded sim trials are reproducible in any worker: -n 2 prints exactly the -n 0 tables."""
+    pytester.makepyfile(test_challenges=SUITE)
+    args = ("--planner=react,mcts_shaped", "--trials=2", "--max-iterations=6")
+    serial = run(pytester, *args, f"--mltb-out={tmp_path / 'serial'}")
+    parallel = run(pytester, *args, "-n", "2", f"--mltb-out={tmp_path / 'xdist'}")
+    assert without_wall_times(summary_of(serial)) == without_wall_times(summary_of(parallel))
+    key = lambda r: (r.task, r.planner, r.trial, r.outcome, r.score, r.stage_reached, r.tool_calls)  # noqa: E731
+    assert sorted(map(key, read_records(tmp_path / "serial" / "results.jsonl"))) == \
+        sorted(map(key, read_records(tmp_path / "xdist" / "results.jsonl")))

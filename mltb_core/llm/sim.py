@@ -145,9 +145,9 @@ class SimPolicy(LLMBackend):
                 candidates.append(Candidate(self._reflect(state)))
             else:
                 candidates.append(self._act(state, rng))
-        prompt_chars = sum(len(str(m.get("content") or "")) + len(json.dumps(m.get("tool_calls") or ""))
-                           for m in messages) + len(json.dumps(tools))
-        out_chars = sum(len(c.text) + sum(len(t.key()) for t in c.tool_calls) for c in candidates)
+        prompt_chars = len(_portable(json.dumps(messages, default=str), state.info)) + len(json.dumps(tools))
+        out_chars = sum(len(c.text) + sum(len(_portable(t.key(), state.info)) for t in c.tool_calls)
+                        for c in candidates)
         usage = Usage(prompt_tokens=prompt_chars // 4, completion_tokens=out_chars // 4, calls=1,
                       seconds=time.perf_counter() - start)
         return LLMResponse(candidates, usage)

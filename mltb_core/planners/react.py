@@ -12,7 +12,8 @@ class ReAct(Planner):
 
     def search(self) -> SearchResult:
         node = self.ep.root
-        for _ in range(self.config.max_depth):
+        steps = min(self.config.max_iterations, self.config.max_depth)  # one step = one LLM call + tool call
+        for _ in range(steps):
             candidates = self.ep.propose(node, prompts.REACT_SYSTEM, n=1)
             if not candidates:
                 return SearchResult(node, "model returned no reply")
@@ -21,4 +22,4 @@ class ReAct(Planner):
             node = self.ep.step(node, candidates[0])
             if node.terminal:
                 return SearchResult(node, "valid submission")
-        return SearchResult(node, f"step budget ({self.config.max_depth}) used up")
+        return SearchResult(node, f"step budget ({steps}) used up")
