@@ -303,6 +303,8 @@ class _Checker:
         return False, "Convert the split test frame into features with convert_dataframe_to_features_target (is_train=false)."
 
     def stage9(self) -> tuple[bool, str]:
+        from .tools.evaluation import same_features
+
         want = self.found.get("X_train_columns")
         for name in self.log.latest():
             model = self.pad.get(name)
@@ -310,7 +312,7 @@ class _Checker:
             if score is None:
                 continue
             names = _feature_names(model)
-            if want is not None and names is not None and list(names) != list(want):
+            if want is not None and names is not None and not same_features(names, want):
                 continue
             self.found["cv_score"] = float(score)
             return True, ""

@@ -58,13 +58,16 @@ def _as_split(task: Task, seed: int, directory: Path) -> Split:
                  test_path=directory / "test.csv", labels_path=directory / "test_labels.csv")
 
 
-def _is_complete(directory: Path, source: str) -> bool:
+def _is_complete(directory: Path, source: str, task: Task | None = None) -> bool:
+    """A finished split made from the current data and builder (a stale one is rebuilt)."""
     meta_path = directory / META_FILE
     if not meta_path.exists():
         return False
     try:
         meta = json.loads(meta_path.read_text())
     except (OSError, ValueError):
+        return False
+    if task is not None and source != "kaggle" and meta.get("source_hash") != source_fingerprint(task, source):
         return False
     return meta.get("format") == SPLIT_FORMAT and meta.get("data_source") == source and all(
         (directory / name).exists() for name in ("train.csv", "test.csv", "test_labels.csv"))
@@ -114,11 +117,11 @@ def prepare_split(task: Task, seed: int = 0, cache_dir: Path | str | None = None
     directory = split_dir(task, seed, cache_dir)
     if source == "kaggle":  # kaggle data must not overwrite a split made from bundled files
         directory = directory.with_name(f"{directory.name}-kaggle")
-    if _is_complete(directory, source):
+    if _is_complete(directory, source, task):
         return _as_split(task, seed, directory)
     directory.mkdir(parents=True, exist_ok=True)
     with FileLock(str(directory.parent / f"{directory.name}.lock")):
-        if _is_complete(directory, source):  # another process finished while we waited
+        if _is_complete(directory, source, task):  # another process finished while we waited
             return _as_split(task, seed, directory)
         (directory / META_FILE).unlink(missing_ok=True)
         frame = load_labelled_frame(task, source=source, cache_dir=cache_dir)

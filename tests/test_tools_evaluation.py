@@ -187,3 +187,21 @@ def test_stage_tags():
     assert REGISTRY.get("load_model").kind == "set"
     assert REGISTRY.get("create_submission").kind == "get"
     assert REGISTRY.get("predict_target").object_params == ("model", "X_data")
+
+
+def test_predict_accepts_the_frame_lightgbm_renamed_at_fit_time(tmp_path):
+    """LightGBM stores '55 Cancri e' as '55_Cancri_e'; the agent's own test frame must still predict."""
+    import lightgbm as lgb
+    import numpy as np
+
+    from mltb_core.registry import ToolContext, execute
+    from mltb_core.scratchpad import Scratchpad
+
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"Destination_55 Cancri e": rng.random(60), "Age": rng.random(60)})
+    model = lgb.LGBMClassifier(n_estimators=3, verbose=-1).fit(X, rng.integers(0, 2, 60))
+    pad = Scratchpad(objects={"model": model, "X_test": X[["Age", "Destination_55 Cancri e"]]})
+    result = execute({"tool_name": "predict_target", "tool_args": {"bindings": {"model": "model", "X_data": "X_test"},
+                                                                  "output": "preds"}}, pad, ToolContext(sandbox=tmp_path))
+    assert result.ok, result.message
+    assert len(pad.get("preds")) == 60

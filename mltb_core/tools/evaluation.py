@@ -40,6 +40,16 @@ def _model_feature_names(model: Any) -> list[str] | None:
     return None
 
 
+def feature_key(name: Any) -> str:
+    """A feature name as LightGBM stores it (non-word characters become '_'), for matching names."""
+    return re.sub(r"[^\w]", "_", str(name))
+
+
+def same_features(a: list[Any], b: list[Any]) -> bool:
+    """Whether two feature lists name the same columns in the same order, up to LightGBM's renaming."""
+    return [feature_key(x) for x in a] == [feature_key(x) for x in b]
+
+
 def align_features(model: Any, X: Any) -> Any:
     """Reorder ``X``'s columns to the model's training order; refuse missing/extra columns clearly."""
     if not isinstance(X, pd.DataFrame):
@@ -53,6 +63,13 @@ def align_features(model: Any, X: Any) -> Any:
         if len(names) != len(columns):
             raise ToolInputError(f"the model was trained on {len(names)} features but X has {len(columns)} columns")
         return X
+    if set(names) != set(columns):
+        # LightGBM renames special characters at fit time ('55 Cancri e' -> '55_Cancri_e'): match on that form.
+        by_key = {feature_key(c): c for c in columns}
+        renamed = {by_key[feature_key(n)]: n for n in names if n not in columns and feature_key(n) in by_key}
+        if renamed:
+            X = X.rename(columns=renamed)
+            columns = [str(c) for c in X.columns]
     missing = [n for n in names if n not in columns]
     extra = [c for c in columns if c not in names]
     if missing or extra:
