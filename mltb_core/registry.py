@@ -180,6 +180,19 @@ def _json_schema(annotation: Any) -> dict[str, Any] | None:
     return None
 
 
+def _without_sections(doc: str, names: tuple[str, ...]) -> str:
+    """A numpy-style docstring minus some sections (parameters already live in the JSON schema)."""
+    out: list[str] = []
+    lines = doc.splitlines()
+    skipping = False
+    for i, line in enumerate(lines):
+        if i + 1 < len(lines) and re.fullmatch(r"\s*-{3,}\s*", lines[i + 1]):  # a section header
+            skipping = line.strip() in names
+        if not skipping:
+            out.append(line)
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip()
+
+
 def _param_docs(doc: str) -> dict[str, str]:
     """Parameter descriptions from a numpy-style docstring."""
     out: dict[str, str] = {}
@@ -229,8 +242,7 @@ class Tool:
         hints = typing.get_type_hints(self.func)
         pdocs = _param_docs(self.doc)
         bind_props = {
-            n: {"type": "string", "description": f"name of the scratchpad object for {n}"
-                + (f" ({pdocs[n]})" if n in pdocs else "")}
+            n: {"type": "string", "description": "name of a scratchpad object" + (f": {pdocs[n]}" if n in pdocs else "")}
             for n in self.object_params
         }
         kw_props: dict[str, Any] = {}
@@ -273,7 +285,7 @@ class Tool:
             "type": "function",
             "function": {
                 "name": self.name,
-                "description": self.doc[:1500],
+                "description": _without_sections(self.doc, ("Parameters", "Returns"))[:1500],
                 "parameters": {"type": "object", "properties": props, "required": required},
             },
         }

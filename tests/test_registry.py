@@ -168,3 +168,12 @@ def test_decorator_validation():
         def bad2(n: int) -> int:
             """x"""
             return n
+
+
+def test_schema_description_drops_sections_the_schema_already_carries():
+    fn = REGISTRY.get("fillna_with_median").schema()["function"]
+    assert fn["description"].startswith("Fill missing values with median")
+    assert "Parameters" not in fn["description"] and "Returns" not in fn["description"]
+    assert '"tool_name": "fillna_with_median"' in fn["description"]  # the example call stays
+    kw = fn["parameters"]["properties"]["func_kwargs"]["properties"]["columns"]
+    assert "Numeric column(s) to fill" in kw["description"]
