@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
+
+from .limits import default_threads
 
 __all__ = ["TrialConfig", "trial_seed"]
 
@@ -37,7 +39,7 @@ class TrialConfig:
     # execution
     max_features: int = 1000      # stage 5 bound on the feature count
     llm_cache: bool = True
-    threads: int = 1
+    threads: int = field(default_factory=default_threads)   # per trial; MLTB_THREADS, default 1
     tool_time_limit: float | None = 300.0
     temperature: float = 0.7
 

@@ -1,0 +1,35 @@
+"""Trial configuration: hashing for resume/baselines, seeds, threads."""
+import pytest
+
+from mltb_core.config import TrialConfig, trial_seed
+
+
+def test_config_hash_ignores_identity_and_execution_knobs_but_not_budgets():
+    base = TrialConfig(planner="react", model="sim")
+    assert base.config_hash() == base.with_(planner="lats", model="local", trial=3, llm_cache=False,
+                                            threads=4).config_hash()
+    assert base.config_hash() != base.with_(max_iterations=5).config_hash()
+    assert base.config_hash() != base.with_(tool_masking=False).config_hash()
+
+
+def test_trial_seeds_are_stable_and_distinct():
+    assert trial_seed(0, 1) == trial_seed(0, 1)
+    assert len({trial_seed(0, t) for t in range(100)}) == 100
+    assert TrialConfig("react", "sim", trial=2).trial_seed == trial_seed(0, 2)
+
+
+def test_round_trip_and_unknown_fields():
+    cfg = TrialConfig("mcts_shaped", "sim:0.5", max_llm_calls=7)
+    assert TrialConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(ValueError, match="unknown trial config field"):
+        TrialConfig.from_dict({**cfg.to_dict(), "warp": 9})
+
+
+def test_one_thread_per_trial_unless_configured(monkeypatch):
+    monkeypatch.delenv("MLTB_THREADS", raising=False)
+    assert TrialConfig("react", "sim").threads == 1
+    monkeypatch.setenv("MLTB_THREADS", "2")
+    assert TrialConfig("react", "sim").threads == 2
+    monkeypatch.setenv("MLTB_THREADS", "many")
+    with pytest.raises(ValueError, match="MLTB_THREADS"):
+        TrialConfig("react", "sim")
