@@ -131,3 +131,13 @@ def test_lats_reflects_on_failures_and_pays_evaluator_calls(tmp_path):
     purposes = [s.get("purpose") for s in steps if s["step_type"] == "llm_call"]
     assert "evaluate" in purposes and "reflect" in purposes
     assert record.llm_calls == len(purposes)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("slug", sorted(s for s, t in __import__("mltb_core.tasks", fromlist=["x"]).load_tasks().items()
+                                        if t.has_offline_data))
+def test_every_planner_solves_every_offline_task_with_a_top_skill_sim(tmp_path, slug):
+    """The toolset, rewards and planners carry every task to a valid submission (sim:1.0 makes no mistakes)."""
+    for planner in ALL:
+        record = _run(tmp_path, planner, model="sim:1.0", task=slug)
+        assert record.outcome == "valid", (planner, record.stop_reason, record.feedback, record.error)

@@ -158,9 +158,11 @@ def concatenate_train_test(train_df: pd.DataFrame, test_df: pd.DataFrame) -> pd.
     train_only = [c for c in train_df.columns if c not in test_df.columns]
     test_only = [c for c in test_df.columns if c not in train_df.columns]
     placeholders = {c: placeholder_value(train_df[c]) for c in train_only}
-    test_part = test_df.assign(**{str(c): v for c, v in placeholders.items()}) if placeholders else test_df
+    # Added as whole blocks (not column by column): wide frames would fragment and warn.
+    test_extra = pd.DataFrame({**{str(c): v for c, v in placeholders.items()}, TRACKING_COLUMN: 0}, index=test_df.index)
+    train_extra = pd.DataFrame({TRACKING_COLUMN: 1}, index=train_df.index)
     combined = pd.concat(
-        [train_df.assign(**{TRACKING_COLUMN: 1}), test_part.assign(**{TRACKING_COLUMN: 0})],
+        [pd.concat([train_df, train_extra], axis=1), pd.concat([test_df, test_extra], axis=1)],
         ignore_index=True, sort=False,
     )
     notes = [f"Combined {len(train_df)} train and {len(test_df)} test rows; '{TRACKING_COLUMN}' marks train rows."]
