@@ -99,6 +99,15 @@ def test_stale_state_of_a_dead_server_is_replaced(model_file, tmp_path):
     assert not _pid_alive(state["pid"]) and server.state() is None
 
 
+def test_release_stops_our_server_even_when_its_state_file_is_gone(model_file, tmp_path):
+    server = LocalServer(model_file, cache_dir=tmp_path, command=fake_command)
+    server.acquire()
+    pid = server.state()["pid"]
+    server.state_path.unlink()  # e.g. the cache directory was a temporary one, already deleted
+    server.release()
+    assert not _pid_alive(pid)
+
+
 def test_server_that_dies_at_startup_reports_its_log(model_file, tmp_path):
     crash = [sys.executable, "-c", "import sys; print('model file is corrupt: bad magic'); sys.exit(3)"]
     server = LocalServer(model_file, cache_dir=tmp_path, command=lambda port: crash, startup_timeout=30)

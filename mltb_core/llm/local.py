@@ -217,6 +217,10 @@ class LocalServer:
         atexit.unregister(self.release)
         with self._lock:
             state = self._read_state()
+            if state is None and self._popen is not None and self._popen.poll() is None:
+                _stop_pid(self._popen.pid)  # our own child lost its state file (cache dir deleted): no orphan
+                self._popen.wait()
+                return
             if state is None or state["port"] != self.port:
                 return  # someone already replaced a dead server
             state["refcount"] -= 1
