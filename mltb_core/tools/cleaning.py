@@ -72,9 +72,20 @@ def _missing_fill(df: pd.DataFrame, column: str, fill: Any, only: pd.Series | No
     return df.assign(**{column: fill_where(df[column], mask, fill)})
 
 
+def _fill_many(df: pd.DataFrame, fills: dict[str, Any]) -> pd.DataFrame:
+    """Fill the missing cells of several columns at once: one new frame, not one copy per column."""
+    new = {col: fill_where(df[col], df[col].isna(), value) for col, value in fills.items() if df[col].isna().any()}
+    if not new:
+        return df
+    if len(new) <= 20:
+        return df.assign(**new)
+    return pd.DataFrame({col: new.get(col, df[col]) for col in df.columns}, index=df.index)
+
+
 def _with_note(df_before: pd.DataFrame, df_after: pd.DataFrame, columns: list[str]) -> ToolReturn:
-    filled = {c: int(df_before[c].isna().sum() - df_after[c].isna().sum()) for c in columns}
-    left = {c: int(df_after[c].isna().sum()) for c in columns if df_after[c].isna().any()}
+    before, after = df_before[columns].isna().sum(), df_after[columns].isna().sum()
+    filled = {c: int(before[c] - after[c]) for c in columns}
+    left = {c: int(after[c]) for c in columns if after[c]}
     changed = ", ".join(f"{c}: {n}" for c, n in filled.items() if n)
     note = f"Filled missing values ({changed})." if changed else "No missing values were filled."
     if left:
@@ -101,12 +112,9 @@ def _is_numeric(series: pd.Series) -> bool:
 def _fill_with_statistic(df: pd.DataFrame, columns: Any, statistic: str, tool: str) -> ToolReturn:
     require_frame(df)
     names = _numeric_columns(df, columns, tool)
-    out = df
-    for col in names:
-        value = getattr(df[col], statistic)()
-        if pd.notna(value):
-            out = _missing_fill(out, col, value)
-    return _with_note(df, out, names)
+    with_gaps = [col for col in names if df[col].isna().any()]
+    fills = {col: value for col in with_gaps if pd.notna(value := getattr(df[col], statistic)())}
+    return _with_note(df, _fill_many(df, fills), names)
 
 
 def _conditions(conditions_and_values: Any) -> list[tuple[str, Any]]:
@@ -154,10 +162,7 @@ def fillna_with_value(df: pd.DataFrame, columns: str | list[str], value: Scalar)
     names = require_columns(df, columns)
     if value is None:
         raise ToolInputError("value must not be null: give the value that replaces missing entries")
-    out = df
-    for col in names:
-        out = _missing_fill(out, col, value)
-    return _with_note(df, out, names)
+    return _with_note(df, _fill_many(df, {col: value for col in names}), names)
 
 
 @make_override_tool(stages=STAGES)
@@ -233,12 +238,8 @@ def fillna_with_mode(df: pd.DataFrame, columns: str | list[str] | None = None) -
     """
     require_frame(df)
     names = require_columns(df, columns) if columns is not None else [c for c in df.columns if df[c].isna().any()]
-    out = df
-    for col in names:
-        value = most_frequent(df[col])
-        if value is not None:
-            out = _missing_fill(out, col, value)
-    return _with_note(df, out, names)
+    fills = {col: value for col in names if df[col].isna().any() and (value := most_frequent(df[col])) is not None}
+    return _with_note(df, _fill_many(df, fills), names)
 
 
 @make_override_tool(stages=STAGES)
