@@ -112,6 +112,11 @@ class StageContext:
         return ctx
 
     @property
+    def feature_bound(self) -> int:
+        """Stage 5's bound on the feature count: the configured one, or twice the raw width if wider."""
+        return max(self.max_features, 2 * self.original_features)
+
+    @property
     def n_total(self) -> int:
         return self.n_train + self.n_test
 
@@ -242,13 +247,13 @@ class _Checker:
         for _, f in combined:
             bad = _unencoded(f, self._skip())
             n_features = f.shape[1] - len(self._skip() & set(f.columns))
-            if not bad and n_features <= self.ctx.max_features:
+            if not bad and n_features <= self.ctx.feature_bound:
                 return True, ""
             if bad:
                 notes.append(f"Categorical columns still unencoded: {_describe_unencoded(f, bad)}. Encode them "
                              "(label_encode / one_hot_encode for few levels) or drop identifiers and free text.")
-            if n_features > self.ctx.max_features:
-                notes.append(f"Feature count blew up to {n_features} (bound {self.ctx.max_features}; the raw data "
+            if n_features > self.ctx.feature_bound:
+                notes.append(f"Feature count blew up to {n_features} (bound {self.ctx.feature_bound}; the raw data "
                              f"had {self.ctx.original_features}): drop high-cardinality columns instead of one-hot "
                              "encoding them.")
             break

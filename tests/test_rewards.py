@@ -23,14 +23,17 @@ def spaceship(tmp_path_factory):
     return task, split, prepare_agent_data(split, out), out
 
 
-def run_script(spaceship, script, max_features=1000, feedback=True):
+def run_script(spaceship, script, max_features=1000, feedback=True, raw_width=None):
     """Step the calls one by one below the root; return the nodes (root excluded)."""
     task, split, data_dir, out = spaceship
+    stage_ctx = StageContext.from_split(task, split, max_features)
+    if raw_width is not None:
+        stage_ctx.original_features = raw_width
     sandbox = out / f"sandbox-{len(script)}-{max_features}"
     sandbox.mkdir(exist_ok=True)
     backend = ScriptedBackend(script)
     ep = Episode(task, TrialConfig(planner="react", model="scripted"), backend,
-                 StageContext.from_split(task, split, max_features),
+                 stage_ctx,
                  ToolContext(sandbox=sandbox, data_dir=data_dir, task=task), data_dir, feedback=feedback)
     node = ep.root
     for _ in script:
@@ -80,9 +83,11 @@ def test_wrong_target_is_flagged_at_stage_seven(spaceship):
 def test_feature_blow_up_is_reported(spaceship):
     script = spaceship_pipeline()[:5] + [call("encode_all_categorical_columns", {"df": "combined"}, "combined",
                                               method="label")]
-    nodes = run_script(spaceship, script, max_features=5)
+    nodes = run_script(spaceship, script, max_features=5, raw_width=2)
     assert nodes[-1].progress.stage == 4
-    assert "Feature count blew up" in nodes[-1].progress.feedback
+    assert "Feature count blew up" in nodes[-1].progress.feedback and "bound 5" in nodes[-1].progress.feedback
+    # the bound never falls below twice the raw width: wide raw data is not a blow-up
+    assert run_script(spaceship, script, max_features=5)[-1].progress.stage == 5
 
 
 def test_invalid_submission_gets_a_reason(spaceship):
