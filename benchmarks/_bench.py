@@ -78,4 +78,5 @@ def emit(title: str, figures: list[Figure], as_json: bool) -> None:
         target = f" (target {f.target})" if f.target else ""
         print(f"{f.name}: {f.value}{target}{verdict}" + (f" - {f.note}" if f.note else ""))
     if as_json:
-        print(FIGURES_PREFIX + json.dumps({"title": title, "figures": [asdict(f) for f in figures]}), flush=True)
+        print(FIGURES_PREFIX + json.dumps({"title": title, "load": load_average(),
+                                           "figures": [asdict(f) for f in figures]}), flush=True)

@@ -47,6 +47,8 @@ def render(info: dict[str, str], results: list[dict], command: str) -> str:
              "this box, so timings are upper bounds for an idle machine.", ""]
     for result in results:
         lines += [f"## {result['title']}", ""]
+        if result.get("load"):
+            lines += [f"Load average when it finished: {result['load']}.", ""]
         if result.get("error"):
             lines += [f"Failed: `{result['error']}`", ""]
             continue
