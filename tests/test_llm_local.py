@@ -224,3 +224,23 @@ def test_real_smollm2_completion(tmp_path):
     # the grammar forces a paper-format call to a listed tool (unless cut short by max_tokens)
     assert cand.error is not None or [c.tool_name for c in cand.tool_calls] == ["read_data"]
     assert backend.server.state() is None
+
+
+def test_real_trial_with_the_embedded_model(tmp_path):
+    """One whole trial through the real llama.cpp server and openai client with the bundled SmolLM2."""
+    from mltb_core.config import TrialConfig
+    from mltb_core.tasks import get_task
+    from mltb_core.trajectory import read_trajectory
+    from mltb_core.trial import run_trial
+
+    try:
+        record = run_trial(get_task("spaceship-titanic"),
+                           TrialConfig(planner="react", model="local", max_iterations=3, llm_cache=False), tmp_path)
+    finally:
+        release_process_servers()
+    assert record.outcome in ("valid", "planner_failure"), record.error
+    assert not record.synthetic and 1 <= record.llm_calls <= 3
+    assert record.tokens_in > 100 and record.tokens_out > 0 and record.llm_seconds > 0
+    steps = list(read_trajectory(Path(record.trajectory)))
+    calls = [s for s in steps if s["step_type"] == "llm_call"]
+    assert len(calls) == record.llm_calls and all(s["usage"]["prompt_tokens"] > 0 for s in calls)
