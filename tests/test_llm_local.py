@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -244,3 +245,17 @@ def test_real_trial_with_the_embedded_model(tmp_path):
     steps = list(read_trajectory(Path(record.trajectory)))
     calls = [s for s in steps if s["step_type"] == "llm_call"]
     assert len(calls) == record.llm_calls and all(s["usage"]["prompt_tokens"] > 0 for s in calls)
+
+
+def test_a_user_killed_without_releasing_does_not_keep_the_server_alive(model_file, tmp_path):
+    import signal
+
+    proc, state = spawn_user(model_file, tmp_path)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    server = LocalServer(model_file, cache_dir=tmp_path, command=fake_command)
+    server.acquire()
+    assert server.state()["port"] == state["port"]      # the running server is reused...
+    assert server.state()["users"] == [os.getpid()]      # ...and the dead user's reference is gone
+    server.release()
+    assert server.state() is None and not _pid_alive(state["pid"])

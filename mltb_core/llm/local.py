@@ -91,6 +91,13 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+def _live_users(state: dict[str, Any]) -> list[int]:
+    """The pids holding a reference that are still running (older state files: assume the count)."""
+    if "users" not in state:
+        return [os.getpid()] * max(int(state.get("refcount", 0)), 0)
+    return [pid for pid in state["users"] if _pid_alive(pid)]
+
+
 def _pid_alive(pid: int) -> bool:
     import psutil
 
@@ -197,12 +204,14 @@ class LocalServer:
         with self._lock:
             state = self._read_state()
             if state and _pid_alive(state["pid"]) and _ready(state["port"]):
-                state["refcount"] += 1
+                # Users are tracked by pid, so references of killed runs don't keep the server forever.
+                state["users"] = _live_users(state) + [os.getpid()]
             else:
                 if state and _pid_alive(state["pid"]):
                     _stop_pid(state["pid"])  # alive but not answering: a wedged server
-                state = {"pid": 0, "port": 0, "refcount": 1, "model": str(self.model_path)}
+                state = {"pid": 0, "port": 0, "users": [os.getpid()], "model": str(self.model_path)}
                 state["pid"], state["port"] = self._start()
+            state["refcount"] = len(state["users"])
             self._write_state(state)
         self.port = state["port"]
         self.held = True
@@ -223,7 +232,10 @@ class LocalServer:
                 return
             if state is None or state["port"] != self.port:
                 return  # someone already replaced a dead server
-            state["refcount"] -= 1
+            users = _live_users(state)
+            if os.getpid() in users:
+                users.remove(os.getpid())
+            state["users"], state["refcount"] = users, len(users)
             if state["refcount"] <= 0:
                 _stop_pid(state["pid"])
                 self.state_path.unlink(missing_ok=True)
