@@ -97,6 +97,10 @@ def _require_name(name: Any, param: str = "name") -> str:
 
 def _with_columns(df: pd.DataFrame, new: dict[str, Any]) -> pd.DataFrame:
     """A new frame with ``new`` columns added or replaced; ``df`` is untouched (copy-on-write)."""
+    if len(new) > 20:  # many columns: build the frame once instead of inserting one by one (fragmentation)
+        columns = {c: new.get(c, df[c]) for c in df.columns}
+        columns.update({k: v for k, v in new.items() if k not in columns})
+        return pd.DataFrame(columns, index=df.index)
     out = df.copy(deep=False)
     for name, values in new.items():
         out[name] = values
