@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import difflib
 import math
 import re
 import string
 import types
 from collections import ChainMap
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Iterator
 from typing import Any
 
 import numpy as np
@@ -219,6 +220,21 @@ def _rejected(exc: UnsafeExpressionError, what: str, source: str) -> UnsafeExpre
     if text.startswith("unsafe "):
         return exc
     return UnsafeExpressionError(f"unsafe {what} rejected: {text} (in {_clip(source)!r})")
+
+
+@contextlib.contextmanager
+def _readable_errors(what: str, source: str, failure: str) -> Iterator[None]:
+    """Turn anything an evaluation raises into a rejection or a ToolInputError the model can read."""
+    try:
+        yield
+    except UnsafeExpressionError as exc:
+        raise _rejected(exc, what, source) from None
+    except ToolInputError:
+        raise
+    except RecursionError:
+        raise UnsafeExpressionError(f"{what} {source!r} nests too deeply") from None
+    except Exception as exc:  # noqa: BLE001 - pandas/numpy errors become a readable message
+        raise ToolInputError(f"{failure}: {type(exc).__name__}: {exc}") from None
 
 
 def _clip(text: str, limit: int = 200) -> str:
@@ -680,16 +696,8 @@ class _ColumnLookup(Mapping):
 
 
 def _run(tree: ast.Expression, names: Mapping[str, Any], source: str) -> Any:
-    try:
+    with _readable_errors("expression", source, f"could not evaluate {source!r}"):
         return _Evaluator(names, _State(source)).eval(tree)
-    except UnsafeExpressionError as exc:
-        raise _rejected(exc, "expression", source) from None
-    except ToolInputError:
-        raise
-    except RecursionError:
-        raise UnsafeExpressionError(f"expression {source!r} nests too deeply") from None
-    except Exception as exc:  # noqa: BLE001 - pandas/numpy errors become a readable message
-        raise ToolInputError(f"could not evaluate {source!r}: {type(exc).__name__}: {exc}") from None
 
 
 def evaluate_expression(expr: str, df: pd.DataFrame) -> Any:
@@ -746,16 +754,8 @@ def compile_lambda(src: str) -> Callable[..., Any]:
     fn = _make_lambda(body, _base_names(), state)
 
     def call(*args: Any) -> Any:
-        try:
+        with _readable_errors("function", src, f"function {src!r} failed on {_short(args)}"):
             return fn(*args)
-        except UnsafeExpressionError as exc:
-            raise _rejected(exc, "function", src) from None
-        except ToolInputError:
-            raise
-        except RecursionError:
-            raise UnsafeExpressionError(f"function {src!r} nests too deeply") from None
-        except Exception as exc:  # noqa: BLE001
-            raise ToolInputError(f"function {src!r} failed on {_short(args)}: {type(exc).__name__}: {exc}") from None
 
     call.__name__ = call.__qualname__ = "<lambda>"
     call.source = src  # type: ignore[attr-defined]

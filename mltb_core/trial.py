@@ -22,7 +22,7 @@ from .config import TrialConfig
 from .limits import limit_threads
 from .registry import ToolContext
 from .results import TrialRecord
-from .rewards import STAGES, StageContext
+from .rewards import StageContext
 from .tasks import SUBMISSION_FILE, Task
 from .trajectory import TrajectoryWriter
 
@@ -140,16 +140,3 @@ def write_prompts(out_dir: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(prompts.all_prompts(), indent=2))
     return path
-
-
-def describe_outcome(record: TrialRecord) -> str:
-    """A few lines for a failed pytest item: what the trial reached and why it stopped."""
-    stage = STAGES[record.stage_reached - 1].title if record.stage_reached else "nothing"
-    lines = [f"{record.outcome}: reached stage {record.stage_reached}/10 ({stage}); stopped: {record.stop_reason}"]
-    if record.feedback:
-        lines.append(f"feedback: {record.feedback}")
-    if record.error:
-        lines.append(f"error: {record.error.splitlines()[0]}")
-    lines.append(f"{record.tool_calls} tool calls, {record.llm_calls} LLM calls, {record.wall_seconds:.1f} s; "
-                 f"trajectory: {record.trajectory}")
-    return "\n".join(lines)

@@ -6,7 +6,7 @@ call wrote), the tool log of its path and the stage progress reached there.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,7 +14,7 @@ from ..registry import ToolCall
 from ..rewards import PathLog, Progress
 from ..scratchpad import Scratchpad
 
-__all__ = ["Node", "uct_select", "backpropagate", "path_to", "iter_tree"]
+__all__ = ["Node", "uct_select", "backpropagate", "path_to"]
 
 @dataclass(eq=False)
 class Node:
@@ -62,14 +62,6 @@ def path_to(node: Node) -> list[Node]:
         out.append(cur)
         cur = cur.parent
     return out[::-1]
-
-
-def iter_tree(root: Node) -> Iterator[Node]:
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        yield node
-        stack.extend(reversed(node.children))
 
 
 def uct_select(root: Node, exploration: float, is_leaf: Callable[[Node], bool] | None = None) -> Node | None:
