@@ -99,26 +99,41 @@ def _live_users(state: dict[str, Any]) -> list[int]:
 
 
 def _pid_alive(pid: int) -> bool:
-    import psutil
-
+    """Whether ``pid`` runs and is not a zombie (standard library only: the main job's extra is lean)."""
     try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
+        os.kill(pid, 0)
+    except ProcessLookupError:
         return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    try:  # Linux: a zombie still answers kill(0); its /proc state is 'Z'
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat[stat.rindex(")") + 2:][:1] != "Z"
+    except (OSError, ValueError):
+        return True
+
+
+def _reap(pid: int) -> None:
+    """Collect ``pid``'s exit status if it is our child (no zombie left behind)."""
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
 
 
 def _stop_pid(pid: int, grace: float = 5.0) -> None:
-    import psutil
-
+    """SIGTERM, then SIGKILL after ``grace`` seconds."""
     try:
-        proc = psutil.Process(pid)
-        proc.terminate()
-        proc.wait(timeout=grace)
-    except psutil.TimeoutExpired:
-        with contextlib.suppress(psutil.Error):
-            proc.kill()
-    except psutil.Error:
-        pass
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        _reap(pid)
+        if not _pid_alive(pid):
+            return
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    _reap(pid)
 
 
 def _ready(port: int, timeout: float = 2.0) -> bool:
