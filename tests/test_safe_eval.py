@@ -84,8 +84,9 @@ INJECTIONS = [
     ("Cabin * 10**7", "repeating text"),
     ("Cabin.str.repeat(10**8)", "too large"),
     ("'x'.ljust(10**9)", "too large"),
-    ("(lambda f: f(f))(lambda f: f(f))", "nested deeper"),
-    ("(lambda f, s: f(f, s + s))(lambda f, s: f(f, s + s), 'ab')", "concatenation"),
+    # Self-application needs a function as a lambda argument, which is refused before any recursion.
+    ("(lambda f: f(f))(lambda f: f(f))", "a lambda cannot be passed"),
+    ("(lambda f, s: f(f, s + s))(lambda f, s: f(f, s + s), 'ab')", "a lambda cannot be passed"),
     ("(lambda x=open: x)()", "default"),
     ("(lambda *a: a)(1)", "*args"),
     ("[c for c in ().__class__.__base__.__subclasses__()]", "comprehension"),

@@ -1,0 +1,357 @@
+"""Issue 13: the attack corpus (tests/attack_corpus.py) through every entry point of safe_eval.
+
+Each attack runs against a real frame through evaluate_expression / evaluate_condition /
+compile_lambda and through the real tools (registry.execute with a ToolContext whose sandbox is
+a tmp dir). For every run: the attack is refused with a readable error or is harmless; no file
+appears in a canary directory, the cwd or the sandbox; the canary "labels" content never comes
+back; the input frame (values and dtypes) is unchanged.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import mltb_core.tools  # noqa: F401 - registers the tools run below
+from attack_corpus import ATTACKS
+from mltb_core.registry import ToolContext, ToolInputError, execute
+from mltb_core.safe_eval import (
+    UnsafeExpressionError,
+    compile_lambda,
+    evaluate_condition,
+    evaluate_expression,
+)
+from mltb_core.scratchpad import Scratchpad
+
+CANARY_TEXT = "CANARY-LABELS-7f3a9c"  # content of the labels file; must never come back
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def make_frame() -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    n = 60
+    return pd.DataFrame({
+        "PassengerId": [f"{i // 2:04d}_{i % 2 + 1:02d}" for i in range(n)],
+        "HomePlanet": [None if i % 11 == 4 else p for i, p in enumerate(rng.choice(["Earth", "Europa", "Mars"], n))],
+        "CryoSleep": rng.random(n) > 0.5,
+        "Cabin": [None if i % 10 == 3 else f"{'ABF'[i % 3]}/{i}/{'PS'[i % 2]}" for i in range(n)],
+        "Age": np.where(np.arange(n) % 7 == 0, np.nan, rng.integers(1, 80, n).astype(float)),
+        "RoomService": rng.integers(0, 500, n).astype(float),
+        "Spa": rng.integers(0, 300, n).astype(float),
+        "Name": [f"Mr. Person{i}" if i % 2 else f"Mrs. Person{i}" for i in range(n)],
+        "Start": pd.date_range("2024-01-01", periods=n, freq="36h").astype(str),
+        "Transported": rng.random(n) > 0.5,
+        "_is_train": [1] * 45 + [0] * 15,
+    })
+
+
+class Arena:
+    """A frame, a sandbox, a canary dir, a canary labels file and a scratch cwd, with before/after checks."""
+
+    def __init__(self, root: Path):
+        self.sandbox = root / "sandbox"
+        self.outside = root / "outside"
+        self.cwd = root / "cwd"
+        for d in (self.sandbox, self.outside, self.cwd):
+            d.mkdir()
+        self.labels = self.outside / "labels.csv"
+        self.labels.write_text(f"id,target\n0,{CANARY_TEXT}\n")
+        self.frame = make_frame()
+        self.original = self.frame.copy(deep=True)
+        self.listing = self._listing()
+
+    def _listing(self) -> dict[str, list[str]]:
+        return {str(d): sorted(p.name for p in d.rglob("*")) for d in (self.sandbox, self.outside, self.cwd)}
+
+    def fill(self, source: str) -> str:
+        return source.replace("{OUT}", str(self.outside)).replace("{LABELS}", str(self.labels))
+
+    def assert_untouched(self, what: str) -> None:
+        assert self._listing() == self.listing, f"{what}: files appeared: {self._listing()}"
+        pd.testing.assert_frame_equal(self.frame, self.original, check_dtype=True, obj=f"frame after {what}")
+        assert list(self.frame.dtypes) == list(self.original.dtypes), what
+
+
+@pytest.fixture
+def arena(tmp_path, monkeypatch) -> Arena:
+    arena = Arena(tmp_path)
+    monkeypatch.chdir(arena.cwd)
+    return arena
+
+
+def assert_harmless(value, what: str) -> None:
+    """A value an attack produced: no function, no canary content."""
+    assert not callable(value) or isinstance(value, type), f"{what} returned a callable {value!r}"
+    if isinstance(value, (pd.DataFrame, pd.Series)):  # text can only hide in object columns
+        frame = value.to_frame() if isinstance(value, pd.Series) else value
+        text = frame.select_dtypes(include="object").astype(str)
+        leaked = any(col.str.contains(CANARY_TEXT, regex=False).any() for _, col in text.items())
+    else:
+        leaked = CANARY_TEXT in repr(value)
+    assert not leaked, f"{what} read the labels file"
+
+
+def assert_readable(exc: Exception, what: str) -> None:
+    message = str(exc)
+    assert isinstance(exc, ToolInputError), f"{what}: {type(exc).__name__} escaped: {message}"
+    assert message and len(message) < 4_000 and "Traceback" not in message, f"{what}: unreadable error {message!r}"
+    assert CANARY_TEXT not in message, f"{what}: the error message leaked the labels file"
+
+
+def run_direct(what: str, thunk) -> None:
+    try:
+        value = thunk()
+    except Exception as exc:  # noqa: BLE001 - every exception is checked for readability
+        assert_readable(exc, what)
+    else:
+        assert_harmless(value, what)
+
+
+def run_tool(arena: Arena, tool: str, func_kwargs: dict) -> None:
+    pad = Scratchpad(objects={"combined": arena.frame})
+    branch = pad.child()
+    result = execute({"tool_name": tool, "tool_args": {"bindings": {"df": "combined"}, "func_kwargs": func_kwargs,
+                                                       "output": "result"}},
+                     branch, ToolContext(sandbox=arena.sandbox, time_limit=30))
+    what = f"{tool}({func_kwargs})"
+    assert "unknown tool" not in result.message, result.message
+    assert CANARY_TEXT not in result.message, f"{what} leaked the labels file"
+    if result.ok:
+        assert_harmless(branch.get("result"), what)
+    else:
+        assert result.message.startswith("Error:"), result.message
+    assert pad.get("combined") is arena.frame
+
+
+def run_attack(arena: Arena, kind: str, source: str) -> None:
+    src = arena.fill(source)
+    df = arena.frame
+    if kind == "expr":
+        run_direct(f"evaluate_expression({src!r})", lambda: evaluate_expression(src, df))
+        arena.assert_untouched(f"evaluate_expression({src!r})")
+        run_direct(f"evaluate_condition({src!r})", lambda: evaluate_condition(src, df))
+        arena.assert_untouched(f"evaluate_condition({src!r})")
+        run_tool(arena, "create_numeric_feature", {"name": "X", "expression": src})
+        arena.assert_untouched(f"create_numeric_feature({src!r})")
+        run_tool(arena, "filter_dataframe", {"condition": src})
+        arena.assert_untouched(f"filter_dataframe({src!r})")
+    else:
+        row = df.iloc[1]
+        for label, arg in (("scalar", df["Cabin"].iloc[1]), ("row", row), ("records", row.to_dict())):
+            run_direct(f"compile_lambda({src!r}) on a {label}", lambda: compile_lambda(src)(arg))
+            arena.assert_untouched(f"compile_lambda({src!r}) on a {label}")
+        run_tool(arena, "apply_custom_function", {"name": "X", "source_columns": "Cabin", "func": src})
+        run_tool(arena, "apply_custom_function", {"name": "X", "source_columns": ["Age", "Spa"], "func": src})
+        run_tool(arena, "fillna_with_custom_function", {"target_column": "Age", "condition": None, "custom_func": src})
+        arena.assert_untouched(f"tools with lambda {src!r}")
+
+
+def test_corpus_size_and_classes():
+    print(f"attack corpus: {len(ATTACKS)} entries in {len({g for g, _, _ in ATTACKS})} classes")
+    assert len(ATTACKS) >= 200
+    assert len({s for _, _, s in ATTACKS}) == len(ATTACKS), "duplicate attacks"
+
+
+@pytest.mark.parametrize("group,kind,source", ATTACKS, ids=[f"{g}:{s[:50]}" for g, _, s in ATTACKS])
+def test_attack_is_contained(arena, group, kind, source):
+    run_attack(arena, kind, source)
+
+
+# Attacks that must be refused outright (not merely fail inside pandas): the issue's classes.
+REFUSED_GROUPS = {"callable-as-value", "string-dispatch", "mutation", "file-io", "label-read", "dunder-walk",
+                  "getattr-like", "class-mro", "comprehension", "statement"}
+
+
+@pytest.mark.parametrize("group,kind,source", [a for a in ATTACKS if a[0] in REFUSED_GROUPS and a[1] == "expr"],
+                         ids=[f"{g}:{s[:50]}" for g, k, s in ATTACKS if g in REFUSED_GROUPS and k == "expr"])
+def test_attack_is_refused_as_unsafe_or_unknown(arena, group, kind, source):
+    """Refused by the evaluator itself: UnsafeExpressionError, or an unknown name/attribute."""
+    with pytest.raises(ToolInputError) as info:
+        evaluate_expression(arena.fill(source), arena.frame)
+    message = str(info.value)
+    assert isinstance(info.value, UnsafeExpressionError) or "unknown name" in message or "no attribute" in message \
+        or "not valid Python" in message, message
+
+
+# ---------------------------------------------------- issue 13's own examples, one test each
+def test_issue13_agg_through_lambda_parameter_reaches_python_eval(arena):
+    marker = arena.outside / "pwned"
+    inner = f"Age.__class__.__init__.__globals__['os'].system('touch {marker}')"
+    with pytest.raises(UnsafeExpressionError, match="df.agg|DataFrame.agg|function or method"):
+        evaluate_expression(f"(lambda f: f('eval', expr=\"{inner}\", engine='python'))(df.agg)", arena.frame)
+    assert not marker.exists()
+    arena.assert_untouched("agg through a lambda parameter")
+
+
+def test_issue13_agg_in_a_list_writes_csv(arena):
+    target = arena.outside / "from_list.csv"
+    with pytest.raises(UnsafeExpressionError, match="named directly can be called"):
+        evaluate_expression(f"[df.agg][0]('to_csv', path_or_buf='{target}')", arena.frame)
+    assert not target.exists()
+    arena.assert_untouched("agg in a list")
+
+
+def test_issue13_agg_in_a_dict_writes_pickle(arena):
+    target = arena.outside / "from_dict.pkl"
+    with pytest.raises(UnsafeExpressionError, match="named directly can be called"):
+        evaluate_expression(f"{{'k': df.agg}}['k']('to_pickle', path='{target}')", arena.frame)
+    assert not target.exists()
+    arena.assert_untouched("agg in a dict")
+
+
+def test_issue13_isetitem_mutates_the_frame(arena):
+    with pytest.raises(UnsafeExpressionError, match="isetitem"):
+        evaluate_expression("df.isetitem(1, 'Mars')", arena.frame)
+    arena.assert_untouched("isetitem")
+
+
+def test_issue13_array_fillna_copy_false_mutates_the_column(arena):
+    with pytest.raises(UnsafeExpressionError, match="array"):
+        evaluate_expression("HomePlanet.array.fillna('Mars', copy=False)", arena.frame)
+    arena.assert_untouched("array.fillna(copy=False)")
+
+
+def test_issue13_ufunc_at_on_to_numpy_mutates_the_column(arena):
+    with pytest.raises(UnsafeExpressionError, match="ufunc.at|at"):
+        evaluate_expression("np.add.at(Age.to_numpy(), 0, 100)", arena.frame)
+    arena.assert_untouched("np.add.at")
+
+
+def test_issue13_to_numpy_partition_mutates_the_column(arena):
+    with pytest.raises(UnsafeExpressionError, match="partition"):
+        evaluate_expression("RoomService.to_numpy().partition(1)", arena.frame)
+    arena.assert_untouched("to_numpy().partition()")
+
+
+def test_issue13_filter_dataframe_cannot_rewrite_a_column_across_mcts_branches(arena):
+    """The reported case: a filter_dataframe condition rewrote HomePlanet for every row of the shared frame."""
+    root = Scratchpad(objects={"train_df": arena.frame})
+    left, right = root.child(), root.child()
+    condition = "df.isetitem(df.columns.get_loc('HomePlanet'), 'Earth') is None"
+    result = execute({"tool_name": "filter_dataframe", "tool_args": {
+        "bindings": {"df": "train_df"}, "func_kwargs": {"condition": condition}, "output": "kept"}},
+        left, ToolContext(sandbox=arena.sandbox))
+    assert not result.ok and "isetitem" in result.message, result.message
+    pd.testing.assert_series_equal(right.get("train_df")["HomePlanet"], arena.original["HomePlanet"])
+    arena.assert_untouched("filter_dataframe with isetitem")
+
+
+def test_arrays_handed_out_are_private_copies(arena):
+    """.values/.to_numpy() are read-only views inside an expression; the caller gets its own writable copy."""
+    for expr in ("Age.to_numpy()", "df.values", "RoomService.values"):
+        values = evaluate_expression(expr, arena.frame)
+        assert values.flags.writeable, expr
+        assert not any(np.shares_memory(values, arena.frame[c].to_numpy()) for c in arena.frame.columns), expr
+    with pytest.raises(UnsafeExpressionError, match="out="):  # ndarray.clip's third argument is out
+        evaluate_expression("Age.values.clip(0, 1, Age.values)", arena.frame)
+    arena.assert_untouched("arrays handed out")
+
+
+# ------------------------------------------- legitimate use still works, with the same values
+def _expert_sources() -> list[tuple[str, str]]:
+    out = []
+    for path in sorted((ROOT / "fixtures" / "experts").glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            if not line.strip():
+                continue
+            kwargs = json.loads(line).get("tool_args", {}).get("func_kwargs", {})
+            for key, kind in (("expression", "expr"), ("condition", "cond")):
+                if isinstance(kwargs.get(key), str):
+                    out.append((kind, kwargs[key]))
+    return sorted(set(out))
+
+
+EXPERT_SOURCES = _expert_sources()
+
+
+def _frame_for(source: str) -> pd.DataFrame:
+    """A numeric frame holding every column the expression names (plus the text columns experts compare)."""
+    import ast
+    tree = ast.parse(source, mode="eval")
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - {"np", "pd", "df", "math", "int", "float"}
+    names |= {n.value for n in ast.walk(tree) if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant)
+              for n in [n.slice]}
+    rng = np.random.default_rng(len(source))
+    frame = pd.DataFrame({name: rng.normal(50, 30, 200).round(1) for name in sorted(names)})
+    for name in ("accident", "clean_title"):
+        if name in frame:
+            frame[name] = rng.choice(["Yes", "None reported", "At least 1 accident or damage reported"], 200)
+    if "_is_train" in frame:
+        frame["_is_train"] = rng.integers(0, 2, 200)
+    return frame
+
+
+def test_expert_trajectories_have_expressions():
+    assert len(EXPERT_SOURCES) >= 30, EXPERT_SOURCES
+
+
+@pytest.mark.parametrize("kind,source", EXPERT_SOURCES, ids=[s[:60] for _, s in EXPERT_SOURCES])
+def test_expert_expressions_give_plain_pandas_values(kind, source):
+    """Reference: the same text through Python's eval with the columns as variables (trusted fixture text)."""
+    frame = _frame_for(source)
+    with np.errstate(all="ignore"):
+        expected = eval(source, {"np": np, "pd": pd, "df": frame}, dict(frame.items()))  # noqa: S307 - fixture text
+        if kind == "expr":
+            got = evaluate_expression(source, frame)
+            np.testing.assert_allclose(np.asarray(got, dtype=float), np.asarray(expected, dtype=float))
+        else:
+            got = evaluate_condition(source, frame)
+            assert got.tolist() == expected.fillna(False).astype(bool).tolist()
+    pd.testing.assert_frame_equal(frame, _frame_for(source))  # inputs unchanged
+
+
+@pytest.mark.parametrize("src,values,expected", [
+    # The paper's apply_custom_function lambda (Appendix F) and the tools' docstring examples.
+    ("lambda x: x.split('/')[0] if isinstance(x, str) else None", ["B/0/P", None], ["B", None]),
+    ("lambda row: 0 if row['CryoSleep'] == True else row['Age'] / 10",
+     [pd.Series({"CryoSleep": True, "Age": 30.0}), pd.Series({"CryoSleep": False, "Age": 30.0})], [0, 3.0]),
+    ("lambda row: 0", [pd.Series({"Spa": np.nan})], [0]),
+    ("lambda row: row['RoomService'] + row['Spa']", [{"RoomService": 1.0, "Spa": 2.0}], [3.0]),
+])
+def test_paper_and_docstring_lambdas(src, values, expected):
+    fn = compile_lambda(src)
+    assert [fn(v) for v in values] == expected
+
+
+@pytest.mark.parametrize("cond,expected", [
+    ("Transported.notna()", [True, True, False]),  # the paper's filter_dataframe condition
+    ("Age < 18 and CryoSleep == True", [True, False, False]),  # create_conditional_feature docstring
+    ("Age >= 18 and Spa > 0", [False, True, False]),  # filter_dataframe docstring
+    ("_is_train == 1", [True, True, False]),
+])
+def test_paper_and_docstring_conditions(cond, expected):
+    frame = pd.DataFrame({"Transported": [True, False, None], "Age": [5.0, 40.0, np.nan],
+                          "CryoSleep": [True, False, True], "Spa": [0.0, 3.0, 1.0], "_is_train": [1, 1, 0]})
+    assert evaluate_condition(cond, frame).tolist() == expected
+
+
+def test_numeric_docstring_example_and_common_idioms(arena):
+    df = arena.frame
+    pd.testing.assert_series_equal(evaluate_expression("RoomService + Spa", df), df["RoomService"] + df["Spa"])
+    pd.testing.assert_series_equal(evaluate_expression("Age.astype(str)", df), df["Age"].astype(str))
+    pd.testing.assert_series_equal(evaluate_expression("df.Age.fillna(df.Age.median())", df),
+                                   df["Age"].fillna(df["Age"].median()))
+    pd.testing.assert_series_equal(evaluate_expression("Cabin.map(lambda c: c[0], na_action='ignore')", df),
+                                   df["Cabin"].map(lambda c: c[0], na_action="ignore"))
+    pd.testing.assert_series_equal(
+        evaluate_expression("df.groupby('HomePlanet')['Spa'].agg('mean')", df), df.groupby("HomePlanet")["Spa"].mean())
+    pd.testing.assert_series_equal(evaluate_expression("pd.to_datetime(Start).dt.dayofweek", df),
+                                   pd.to_datetime(df["Start"]).dt.dayofweek)
+    pd.testing.assert_series_equal(evaluate_expression("df[['RoomService', 'Spa']].sum(axis=1)", df),
+                                   df[["RoomService", "Spa"]].sum(axis=1))
+    np.testing.assert_array_equal(evaluate_expression("np.log1p(Spa.to_numpy())", df), np.log1p(df["Spa"].to_numpy()))
+    assert evaluate_expression("Spa.values.mean()", df) == df["Spa"].values.mean()
+    assert evaluate_expression("isinstance(Name.iloc[0], str)", df) is True
+    arena.assert_untouched("legitimate idioms")
+
+
+def test_no_file_in_the_repository_cwd_either():
+    """The arena fixture moves the cwd to a tmp dir; check the real one got nothing from a direct call too."""
+    before = set(os.listdir(ROOT))
+    with pytest.raises(ToolInputError):
+        evaluate_expression("df.to_csv('written_by_attack.csv')", make_frame())
+    assert set(os.listdir(ROOT)) == before
