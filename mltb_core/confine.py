@@ -28,7 +28,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["ConfinementStatus", "confine", "landlock_abi", "system_read_paths", "python_read_paths"]
+__all__ = ["ConfinementStatus", "ChildExit", "confine", "run_confined", "landlock_abi", "system_read_paths",
+           "python_read_paths", "SYSTEM_READ_WRITE"]
 
 # Syscall numbers: the same on x86_64 and aarch64 (the generic table).
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
@@ -169,7 +170,7 @@ def confine(read_only: Iterable[str | os.PathLike], read_write: Iterable[str | o
 
 # ------------------------------------------------------------------ what a Python process needs to read
 _SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc",
-                "/proc/self", "/proc/meminfo", "/proc/cpuinfo", "/proc/stat", "/proc/sys/kernel",
+                "/proc/self", "/proc/thread-self", "/proc/meminfo", "/proc/cpuinfo", "/proc/stat", "/proc/sys/kernel",
                 "/sys/devices/system/cpu", "/sys/fs/cgroup")
 # Device files a library may open for writing (subprocess.DEVNULL, logging to /dev/null).
 SYSTEM_READ_WRITE = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random", "/dev/tty")
@@ -177,8 +178,8 @@ SYSTEM_READ_WRITE = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random", "/
 
 def system_read_paths() -> list[str]:
     """Read-only system locations shared libraries, locale, TLS roots and CPU counting need."""
-    # /proc/self resolves to this process's own /proc/<pid> (the rule follows the link when opened).
-    return [os.path.realpath(p) if p == "/proc/self" else p for p in _SYSTEM_READ]
+    # "/proc/self" stays a link: confine() opens it in the confined process, whose /proc/<pid> it names.
+    return list(_SYSTEM_READ)
 
 
 def python_read_paths(modules: Iterable[object] | None = None) -> list[str]:
@@ -208,3 +209,140 @@ def python_read_paths(modules: Iterable[object] | None = None) -> list[str]:
         # A package's directory, or a single-file module itself.
         roots.add(str(path.parent if path.name == "__init__.py" else path))
     return sorted(r for r in roots if r)
+
+
+# ------------------------------------------------------------------ the confined child process
+MAX_RESULT_BYTES = 256 * 2**20   # a child's JSON result larger than this is refused (a flooding child)
+
+
+@dataclass
+class ChildExit:
+    """How a confined child ended: the JSON it sent (None if it sent nothing) and its exit status."""
+
+    payload: dict | None
+    exit_code: int | None = None      # set when it exited
+    signal: int | None = None         # set when a signal killed it
+    problem: str = ""                 # why the payload is missing or unusable ("" when fine)
+    seconds: float = 0.0              # fork to reap
+
+    @property
+    def death(self) -> str:
+        """``"killed by SIGKILL"`` / ``"exited with code 3"``: how it ended, in words."""
+        if self.signal is not None:
+            import signal as signals
+
+            try:
+                name = signals.Signals(self.signal).name
+            except ValueError:
+                name = f"signal {self.signal}"
+            return f"killed by {name}"
+        return f"exited with code {self.exit_code}"
+
+
+def run_confined(work, *, read_only: Iterable[str | os.PathLike], read_write: Iterable[str | os.PathLike],
+                 memory_budget: int | None = None) -> ChildExit:
+    """Run ``work(status) -> dict`` in a forked child confined to the given paths; return what it sent.
+
+    The child caps its address space once (:func:`limits.set_memory_budget`), confines itself
+    (:func:`confine`), runs ``work`` with the :class:`ConfinementStatus` and sends
+    ``{"result": <dict>, "confinement": label}`` back as JSON over a pipe, or ``{"error": {...}}``
+    when ``work`` raised (any BaseException). It always leaves with ``os._exit``: no ``atexit``,
+    no ``finally`` of the caller's stack, nothing of pytest or xdist runs in it. The parent only
+    ever parses JSON from it, so a compromised child cannot run code in the parent.
+    A Ctrl-C in the parent kills the child before propagating.
+    """
+    import json
+    import signal as signals
+    import time
+    import traceback
+    import warnings
+
+    from .limits import set_memory_budget
+
+    read_only, read_write = [str(p) for p in read_only], [str(p) for p in read_write]
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    started = time.monotonic()
+    read_end, write_end = os.pipe()
+    with warnings.catch_warnings():
+        # Python 3.12+ warns that forking a multi-threaded process may deadlock the child: the child
+        # here uses no lock another thread could hold (no logging, no execnet) before it confines.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # ---------------------------------------------------------------- child
+        code = 0
+        try:
+            os.close(read_end)
+            label = "none: not started"
+            try:
+                signals.signal(signals.SIGINT, signals.default_int_handler)
+                set_memory_budget(memory_budget)
+                status = confine(read_only, read_write)
+                label = status.label
+                message = {"result": work(status), "confinement": label}
+            except BaseException as exc:  # noqa: BLE001 - everything becomes a message to the parent
+                message = {"error": {"type": type(exc).__name__, "message": str(exc)[:4000],
+                                     "memory": isinstance(exc, MemoryError),
+                                     "interrupted": isinstance(exc, KeyboardInterrupt),
+                                     "traceback": traceback.format_exc(limit=12)[-6000:]},
+                           "confinement": label}
+            data = json.dumps(message, default=str).encode()
+            view = memoryview(data)
+            while view:
+                view = view[os.write(write_end, view):]
+        except BaseException:  # noqa: BLE001 - e.g. MemoryError while encoding: the exit code says so
+            code = 3
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except BaseException:  # noqa: BLE001
+                    pass
+            os._exit(code)
+    # ------------------------------------------------------------------------------- parent
+    os.close(write_end)
+    chunks: list[bytes] = []
+    size, too_big = 0, False
+    try:
+        with os.fdopen(read_end, "rb") as pipe:
+            while chunk := pipe.read(1 << 20):
+                size += len(chunk)
+                if size > MAX_RESULT_BYTES:
+                    too_big = True
+                    os.kill(pid, signals.SIGKILL)
+                    break
+                chunks.append(chunk)
+        _, status = os.waitpid(pid, 0)
+    except BaseException:
+        # Ctrl-C (or anything else) while waiting: the child must not outlive us.
+        try:
+            os.kill(pid, signals.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+        raise
+    outcome = ChildExit(None, seconds=time.monotonic() - started)
+    if os.WIFSIGNALED(status):
+        outcome.signal = os.WTERMSIG(status)
+    else:
+        outcome.exit_code = os.WEXITSTATUS(status)
+    if too_big:
+        outcome.problem = f"the solver sent more than {MAX_RESULT_BYTES // 2**20} MiB"
+        return outcome
+    raw = b"".join(chunks)
+    if not raw:
+        outcome.problem = f"the solver process {outcome.death} without sending a result"
+        return outcome
+    try:
+        payload = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        outcome.problem = f"the solver sent a result that is not JSON ({exc})"
+        return outcome
+    if not isinstance(payload, dict):
+        outcome.problem = "the solver sent a result that is not a JSON object"
+        return outcome
+    outcome.payload = payload
+    return outcome
