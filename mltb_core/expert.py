@@ -29,10 +29,17 @@ from .grading import Grade
 from .registry import ToolCall, ToolCallError, ToolContext
 from .tasks import SUBMISSION_FILE, Task
 
-__all__ = ["EXPERTS_DIR", "CallOutcome", "ReplayResult", "CallsFileError", "load_expert", "load_calls",
+__all__ = ["EXPERTS_DIR", "CallOutcome", "ReplayResult", "CallsFileError", "ReplayError", "load_expert", "load_calls",
            "parse_calls", "expert_slugs", "run_calls", "run_expert"]
 
 EXPERTS_DIR = FIXTURES / "experts"
+
+
+_DEFAULT: Any = object()   # run_calls: "the trial's default time limit"
+
+
+class ReplayError(RuntimeError):
+    """The replay's solver process died or sent no usable result."""
 
 
 class CallsFileError(ValueError):
@@ -231,51 +238,85 @@ def _peak_memory() -> Iterator[dict[str, Any]]:
 
 
 # ----------------------------------------------------------------------- running
+def _default_time_limit() -> float | None:
+    from .config import TrialConfig
+
+    return TrialConfig.__dataclass_fields__["tool_time_limit"].default
+
+
 def run_calls(task: Task, calls: Iterable[ToolCall | dict], seed: int = 0, out_dir: Path | str | None = None,
-              threads: int = 1, split: Any = None, time_limit: float | None = None) -> ReplayResult:
+              threads: int = 1, split: Any = None, time_limit: float | None = _DEFAULT,
+              hook: Any = None) -> ReplayResult:
     """Run ``calls`` in a fresh sandbox with a fresh scratchpad, then grade the submission if written.
 
     The data dir holds only ``train.csv`` and ``test.csv`` of the task's split for ``seed``.
     With ``out_dir`` the sandbox and data dir are kept there (``out_dir/sandbox``); otherwise a
-    temporary directory is used and removed afterwards. Every call runs through
-    ``registry.execute`` (a failing call is recorded and the next one still runs).
+    temporary directory is used and removed afterwards. The calls run as a trial's do: in a
+    confined solver process (:func:`confine.run_confined`, the paths of :func:`trial.solver_paths`),
+    within the trial memory budget, each call under the trial's tool time limit (``time_limit``;
+    default: TrialConfig's) through ``registry.execute`` (a failing call is recorded and the next
+    one still runs). This process grades. ``hook(ctx)``, when given, runs in the solver process
+    before the calls (a place to plug checks in from outside).
     """
     from . import tools  # noqa: F401  (registers the toolset)
+    from .confine import run_confined
     from .grading import grade_submission
-    from .limits import limit_threads
+    from .limits import limit_threads, tool_memory_limit
     from .registry import execute
     from .scratchpad import Scratchpad
     from .splits import prepare_split
-    from .trial import prepare_agent_data
+    from .trial import check_grants, prepare_agent_data, solver_paths
 
     calls = list(calls)
+    if time_limit is _DEFAULT:
+        time_limit = _default_time_limit()
     split = split or prepare_split(task, seed=seed)
     temporary = out_dir is None
     root = Path(tempfile.mkdtemp(prefix=f"mltb-replay-{task.slug}-")) if temporary else Path(out_dir)
     try:
-        sandbox = root / "sandbox"
-        if sandbox.exists():
-            shutil.rmtree(sandbox)
-        sandbox.mkdir(parents=True)
+        sandbox, scratch = root / "sandbox", root / "sandbox.tmp"
+        for directory in (sandbox, scratch):
+            if directory.exists():
+                shutil.rmtree(directory)
+            directory.mkdir(parents=True)
         data_dir = prepare_agent_data(split, root)
         ctx = ToolContext(sandbox=sandbox, data_dir=data_dir, task=task, threads=threads, seed=seed,
                           time_limit=time_limit)
-        pad = Scratchpad()
-        outcomes: list[CallOutcome] = []
-        started = time.perf_counter()
-        with limit_threads(threads), _peak_memory() as memory:
-            for index, call in enumerate(calls, 1):
-                result = execute(call, pad, ctx)
-                name = call.tool_name if isinstance(call, ToolCall) else str(call.get("tool_name", "?"))
-                outcomes.append(CallOutcome(index, name, result.ok, result.message, result.seconds))
-        wall = time.perf_counter() - started
+        read_only, read_write = solver_paths(data_dir, sandbox, scratch)
+        check_grants(read_only + read_write, [split.dir, split.labels_path])
+
+        def replay(status: Any) -> dict[str, Any]:
+            tempfile.tempdir = str(scratch.resolve())
+            if hook is not None:
+                hook(ctx)
+            pad = Scratchpad()
+            outcomes: list[dict[str, Any]] = []
+            started = time.perf_counter()
+            with limit_threads(threads), _peak_memory() as memory:
+                for index, call in enumerate(calls, 1):
+                    result = execute(call, pad, ctx)
+                    name = call.tool_name if isinstance(call, ToolCall) else str(call.get("tool_name", "?"))
+                    outcomes.append(asdict(CallOutcome(index, name, result.ok, result.message, result.seconds)))
+            return {"calls": outcomes, "wall_seconds": time.perf_counter() - started,
+                    "peak_mib": memory["peak_mib"], "memory_method": memory["method"]}
+
+        child = run_confined(replay, read_only=read_only, read_write=read_write, memory_budget=tool_memory_limit())
+        result = (child.payload or {}).get("result")
+        if not isinstance(result, dict):
+            error = (child.payload or {}).get("error") or {}
+            raise ReplayError(f"the replay's solver process failed: "
+                              f"{error.get('type', '')} {error.get('message', '')}".strip()
+                              if error else f"the replay's solver process failed: {child.problem}")
+        outcomes = [CallOutcome(int(c["index"]), str(c["tool_name"]), bool(c["ok"]), str(c["message"]),
+                                float(c["seconds"])) for c in result["calls"]]
         submission = sandbox / SUBMISSION_FILE
-        written = submission.exists()
+        written = submission.is_file() and not submission.is_symlink()
         grade = grade_submission(task, submission, split) if written else None
-        return ReplayResult(task=task.slug, seed=seed, calls=outcomes, wall_seconds=wall,
-                            peak_mib=memory["peak_mib"], memory_method=memory["method"],
+        return ReplayResult(task=task.slug, seed=seed, calls=outcomes, wall_seconds=float(result["wall_seconds"]),
+                            peak_mib=float(result["peak_mib"]), memory_method=str(result["memory_method"]),
                             submission_written=written, grade=grade,
-                            sandbox=None if temporary else str(sandbox))
+                            sandbox=None if temporary else str(sandbox),
+                            extra={"confinement": (child.payload or {}).get("confinement")})
     finally:
         if temporary:
             shutil.rmtree(root, ignore_errors=True)

@@ -378,7 +378,7 @@ def grade_submission(task, submission: Path | str | pd.DataFrame, split) -> Grad
         submission_df = _read_submission(submission)
     except _Invalid as exc:
         return Grade.invalid(str(exc), metric=metric.name)
-    labels = pd.read_csv(split.labels_path)
+    labels = split.read_labels()   # verified against the split's recorded SHA-256
     train_target = pd.read_csv(split.train_path, usecols=[task.target])[task.target]
     classes = None
     if task.problem_type != "regression":

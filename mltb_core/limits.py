@@ -7,15 +7,15 @@ LightGBM fit, a big numpy kernel) that never returns to Python is interrupted on
 when it does, so the call overruns by the length of its current native stretch;
 boosting tools also cap their own iterations.
 
-A tool call also gets a memory budget: for its duration the process's address
-space (RLIMIT_AS) is capped at what it already maps plus the budget
-(``MLTB_TOOL_MEMORY_LIMIT``, default 6 GiB; ``0``/``off`` disables it). An
-allocation past the cap fails inside the call (numpy and Python raise
-MemoryError) and the call returns "out of memory" to the model instead of the
-kernel's OOM killer taking the worker. C++ libraries report a failed allocation
+A trial gets one memory budget for its whole life: its solver process caps its
+address space (RLIMIT_AS) once, at what it maps when it starts plus the budget
+(``MLTB_TOOL_MEMORY_LIMIT``, default 6 GiB; ``0``/``off`` disables it), so what a
+trial keeps on its scratchpad counts across calls. An allocation past the cap
+fails inside the call (numpy and Python raise MemoryError) and the call returns
+"out of memory" to the model instead of the kernel's OOM killer taking the worker. C++ libraries report a failed allocation
 their own way (LightGBM/XGBoost/CatBoost raise their error with ``bad_alloc``;
 the executor shows it as the call's error); code that aborts on it kills the
-worker, which the pytest plugin then records as an infrastructure error.
+solver process, which the trial records (see :mod:`mltb_core.trial`).
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["ToolTimeout", "ToolOutOfMemory", "call_with_time_limit", "call_with_limits", "memory_budget",
+__all__ = ["ToolTimeout", "ToolOutOfMemory", "call_with_time_limit", "call_with_limits", "set_memory_budget",
            "tool_memory_limit", "parse_size", "limit_threads", "THREAD_ENV_VARS", "MEMORY_LIMIT_ENV",
            "DEFAULT_TOOL_MEMORY"]
 
@@ -59,7 +59,7 @@ def parse_size(text: str | int) -> int:
 
 
 def tool_memory_limit() -> int | None:
-    """The per-call memory budget in bytes from ``MLTB_TOOL_MEMORY_LIMIT`` (None: no budget)."""
+    """The per-trial memory budget in bytes from ``MLTB_TOOL_MEMORY_LIMIT`` (None: no budget)."""
     raw = os.environ.get(MEMORY_LIMIT_ENV, "").strip()
     if not raw:
         return DEFAULT_TOOL_MEMORY
@@ -80,34 +80,33 @@ def _mapped_bytes() -> int | None:
         return None
 
 
-@contextlib.contextmanager
-def memory_budget(nbytes: int | None) -> Iterator[None]:
-    """Cap the address space at its current size plus ``nbytes`` for the block (main thread, Linux).
+_process_budget: int | None = None   # the budget set_memory_budget applied in this process
 
-    RLIMIT_AS is process-wide, so like the time limit it is applied only from the main thread
-    (where trials run); elsewhere, or without ``resource``/``/proc``, the block runs unguarded.
+
+def set_memory_budget(nbytes: int | None) -> int | None:
+    """Cap this process's address space at its current size plus ``nbytes``, for the rest of its life.
+
+    Called once by a trial's solver process (see :func:`confine.run_confined`) before any tool runs:
+    the budget is the whole trial's, so objects a trial keeps on its scratchpad count against it
+    across calls. Returns the cap in bytes (None: no budget, no ``resource`` module or no /proc).
     An existing tighter limit is kept.
     """
+    global _process_budget
     try:
         import resource
     except ImportError:  # not POSIX
-        resource = None
+        return None
     current = _mapped_bytes()
-    if (not nbytes or resource is None or current is None
-            or threading.current_thread() is not threading.main_thread()):
-        yield
-        return
+    if not nbytes or current is None:
+        return None
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     cap = current + int(nbytes)
-    if hard != resource.RLIM_INFINITY:
-        cap = min(cap, hard)
-    if soft != resource.RLIM_INFINITY:
-        cap = min(cap, soft)
+    for limit in (soft, hard):
+        if limit != resource.RLIM_INFINITY:
+            cap = min(cap, limit)
     resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    _process_budget = int(nbytes)
+    return cap
 
 
 def _size_text(nbytes: int) -> str:
@@ -127,23 +126,23 @@ def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
 
 
 def call_with_limits(func: Callable[..., Any], kwargs: dict[str, Any], seconds: float | None,
-                     memory: int | None, label: str = "tool") -> Any:
-    """``func(**kwargs)`` under a wall-time limit and a memory budget (either None: not applied).
+                     label: str = "tool") -> Any:
+    """``func(**kwargs)`` under a wall-time limit (None: none), within the process's memory budget.
 
     Raises :class:`ToolTimeout` or :class:`ToolOutOfMemory` with a message the model can act on,
     also when the tool wrapped the MemoryError in an error of its own.
     """
     try:
-        with memory_budget(memory):
-            return call_with_time_limit(func, kwargs, seconds, label=label)
+        return call_with_time_limit(func, kwargs, seconds, label=label)
     except (ToolOutOfMemory, ToolTimeout):
         raise
     except Exception as exc:
         if not _caused_by(exc, MemoryError):
             raise
-        budget = f" (its budget is {_size_text(memory)})" if memory else ""
-        raise ToolOutOfMemory(f"{label} ran out of memory{budget}; try a cheaper call (fewer rows or "
-                              "columns, fewer levels to encode, a smaller model)") from exc
+        budget = f" (the trial's memory budget is {_size_text(_process_budget)})" if _process_budget else ""
+        raise ToolOutOfMemory(f"{label} ran out of memory{budget}; objects kept on the scratchpad count too. "
+                              "Try a cheaper call (fewer rows or columns, fewer levels to encode, a smaller "
+                              "model)") from exc
 
 
 def call_with_time_limit(func: Callable[..., Any], kwargs: dict[str, Any], seconds: float | None,
@@ -169,7 +168,10 @@ def call_with_time_limit(func: Callable[..., Any], kwargs: dict[str, Any], secon
         result = func(**kwargs)
     except ToolTimeout:
         raise
-    except Exception as exc:
+    except BaseException as exc:
+        # Native libraries re-raise our alarm their own way (CatBoost turns it into KeyboardInterrupt):
+        # whatever comes out after the alarm fired is the timeout. A KeyboardInterrupt without our
+        # alarm is a real Ctrl-C and propagates.
         if fired.is_set():
             raise ToolTimeout(message) from exc
         raise

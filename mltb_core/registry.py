@@ -71,6 +71,8 @@ class ToolContext:
     threads: int = 1
     seed: int = 0
     written_files: set[Path] = field(default_factory=set)
+    # SHA-256 of every model save_model wrote: load_model unpickles only such bytes.
+    model_hashes: set[str] = field(default_factory=set)
     # Per-call wall-time limit in seconds (None: no limit); enforced by the executor.
     time_limit: float | None = None
 
@@ -387,7 +389,7 @@ PREVIEW_ROWS = 5
 
 def execute(call: ToolCall | dict, pad: Scratchpad, ctx: ToolContext, registry: ToolRegistry | None = None,
             allowed: Iterable[str] | None = None) -> ToolResult:
-    """Run one tool call against ``pad``; never raises (errors come back as text).
+    """Run one tool call against ``pad``; never raises (errors come back as text) except on a real Ctrl-C.
 
     ``allowed`` restricts the call to a subset of tools (tool masking).
     """
@@ -408,8 +410,20 @@ def execute(call: ToolCall | dict, pad: Scratchpad, ctx: ToolContext, registry: 
         written = _store(tool, call, pad, value)
         message = _success_message(tool, value, note, written)
         return ToolResult(True, message, written, value, time.perf_counter() - start)
-    except Exception as exc:  # noqa: BLE001 - the model must see every failure as text
-        return ToolResult(False, error_message(exc, tool), [], None, time.perf_counter() - start)
+    except KeyboardInterrupt:
+        raise  # a real Ctrl-C (one caused by our own alarm already came back as ToolTimeout)
+    except BaseException as exc:  # noqa: BLE001 - the model must see every failure as text, SystemExit too
+        return ToolResult(False, _without_locations(error_message(exc, tool), ctx), [], None,
+                          time.perf_counter() - start)
+
+
+def _without_locations(message: str, ctx: ToolContext) -> str:
+    """Library errors quote absolute paths (``[Errno 13] Permission denied: '/.../sandboxes/x/m.pkl'``):
+    show them relative to the sandbox / data dir; the machine's layout is no business of the model."""
+    for root, shown in ((ctx.data_dir, "data/"), (ctx.sandbox, "")):
+        if root is not None:
+            message = message.replace(str(root) + "/", shown).replace(str(root), shown.rstrip("/") or ".")
+    return message
 
 
 def error_message(exc: BaseException, tool: Tool | None) -> str:
@@ -446,15 +460,15 @@ def _bind(tool: Tool, call: ToolCall, pad: Scratchpad, ctx: ToolContext) -> dict
 
 
 def _run_with_limit(tool: Tool, kwargs: dict[str, Any], ctx: ToolContext) -> Any:
-    """Run the tool under its wall-time limit and memory budget (see limits.py).
+    """Run the tool under its wall-time limit, within the trial's memory budget (see limits.py).
 
     A MemoryError inside the call comes back as ``limits.ToolOutOfMemory`` ("<tool> ran out of
     memory ..."), which :func:`execute` turns into an ``Error:`` for the model like any other
-    failure: the trial goes on and the worker is not OOM-killed.
+    failure: the trial goes on and the solver process is not OOM-killed.
     """
-    from .limits import call_with_limits, tool_memory_limit  # local: keeps import graph simple
+    from .limits import call_with_limits  # local: keeps import graph simple
 
-    return call_with_limits(tool.func, kwargs, ctx.time_limit, tool_memory_limit(), label=tool.name)
+    return call_with_limits(tool.func, kwargs, ctx.time_limit, label=tool.name)
 
 
 def _store(tool: Tool, call: ToolCall, pad: Scratchpad, value: Any) -> list[str]:

@@ -90,26 +90,57 @@ class PathLog:
 
 @dataclass
 class StageContext:
-    """Per-trial constants the checks compare against (loaded once, never per node)."""
+    """Per-trial constants the checks compare against (loaded once, never per node).
+
+    Built from the agent's own files (train.csv and test.csv): the search never holds a held-out
+    label. Submission validity needs only the held-out ids (test.csv's id column) and the target's
+    classes and type, which the training target gives.
+    """
 
     task: Any
     n_train: int
     n_test: int
-    labels: pd.DataFrame          # id + target of the held-out rows: used for submission VALIDITY only
+    held_out_ids: pd.Series       # the test rows' ids, in test.csv order
     train_target: pd.Series
     max_features: int = 1000
     original_features: int = 0
     cv_baseline: float | None = None
 
     @classmethod
-    def from_split(cls, task: Any, split: Any, max_features: int = 1000) -> StageContext:
-        train = pd.read_csv(split.train_path)
-        labels = pd.read_csv(split.labels_path)
-        n_test = len(labels)
-        ctx = cls(task, len(train), n_test, labels, train[task.target], max_features,
+    def from_files(cls, task: Any, train_path: Path, test_path: Path, max_features: int = 1000) -> StageContext:
+        train = pd.read_csv(train_path)
+        ids = pd.read_csv(test_path, usecols=[task.id_column])[task.id_column]
+        ctx = cls(task, len(train), len(ids), ids, train[task.target], max_features,
                   original_features=train.shape[1] - 1)
         ctx.cv_baseline = _constant_baseline(task, ctx.train_target)
         return ctx
+
+    @classmethod
+    def from_agent_data(cls, task: Any, data_dir: Path, max_features: int = 1000) -> StageContext:
+        """From the agent's data dir (``train.csv`` and ``test.csv``, see trial.prepare_agent_data)."""
+        return cls.from_files(task, Path(data_dir) / "train.csv", Path(data_dir) / "test.csv", max_features)
+
+    @classmethod
+    def from_split(cls, task: Any, split: Any, max_features: int = 1000) -> StageContext:
+        """From a split's train.csv and test.csv (never its labels file)."""
+        return cls.from_files(task, split.train_path, split.test_path, max_features)
+
+    def validity_reference(self) -> pd.DataFrame:
+        """Held-out ids with a stand-in target column for :func:`grading.validate_submission`.
+
+        Validity reads only the target's type (bool, numeric, text) and classes from this column, so
+        training target values, repeated to the test length, stand in for the labels.
+        """
+        target = self.train_target.dropna()
+        values = np.resize(target.to_numpy(), len(self.held_out_ids)) if len(target) else np.zeros(len(self.held_out_ids))
+        return pd.DataFrame({self.task.id_column: self.held_out_ids.to_numpy(),
+                             self.task.target: pd.Series(values, dtype=target.dtype if len(target) else float)})
+
+    def classes(self) -> list | None:
+        """The training target's classes (None for regression)."""
+        if self.task.problem_type == "regression":
+            return None
+        return sorted(pd.unique(self.train_target.dropna()).tolist())
 
     @property
     def feature_bound(self) -> int:
@@ -389,7 +420,7 @@ def check_submission(ctx: StageContext, snapshot: bytes) -> tuple[bool, str]:
         sub = pd.read_csv(io.BytesIO(snapshot), index_col=False)
     except Exception as exc:  # noqa: BLE001
         return False, f"the submission file is not a readable CSV: {exc}"
-    ok, reason, _ = validate_submission(ctx.task, sub, ctx.labels)
+    ok, reason, _ = validate_submission(ctx.task, sub, ctx.validity_reference(), classes=ctx.classes())
     return bool(ok), "" if ok else reason
 
 

@@ -38,10 +38,6 @@ def _read_roots(ctx: ToolContext) -> list[Path]:
     return roots
 
 
-def _describe(roots: list[Path]) -> str:
-    return " or ".join(f"'{r}'" for r in roots)
-
-
 def _check_text(path: Any, allowed: str) -> str:
     """Lexical checks that need no file system; returns the path as text."""
     if isinstance(path, os.PathLike):
@@ -70,7 +66,8 @@ def resolve_read(ctx: ToolContext, path: Any) -> Path:
     falls back to its file name in those directories.
     """
     roots = _read_roots(ctx)
-    allowed = f"files may be read from {_describe(roots)} (give a path relative to them, e.g. 'train.csv')"
+    allowed = ("files may be read from the sandbox or the task's data directory (give a path relative to them, "
+               "e.g. 'train.csv')")
     text = _check_text(path, allowed)
     raw = Path(text)
     if raw.is_absolute():
@@ -87,8 +84,7 @@ def resolve_read(ctx: ToolContext, path: Any) -> Path:
             continue
         if not any(is_inside(resolved, root) for root in roots):
             raise ToolInputError(
-                f"file path {text!r} resolves to '{resolved}' (through a symlink), outside the allowed "
-                f"directories; {allowed}")
+                f"file path {text!r} resolves (through a symlink) outside the allowed directories; {allowed}")
         if resolved.is_dir():
             raise ToolInputError(f"file path {text!r} is a directory, not a file; {allowed}")
         if resolved.exists():
@@ -99,7 +95,7 @@ def resolve_read(ctx: ToolContext, path: Any) -> Path:
 def resolve_write(ctx: ToolContext, path: Any) -> Path:
     """Resolve a model-written path for writing: only inside ``ctx.sandbox``; parent dirs are created."""
     sandbox = Path(ctx.sandbox)
-    allowed = f"files may only be written inside the sandbox '{sandbox}' (give a relative path, e.g. 'model.pkl')"
+    allowed = "files may only be written inside the sandbox (give a relative path, e.g. 'model.pkl')"
     text = _check_text(path, allowed)
     raw = Path(text)
     target = raw if raw.is_absolute() else sandbox / raw
@@ -108,8 +104,7 @@ def resolve_write(ctx: ToolContext, path: Any) -> Path:
     # Resolving follows existing symlinks anywhere on the way (a linked dir or file).
     resolved = target.resolve()
     if not is_inside(resolved, sandbox):
-        raise ToolInputError(
-            f"file path {text!r} resolves to '{resolved}' (through a symlink), outside the sandbox; {allowed}")
+        raise ToolInputError(f"file path {text!r} resolves (through a symlink) outside the sandbox; {allowed}")
     if resolved == sandbox or resolved.is_dir():
         raise ToolInputError(f"file path {text!r} is a directory; give a file name; {allowed}")
     resolved.parent.mkdir(parents=True, exist_ok=True)

@@ -5,12 +5,21 @@
 ``<cache>/splits/<slug>/seed-<seed>/`` once per machine and seed. Many pytest-xdist
 workers may ask for the same split at once: preparation runs under a file lock,
 files are written to temporary names and renamed, and a ``meta.json`` written last
-marks the split complete. A prepared split is returned without reading any data.
+marks the split complete.
+
+``meta.json`` records the SHA-256 of each file. The held-out labels are read only by the grader:
+a trial's solver process is confined to the agent's copy of ``train.csv`` and ``test.csv``
+(:func:`mltb_core.trial.solver_paths` never grants the split cache), and the labels file is
+checked against its recorded hash whenever a split is reused or graded, so a changed
+``test_labels.csv`` is noticed (one line on stderr) and the split rebuilt from the source data.
 """
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import os
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,13 +31,19 @@ from sklearn.model_selection import train_test_split
 from .datasources import default_cache_dir, load_labelled_frame, resolve_source, source_fingerprint
 from .tasks import Task
 
-__all__ = ["Split", "prepare_split", "split_dir", "MAX_ROWS", "TEST_FRACTION", "SPLIT_FORMAT"]
+__all__ = ["Split", "prepare_split", "split_dir", "MAX_ROWS", "TEST_FRACTION", "SPLIT_FORMAT", "LABELS_FILE",
+           "TamperedSplit"]
 
 MAX_ROWS = 10_000
 TEST_FRACTION = 0.2
 META_FILE = "meta.json"   # written last: its presence means the split is complete
 # Bump when the sampling or file layout changes so old cached splits are not reused.
-SPLIT_FORMAT = 1
+SPLIT_FORMAT = 2   # 2: meta.json records each file's SHA-256
+LABELS_FILE = "test_labels.csv"
+
+
+class TamperedSplit(RuntimeError):
+    """A split's labels file no longer matches its recorded hash (it has been rebuilt, or must be)."""
 
 
 @dataclass(frozen=True)
@@ -44,8 +59,25 @@ class Split:
 
     @property
     def meta(self) -> dict:
-        """Row counts, source hash and sampling parameters recorded when the split was made."""
+        """Row counts, source hash, file hashes and sampling parameters recorded when the split was made."""
         return json.loads((self.dir / META_FILE).read_text())
+
+    def read_labels(self) -> pd.DataFrame:
+        """The held-out labels, verified against their recorded SHA-256 (for the grader only).
+
+        The bytes are hashed and parsed from one read. A mismatch rebuilds the split (saying so on
+        stderr) and reads the rebuilt file; a second mismatch raises :class:`TamperedSplit`.
+        """
+        for attempt in range(2):
+            data = self.labels_path.read_bytes()
+            if _sha256(data) == _recorded_hash(self.dir, LABELS_FILE):
+                return pd.read_csv(io.BytesIO(data))
+            if attempt == 0:
+                _say_rebuilding(self.task, self.seed, self.dir)
+                (self.dir / META_FILE).unlink(missing_ok=True)
+                prepare_split(self.task, self.seed, cache_dir=self.dir.parent.parent.parent,
+                              source=_meta_source(self.dir) or None)
+        raise TamperedSplit(f"{self.labels_path} does not match its recorded SHA-256 even after a rebuild")
 
 
 def split_dir(task: Task, seed: int = 0, cache_dir: Path | str | None = None) -> Path:
@@ -55,10 +87,49 @@ def split_dir(task: Task, seed: int = 0, cache_dir: Path | str | None = None) ->
 
 def _as_split(task: Task, seed: int, directory: Path) -> Split:
     return Split(task=task, seed=seed, dir=directory, train_path=directory / "train.csv",
-                 test_path=directory / "test.csv", labels_path=directory / "test_labels.csv")
+                 test_path=directory / "test.csv", labels_path=directory / LABELS_FILE)
 
 
-def _is_complete(directory: Path, source: str, task: Task | None = None) -> bool:
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _recorded_hash(directory: Path, name: str) -> str | None:
+    try:
+        return json.loads((directory / META_FILE).read_text()).get("sha256", {}).get(name)
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _meta_source(directory: Path) -> str | None:
+    try:
+        return json.loads((directory / META_FILE).read_text()).get("data_source")
+    except (OSError, ValueError):
+        return None
+
+
+def _labels_intact(directory: Path) -> bool:
+    recorded = _recorded_hash(directory, LABELS_FILE)
+    try:
+        return recorded is not None and _file_sha256(directory / LABELS_FILE) == recorded
+    except OSError:
+        return False
+
+
+def _say_rebuilding(task: Task, seed: int, directory: Path) -> None:
+    print(f"mltb: split {task.slug} seed {seed}: {LABELS_FILE} in {directory} does not match its recorded "
+          "SHA-256; rebuilding the split from the source data", file=sys.stderr)
+
+
+def _is_complete(directory: Path, source: str, task: Task | None = None, announce: bool = False) -> bool:
     """A finished split made from the current data and builder (a stale one is rebuilt)."""
     meta_path = directory / META_FILE
     if not meta_path.exists():
@@ -69,8 +140,14 @@ def _is_complete(directory: Path, source: str, task: Task | None = None) -> bool
         return False
     if task is not None and source != "kaggle" and meta.get("source_hash") != source_fingerprint(task, source):
         return False
-    return meta.get("format") == SPLIT_FORMAT and meta.get("data_source") == source and all(
-        (directory / name).exists() for name in ("train.csv", "test.csv", "test_labels.csv"))
+    if not (meta.get("format") == SPLIT_FORMAT and meta.get("data_source") == source and all(
+            (directory / name).exists() for name in ("train.csv", "test.csv", LABELS_FILE))):
+        return False
+    if not _labels_intact(directory):
+        if announce and task is not None:
+            _say_rebuilding(task, meta.get("seed", -1), directory)
+        return False
+    return True
 
 
 def _stratify_labels(task: Task, frame: pd.DataFrame) -> pd.Series | None:
@@ -121,7 +198,7 @@ def prepare_split(task: Task, seed: int = 0, cache_dir: Path | str | None = None
         return _as_split(task, seed, directory)
     directory.mkdir(parents=True, exist_ok=True)
     with FileLock(str(directory.parent / f"{directory.name}.lock")):
-        if _is_complete(directory, source, task):  # another process finished while we waited
+        if _is_complete(directory, source, task, announce=True):  # another process finished while we waited
             return _as_split(task, seed, directory)
         (directory / META_FILE).unlink(missing_ok=True)
         frame = load_labelled_frame(task, source=source, cache_dir=cache_dir)
@@ -135,7 +212,9 @@ def prepare_split(task: Task, seed: int = 0, cache_dir: Path | str | None = None
                 "labelled_rows": len(frame), "sampled_rows": len(train) + len(test),
                 "train_rows": len(train), "test_rows": len(test), "test_fraction": TEST_FRACTION,
                 "stratified": _stratify_labels(task, pd.concat([train, test])) is not None,
-                "replica": task.is_replica}
+                "replica": task.is_replica,
+                "sha256": {path.name: _file_sha256(path)
+                           for path in (split.train_path, split.test_path, split.labels_path)}}
         meta_tmp = directory / f".{META_FILE}.tmp"
         meta_tmp.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
         os.replace(meta_tmp, directory / META_FILE)

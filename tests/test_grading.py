@@ -31,7 +31,8 @@ def make_split(tmp_path, train_target, test_target, id_start=1000):
     labels.drop(columns="y").assign(x=1.0).to_csv(paths["test"], index=False)
     labels.to_csv(paths["test_labels"], index=False)
     return types.SimpleNamespace(train_path=paths["train"], test_path=paths["test"],
-                                 labels_path=paths["test_labels"], labels=labels)
+                                 labels_path=paths["test_labels"], labels=labels,
+                                 read_labels=lambda: pd.read_csv(paths["test_labels"]))
 
 
 def submission_from(split, values, column="y"):

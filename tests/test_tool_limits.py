@@ -1,8 +1,8 @@
 """Tool limits: a runaway call returns an ``Error:`` the model can read, and the trial goes on.
 
-Wall time: SIGALRM per call (ToolContext.time_limit, from TrialConfig.tool_time_limit). Memory: the
-address space is capped at its current size plus MLTB_TOOL_MEMORY_LIMIT for the call, so numpy/Python
-raise MemoryError inside the call instead of the worker being OOM-killed.
+Wall time: SIGALRM per call (ToolContext.time_limit, from TrialConfig.tool_time_limit). Memory: a
+trial's solver process caps its address space once at its starting size plus MLTB_TOOL_MEMORY_LIMIT,
+so numpy/Python raise MemoryError inside the call instead of the worker being OOM-killed.
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import pytest
 import mltb_core.tools  # noqa: F401  (registers the toolset)
 from mltb_core import limits
 from mltb_core.config import TrialConfig
+from mltb_core.confine import python_read_paths, run_confined, system_read_paths
 from mltb_core.registry import ToolContext, execute
 from mltb_core.scratchpad import Scratchpad
 from mltb_core.tasks import get_task
@@ -71,29 +72,43 @@ def test_fit_on_a_huge_frame_times_out(tmp_path):
     assert not result.ok and "exceeded its 0.5 s time limit" in result.message, result.message[:300]
 
 
-def test_memory_blowup_is_out_of_memory_not_an_oom_kill(tmp_path, monkeypatch):
-    monkeypatch.setenv(limits.MEMORY_LIMIT_ENV, "150M")
-    # 1,500 rows x 1 MB: 1.5 GB if the guard failed, a bounded cost on this machine.
-    pad = pad_with(1_500)
-    result = execute(custom_function_call(MEGABYTE_PER_ROW), pad, context(tmp_path, 30))
-    assert not result.ok
-    assert "apply_custom_function ran out of memory (its budget is 150 MiB)" in result.message
-    assert "try a cheaper call" in result.message and "out" not in pad
-    # The budget is lifted after the call: this allocation (300 MB) is past it and succeeds.
-    big = np.ones(300 * 2**20 // 8)
-    assert big.nbytes == 300 * 2**20
-    del big
-    ok = execute(custom_function_call("lambda x: x * 2"), pad, context(tmp_path, 30))
-    assert ok.ok, ok.message
+def _in_budgeted_child(work, budget: int) -> dict:
+    """Run ``work()`` in a solver process with a trial memory budget (as run_trial does)."""
+    child = run_confined(lambda status: work(), read_only=system_read_paths() + python_read_paths(),
+                         read_write=[], memory_budget=budget)
+    assert child.payload and "result" in child.payload, (child.problem, child.payload)
+    return child.payload["result"]
+
+
+def test_memory_blowup_is_out_of_memory_not_an_oom_kill(tmp_path):
+    def blow_up():
+        # 1,500 rows x 1 MB: 1.5 GB if the guard failed, a bounded cost on this machine.
+        pad = pad_with(1_500)
+        result = execute(custom_function_call(MEGABYTE_PER_ROW), pad, context(tmp_path, 30))
+        after = execute(custom_function_call("lambda x: x * 2"), pad, context(tmp_path, 30))
+        return {"ok": result.ok, "message": result.message, "stored": "out" in pad, "after": after.ok}
+
+    seen = _in_budgeted_child(blow_up, 150 * 2**20)
+    assert not seen["ok"] and not seen["stored"]
+    assert "apply_custom_function ran out of memory (the trial's memory budget is 150 MiB)" in seen["message"]
+    assert "try a cheaper call" in seen["message"]
+    assert seen["after"]   # the trial goes on: a cheap call still succeeds
 
 
 def test_numpy_allocation_past_the_budget_raises_inside_the_call():
     def allocate(nbytes: int) -> int:
         return int(np.ones(nbytes // 8).sum())
 
-    with pytest.raises(limits.ToolOutOfMemory, match="allocate ran out of memory"):
-        limits.call_with_limits(allocate, {"nbytes": 1 * 2**30}, None, 100 * 2**20, label="allocate")
-    assert limits.call_with_limits(allocate, {"nbytes": 8 * 2**20}, None, 100 * 2**20, label="allocate") == 2**20
+    def calls():
+        try:
+            limits.call_with_limits(allocate, {"nbytes": 1 * 2**30}, None, label="allocate")
+            big = "allowed"
+        except limits.ToolOutOfMemory as exc:
+            big = str(exc)
+        return {"big": big, "small": limits.call_with_limits(allocate, {"nbytes": 8 * 2**20}, None, label="allocate")}
+
+    seen = _in_budgeted_child(calls, 100 * 2**20)
+    assert seen["big"].startswith("allocate ran out of memory") and seen["small"] == 2**20
 
 
 def test_memory_budget_setting(monkeypatch):

@@ -1,11 +1,14 @@
 """Evaluation tools: metrics, predictions, model/frame persistence and the submission file.
 
-Files go through :mod:`mltb_core.sandbox`; ``load_model`` only unpickles files
-that ``save_model`` wrote during this trial (``ctx.written_files``), because
-unpickling anything else could run arbitrary code.
+Files go through :mod:`mltb_core.sandbox`; ``load_model`` only unpickles bytes
+that ``save_model`` wrote during this trial: it keeps the SHA-256 of what it wrote
+in the trial's memory (``ctx.model_hashes``, out of the model's reach), and
+``load_model`` reads a file once, hashes those bytes and unpickles the same bytes,
+because unpickling anything else could run arbitrary code.
 """
 from __future__ import annotations
 
+import hashlib
 import pickle
 import re
 from typing import Any
@@ -310,6 +313,7 @@ def save_model(model: Any, ctx: ToolContext, filepath: str = "model.pkl") -> str
         raise ToolInputError(f"this model cannot be pickled: {exc}") from None
     path.write_bytes(payload)
     ctx.written_files.add(path)
+    ctx.model_hashes.add(hashlib.sha256(payload).hexdigest())
     return f"Model saved to {path.name} ({len(payload)} bytes)."
 
 
@@ -335,13 +339,13 @@ def load_model(filepath: str, ctx: ToolContext) -> Any:
      "output": "model"}}
     """
     path = resolve_read(ctx, filepath)
-    saved = {p.resolve() for p in ctx.written_files if str(p).lower().endswith(PICKLE_SUFFIXES)}
-    if path not in saved:
-        names = ", ".join(sorted(p.name for p in saved)) or "none yet"
+    data = path.read_bytes()   # read once: the bytes checked are the bytes unpickled
+    if hashlib.sha256(data).hexdigest() not in ctx.model_hashes:
+        saved = sorted({p.name for p in ctx.written_files if str(p).lower().endswith(PICKLE_SUFFIXES)})
         raise ToolInputError(f"refusing to unpickle {filepath!r}: only models saved with save_model in this run can "
-                             f"be loaded (unpickling other files could run arbitrary code). Saved models: {names}")
-    with path.open("rb") as handle:
-        return pickle.load(handle)  # noqa: S301 - only files this trial's save_model wrote
+                             "be loaded, unchanged (unpickling other bytes could run arbitrary code). Saved models: "
+                             f"{', '.join(saved) or 'none yet'}")
+    return pickle.loads(data)  # noqa: S301 - exactly the bytes this trial's save_model wrote
 
 
 @make_get_tool(stages=("evaluation",))

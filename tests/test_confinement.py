@@ -1,0 +1,290 @@
+"""The solver/grader split (issue 13): with the expression evaluator bypassed, a trial's solver process
+still cannot read the held-out labels or write outside its sandbox; forged pickles are refused;
+tampered labels are noticed; the trial's memory budget holds across calls; a native library that
+turns our time-limit alarm into KeyboardInterrupt ends one call, not the session.
+
+"Bypassed" means: tests register tools of their own (plain Python, no safe_eval) and run them
+inside the confined child through the same runner and grants a trial uses.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import mltb_core
+import mltb_core.llm as llm_module
+import mltb_core.tools  # noqa: F401  (registers the toolset)
+from mltb_core import limits
+from mltb_core.config import TrialConfig
+from mltb_core.confine import landlock_abi, run_confined
+from mltb_core.grading import grade_submission
+from mltb_core.registry import REGISTRY, ToolContext, execute, make_set_tool
+from mltb_core.rewards import StageContext
+from mltb_core.scratchpad import Scratchpad
+from mltb_core.splits import prepare_split
+from mltb_core.tasks import get_task
+from mltb_core.trial import check_grants, prepare_agent_data, run_trial, solver_paths, ConfinementError
+
+sys.path.insert(0, str(Path(__file__).parent))
+from scripted import ScriptedBackend, call  # noqa: E402
+
+TASK = "spaceship-titanic"
+needs_landlock = pytest.mark.skipif(not landlock_abi()[0], reason=f"no Landlock here: {landlock_abi()[1]}")
+
+
+def _attempt(action) -> str:
+    try:
+        action()
+        return "allowed"
+    except PermissionError:
+        return "denied"
+    except OSError as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+
+@pytest.fixture(scope="module")
+def split():
+    return prepare_split(get_task(TASK), seed=0)
+
+
+@needs_landlock
+def test_confined_solver_reads_agent_data_and_writes_only_its_sandbox(tmp_path, split):
+    data_dir = prepare_agent_data(split, tmp_path)
+    sandbox, scratch, other = (tmp_path / "sandboxes" / name for name in ("mine", "mine.tmp", "other"))
+    for directory in (sandbox, scratch, other):
+        directory.mkdir(parents=True)
+    (other / "submission.csv").write_text("theirs")
+    read_only, read_write = solver_paths(data_dir, sandbox, scratch)
+
+    def probe(status):
+        return {
+            "status": status.label,
+            "read labels": _attempt(lambda: Path(split.labels_path).read_bytes()),
+            "list split dir": _attempt(lambda: os.listdir(split.dir)),
+            "read raw data": _attempt(lambda: next(Path(mltb_core.FIXTURES, "data", TASK).iterdir()).read_bytes()),
+            "read train": _attempt(lambda: (data_dir / "train.csv").read_bytes()),
+            "read test": _attempt(lambda: (data_dir / "test.csv").read_bytes()),
+            "write sandbox": _attempt(lambda: (sandbox / "m.pkl").write_bytes(b"x")),
+            "write /tmp": _attempt(lambda: Path("/tmp/mltb-confine-probe").write_text("x")),
+            "write run dir": _attempt(lambda: (tmp_path / "results.jsonl").write_text("x")),
+            "read other sandbox": _attempt(lambda: (other / "submission.csv").read_text()),
+            "write other sandbox": _attempt(lambda: (other / "submission.csv").write_text("forged")),
+            "write agent data": _attempt(lambda: (data_dir / "test.csv").write_text("x")),
+        }
+
+    child = run_confined(probe, read_only=read_only, read_write=read_write)
+    seen = child.payload["result"]
+    assert seen == {"status": f"landlock-abi{landlock_abi()[0]}", "read labels": "denied",
+                    "list split dir": "denied", "read raw data": "denied", "read train": "allowed",
+                    "read test": "allowed", "write sandbox": "allowed", "write /tmp": "denied",
+                    "write run dir": "denied", "read other sandbox": "denied", "write other sandbox": "denied",
+                    "write agent data": "denied"}
+    assert (other / "submission.csv").read_text() == "theirs"
+    assert not (tmp_path / "results.jsonl").exists()
+
+
+def test_grants_that_would_expose_the_labels_are_refused(tmp_path, split):
+    with pytest.raises(ConfinementError, match="test_labels.csv"):
+        check_grants([str(split.dir.parent)], [split.labels_path])
+
+
+# ------------------------------------------------------------------------- a trial with hostile tools
+@pytest.fixture
+def hostile_tools():
+    """Tools that do what an evaluator escape would: raw file access and raw allocations."""
+    @make_set_tool(stages=("loading",))
+    def probe_read_file(filepath: str) -> str:
+        """Read any file with plain Python (no sandbox check)."""
+        return Path(filepath).read_text()[:100]
+
+    @make_set_tool(stages=("loading",))
+    def probe_write_file(filepath: str) -> str:
+        """Write any file with plain Python (no sandbox check)."""
+        Path(filepath).write_text("all True")
+        return "written"
+
+    @make_set_tool(stages=("loading",))
+    def hold_memory(mebibytes: int) -> np.ndarray:
+        """Allocate (without touching) and keep an array."""
+        return np.empty(mebibytes * 2**20, dtype=np.uint8)
+
+    names = ("probe_read_file", "probe_write_file", "hold_memory")
+    yield names
+    for name in names:
+        REGISTRY._tools.pop(name, None)
+
+
+def _scripted_trial(monkeypatch, tmp_path, script, **config):
+    monkeypatch.setattr(llm_module, "make_backend", lambda *a, **k: ScriptedBackend(script))
+    cfg = TrialConfig(planner="react", model="scripted", llm_cache=False, max_iterations=len(script) + 1, **config)
+    record = run_trial(get_task(TASK), cfg, tmp_path)
+    steps = [json.loads(line) for line in Path(record.trajectory).read_text().splitlines()]
+    results = [r for s in steps if s["step_type"] == "tool_execution_completion" for r in s["tool_results"]]
+    return record, results
+
+
+@needs_landlock
+def test_trial_tools_cannot_reach_the_labels(monkeypatch, tmp_path, split, hostile_tools):
+    before = split.labels_path.read_bytes()
+    script = [call("probe_read_file", output="x", filepath=str(split.labels_path)),
+              call("probe_write_file", output="y", filepath=str(split.labels_path)),
+              call("probe_read_file", output="z", filepath="/work/.." + str(split.labels_path)),
+              call("read_data", output="train", filepath="train.csv")]
+    record, results = _scripted_trial(monkeypatch, tmp_path, script)
+    assert record.outcome == "planner_failure" and record.extra["confinement"].startswith("landlock-abi")
+    assert [r["ok"] for r in results] == [False, False, False, True]
+    assert all("Permission denied" in r["content_preview"] for r in results[:3]), results
+    assert split.labels_path.read_bytes() == before
+    assert record.stage_reached == 1   # train loaded: the solver works otherwise
+
+
+@needs_landlock
+def test_trial_memory_budget_holds_across_calls(monkeypatch, tmp_path, hostile_tools):
+    monkeypatch.setenv(limits.MEMORY_LIMIT_ENV, "3G")
+    script = [call("hold_memory", output=f"block{i}", mebibytes=1024) for i in range(12)]
+    record, results = _scripted_trial(monkeypatch, tmp_path, script)
+    assert record.outcome == "planner_failure" and record.tool_calls == 12
+    ok = [r["ok"] for r in results]
+    assert ok[0] and 1 <= sum(ok) <= 3, ok        # at most 3 GiB kept, then every call is refused
+    assert all("ran out of memory (the trial's memory budget is 3 GiB)" in r["content_preview"]
+               for r in results if not r["ok"])
+
+
+def test_stage_context_needs_no_labels(tmp_path, split):
+    data_dir = prepare_agent_data(split, tmp_path)
+    assert sorted(p.name for p in data_dir.iterdir() if not p.name.startswith(".")) == ["test.csv", "train.csv"]
+    ctx = StageContext.from_agent_data(get_task(TASK), data_dir)
+    labels = pd.read_csv(split.labels_path)
+    assert ctx.n_test == len(labels) and list(ctx.held_out_ids) == list(labels["PassengerId"])
+    assert not any(isinstance(v, pd.DataFrame) for v in vars(ctx).values())
+
+
+# ------------------------------------------------------------------------- pickles by content
+def test_forged_pickle_is_refused(tmp_path):
+    from sklearn.linear_model import LogisticRegression
+
+    ctx = ToolContext(sandbox=tmp_path)
+    pad = Scratchpad()
+    pad.set("model", LogisticRegression().fit([[0.0], [1.0]], [0, 1]))
+    saved = execute(call("save_model", {"model": "model"}, filepath="m.pkl"), pad, ctx)
+    assert saved.ok, saved.message
+    loaded = execute(call("load_model", output="again", filepath="m.pkl"), pad, ctx)
+    assert loaded.ok and pad.get("again").predict([[1.0]])[0] == 1
+    marker = tmp_path / "pwned"
+    forged = (b"cos\nsystem\n(S'touch " + str(marker).encode() + b"'\ntR.")
+    (tmp_path / "m.pkl").write_bytes(forged)
+    refused = execute(call("load_model", output="evil", filepath="m.pkl"), pad, ctx)
+    assert not refused.ok and "refusing to unpickle 'm.pkl'" in refused.message
+    assert not marker.exists() and "evil" not in pad
+    assert str(tmp_path) not in refused.message
+
+
+def test_path_errors_never_show_the_sandbox_location(tmp_path):
+    ctx = ToolContext(sandbox=tmp_path / "box", data_dir=tmp_path / "data")
+    (tmp_path / "data").mkdir()
+    pad = Scratchpad()
+    for attempt in (call("read_data", output="x", filepath="/etc/passwd"),
+                    call("read_data", output="x", filepath="missing.csv"),
+                    call("load_model", output="x", filepath="../m.pkl")):
+        result = execute(attempt, pad, ctx)
+        assert not result.ok and str(tmp_path) not in result.message, result.message
+
+
+# ------------------------------------------------------------------------- labels by hash
+def test_tampered_labels_are_detected_and_the_split_rebuilt(tmp_path, capfd):
+    task = get_task(TASK)
+    split = prepare_split(task, seed=0, cache_dir=tmp_path)
+    all_true = pd.DataFrame({task.id_column: pd.read_csv(split.test_path)[task.id_column], task.target: True})
+    honest = grade_submission(task, all_true, split)
+    labels = pd.read_csv(split.labels_path)
+    labels[task.target] = True
+    labels.to_csv(split.labels_path, index=False)
+    capfd.readouterr()
+    regraded = grade_submission(task, all_true, split)
+    assert "does not match its recorded SHA-256; rebuilding" in capfd.readouterr().err
+    assert regraded.score == honest.score < 1.0
+    labels.to_csv(split.labels_path, index=False)
+    again = prepare_split(task, seed=0, cache_dir=tmp_path)   # a reuse checks the hash too
+    assert "rebuilding" in capfd.readouterr().err
+    assert grade_submission(task, all_true, again).score == honest.score
+
+
+# ------------------------------------------------------------------------- BaseException from native code
+def _interrupting_tool(seconds: float) -> int:
+    """What CatBoost does with our alarm: catch it and raise KeyboardInterrupt instead."""
+    try:
+        time.sleep(seconds)
+    except BaseException:
+        raise KeyboardInterrupt from None
+    return 1
+
+
+def test_keyboard_interrupt_after_our_alarm_is_the_calls_timeout():
+    with pytest.raises(limits.ToolTimeout, match="exceeded its 0.2 s time limit"):
+        limits.call_with_time_limit(_interrupting_tool, {"seconds": 5}, 0.2, label="fit")
+
+
+def test_keyboard_interrupt_without_our_alarm_still_stops():
+    def interrupt():
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        limits.call_with_time_limit(interrupt, {}, 5.0, label="fit")
+
+
+def test_system_exit_in_a_tool_is_an_error_for_the_model(tmp_path, hostile_tools):
+    @make_set_tool(stages=("loading",))
+    def exits() -> int:
+        """Calls sys.exit."""
+        raise SystemExit(3)
+
+    try:
+        result = execute(call("exits", output="x"), Scratchpad(), ToolContext(sandbox=tmp_path))
+    finally:
+        REGISTRY._tools.pop("exits", None)
+    assert not result.ok and "SystemExit" in result.message
+
+
+SESSION = """
+import time
+import numpy as np
+import pandas as pd
+import mltb_core.tools
+from mltb_core.registry import ToolContext, execute
+from mltb_core.scratchpad import Scratchpad
+
+def test_catboost_past_its_time_limit(tmp_path):
+    rng = np.random.default_rng(0)
+    pad = Scratchpad()
+    pad.set("X", pd.DataFrame(rng.normal(size=(20000, 40)), columns=[f"c{i}" for i in range(40)]))
+    pad.set("y", pd.Series(rng.integers(0, 2, 20000), name="y"))
+    call = {"tool_name": "fit_catboost_classifier",
+            "tool_args": {"bindings": {"X_train": "X", "y_train": "y"}, "func_kwargs": {}, "output": "m"}}
+    result = execute(call, pad, ToolContext(sandbox=tmp_path, time_limit=0.3))
+    assert not result.ok and "time limit" in result.message, result.message[:500]
+
+def test_session_goes_on():
+    assert True
+"""
+
+
+def test_catboost_timeout_does_not_end_the_session(tmp_path):
+    """Issue 13 point 5: 4 of 4 sessions died here. The second test must run and pass."""
+    pytest.importorskip("catboost")
+    (tmp_path / "test_session.py").write_text(textwrap.dedent(SESSION))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(mltb_core.__file__).parent.parent),
+                                                         os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider",
+                           str(tmp_path / "test_session.py")], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=300)
+    assert "2 passed" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
+
