@@ -275,12 +275,12 @@ def cmd_expert(args: argparse.Namespace) -> int:
 
 
 # ----------------------------------------------------------------------------- run
-_RUN_BUDGETS = {  # CLI option -> TrialConfig field
-    "max_iterations": "max_iterations", "max_depth": "max_depth", "expansion_k": "expansion_k",
-    "exploration": "exploration", "max_llm_calls": "max_llm_calls", "max_tokens": "max_tokens",
-    "max_cost": "max_cost_usd", "max_seconds": "max_seconds", "threads": "threads",
-    "max_features": "max_features", "temperature": "temperature",
-}
+# Numeric trial options of ``mltb run`` (flag --max-iterations, ...; the TrialConfig field is
+# config.OPTION_FIELDS.get(option, option)), with help where the name is not enough.
+_RUN_BUDGETS = {"max_iterations": "search iterations / ReAct steps", "max_depth": "tool calls on one path",
+                "expansion_k": "candidates proposed per expansion", "exploration": "UCT exploration weight",
+                "max_llm_calls": None, "max_tokens": None, "max_cost": "dollar budget",
+                "max_seconds": "wall-time budget", "threads": None, "max_features": None, "temperature": None}
 _RUN_SWITCHES = ("reward_shaping", "feedback", "tool_masking", "decomposition")
 
 
@@ -297,12 +297,25 @@ def _check_model(model: str) -> None:
     backend.close()
 
 
+def _ranged(option: str) -> Callable[[str], Any]:
+    """argparse ``type`` for a numeric option: parsed and checked against its range in config.py."""
+    from .config import OptionValueError, parse_option
+
+    def convert(text: str) -> Any:
+        try:
+            return parse_option(option, text)
+        except OptionValueError as exc:
+            raise argparse.ArgumentTypeError(exc.detail) from None
+
+    return convert
+
+
 def _trial_config(args: argparse.Namespace):
-    from .config import TrialConfig
+    from .config import OPTION_FIELDS, TrialConfig
 
     fields: dict[str, Any] = {"planner": args.planner, "model": args.model, "seed": args.seed, "trial": args.trial,
                               "llm_cache": not args.no_cache}
-    fields.update({name: getattr(args, option) for option, name in _RUN_BUDGETS.items()
+    fields.update({OPTION_FIELDS.get(option, option): getattr(args, option) for option in _RUN_BUDGETS
                    if getattr(args, option) is not None})
     fields.update({name: False for name in _RUN_SWITCHES if getattr(args, f"no_{name}")})
     try:
@@ -334,7 +347,7 @@ def _record_lines(record) -> list[str]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from .planners import UnknownPlannerError, get_planner_class
-    from .results import RESULTS_FILE, append_records
+    from .results import RESULTS_FILE, ResultsFileError, append_records, check_results_file
     from .trial import run_trial, write_prompts
 
     task = _task(args.task, args)
@@ -346,6 +359,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     _check_model(args.model)
     config = _trial_config(args)
     out = Path(args.out)
+    try:  # before the trial runs, not when its record cannot be written
+        check_results_file(out / RESULTS_FILE)
+    except ResultsFileError as exc:
+        raise UsageError(str(exc)) from None
     out.mkdir(parents=True, exist_ok=True)
     write_prompts(out)
     record = run_trial(task, config, out)
@@ -399,6 +416,8 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``mltb`` argument parser (one subparser per command)."""
+    from .config import option_range
+
     parser = _Parser(prog="mltb", description="ML-Tool-Bench: tools, tasks, grading, replays and trials.")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
@@ -409,7 +428,7 @@ def build_parser() -> argparse.ArgumentParser:
     tasks_dir.add_argument("--tasks-dir", action="append", default=[], metavar="DIR",
                            help="extra directory of task specs (repeatable; also MLTB_TASKS_DIR)")
     seed = _Parser(add_help=False)
-    seed.add_argument("--seed", type=int, default=0, help="split seed (default 0)")
+    seed.add_argument("--seed", type=_ranged("seed"), default=0, help="split seed (default 0)")
     common = [json_flag, tasks_dir]
 
     def add(name: str, func: Callable[[argparse.Namespace], int], help_text: str, parents=()) -> argparse.ArgumentParser:
@@ -445,20 +464,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--task", required=True)
     sub.add_argument("--planner", required=True, help="react, lats, mcts_outcome, mcts_shaped, hierarchical_mcts")
     sub.add_argument("--model", required=True, help="openai:<model>, local, local:/path.gguf, sim, sim:<skill>")
-    sub.add_argument("--seed", type=int, default=0, help="base seed (default 0)")
-    sub.add_argument("--trial", type=int, default=0, help="trial number (default 0)")
+    sub.add_argument("--seed", type=_ranged("seed"), default=0, help="base seed (default 0)")
+    sub.add_argument("--trial", type=_ranged("trial"), default=0, help="trial number (default 0)")
     sub.add_argument("--out", default="runs/cli", metavar="DIR", help="run directory (default runs/cli)")
-    sub.add_argument("--max-iterations", type=int)
-    sub.add_argument("--max-depth", type=int)
-    sub.add_argument("--expansion-k", type=int)
-    sub.add_argument("--exploration", type=float)
-    sub.add_argument("--max-llm-calls", type=int)
-    sub.add_argument("--max-tokens", type=int)
-    sub.add_argument("--max-cost", type=float, help="dollar budget")
-    sub.add_argument("--max-seconds", type=float, help="wall-time budget")
-    sub.add_argument("--max-features", type=int)
-    sub.add_argument("--temperature", type=float)
-    sub.add_argument("--threads", type=int)
+    for option, help_text in _RUN_BUDGETS.items():
+        allowed = option_range(option).describe()
+        sub.add_argument("--" + option.replace("_", "-"), type=_ranged(option), metavar=option.upper(),
+                         help=f"{help_text}: {allowed}" if help_text else allowed)
     sub.add_argument("--no-cache", action="store_true", help="do not use the LLM response cache")
     for switch in _RUN_SWITCHES:
         sub.add_argument(f"--no-{switch.replace('_', '-')}", action="store_true",
@@ -474,11 +486,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``mltb`` console script; returns the exit status."""
+    from .config import EnvironmentValueError, check_environment
+    from .tasks import TaskSpecError
+
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
+        check_environment()
         return args.func(args)
-    except UsageError as exc:
+    except (UsageError, EnvironmentValueError, TaskSpecError) as exc:
         print(f"mltb: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except SystemExit as exc:  # --help, or a delegated main that exits

@@ -68,7 +68,7 @@ def tool_memory_limit() -> int | None:
     try:
         return parse_size(raw) or None
     except ValueError as exc:
-        raise ValueError(f"{MEMORY_LIMIT_ENV}: {exc}") from None
+        raise ValueError(f"{MEMORY_LIMIT_ENV}={raw!r}: {exc}, or 0/off for no budget") from None
 
 
 def _mapped_bytes() -> int | None:
@@ -208,8 +208,11 @@ def limit_threads(n: int) -> Iterator[None]:
 
 def default_threads() -> int:
     """One thread per process unless MLTB_THREADS says otherwise."""
-    raw = os.environ.get("MLTB_THREADS", "1")
+    raw = os.environ.get("MLTB_THREADS", "").strip() or "1"
     try:
-        return max(1, int(raw))
+        threads = int(raw)
     except ValueError:
-        raise ValueError(f"MLTB_THREADS must be a positive integer, got {raw!r}") from None
+        threads = 0
+    if threads < 1:
+        raise ValueError(f"MLTB_THREADS={raw!r}: must be a positive integer")
+    return threads

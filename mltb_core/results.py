@@ -3,11 +3,21 @@
 One record per (task, planner, model, trial). Records are plain JSON so they can
 travel inside pytest reports (``user_properties``) to the xdist controller and be
 appended there; the file is the run's single source of truth and ``--resume`` reads it.
+
+Nothing in the file may lose or crash a run: an append first moves a torn tail (a
+write killed half-way) to a side file ``results.jsonl.torn-<time>`` so the new line
+starts on a line of its own, then writes whole lines in one write, fsynced, under
+a file lock. A reader skips every line that is not a well-formed record (bad JSON,
+not UTF-8, not an object, a field of the wrong type) with a warning naming
+``file:line`` and the reason.
 """
 from __future__ import annotations
 
 import json
 import os
+import re
+import time
+import warnings
 from functools import lru_cache
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -15,9 +25,13 @@ from typing import Any, Iterable, Iterator
 
 from filelock import FileLock
 
+from .tasks import is_slug
+
 __all__ = ["TrialRecord", "OUTCOMES", "append_records", "read_records", "record_key", "sort_records",
            "latest_records", "counted_records", "consistency_values", "percentile_values", "normalized_values",
-           "group_by", "read_run_records", "RESULTS_FILE", "TRAJECTORY_DIR", "SYNTHETIC_LABEL", "model_label"]
+           "group_by", "read_run_records", "RESULTS_FILE", "TRAJECTORY_DIR", "SYNTHETIC_LABEL", "model_label",
+           "ResultsFileError", "ResultsFileWarning", "UnreadableLine", "scan_records", "problem_lines",
+           "check_results_file", "MAX_REPORTED_PROBLEMS", "record_json"]
 
 RESULTS_FILE = "results.jsonl"
 TRAJECTORY_DIR = "trajectories"
@@ -27,6 +41,21 @@ SYNTHETIC_LABEL = "(synthetic policy, not an LLM)"
 # valid: a valid submission (pass); planner_failure: searched and failed (fail);
 # infra_error: API outage, server crash, OOM... (error; never counted against consistency)
 OUTCOMES = ("valid", "planner_failure", "infra_error")
+# Unreadable lines reported one by one before the rest are only counted.
+MAX_REPORTED_PROBLEMS = 10
+_REQUIRED = ("task", "planner", "model", "trial", "seed", "config_hash", "outcome")
+# JSON types allowed for each annotation word of a TrialRecord field.
+_JSON_TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,),
+                                            "None": (type(None),), "dict[str, Any]": (dict,)}
+_PLANNER_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
+class ResultsFileError(ValueError):
+    """results.jsonl cannot be used at all (a directory, no permission): a usage error naming the path."""
+
+
+class ResultsFileWarning(UserWarning):
+    """A line of results.jsonl was skipped, or a torn tail was moved aside."""
 
 
 @dataclass
@@ -71,12 +100,27 @@ class TrialRecord:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrialRecord:
-        known = {f.name for f in fields(cls)}
-        missing = [f.name for f in fields(cls) if f.name in ("task", "planner", "model", "trial", "seed",
-                                                              "config_hash", "outcome") and f.name not in data]
+        """A record from parsed JSON; ValueError says why ``data`` is not one (unknown keys are dropped)."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a JSON {type(data).__name__}, not an object")
+        missing = [name for name in _REQUIRED if name not in data]
         if missing:
             raise ValueError(f"trial record lacks field(s) {missing}")
-        return cls(**{k: v for k, v in data.items() if k in known})
+        values = {}
+        for f in fields(cls):
+            if f.name not in data:
+                continue
+            value = data[f.name]
+            allowed = tuple(t for word in str(f.type).split("|") for t in _JSON_TYPES[word.strip()])
+            if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+                raise ValueError(f"field {f.name!r} is {value!r}, not {f.type}")
+            values[f.name] = value
+        # Paths (trajectories, report pages) are built from these two.
+        if not is_slug(values["task"]):
+            raise ValueError(f"field 'task' is {values['task']!r}, not a task slug")
+        if not _PLANNER_NAME.fullmatch(values["planner"]):
+            raise ValueError(f"field 'planner' is {values['planner']!r}, not a planner name")
+        return cls(**values)
 
     @property
     def key(self) -> tuple[str, str, str, int, str]:
@@ -87,34 +131,148 @@ def record_key(task: str, planner: str, model: str, trial: int, config_hash: str
     return (task, planner, model, int(trial), config_hash)
 
 
-def append_records(path: Path, records: Iterable[TrialRecord]) -> None:
-    """Append records as JSON lines, under a lock, flushed and fsynced (survives a kill)."""
+def _json_value(value: Any) -> Any:
+    if hasattr(value, "item"):  # numpy scalars: a number stays a number (the reader checks types)
+        return value.item()
+    return str(value)
+
+
+def record_json(record: TrialRecord) -> str:
+    """One record as one JSON line's text (keys sorted, so equal records give equal lines)."""
+    return json.dumps(record.to_dict(), sort_keys=True, default=_json_value)
+
+
+def check_results_file(path: Path) -> None:
+    """:class:`ResultsFileError` when ``path`` exists but is not a readable and writable regular file."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lines = "".join(json.dumps(r.to_dict(), sort_keys=True, default=str) + "\n" for r in records)
-    if not lines:
+    if not path.exists():
+        if path.parent.exists() and not path.parent.is_dir():
+            raise ResultsFileError(f"{path}: its directory {path.parent} is not a directory")
         return
+    if not path.is_file():
+        raise ResultsFileError(f"{path} is not a regular file (a directory?): move it away or choose "
+                               "another run directory")
+    if not os.access(path, os.R_OK | os.W_OK):
+        raise ResultsFileError(f"{path} is not readable and writable by this user")
+
+
+def _set_aside_torn_tail(path: Path) -> Path | None:
+    """Move a last line without its newline (a write killed half-way) to a side file; None when whole.
+
+    Called under the file lock. The bytes are kept (``<name>.torn-<time>``) because they may be
+    the only trace of a trial; the record itself is rerun by --resume, which never saw it.
+    """
+    with open(path, "rb+") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        if size == 0:
+            return None
+        fh.seek(size - 1)
+        if fh.read(1) == b"\n":
+            return None
+        fh.seek(0)
+        data = fh.read()
+        start = data.rfind(b"\n") + 1
+        side = path.with_name(f"{path.name}.torn-{time.strftime('%Y%m%d-%H%M%S')}-{time.time_ns() % 10**9:09d}")
+        with open(side, "wb") as out:
+            out.write(data[start:])
+            out.flush()
+            os.fsync(out.fileno())
+        fh.truncate(start)
+        fh.flush()
+        os.fsync(fh.fileno())
+    warnings.warn(f"{path}: its last line was torn (a write was interrupted); moved its {size - start} "
+                  f"byte(s) to {side}", ResultsFileWarning, stacklevel=3)
+    return side
+
+
+def append_records(path: Path, records: Iterable[TrialRecord]) -> None:
+    """Append records as whole JSON lines: under a lock, a torn tail first set aside, one write, fsynced."""
+    path = Path(path)
+    data = "".join(record_json(r) + "\n" for r in records).encode("utf-8")
+    if not data:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    check_results_file(path)
     with FileLock(str(path) + ".lock"):
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(lines)
-            fh.flush()
-            os.fsync(fh.fileno())
+        if path.exists():
+            _set_aside_torn_tail(path)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            written = 0
+            while written < len(data):  # os.write may write less than asked; the rest follows at once
+                written += os.write(fd, data[written:])
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+@dataclass(frozen=True)
+class UnreadableLine:
+    """A line of results.jsonl that is not a trial record, and why."""
+    path: Path
+    lineno: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.lineno}: skipped, not a trial record: {self.reason}"
+
+
+def _parse_line(raw: bytes, last: bool) -> TrialRecord:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        torn = " (the last line, without a newline: a write was interrupted)" if last else ""
+        raise ValueError(f"not JSON: {exc.msg} at column {exc.colno}{torn}") from None
+    return TrialRecord.from_dict(data)
+
+
+def scan_records(path: Path) -> tuple[list[TrialRecord], list[UnreadableLine]]:
+    """Every well-formed record of ``path`` and every line that is not one (empty when the file is absent).
+
+    Raises :class:`ResultsFileError` when ``path`` is not a readable regular file.
+    """
+    path = Path(path)
+    check_results_file(path)
+    if not path.exists():
+        return [], []
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ResultsFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    records: list[TrialRecord] = []
+    problems: list[UnreadableLine] = []
+    lines = data.split(b"\n")
+    for lineno, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        try:
+            records.append(_parse_line(raw, last=lineno == len(lines)))
+        except ValueError as exc:
+            problems.append(UnreadableLine(path, lineno, str(exc)))
+    return records, problems
+
+
+def problem_lines(problems: list[UnreadableLine], limit: int = MAX_REPORTED_PROBLEMS) -> list[str]:
+    """One line per unreadable line, at most ``limit``, then one line counting the rest."""
+    lines = [str(p) for p in problems[:limit]]
+    if len(problems) > limit:
+        lines.append(f"{problems[0].path}: ... and {len(problems) - limit} more unreadable line(s) skipped")
+    return lines
 
 
 def read_records(path: Path, *, strict: bool = False) -> Iterator[TrialRecord]:
-    """Read records; a torn last line (a run killed mid-write) is skipped unless ``strict``."""
-    path = Path(path)
-    if not path.exists():
-        return
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                yield TrialRecord.from_dict(json.loads(line))
-            except (json.JSONDecodeError, ValueError, TypeError) as exc:
-                if strict:
-                    raise ValueError(f"{path}:{lineno}: not a trial record: {exc}") from None
+    """The well-formed records of ``path``; each unreadable line is a :class:`ResultsFileWarning`
+    (at most :data:`MAX_REPORTED_PROBLEMS`, then a count) and skipped, or a ValueError when ``strict``."""
+    records, problems = scan_records(path)
+    if problems and strict:
+        raise ValueError(str(problems[0]))
+    for line in problem_lines(problems):
+        warnings.warn(line, ResultsFileWarning, stacklevel=2)
+    return iter(records)
 
 
 def _sort_key(record: TrialRecord) -> tuple:

@@ -2,13 +2,16 @@
 
 The 15 challenges of the paper live in ``fixtures/tasks/``; users add their own by
 pointing ``MLTB_TASKS_DIR`` (an ``os.pathsep`` list) or ``extra_dirs`` at directories
-of specs. A later directory overrides an earlier one for the same slug, so a user
-can replace a bundled spec. Every spec problem is a :class:`TaskSpecError` naming
-the file and the field.
+of specs. A spec whose slug an earlier directory already defines (a bundled task,
+say) is an error naming both files, unless it says ``overrides = true``: replacing a
+task must be deliberate. Slugs are identifiers (:data:`SLUG_PATTERN`) because paths
+(splits, caches, data) are built from them. Every spec problem is a
+:class:`TaskSpecError` naming the file and the field.
 """
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -19,12 +22,18 @@ from . import FIXTURES
 
 __all__ = [
     "SUBMISSION_FILE", "TASKS_DIR", "PROBLEM_TYPES", "PREDICTIONS", "SOURCES", "KNOWN_METRICS",
-    "Task", "TaskSpecError", "UnknownTaskError", "load_tasks", "get_task", "metric_directions",
+    "Task", "TaskSpecError", "UnknownTaskError", "load_tasks", "get_task", "metric_directions", "SLUG_PATTERN",
+    "is_slug",
 ]
 
 SUBMISSION_FILE = "submission.csv"
 TASKS_DIR = FIXTURES / "tasks"
 TASKS_DIR_ENV = "MLTB_TASKS_DIR"
+
+# Lower-case letters, digits and '-', first not '-', at most 80 characters (Kaggle's own slugs fit):
+# no '/', '.' or '..' can reach a path built from a slug.
+SLUG_PATTERN = re.compile(r"[a-z0-9][a-z0-9-]{0,79}")
+SLUG_RULE = "lower-case letters, digits and '-', not starting with '-', at most 80 characters"
 
 PROBLEM_TYPES = ("regression", "binary", "multiclass")
 PREDICTIONS = ("label", "probability")
@@ -47,6 +56,11 @@ class TaskSpecError(ValueError):
         self.field = field_name
         where = f"{self.path}" + (f": field '{field_name}'" if field_name else "")
         super().__init__(f"{where}: {problem}")
+
+
+def is_slug(text: Any) -> bool:
+    """Whether ``text`` is a well-formed task slug (safe to build a path from)."""
+    return isinstance(text, str) and SLUG_PATTERN.fullmatch(text) is not None
 
 
 class UnknownTaskError(KeyError):
@@ -97,6 +111,11 @@ class Task:
     kaggle_competition: str | None = None      # defaults to the slug
     data_origin: str | None = None             # competition | competition-sample | original | replica
     provenance: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    overrides: bool = field(default=False, compare=False)   # the spec replaces an earlier one on purpose
+
+    def __post_init__(self) -> None:
+        if not is_slug(self.slug):  # every path built from task.slug relies on this
+            raise ValueError(f"task slug {self.slug!r} is not an identifier ({SLUG_RULE})")
 
     @property
     def greater_is_better(self) -> bool:
@@ -218,6 +237,11 @@ def parse_task(path: Path | str) -> Task:
     raw = _read_spec(path)
     text = {name: _text(path, raw, name, True) for name in _REQUIRED_TEXT}
     text.update({name: _text(path, raw, name, False) for name in _OPTIONAL_TEXT})
+    if not is_slug(text["slug"]):
+        raise TaskSpecError(path, "slug", f"{text['slug']!r} is not a task slug ({SLUG_RULE})")
+    overrides = raw.get("overrides", False)
+    if not isinstance(overrides, bool):
+        raise TaskSpecError(path, "overrides", f"must be true or false, got {overrides!r}")
     _choice(path, "problem_type", text["problem_type"], PROBLEM_TYPES)
     _choice(path, "metric", text["metric"], metric_directions())
     _choice(path, "prediction", text["prediction"], PREDICTIONS)
@@ -239,12 +263,16 @@ def parse_task(path: Path | str) -> Task:
     if not isinstance(provenance, Mapping):
         raise TaskSpecError(path, "provenance", "must be a table")
     return Task(leaderboard_teams=teams, fields={str(k): v for k, v in fields.items()}, spec_path=path.resolve(),
-                provenance=dict(provenance), **text)
+                provenance=dict(provenance), overrides=overrides, **text)
 
 
 def _spec_dirs(extra_dirs: Iterable[Path | str]) -> list[Path]:
+    """Bundled, then MLTB_TASKS_DIR, then extra dirs; a directory named twice is read once."""
     env = [p for p in os.environ.get(TASKS_DIR_ENV, "").split(os.pathsep) if p.strip()]
-    return [TASKS_DIR, *(Path(p).expanduser() for p in env), *(Path(p).expanduser() for p in extra_dirs)]
+    dirs: dict[Path, Path] = {}
+    for directory in [TASKS_DIR, *(Path(p).expanduser() for p in env), *(Path(p).expanduser() for p in extra_dirs)]:
+        dirs.setdefault(directory.resolve(), directory)
+    return list(dirs.values())
 
 
 def _spec_files(directory: Path) -> list[Path]:
@@ -259,7 +287,11 @@ def _spec_files(directory: Path) -> list[Path]:
 
 
 def load_tasks(extra_dirs: Iterable[Path | str] = ()) -> dict[str, Task]:
-    """All task specs: bundled ones, then ``MLTB_TASKS_DIR`` dirs, then ``extra_dirs`` (later wins)."""
+    """All task specs: bundled ones, then ``MLTB_TASKS_DIR`` dirs, then ``extra_dirs``.
+
+    A slug defined again in a later directory is a :class:`TaskSpecError` naming both files unless
+    the later spec says ``overrides = true`` (then it replaces the earlier one).
+    """
     tasks: dict[str, Task] = {}
     for directory in _spec_dirs(extra_dirs):
         if not directory.is_dir():
@@ -270,6 +302,10 @@ def load_tasks(extra_dirs: Iterable[Path | str] = ()) -> dict[str, Task]:
             if task.slug in seen_here:
                 raise TaskSpecError(path, "slug", f"slug {task.slug!r} is also used by {seen_here[task.slug]}")
             seen_here[task.slug] = path
+            earlier = tasks.get(task.slug)
+            if earlier is not None and not task.overrides:
+                raise TaskSpecError(path, "slug", f"slug {task.slug!r} is already defined by {earlier.spec_path}; "
+                                                  "add 'overrides = true' to this spec to replace that task")
             tasks[task.slug] = task
     return dict(sorted(tasks.items()))
 
@@ -278,6 +314,8 @@ def get_task(slug: str, extra_dirs: Iterable[Path | str] = ()) -> Task:
     """The task with this slug; :class:`UnknownTaskError` lists the valid ones."""
     tasks = load_tasks(extra_dirs)
     try:
+        if not is_slug(slug):  # never a dictionary key, let alone a path
+            raise KeyError(slug)
         return tasks[slug]
     except KeyError:
         raise UnknownTaskError(slug, tasks) from None

@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Iterable
 
 import pytest
 
-from mltb_core.config import TrialConfig
+from mltb_core.config import OPTION_FIELDS, TrialConfig
 
 from .options import ALL_PLANNERS, Settings, validate_model_name
 
@@ -152,13 +152,17 @@ def build_cases(tasks: list, planners: list[str], models: list[str], trials: int
             for task in tasks for planner in planners for model in models for trial in range(trials)]
 
 
-_BUDGETS = {"max_iterations": "max_iterations", "max_depth": "max_depth", "expansion_k": "expansion_k",
-            "max_llm_calls": "max_llm_calls", "max_tokens": "max_tokens", "max_cost": "max_cost_usd",
-            "max_seconds": "max_seconds", "reward_shaping": "reward_shaping", "feedback": "feedback",
-            "tool_masking": "tool_masking", "decomposition": "decomposition", "llm_cache": "llm_cache"}
+# Case identity, set per case (the --planner/--model options are lists, not one value).
+_CASE_FIELDS = ("planner", "model", "trial")
 
 
 def trial_config(settings: Settings, planner: str, model: str, trial: int) -> TrialConfig:
-    """The TrialConfig of one case: options that were set override TrialConfig's defaults."""
-    overrides = {field: settings.values[opt] for opt, field in _BUDGETS.items() if settings.values[opt] is not None}
-    return TrialConfig(planner=planner, model=model, seed=settings.seed, trial=trial, **overrides)
+    """The TrialConfig of one case: options named like a TrialConfig field (see OPTION_FIELDS) that were
+    set override its defaults; a value TrialConfig rejects is a usage error."""
+    known = {f.name for f in fields(TrialConfig)} - set(_CASE_FIELDS)
+    overrides = {OPTION_FIELDS.get(opt, opt): value for opt, value in settings.values.items()
+                 if value is not None and OPTION_FIELDS.get(opt, opt) in known}
+    try:
+        return TrialConfig(planner=planner, model=model, trial=trial, **overrides)
+    except ValueError as exc:
+        raise pytest.UsageError(f"mltb: bad trial configuration: {exc}") from None

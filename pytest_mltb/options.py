@@ -13,6 +13,8 @@ from typing import Any, Callable
 
 import pytest
 
+from mltb_core.config import EnvironmentValueError, OptionValueError, check_environment, option_range, parse_option
+
 __all__ = ["OPTIONS", "Option", "Settings", "add_options", "resolve_settings", "validate_model_name",
            "DEFAULT_MODEL", "ALL_PLANNERS"]
 
@@ -30,19 +32,12 @@ def _bool(text: str) -> bool:
     raise ValueError(f"not a boolean: {text!r}")
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise ValueError(f"must be >= 0, got {value}")
-    return value
-
-
 @dataclass(frozen=True)
 class Option:
     """One setting. ``switch`` options are tri-state booleans with a ``--no-`` twin (None = planner default)."""
     name: str                        # dest; flag --name-with-dashes, ini mltb_name, env MLTB_NAME
     help: str
-    convert: Callable[[str], Any] = str
+    convert: Callable[[str], Any] = str   # numeric options: parsed and range-checked by mltb_core.config
     default: Any = None
     switch: bool = False             # --x / --no-x
     flag: bool = False               # --x only (store_true)
@@ -68,17 +63,17 @@ OPTIONS: tuple[Option, ...] = (
            default=DEFAULT_MODEL),
     Option("task", "task slug(s), comma list (default: every task whose data is available offline)"),
     Option("tasks_dir", "extra directory of task specs"),
-    Option("trials", "trials per (task, planner, model)", _positive_int, 1),
-    Option("seed", "base seed of the run (each trial derives its own)", int, 0),
-    Option("max_iterations", "search iterations / ReAct steps per trial", _positive_int),
-    Option("max_depth", "max tool calls on one path", _positive_int),
-    Option("expansion_k", "candidates proposed per expansion", _positive_int),
-    Option("max_llm_calls", "LLM calls per trial", _positive_int),
-    Option("max_tokens", "tokens per trial", _positive_int),
-    Option("max_cost", "dollars per trial", float),
-    Option("max_seconds", "wall seconds per trial", float),
-    Option("run_max_cost", "dollars for the whole run: no new trial starts after it is spent", float),
-    Option("run_max_seconds", "wall seconds for the whole run: no new trial starts after", float),
+    Option("trials", "trials per (task, planner, model)", default=1),
+    Option("seed", "base seed of the run (each trial derives its own)", default=0),
+    Option("max_iterations", "search iterations / ReAct steps per trial"),
+    Option("max_depth", "max tool calls on one path"),
+    Option("expansion_k", "candidates proposed per expansion"),
+    Option("max_llm_calls", "LLM calls per trial"),
+    Option("max_tokens", "tokens per trial"),
+    Option("max_cost", "dollars per trial"),
+    Option("max_seconds", "wall seconds per trial"),
+    Option("run_max_cost", "dollars for the whole run: no new trial starts after it is spent"),
+    Option("run_max_seconds", "wall seconds for the whole run: no new trial starts after"),
     Option("reward_shaping", "shaped rewards on/off (default: the planner's own)", _bool, switch=True),
     Option("feedback", "stage feedback to the model on/off", _bool, switch=True),
     Option("tool_masking", "tool masking on/off (default: the planner's own)", _bool, switch=True),
@@ -91,7 +86,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("save_baseline", "write the run's per-task figures to FILE"),
     Option("compare", "compare the run with a baseline FILE"),
     Option("fail_on_regression", "fail (exit 1) on a drop beyond noise, e.g. 'consistency:-0.05,percentile:-2'"),
-    Option("infra_retries", "retries of a trial that hit an infrastructure error", _positive_int, 1),
+    Option("infra_retries", "retries of a trial that hit an infrastructure error", default=1),
 )
 
 
@@ -99,7 +94,8 @@ def add_options(parser: pytest.Parser) -> None:
     """Register every option in the ``mltb`` group and as an ini key."""
     group = parser.getgroup("mltb", "ML-Tool-Bench: benchmark LLM tool-planning agents")
     for opt in OPTIONS:
-        help_text = f"{opt.help} [env {opt.env}, ini {opt.ini}]"
+        allowed = option_range(opt.name)
+        help_text = f"{opt.help}{f' ({allowed.describe()})' if allowed else ''} [env {opt.env}, ini {opt.ini}]"
         if opt.switch:
             group.addoption(opt.flag_text, dest="mltb_" + opt.name, action="store_const", const=True,
                             default=None, help=help_text)
@@ -167,21 +163,26 @@ class Settings:
 
 
 def resolve_settings(config: pytest.Config) -> Settings:
-    """Read every option (cli > env > ini > default) and convert it; bad values are usage errors."""
+    """Read every option (cli > env > ini > default) and convert it; bad values (and MLTB_* environment
+    variables that do not parse) are usage errors."""
+    try:
+        check_environment()
+    except EnvironmentValueError as exc:
+        raise pytest.UsageError(f"mltb: {exc}") from None
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     for opt in OPTIONS:
         raw, source = _raw_value(config, opt)
         if raw is not None and source != "default" and not isinstance(raw, bool):
+            where = {"cli": opt.flag_text, "env": opt.env, "ini": opt.ini}[source]
             try:
-                raw = opt.convert(raw)
+                raw = parse_option(opt.name, raw, where) if option_range(opt.name) else opt.convert(raw)
+            except OptionValueError as exc:
+                raise pytest.UsageError(f"mltb: bad value for {where}: {exc.detail}") from None
             except ValueError as exc:
-                where = {"cli": opt.flag_text, "env": opt.env, "ini": opt.ini}[source]
                 raise pytest.UsageError(f"mltb: bad value for {where}: {exc}") from None
         values[opt.name] = raw
         sources[opt.name] = source
-    if values["trials"] < 1:
-        raise pytest.UsageError("mltb: --trials must be at least 1")
     if values["fail_on_regression"] and not values["compare"]:
         raise pytest.UsageError("mltb: --fail-on-regression needs --compare FILE")
     return Settings(values, sources)

@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from mltb_core.compare import compare_to_baseline, load_baseline, parse_regression_spec, save_baseline
-from mltb_core.results import (RESULTS_FILE, TRAJECTORY_DIR, TrialRecord, append_records, latest_records,
-                               read_records)
+from mltb_core.results import (RESULTS_FILE, TRAJECTORY_DIR, ResultsFileError, TrialRecord, UnreadableLine,
+                               append_records, check_results_file, latest_records, problem_lines, record_json,
+                               scan_records)
 from mltb_core.tables import render_summary
 
 from .collection import (Case, case_id, check_model_prices, check_task_inputs, resolve_models, resolve_planners,
@@ -63,10 +64,10 @@ def run_dir_config_hash(settings: Settings) -> str:
     return trial_config(settings, "react", "sim", 0).config_hash()
 
 
-def done_case_ids(run_dir: Path, config_hash: str) -> set[str]:
+def done_case_ids(records: list[TrialRecord], config_hash: str) -> set[str]:
     """Cases already recorded with a real outcome (infra errors are rerun) under this configuration."""
     return {case_id(r.task, r.planner, r.model, r.trial)
-            for r in latest_records(read_records(run_dir / RESULTS_FILE))
+            for r in latest_records(records)
             if r.config_hash == config_hash and r.outcome != "infra_error"}
 
 
@@ -108,7 +109,7 @@ def run_case(case: Case, settings: Settings, work_dir: Path, split=None) -> Tria
 
 def attach(item: pytest.Item, record: TrialRecord) -> None:
     """Put the record and its trajectory text into the item's user_properties (→ report → controller)."""
-    item.user_properties.append((RECORD_PROPERTY, json.dumps(record.to_dict(), sort_keys=True, default=str)))
+    item.user_properties.append((RECORD_PROPERTY, record_json(record)))
     if record.trajectory and Path(record.trajectory).is_file():
         text = Path(record.trajectory).read_text(encoding="utf-8")
         item.user_properties.append((TRAJECTORY_PROPERTY, encode_trajectory(text)))
@@ -165,7 +166,16 @@ class Controller:
         if not self.run_dir.is_absolute():
             self.run_dir = Path(config.invocation_params.dir) / self.run_dir
         self.config_hash = run_dir_config_hash(settings)
-        self.skip: set[str] = done_case_ids(self.run_dir, self.config_hash) if settings.resume else set()
+        # An existing results.jsonl is read now: a directory or an unreadable file is a usage error
+        # before anything runs, and lines that are not records are reported (then skipped, so
+        # --resume reruns their trials) instead of crashing the run.
+        try:
+            check_results_file(self.results_path)
+            records, unreadable = scan_records(self.results_path)
+        except ResultsFileError as exc:
+            raise pytest.UsageError(f"mltb: {exc}") from None
+        self.unreadable: list[UnreadableLine] = unreadable
+        self.skip: set[str] = done_case_ids(records, self.config_hash) if settings.resume else set()
         self.session: pytest.Session | None = None
         self.started = time.monotonic()
         self.spent_usd = 0.0
@@ -222,6 +232,7 @@ class Controller:
 
     def header_lines(self) -> list[str]:
         lines = [f"mltb: run directory {self.run_dir} (config {self.config_hash})"]
+        lines += [f"mltb: warning: {line}" for line in problem_lines(self.unreadable)]
         if self.settings.resume:
             lines.append(f"mltb: --resume: {len(self.skip)} trial(s) already recorded for this configuration "
                          f"will be skipped")
@@ -289,7 +300,8 @@ class Controller:
             wanted = {c.id for c in WorkerContext(self.config, self.settings, self.run_dir, set()).cases()}
         except pytest.UsageError:
             wanted = None
-        return [r for r in latest_records(read_records(self.results_path))
+        # Unreadable lines were reported at start-up; lines this run appended are whole.
+        return [r for r in latest_records(scan_records(self.results_path)[0])
                 if r.config_hash == self.config_hash
                 and (wanted is None or case_id(r.task, r.planner, r.model, r.trial) in wanted)]
 

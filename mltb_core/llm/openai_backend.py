@@ -17,7 +17,7 @@ from .base import Candidate, InfraError, LLMBackend, LLMResponse, Usage, candida
 from .cache import ResponseCache
 from .prices import Price, PriceTable, load_price_table
 
-__all__ = ["OpenAIBackend", "RetryableResponseError"]
+__all__ = ["OpenAIBackend", "RetryableResponseError", "RETRY_ENV", "check_retry_env"]
 
 
 class RetryableResponseError(Exception):
@@ -64,9 +64,9 @@ class OpenAIBackend(LLMBackend):
                  extra_body: dict[str, Any] | None = None, sleep: Callable[[float], None] = time.sleep) -> None:
         super().__init__(name or f"openai:{model}", cache=cache, seed=seed)
         # The retry policy is tunable per deployment (a flaky proxy, a slow local server) without code.
-        max_retries = _env_number("MLTB_LLM_MAX_RETRIES", int, 4) if max_retries is None else max_retries
-        timeout = _env_number("MLTB_LLM_TIMEOUT", float, 60.0) if timeout is None else timeout
-        backoff_base = _env_number("MLTB_LLM_BACKOFF", float, 1.0) if backoff_base is None else backoff_base
+        max_retries = _retry_env("MLTB_LLM_MAX_RETRIES") if max_retries is None else max_retries
+        timeout = _retry_env("MLTB_LLM_TIMEOUT") if timeout is None else timeout
+        backoff_base = _retry_env("MLTB_LLM_BACKOFF") if backoff_base is None else backoff_base
         if max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
         self.model = model
@@ -173,6 +173,21 @@ class OpenAIBackend(LLMBackend):
         native = [(call.function.name, call.function.arguments)
                   for call in (message.tool_calls or []) if getattr(call, "function", None) is not None]
         return candidate_from_message(message.content, native)
+
+
+# The retry policy's environment variables: name -> (number type, default).
+RETRY_ENV: dict[str, tuple[type, float]] = {"MLTB_LLM_MAX_RETRIES": (int, 4), "MLTB_LLM_TIMEOUT": (float, 60.0),
+                                            "MLTB_LLM_BACKOFF": (float, 1.0)}
+
+
+def _retry_env(name: str) -> Any:
+    return _env_number(name, *RETRY_ENV[name])
+
+
+def check_retry_env() -> None:
+    """ValueError naming the variable when a retry-policy variable is not a number (run at start-up)."""
+    for name in RETRY_ENV:
+        _retry_env(name)
 
 
 def _env_number(name: str, kind: type, default: float) -> Any:

@@ -1,0 +1,71 @@
+"""--resume over a damaged results.jsonl (issue 13, point 7): never INTERNALERROR, never a lost record.
+
+The pytest runs use test_plugin's fake trial runner (a pure function of the trial seed), in a subprocess.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mltb_core.results import ResultsFileWarning, latest_records, read_records
+from test_plugin import COMMON, FAKE_CONFTEST, SUITE
+
+pytest_plugins = ["pytester"]
+
+TRIALS = 3
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(test_challenges=SUITE)
+    pytester.makeconftest(FAKE_CONFTEST)
+    return pytester
+
+
+def run(pytester: pytest.Pytester, run_dir, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess(*COMMON, "--planner=react", f"--trials={TRIALS}", f"--mltb-out={run_dir}",
+                                         *args)
+
+
+def trials_recorded(path) -> list[int]:
+    return sorted(r.trial for r in latest_records(read_records(path)))
+
+
+def test_resume_skips_unreadable_lines_with_a_warning_and_reruns_only_what_is_missing(suite, tmp_path):
+    run_dir = tmp_path / "run"
+    assert run(suite, run_dir).ret in (0, 1)
+    results = run_dir / "results.jsonl"
+    lines = results.read_bytes().splitlines(keepends=True)
+    assert len(lines) == TRIALS
+    record = json.loads(lines[0])
+    damage = [b"\xff\xfe\x00 not utf-8\n", b'["a", "json", "list"]\n', b'"a json string"\n',
+              json.dumps({**record, "trial": "abc"}).encode() + b"\n",
+              json.dumps({**record, "trial": None}).encode() + b"\n", bytes(range(11, 256)) + b"\n"]
+    # damage the file: unreadable lines in the middle, and the last record torn half-way
+    results.write_bytes(lines[0] + b"".join(damage) + lines[1] + lines[2][: len(lines[2]) // 2])
+
+    resumed = run(suite, run_dir, "--resume")
+    text = resumed.stdout.str() + resumed.stderr.str()
+    assert resumed.ret in (0, 1), text[-3000:]
+    assert "INTERNALERROR" not in text
+    for lineno in range(2, 2 + len(damage)):                         # file:line and why, for each
+        assert f"{results}:{lineno}: skipped, not a trial record" in text
+    assert "2 deselected" in text                                     # trials 0 and 1 are not rerun
+    with pytest.warns(ResultsFileWarning):                            # the damaged lines stay, reported
+        assert trials_recorded(results) == list(range(TRIALS))         # the torn trial ran again
+    again = run(suite, run_dir, "--resume")
+    assert f"{TRIALS} deselected" in again.stdout.str()                # nothing is rerun a second time
+    assert len(list(tmp_path.glob("run/results.jsonl.torn-*"))) == 1  # the torn bytes were kept
+
+
+def test_results_file_that_is_a_directory_is_a_usage_error(pytester, tmp_path):
+    pytester.makepyfile(test_challenges=SUITE)  # in process: the error comes before any trial
+    run_dir = tmp_path / "run"
+    (run_dir / "results.jsonl").mkdir(parents=True)
+    for args in (["--resume"], []):
+        result = pytester.runpytest_inprocess(*COMMON, f"--mltb-out={run_dir}", *args)
+        text = result.stdout.str() + result.stderr.str()
+        assert result.ret == pytest.ExitCode.USAGE_ERROR, text[-3000:]
+        assert "INTERNALERROR" not in text and "Traceback" not in text
+        assert f"{run_dir / 'results.jsonl'} is not a regular file" in text
