@@ -101,13 +101,14 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
         submission.unlink(missing_ok=True)
         if best.log.submission is not None:
             submission.write_bytes(best.log.submission)
-        grade = grade_submission(task, submission, split) if submission.exists() else None
+        grade = grade_submission(task, submission, split, config.board) if submission.exists() else None
         valid = bool(grade and grade.valid)
         feedback_text = best.progress.feedback or ("" if valid else (grade.reason if grade else ""))
         return TrialRecord(
             **base, outcome="valid" if valid else "planner_failure", valid=valid,
             score=grade.score if grade else None, percentile=grade.percentile if grade else None,
             medal=grade.medal if grade else None, normalized=grade.normalized if grade else None,
+            percentile_note=grade.percentile_note if grade else None, board=config.board,
             stage_reached=best.progress.stage, stage_name=best.progress.stage_name,
             stop_reason=result.stop_reason, feedback=feedback_text[:500],
             tokens_in=episode.usage.prompt_tokens, tokens_out=episode.usage.completion_tokens,

@@ -87,13 +87,14 @@ def check_task_inputs(tasks: list) -> None:
     from mltb_core.datasources import DataSourceError, load_labelled_frame
     from mltb_core.grading import task_leaderboard
     from mltb_core.leaderboards import LeaderboardError
-    from mltb_core.tasks import TASKS_DIR
+    from mltb_core.tasks import BOARDS, TASKS_DIR
 
     for task in tasks:
         try:
             if Path(task.spec_path).resolve().parent != TASKS_DIR.resolve() and task.has_offline_data:
                 load_labelled_frame(task)
-            task_leaderboard(task)
+            for board in BOARDS:
+                task_leaderboard(task, board=board)
         except (DataSourceError, LeaderboardError) as exc:
             raise pytest.UsageError(f"mltb: task {task.slug!r} ({task.spec_path}): {exc}") from None
 
@@ -155,7 +156,8 @@ def build_cases(tasks: list, planners: list[str], models: list[str], trials: int
 _BUDGETS = {"max_iterations": "max_iterations", "max_depth": "max_depth", "expansion_k": "expansion_k",
             "max_llm_calls": "max_llm_calls", "max_tokens": "max_tokens", "max_cost": "max_cost_usd",
             "max_seconds": "max_seconds", "reward_shaping": "reward_shaping", "feedback": "feedback",
-            "tool_masking": "tool_masking", "decomposition": "decomposition", "llm_cache": "llm_cache"}
+            "tool_masking": "tool_masking", "decomposition": "decomposition", "llm_cache": "llm_cache",
+            "board": "board"}
 
 
 def trial_config(settings: Settings, planner: str, model: str, trial: int) -> TrialConfig:
