@@ -250,8 +250,16 @@ def test_run_sim_trial(sim_run):
     assert record["synthetic"] is True and record["synthetic_label"] == cli.SYNTHETIC_LABEL
     assert record["outcome"] in ("valid", "planner_failure")
     assert 1 <= record["tool_calls"] and record["llm_calls"] >= 1
+    assert record["board"] == "public" and record["percentile_note"] is None  # spaceship has a comparable board
     assert Path(record["trajectory"]).is_file()
     assert (run_dir / "results.jsonl").is_file() and (run_dir / "prompts.json").is_file()
+
+
+def test_expert_on_an_original_dataset_says_why_there_is_no_percentile(capsys):
+    document = run_json(capsys, "expert", "playground-series-s4e8", "--board", "private")
+    grade = document["grade"]
+    assert grade["valid"] and grade["board"] == "private" and grade["percentile"] is None and grade["medal"] is None
+    assert grade["percentile_note"] == "original dataset; the board was scored on the competition's synthetic data"
 
 
 def test_run_text_labels_the_synthetic_policy(capsys, tmp_path):
