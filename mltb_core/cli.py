@@ -17,6 +17,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .tasks import BOARDS, DEFAULT_BOARD  # light (tomllib only); heavier modules are imported per command
+
 __all__ = ["main", "UsageError", "build_parser"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -92,11 +94,18 @@ def _grade_lines(grade) -> list[str]:
         return ["submission: none written"]
     lines = [f"valid: {grade.valid}" + ("" if grade.valid else f" ({grade.reason})")]
     if grade.valid:
-        lines += [f"score ({grade.metric}): {_fmt(grade.score, 6)}",
-                  f"percentile: {_fmt(grade.percentile, 2)}",
+        lines += [f"score ({grade.metric}, over {grade.scored_rows} scored held-out rows): {_fmt(grade.score, 6)}",
+                  _percentile_text(grade),
                   f"medal: {grade.medal or '-'}",
                   f"normalized score: {_fmt(grade.normalized)}"]
     return lines
+
+
+def _percentile_text(grade) -> str:
+    """The percentile on its board, or why there is none."""
+    if grade.percentile_note:
+        return f"percentile: none ({grade.percentile_note})"
+    return f"percentile ({grade.board} leaderboard): {_fmt(grade.percentile, 2)}"
 
 
 # ----------------------------------------------------------------------------- tools
@@ -141,13 +150,12 @@ def _leaderboard_size(task) -> int | None:
 
 
 def describe_task(task) -> dict[str, Any]:
-    """The facts ``mltb tasks`` shows for one task."""
+    """The facts ``mltb tasks`` shows for one task (data origin and comparability: active data source)."""
     return {"slug": task.slug, "title": task.title, "problem_type": task.problem_type, "metric": task.metric,
             "direction": "higher" if task.greater_is_better else "lower", "prediction": task.prediction,
-            "source": task.source, "offline": task.has_offline_data, "rows": _task_rows(task),
-            "leaderboard_teams": _leaderboard_size(task),
-            # Replicas are never placed on the real leaderboard.
-            "percentile": bool(task.leaderboard) and not task.is_replica}
+            "source": task.source, "data_origin": task.active_data_origin, "offline": task.has_offline_data,
+            "rows": _task_rows(task), "leaderboard_teams": _leaderboard_size(task),
+            "comparable_percentile": task.percentile_comparable, "percentile_note": task.percentile_note}
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
@@ -158,12 +166,16 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json({"count": len(described), "tasks": described})
         return EXIT_OK
-    rows = [[d["slug"], d["problem_type"], d["metric"], d["direction"], d["source"], _fmt(d["rows"]),
-             (_fmt(d["leaderboard_teams"]) + ("" if d["percentile"] or d["leaderboard_teams"] is None
-                                               else " (no percentile)"))]
+    rows = [[d["slug"], d["problem_type"], d["metric"], d["direction"], d["source"], d["data_origin"] or "-",
+             _fmt(d["rows"]), _fmt(d["leaderboard_teams"]),
+             "yes" if d["comparable_percentile"] else f"no: {d['percentile_note']}"]
             for d in described]
-    print(_table(rows, ["slug", "type", "metric", "better", "source", "rows", "leaderboard teams"]))
-    print("\nrows: labelled rows, shown once the seed-0 split is prepared (mltb split TASK --out DIR)")
+    print(_table(rows, ["slug", "type", "metric", "better", "source", "data origin", "rows", "board teams",
+                        "percentile"]))
+    comparable = sum(d["comparable_percentile"] for d in described)
+    print(f"\n{comparable} of {len(described)} tasks get a leaderboard percentile; every task gets a "
+          "normalized score.")
+    print("rows: labelled rows, shown once the seed-0 split is prepared (mltb split TASK --out DIR)")
     return EXIT_OK
 
 
@@ -196,7 +208,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     submission = Path(args.submission)
     if not submission.is_file():
         raise UsageError(f"submission file {submission} does not exist")
-    grade = grade_submission(task, submission, _split(task, args.seed))
+    grade = grade_submission(task, submission, _split(task, args.seed), board=args.board)
     if args.json:
         _emit_json(_clean_floats({"task": task.slug, "seed": args.seed, **grade.to_dict()}))
     else:
@@ -229,7 +241,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     if not calls:
         raise UsageError(f"{args.calls}: no tool calls in the file")
-    result = run_calls(task, calls, seed=args.seed, out_dir=args.out, split=_split(task, args.seed))
+    result = run_calls(task, calls, seed=args.seed, out_dir=args.out, split=_split(task, args.seed),
+                       board=args.board)
     if args.json:
         _emit_json(_clean_floats(result.to_dict()))
     else:
@@ -253,21 +266,33 @@ def cmd_expert(args: argparse.Namespace) -> int:
     results = []
     for slug in slugs:
         task = _task(slug, args)
-        result = run_expert(task, seed=args.seed)
+        result = run_expert(task, seed=args.seed, board=args.board)
         results.append(result)
         if not args.json:
             _print_replay(result, verbose=args.verbose)
     failed = [r.task for r in results if not r.all_ok or r.grade is None or not r.grade.valid]
+    if args.markdown:
+        from .expert import expert_markdown
+
+        Path(args.markdown).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.markdown).write_text(expert_markdown(results, {s: _task(s, args) for s in slugs},
+                                                       seed=args.seed, board=args.board), encoding="utf-8")
     if args.json:
         documents = [_clean_floats(r.to_dict()) for r in results]
         _emit_json(documents[0] if args.task != "all" else {"seed": args.seed, "results": documents,
                                                             "failed": failed})
     elif len(results) > 1:
-        rows = [[r.task, _fmt(r.grade.score if r.grade else None), _fmt(r.grade.percentile if r.grade else None, 1),
+        rows = [[r.task, _fmt(r.grade.score if r.grade else None),
+                 (_fmt(r.grade.percentile, 1) if r.grade and not r.grade.percentile_note else "none"),
+                 (r.grade.medal or "-") if r.grade else "-",
                  _fmt(r.grade.normalized if r.grade else None, 3), f"{r.wall_seconds:.1f}", f"{r.peak_mib:.0f}"]
                 for r in results]
+        placed = sum(1 for r in results if r.grade and r.grade.percentile is not None)
         print()
-        print(_table(rows, ["task", "score", "percentile", "normalized", "wall s", "peak MiB"]))
+        print(_table(rows, ["task", "score", f"percentile ({args.board})", "medal", "normalized", "wall s",
+                            "peak MiB"]))
+        print(f"\npercentile on {placed} of {len(results)} tasks (the others: no comparable board; "
+              "mltb tasks says why)")
     if failed:
         print(f"expert failed on: {', '.join(failed)}", file=sys.stderr)
         return EXIT_FAILED
@@ -314,7 +339,7 @@ def _trial_config(args: argparse.Namespace):
     from .config import OPTION_FIELDS, TrialConfig
 
     fields: dict[str, Any] = {"planner": args.planner, "model": args.model, "seed": args.seed, "trial": args.trial,
-                              "llm_cache": not args.no_cache}
+                              "llm_cache": not args.no_cache, "board": args.board}
     fields.update({OPTION_FIELDS.get(option, option): getattr(args, option) for option in _RUN_BUDGETS
                    if getattr(args, option) is not None})
     fields.update({name: False for name in _RUN_SWITCHES if getattr(args, f"no_{name}")})
@@ -429,6 +454,9 @@ def build_parser() -> argparse.ArgumentParser:
                            help="extra directory of task specs (repeatable; also MLTB_TASKS_DIR)")
     seed = _Parser(add_help=False)
     seed.add_argument("--seed", type=_ranged("seed"), default=0, help="split seed (default 0)")
+    board = _Parser(add_help=False)
+    board.add_argument("--board", choices=BOARDS, default=DEFAULT_BOARD,
+                       help=f"Kaggle leaderboard for percentiles and medals (default {DEFAULT_BOARD}, as in the paper)")
     common = [json_flag, tasks_dir]
 
     def add(name: str, func: Callable[[argparse.Namespace], int], help_text: str, parents=()) -> argparse.ArgumentParser:
@@ -445,22 +473,23 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("task", metavar="TASK")
     sub.add_argument("--out", required=True, metavar="DIR", help="directory to write the three files into")
 
-    sub = add("score", cmd_score, "grade a submission CSV on a task's held-out split", [*common, seed])
+    sub = add("score", cmd_score, "grade a submission CSV on a task's held-out split", [*common, seed, board])
     sub.add_argument("task", metavar="TASK")
     sub.add_argument("submission", metavar="SUBMISSION.csv")
 
     sub = add("replay", cmd_replay, "run tool calls (JSONL, or a trial trajectory) in a fresh sandbox and grade",
-              [*common, seed])
+              [*common, seed, board])
     sub.add_argument("task", metavar="TASK")
     sub.add_argument("calls", metavar="CALLS.jsonl")
     sub.add_argument("--out", metavar="DIR", help="keep the sandbox here (default: a temporary directory)")
 
     sub = add("expert", cmd_expert, "run a task's expert reference trajectory ('all': every offline task)",
-              [*common, seed])
+              [*common, seed, board])
     sub.add_argument("task", metavar="TASK|all")
     sub.add_argument("-v", "--verbose", action="store_true", help="print every call's result")
+    sub.add_argument("--markdown", metavar="FILE", help="also write a per-task markdown table (e.g. reports/expert.md)")
 
-    sub = add("run", cmd_run, "run one trial (task, planner, model, seed) and print its outcome", common)
+    sub = add("run", cmd_run, "run one trial (task, planner, model, seed) and print its outcome", [*common, board])
     sub.add_argument("--task", required=True)
     sub.add_argument("--planner", required=True, help="react, lats, mcts_outcome, mcts_shaped, hierarchical_mcts")
     sub.add_argument("--model", required=True, help="openai:<model>, local, local:/path.gguf, sim, sim:<skill>")

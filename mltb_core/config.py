@@ -8,6 +8,7 @@ import os
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
+from .tasks import DEFAULT_BOARD, check_board
 from .limits import default_threads
 
 __all__ = ["TrialConfig", "trial_seed", "Range", "OptionValueError", "FIELD_RANGES", "RUN_RANGES",
@@ -164,6 +165,11 @@ class TrialConfig:
     threads: int = field(default_factory=default_threads)   # per trial; MLTB_THREADS, default 1
     tool_time_limit: float | None = 300.0
     temperature: float = 0.7
+    # grading: the Kaggle board percentiles and medals are read from (public as in the paper, or private)
+    board: str = DEFAULT_BOARD
+
+    def __post_init__(self) -> None:
+        check_board(self.board)
 
     def __post_init__(self) -> None:
         for name in FIELD_RANGES:

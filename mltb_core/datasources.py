@@ -8,6 +8,10 @@ per machine.
 
 * bundled: ``BUILDERS[name](data_dir)`` reads ``fixtures/data/<slug>/`` (real
   competition files or the original dataset a playground competition was made from);
+* original: for playground tasks whose bundled data are real competition rows, the spec's
+  ``original_builder`` rebuilds the original dataset the competition was generated from, in the
+  competition's columns (``source="original"`` or ``MLTB_DATA_SOURCE=original``); such rows are
+  never placed on the leaderboard (see :func:`tasks.percentile_note`);
 * replica: a seeded generator with the competition's schema, missing-value
   conventions and a learnable signal -- clearly not the real data;
 * kaggle: :func:`fetch_from_kaggle` downloads the competition's files with the
@@ -32,13 +36,14 @@ import pandas as pd
 from . import FIXTURES
 
 __all__ = [
-    "DATA_DIR", "BUILDERS", "DataSourceError", "KaggleUnavailableError", "default_cache_dir", "read_csv",
+    "DATA_DIR", "DATA_SOURCES", "BUILDERS", "DataSourceError", "KaggleUnavailableError", "default_cache_dir", "read_csv",
     "load_labelled_frame", "fetch_from_kaggle", "source_fingerprint", "raw_data_dir", "resolve_source",
 ]
 
 DATA_DIR = FIXTURES / "data"
 CACHE_ENV = "MLTB_CACHE"
 SOURCE_ENV = "MLTB_DATA_SOURCE"
+DATA_SOURCES = ("bundled", "replica", "kaggle", "original")
 # Bump when a builder's output changes, so stale cached frames are not reused.
 BUILDER_VERSION = "2"
 
@@ -107,6 +112,11 @@ def trip_duration(data_dir: Path) -> pd.DataFrame:
     """Three labelled samples of the real trip-duration train.csv, concatenated."""
     parts = [read_csv(data_dir / f"sample_{name}.csv.gz") for name in ("train", "val", "test")]
     return pd.concat(parts, ignore_index=True)
+
+
+def competition_sample(data_dir: Path) -> pd.DataFrame:
+    """A seeded sample of the real competition train.csv (``train.sample.csv.gz``; see provenance.real.json)."""
+    return read_csv(data_dir / "train.sample.csv.gz")
 
 
 def california_housing(data_dir: Path) -> pd.DataFrame:
@@ -311,6 +321,7 @@ BUILDERS: dict[str, Callable[[Path], pd.DataFrame]] = {
     "forest_cover": _bundled_competition_train,
     "taxi_fare": taxi_fare,
     "trip_duration": trip_duration,
+    "competition_sample": competition_sample,
     "california_housing": california_housing,
     "bank_churn": bank_churn,
     "mushrooms": mushrooms,
@@ -332,14 +343,22 @@ _KAGGLE_TRAIN_OPTIONS: dict[str, dict] = {
 
 # ----------------------------------------------------------------------------------------------- loading
 def resolve_source(task, source: str | None = None) -> str:
-    """Which data to use: the ``source`` argument, else env ``MLTB_DATA_SOURCE``, else the spec's source."""
+    """Which data to use: the ``source`` argument, else env ``MLTB_DATA_SOURCE``, else the spec's source.
+
+    ``original`` applies to tasks with an ``original_builder``; other tasks keep their own source (as
+    ``bundled`` does for a replica task), so one environment setting can cover a whole run.
+    """
     chosen = source or os.environ.get(SOURCE_ENV) or task.source
-    if chosen not in ("bundled", "replica", "kaggle"):
+    if chosen not in DATA_SOURCES:
         raise DataSourceError(f"unknown data source {chosen!r} (from {'argument' if source else SOURCE_ENV}); "
-                              "expected bundled, replica or kaggle")
-    if chosen in ("bundled", "replica") and task.source == "kaggle" and task.data is None:
+                              f"expected {', '.join(DATA_SOURCES)}")
+    if chosen == "kaggle":
+        return "kaggle"
+    if chosen == "original" and getattr(task, "original_builder", None):
+        return "original"
+    if task.source == "kaggle" and task.data is None:
         return "kaggle"  # a kaggle-only spec has nothing offline to fall back on
-    return "kaggle" if chosen == "kaggle" else task.source
+    return task.source
 
 
 def _source_files(task, source: str) -> list[Path]:
@@ -354,7 +373,7 @@ def _source_files(task, source: str) -> list[Path]:
 def source_fingerprint(task, source: str | None = None) -> str:
     """Hash of what the labelled frame is built from: raw file bytes, builder name and version."""
     source = resolve_source(task, source)
-    digest = hashlib.sha256(f"{task.slug}|{source}|{task.builder}|{BUILDER_VERSION}".encode())
+    digest = hashlib.sha256(f"{task.slug}|{source}|{_builder_name(task, source)}|{BUILDER_VERSION}".encode())
     for path in _source_files(task, source):
         digest.update(path.name.encode())
         with path.open("rb") as handle:
@@ -380,13 +399,18 @@ def _check_columns(frame: pd.DataFrame, task, origin: str) -> pd.DataFrame:
     return frame
 
 
+def _builder_name(task, source: str) -> str | None:
+    return task.original_builder if source == "original" else task.builder
+
+
 def _build(task, source: str, kaggle_dir: Path | None) -> tuple[pd.DataFrame, str]:
     if source == "kaggle":
         directory = fetch_from_kaggle(task, kaggle_dir)
         return competition_train(directory, **_KAGGLE_TRAIN_OPTIONS.get(task.slug, {})), str(directory)
-    if task.data is not None:
+    if task.data is not None and source != "original":
         return read_csv(task.data_path), str(task.data_path)
-    return BUILDERS[task.builder](raw_data_dir(task)), f"{raw_data_dir(task)} (builder {task.builder})"
+    builder = _builder_name(task, source)
+    return BUILDERS[builder](raw_data_dir(task)), f"{raw_data_dir(task)} (builder {builder})"
 
 
 def load_labelled_frame(task, source: str | None = None, cache_dir: Path | str | None = None) -> pd.DataFrame:

@@ -27,10 +27,10 @@ from typing import Any
 from . import FIXTURES
 from .grading import Grade
 from .registry import ToolCall, ToolCallError, ToolContext
-from .tasks import SUBMISSION_FILE, Task
+from .tasks import DEFAULT_BOARD, SUBMISSION_FILE, Task
 
 __all__ = ["EXPERTS_DIR", "CallOutcome", "ReplayResult", "CallsFileError", "ReplayError", "load_expert", "load_calls",
-           "parse_calls", "expert_slugs", "run_calls", "run_expert"]
+           "parse_calls", "expert_slugs", "run_calls", "run_expert", "expert_markdown"]
 
 EXPERTS_DIR = FIXTURES / "experts"
 
@@ -246,7 +246,7 @@ def _default_time_limit() -> float | None:
 
 def run_calls(task: Task, calls: Iterable[ToolCall | dict], seed: int = 0, out_dir: Path | str | None = None,
               threads: int = 1, split: Any = None, time_limit: float | None = _DEFAULT,
-              hook: Any = None) -> ReplayResult:
+              hook: Any = None, board: str = DEFAULT_BOARD) -> ReplayResult:
     """Run ``calls`` in a fresh sandbox with a fresh scratchpad, then grade the submission if written.
 
     The data dir holds only ``train.csv`` and ``test.csv`` of the task's split for ``seed``.
@@ -311,7 +311,7 @@ def run_calls(task: Task, calls: Iterable[ToolCall | dict], seed: int = 0, out_d
                                 float(c["seconds"])) for c in result["calls"]]
         submission = sandbox / SUBMISSION_FILE
         written = submission.is_file() and not submission.is_symlink()
-        grade = grade_submission(task, submission, split) if written else None
+        grade = grade_submission(task, submission, split, board) if written else None
         return ReplayResult(task=task.slug, seed=seed, calls=outcomes, wall_seconds=float(result["wall_seconds"]),
                             peak_mib=float(result["peak_mib"]), memory_method=str(result["memory_method"]),
                             submission_written=written, grade=grade,
@@ -322,6 +322,40 @@ def run_calls(task: Task, calls: Iterable[ToolCall | dict], seed: int = 0, out_d
             shutil.rmtree(root, ignore_errors=True)
 
 
-def run_expert(task: Task, seed: int = 0, out_dir: Path | str | None = None, threads: int = 1) -> ReplayResult:
+def run_expert(task: Task, seed: int = 0, out_dir: Path | str | None = None, threads: int = 1,
+               board: str = DEFAULT_BOARD) -> ReplayResult:
     """Run the expert trajectory of ``task`` (see :func:`run_calls`)."""
-    return run_calls(task, load_expert(task.slug), seed=seed, out_dir=out_dir, threads=threads)
+    return run_calls(task, load_expert(task.slug), seed=seed, out_dir=out_dir, threads=threads, board=board)
+
+
+def expert_markdown(results: list[ReplayResult], tasks: dict[str, Task], seed: int, board: str) -> str:
+    """A markdown report of expert runs: per task its data origin, metric, score, percentile or why
+    none, medal, normalized score and the held-out rows the score was computed over."""
+    lines = ["# Expert reference trajectories", "",
+             f"`mltb expert all --seed {seed} --board {board} --markdown <file>`: one fixed tool-only "
+             "trajectory per task (fixtures/experts/), graded on the task's held-out split (seed "
+             f"{seed}). Percentiles are read from the **{board}** Kaggle leaderboard and given only where "
+             "the held-out rows are comparable with the rows that board was scored on; every task gets the "
+             "normalized score (0 = trivial constant baseline, 1 = perfect).", "",
+             "| task | data origin | metric | score | percentile | medal | normalized | scored rows | board |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    placed = 0
+    for result in results:
+        task, grade = tasks[result.task], result.grade
+        if grade is None or not grade.valid:
+            reason = grade.reason if grade else "no submission written"
+            lines.append(f"| {result.task} | {task.active_data_origin or '-'} | {task.metric} | invalid: "
+                         f"{reason[:80]} | - | - | - | - | {board} |")
+            continue
+        if grade.percentile is not None:
+            placed += 1
+            percentile = f"{grade.percentile:.1f}"
+        else:
+            percentile = f"none: {grade.percentile_note}"
+        normalized = "-" if grade.normalized is None else f"{grade.normalized:.3f}"
+        lines.append(f"| {result.task} | {task.active_data_origin or '-'} | {grade.metric} | {grade.score:.4f} | "
+                     f"{percentile} | {grade.medal or '-'} | {normalized} | {grade.scored_rows} | {board} |")
+    lines += ["", f"Percentile on {placed} of {len(results)} tasks. Scored rows: held-out rows the metric "
+              "is computed over (costa-rican: heads of household only, as Kaggle scored it; "
+              "forest-cover: accuracy weighted to the real test set's class shares).", ""]
+    return "\n".join(lines)

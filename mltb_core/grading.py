@@ -1,9 +1,15 @@
 """Official grading of a submission on a held-out split.
 
-``grade_submission(task, submission, split)`` validates the submission against the split's
-``test_labels.csv``, computes the task's official metric, places the score on the real Kaggle
-leaderboard (percentile, medal, above-median; never for schema replicas) and normalizes it
-between a trivial baseline (0) and a perfect prediction (1).
+``grade_submission(task, submission, split, board)`` validates the submission against the split's
+``test_labels.csv``, computes the task's official metric over the *scored rows* (every held-out row,
+or those the spec's ``[scoring] rows`` filter keeps, as Kaggle scores them), places the score on the
+real Kaggle leaderboard (``board``: public, as in the paper, or private) when the task's rows are
+comparable to the board's (:func:`tasks.percentile_note`; otherwise ``percentile_note`` says why
+not) and normalizes it between a trivial baseline (0) and a perfect prediction (1).
+
+Scoring is one call ``metric(y_true, y_pred)`` over the scored rows' arrays: task-specific
+behaviour lives in how the metric is configured (:func:`metrics.task_metric`) and which rows are
+scored, so resampling those rows and calling ``metric`` again gives the same quantity.
 
 A bad submission never raises: it yields ``Grade(valid=False, reason=...)`` with a reason the
 agent can act on. Problems outside the submission (missing split files, a malformed
@@ -21,7 +27,8 @@ import pandas as pd
 
 from . import FIXTURES
 from .leaderboards import Leaderboard
-from .metrics import Metric, get_metric
+from .metrics import Metric, task_metric
+from .tasks import DEFAULT_BOARD, board_file, check_board, percentile_note
 
 __all__ = ["Grade", "grade_submission", "validate_submission", "baseline_prediction",
            "normalized_score", "task_leaderboard", "LEADERBOARDS_DIR"]
@@ -44,6 +51,9 @@ class Grade:
     normalized: float | None = None
     metric: str | None = None
     baseline: float | None = None
+    percentile_note: str | None = None   # why there is no percentile although the submission is valid
+    board: str | None = None             # the leaderboard the score was placed on (public | private)
+    scored_rows: int | None = None       # held-out rows the metric was computed over
 
     def to_dict(self) -> dict:
         """Plain JSON-ready dict."""
@@ -310,9 +320,15 @@ def baseline_prediction(task, train_target: pd.Series, n_rows: int, classes):
 
     Regression: the train mean (for rmsle, expm1 of the mean of log1p, the constant that
     minimizes RMSLE). Label classification: the majority train class (ties: first in sorted
-    order). Probability tasks: the train class prior as a constant probability (multiclass:
-    the prior vector on every row).
+    order); with ``[scoring] class_weights`` the class with the largest weight (the majority of
+    the test distribution the metric estimates). Probability tasks: the train class prior as a
+    constant probability (multiclass: the prior vector on every row).
     """
+    weights = (getattr(task, "scoring", None) or {}).get("class_weights")
+    if weights and task.prediction == "label" and task.problem_type != "regression":
+        by_label = {str(c): c for c in classes}
+        heaviest = max((w, label) for label, w in weights.items() if label in by_label)[1]
+        return np.asarray([by_label[heaviest]] * n_rows)
     target = train_target.dropna()
     if task.problem_type == "regression":
         values = target.to_numpy(dtype=float)
@@ -340,12 +356,16 @@ def normalized_score(score: float, baseline: float, metric: Metric) -> float | N
     return (score - baseline) / span
 
 
-def task_leaderboard(task, metric: Metric | None = None) -> Leaderboard | None:
-    """The task's private leaderboard, or None (no board, or a schema replica)."""
-    if not getattr(task, "leaderboard", None) or task.source == "replica":
+def task_leaderboard(task, metric: Metric | None = None, board: str = DEFAULT_BOARD) -> Leaderboard | None:
+    """The task's ``board`` (public | private) leaderboard, or None when it has no such board file.
+
+    Whether a score may be placed on it is :func:`tasks.percentile_note`'s decision, not this one's.
+    """
+    name = board_file(task, board)
+    if not name:
         return None
-    metric = metric or get_metric(task.metric)
-    return Leaderboard.load(LEADERBOARDS_DIR / task.leaderboard, metric.greater_is_better,
+    metric = metric or task_metric(task)
+    return Leaderboard.load(LEADERBOARDS_DIR / name, metric.greater_is_better,
                             total_teams=getattr(task, "leaderboard_teams", None))
 
 
@@ -371,9 +391,26 @@ def _read_submission(submission) -> pd.DataFrame:
                        f"{str(exc).strip().splitlines()[0]}") from None
 
 
-def grade_submission(task, submission: Path | str | pd.DataFrame, split) -> Grade:
+def _split_source(split) -> str | None:
+    """The data source the split was made from (its meta.json), or None when it does not say."""
+    try:
+        return split.meta.get("data_source")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def scored_mask(task, labels: pd.DataFrame) -> np.ndarray:
+    """Which held-out rows count: the spec's ``[scoring] rows`` filter, else all of them."""
+    rows = getattr(task, "scoring_rows", None)
+    if rows is None:
+        return np.ones(len(labels), dtype=bool)
+    return rows.mask(labels)
+
+
+def grade_submission(task, submission: Path | str | pd.DataFrame, split, board: str = DEFAULT_BOARD) -> Grade:
     """Validate, score and place a submission; invalid submissions give ``Grade(valid=False)``."""
-    metric = get_metric(task.metric)
+    check_board(board)
+    metric = task_metric(task)
     try:
         submission_df = _read_submission(submission)
     except _Invalid as exc:
@@ -388,17 +425,23 @@ def grade_submission(task, submission: Path | str | pd.DataFrame, split) -> Grad
     if not ok:
         return Grade.invalid(reason, metric=metric.name)
 
-    truth = labels[task.target]
-    y_true, y_pred = _metric_inputs(task, truth, predictions, classes)
+    # The submission covers every held-out row (validated above); only the scored rows count.
+    scored = scored_mask(task, labels)
+    if not scored.any():
+        raise ValueError(f"task {task.slug!r}: no held-out row passes the scoring filter {task.scoring_rows}")
+    truth = labels[task.target][scored]
+    y_true, y_pred = _metric_inputs(task, truth, predictions[scored], classes)
     score = metric(y_true, y_pred)
     _, y_base = _metric_inputs(task, truth, baseline_prediction(task, train_target, len(truth), classes), classes)
     baseline = metric(y_true, y_base)
 
+    note = percentile_note(task, _split_source(split), board)
     grade = Grade(valid=True, reason="ok", score=score, metric=metric.name, baseline=baseline,
-                  normalized=normalized_score(score, baseline, metric))
-    board = task_leaderboard(task, metric)
-    if board is not None:
-        grade.percentile = board.percentile(score)
-        grade.medal = board.medal(score)
-        grade.above_median = board.above_median(score)
+                  normalized=normalized_score(score, baseline, metric), percentile_note=note, board=board,
+                  scored_rows=int(scored.sum()))
+    leaderboard = task_leaderboard(task, metric, board) if note is None else None
+    if leaderboard is not None:
+        grade.percentile = leaderboard.percentile(score)
+        grade.medal = leaderboard.medal(score)
+        grade.above_median = leaderboard.above_median(score)
     return grade

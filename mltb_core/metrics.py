@@ -5,17 +5,20 @@ its direction, the score of a perfect prediction (the top of the normalized scal
 the submission must hold (``needs``: ``"label"`` for class labels / regression values,
 ``"probability"`` for scores of the positive class, or a per-class matrix for ``log_loss``).
 
-Task specs name a metric (``metric = "rmsle"``); :func:`get_metric` resolves it.
+Task specs name a metric (``metric = "rmsle"``); :func:`get_metric` resolves it. A metric with
+``params`` (e.g. ``prior_weighted_accuracy`` needs ``class_weights``) is configured from the spec's
+``[scoring]`` table with :meth:`Metric.configure`; it stays a plain ``metric(y_true, y_pred)`` call.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 from sklearn import metrics as skm
 
-__all__ = ["Metric", "METRICS", "UnknownMetricError", "get_metric"]
+__all__ = ["Metric", "METRICS", "UnknownMetricError", "get_metric", "task_metric"]
 
 
 class UnknownMetricError(KeyError):
@@ -34,13 +37,44 @@ class Metric:
     greater_is_better: bool
     perfect: float
     needs: str = "label"  # "label" | "probability"
+    params: tuple[str, ...] = ()                       # settings func needs, from the spec's [scoring]
+    settings: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def configure(self, scoring: Mapping[str, Any]) -> "Metric":
+        """This metric with its ``params`` taken from a spec's ``[scoring]`` table (other keys ignored)."""
+        missing = [name for name in self.params if name not in scoring]
+        if missing:
+            raise ValueError(f"metric {self.name!r} needs [scoring] {', '.join(missing)}")
+        return replace(self, settings={name: scoring[name] for name in self.params})
 
     def __call__(self, y_true, y_pred) -> float:
-        return float(self.func(y_true, y_pred))
+        if len(self.settings) != len(self.params):
+            raise ValueError(f"metric {self.name!r} is not configured: it needs {', '.join(self.params)}")
+        return float(self.func(y_true, y_pred, **self.settings))
 
 
 def _accuracy(y_true, y_pred) -> float:
     return skm.accuracy_score(y_true, y_pred)
+
+
+def _prior_weighted_accuracy(y_true, y_pred, class_weights: Mapping[str, float]) -> float:
+    """Accuracy on a test set with other class shares: sum over classes c of w_c * recall_c.
+
+    ``class_weights`` maps each class label (as text, e.g. "1") to its count or share in the test
+    set the score should estimate; weights are normalized over the classes present in ``y_true``
+    (all of them whenever every class has held-out rows). A class in ``y_true`` without a weight is an
+    error: the estimate would silently leave it out.
+    """
+    y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
+    weights = {str(k): float(v) for k, v in class_weights.items()}
+    labels = np.unique(y_true)
+    unweighted = [label for label in labels if str(label) not in weights]
+    if unweighted:
+        raise ValueError(f"prior_weighted_accuracy: class(es) {unweighted} have no weight "
+                         f"(weights given for {sorted(weights)})")
+    present = np.array([weights[str(label)] for label in labels])
+    recalls = np.array([np.mean(y_pred[y_true == label] == label) for label in labels])
+    return float(np.dot(present / present.sum(), recalls))
 
 
 def _macro_f1(y_true, y_pred) -> float:
@@ -117,6 +151,8 @@ METRICS: dict[str, Metric] = {
     m.name: m
     for m in (
         Metric("accuracy", _accuracy, greater_is_better=True, perfect=1.0),
+        Metric("prior_weighted_accuracy", _prior_weighted_accuracy, greater_is_better=True, perfect=1.0,
+               params=("class_weights",)),
         Metric("macro_f1", _macro_f1, greater_is_better=True, perfect=1.0),
         Metric("roc_auc", _roc_auc, greater_is_better=True, perfect=1.0, needs="probability"),
         Metric("gini", _gini, greater_is_better=True, perfect=1.0, needs="probability"),
@@ -138,3 +174,9 @@ def get_metric(name: str) -> Metric:
         raise UnknownMetricError(
             f"unknown metric {name!r}; valid metrics: {', '.join(sorted(METRICS))}"
         ) from None
+
+
+def task_metric(task) -> Metric:
+    """The metric of ``task``, configured from its spec's ``[scoring]`` table when it takes settings."""
+    metric = get_metric(task.metric)
+    return metric.configure(getattr(task, "scoring", None) or {}) if metric.params else metric

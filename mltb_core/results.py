@@ -90,6 +90,10 @@ class TrialRecord:
     synthetic: bool = False
     error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # Why a valid trial has no percentile (e.g. an original dataset; see tasks.percentile_note) and the
+    # leaderboard (public | private) percentiles are placed on; tables show both.
+    percentile_note: str | None = None
+    board: str | None = None
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:

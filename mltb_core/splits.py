@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 from filelock import FileLock
-from sklearn.model_selection import train_test_split
+from sklearn.model_selection import GroupShuffleSplit, StratifiedGroupKFold, train_test_split
 
 from .datasources import default_cache_dir, load_labelled_frame, resolve_source, source_fingerprint
 from .tasks import Task
@@ -38,7 +38,9 @@ MAX_ROWS = 10_000
 TEST_FRACTION = 0.2
 META_FILE = "meta.json"   # written last: its presence means the split is complete
 # Bump when the sampling or file layout changes so old cached splits are not reused.
-SPLIT_FORMAT = 2   # 2: meta.json records each file's SHA-256
+# 3: meta.json records each file's SHA-256; group-aware splits (spec group_column) and grader columns
+# in test_labels.csv.
+SPLIT_FORMAT = 3
 LABELS_FILE = "test_labels.csv"
 
 
@@ -159,6 +161,8 @@ def _stratify_labels(task: Task, frame: pd.DataFrame) -> pd.Series | None:
 
 
 def _sample_and_split(task: Task, frame: pd.DataFrame, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    if task.group_column:
+        return _sample_and_split_groups(task, frame, seed)
     if len(frame) > MAX_ROWS:
         frame = frame.sample(n=MAX_ROWS, random_state=seed, replace=False).sort_index()
     if len(frame) < 5:
@@ -167,6 +171,32 @@ def _sample_and_split(task: Task, frame: pd.DataFrame, seed: int) -> tuple[pd.Da
                                    stratify=_stratify_labels(task, frame))
     # Original row order keeps the files readable and the bytes independent of sklearn's shuffling order.
     return train.sort_index(), test.sort_index()
+
+
+def _sample_and_split_groups(task: Task, frame: pd.DataFrame, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Whole groups (e.g. households) go to one side, so no group's rows -- which share its label --
+    are seen in training and scored in the held-out set. About TEST_FRACTION of the rows are held out:
+    stratified by class over 1/TEST_FRACTION group folds for classification, a group shuffle otherwise."""
+    column = task.group_column
+    if column not in frame.columns:
+        raise ValueError(f"task {task.slug!r}: group_column {column!r} is not a column of the data")
+    groups = frame[column].astype(str).where(frame[column].notna(), "<missing>")
+    if len(frame) > MAX_ROWS:  # sample whole groups, in a seeded order, until MAX_ROWS rows
+        order = pd.Series(groups.unique()).sample(frac=1.0, random_state=seed)
+        sizes = groups.value_counts().reindex(order)
+        keep = set(order[(sizes.cumsum() <= MAX_ROWS).to_numpy()])
+        frame, groups = frame[groups.isin(keep)], groups[groups.isin(keep)]
+    if groups.nunique() < 5:
+        raise ValueError(f"task {task.slug!r} has only {groups.nunique()} groups in {column!r}; "
+                         "a grouped split needs at least 5")
+    labels = _stratify_labels(task, frame)
+    if labels is not None:
+        folds = StratifiedGroupKFold(n_splits=round(1 / TEST_FRACTION), shuffle=True, random_state=seed)
+        train_idx, test_idx = next(folds.split(frame, labels, groups))
+    else:
+        shuffle = GroupShuffleSplit(n_splits=1, test_size=TEST_FRACTION, random_state=seed)
+        train_idx, test_idx = next(shuffle.split(frame, groups=groups))
+    return frame.iloc[train_idx].sort_index(), frame.iloc[test_idx].sort_index()
 
 
 def _write_atomic(frame: pd.DataFrame, path: Path) -> None:
@@ -192,8 +222,8 @@ def prepare_split(task: Task, seed: int = 0, cache_dir: Path | str | None = None
     """
     source = resolve_source(task, source)
     directory = split_dir(task, seed, cache_dir)
-    if source == "kaggle":  # kaggle data must not overwrite a split made from bundled files
-        directory = directory.with_name(f"{directory.name}-kaggle")
+    if source in ("kaggle", "original"):  # other data must not overwrite a split made from the spec's own
+        directory = directory.with_name(f"{directory.name}-{source}")
     if _is_complete(directory, source, task):
         return _as_split(task, seed, directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -206,12 +236,14 @@ def prepare_split(task: Task, seed: int = 0, cache_dir: Path | str | None = None
         split = _as_split(task, seed, directory)
         _write_atomic(train, split.train_path)
         _write_atomic(test.drop(columns=[task.target]), split.test_path)
-        _write_atomic(test[[task.id_column, task.target]], split.labels_path)
+        # Only the grader reads the labels file: id, target and the columns its row filter needs.
+        _write_atomic(test[list(dict.fromkeys([task.id_column, task.target, *task.grader_columns]))], split.labels_path)
         meta = {"format": SPLIT_FORMAT, "task": task.slug, "seed": seed, "data_source": source,
                 "source_hash": source_fingerprint(task, source) if source != "kaggle" else None,
                 "labelled_rows": len(frame), "sampled_rows": len(train) + len(test),
                 "train_rows": len(train), "test_rows": len(test), "test_fraction": TEST_FRACTION,
                 "stratified": _stratify_labels(task, pd.concat([train, test])) is not None,
+                "group_column": task.group_column,
                 "replica": task.is_replica,
                 "sha256": {path.name: _file_sha256(path)
                            for path in (split.train_path, split.test_path, split.labels_path)}}

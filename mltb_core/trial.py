@@ -285,13 +285,14 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
         _clear_submission(submission)
         if found["submission"] is not None:
             submission.write_bytes(found["submission"])
-        grade = grade_submission(task, submission, split) if submission.exists() else None
+        grade = grade_submission(task, submission, split, config.board) if submission.exists() else None
         valid = bool(grade and grade.valid)
         feedback_text = found["feedback"] or ("" if valid else (grade.reason if grade else ""))
         return TrialRecord(
             **base, outcome="valid" if valid else "planner_failure", valid=valid,
             score=grade.score if grade else None, percentile=grade.percentile if grade else None,
             medal=grade.medal if grade else None, normalized=grade.normalized if grade else None,
+            percentile_note=grade.percentile_note if grade else None, board=config.board,
             stage_reached=found["stage"], stage_name=found["stage_name"],
             stop_reason=found["stop_reason"], feedback=feedback_text[:500],
             tokens_in=found["tokens_in"], tokens_out=found["tokens_out"],

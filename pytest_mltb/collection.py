@@ -87,13 +87,14 @@ def check_task_inputs(tasks: list) -> None:
     from mltb_core.datasources import DataSourceError, load_labelled_frame
     from mltb_core.grading import task_leaderboard
     from mltb_core.leaderboards import LeaderboardError
-    from mltb_core.tasks import TASKS_DIR
+    from mltb_core.tasks import BOARDS, TASKS_DIR
 
     for task in tasks:
         try:
             if Path(task.spec_path).resolve().parent != TASKS_DIR.resolve() and task.has_offline_data:
                 load_labelled_frame(task)
-            task_leaderboard(task)
+            for board in BOARDS:
+                task_leaderboard(task, board=board)
         except (DataSourceError, LeaderboardError) as exc:
             raise pytest.UsageError(f"mltb: task {task.slug!r} ({task.spec_path}): {exc}") from None
 

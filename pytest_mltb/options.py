@@ -14,6 +14,7 @@ from typing import Any, Callable
 import pytest
 
 from mltb_core.config import EnvironmentValueError, OptionValueError, check_environment, option_range, parse_option
+from mltb_core.tasks import DEFAULT_BOARD, check_board
 
 __all__ = ["OPTIONS", "Option", "Settings", "add_options", "resolve_settings", "validate_model_name",
            "DEFAULT_MODEL", "ALL_PLANNERS"]
@@ -86,6 +87,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("save_baseline", "write the run's per-task figures to FILE"),
     Option("compare", "compare the run with a baseline FILE"),
     Option("fail_on_regression", "fail (exit 1) on a drop beyond noise, e.g. 'consistency:-0.05,percentile:-2'"),
+    Option("board", "Kaggle leaderboard for percentiles and medals: public (as in the paper) or private",
+           check_board, DEFAULT_BOARD),
     Option("infra_retries", "retries of a trial that hit an infrastructure error", default=1),
 )
 

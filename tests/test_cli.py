@@ -88,17 +88,28 @@ def test_tasks_json(capsys):
     spaceship = tasks[TASK]
     assert (spaceship["problem_type"], spaceship["metric"], spaceship["direction"]) == ("binary", "accuracy",
                                                                                        "higher")
-    assert spaceship["source"] == "bundled" and spaceship["leaderboard_teams"] == 1967 and spaceship["percentile"]
+    assert spaceship["source"] == "bundled" and spaceship["leaderboard_teams"] == 1967
+    assert spaceship["data_origin"] == "competition" and spaceship["comparable_percentile"] is True
+    assert spaceship["percentile_note"] is None
     assert tasks["nyc-taxi-trip-duration"]["direction"] == "lower"
     replica = tasks["porto-seguro-safe-driver-prediction"]
-    assert replica["source"] == "replica" and replica["percentile"] is False
+    assert replica["source"] == "replica" and replica["data_origin"] == "replica"
+    assert replica["comparable_percentile"] is False and "replica" in replica["percentile_note"]
+    # Real competition rows now back the two playground boards; original-data playgrounds have no board.
+    for slug in ("playground-series-s3e1", "playground-series-s4e1"):
+        assert tasks[slug]["data_origin"] == "competition-sample" and tasks[slug]["comparable_percentile"]
+    mushrooms = tasks["playground-series-s4e8"]
+    assert mushrooms["data_origin"] == "original" and mushrooms["comparable_percentile"] is False
+    assert mushrooms["percentile_note"] == "original dataset; the board was scored on the competition's synthetic data"
+    assert tasks["forest-cover-type-kernels-only"]["metric"] == "prior_weighted_accuracy"
     prepare_split(get_task(TASK))
     assert spaceship["rows"] == prepare_split(get_task(TASK)).meta["labelled_rows"]
 
 
 def test_tasks_text(capsys):
     code, out, _ = run(capsys, "tasks")
-    assert code == 0 and TASK in out and "replica" in out and "(no percentile)" in out
+    assert code == 0 and TASK in out and "replica" in out and "no: synthetic schema replica" in out
+    assert "tasks get a leaderboard percentile" in out
 
 
 # --------------------------------------------------------------------------- split
@@ -135,7 +146,27 @@ def test_score_perfect_submission(capsys, tmp_path):
     assert document["valid"] is True and document["score"] == 1.0 and document["normalized"] == 1.0
     assert document["percentile"] == 100.0 and document["reason"] == "ok"
     code, out, _ = run(capsys, "score", TASK, perfect)
-    assert code == 0 and "valid: True" in out and "percentile: 100.00" in out
+    assert code == 0 and "valid: True" in out and "percentile (public leaderboard): 100.00" in out
+    private = run_json(capsys, "score", TASK, perfect, "--board", "private")
+    assert private["board"] == "private" and private["percentile"] == 100.0
+    code, _, err = run(capsys, "score", TASK, perfect, "--board", "final")
+    assert code == 2 and "public" in err and "private" in err
+
+
+def test_score_on_a_non_comparable_task_prints_why_there_is_no_percentile(capsys, tmp_path, monkeypatch):
+    # The original California housing rows were not what the s3e1 board was scored on.
+    monkeypatch.setenv("MLTB_DATA_SOURCE", "original")
+    slug = "playground-series-s3e1"
+    split = prepare_split(get_task(slug))
+    assert split.meta["data_source"] == "original"
+    perfect = tmp_path / "perfect.csv"
+    shutil.copyfile(split.labels_path, perfect)
+    document = run_json(capsys, "score", slug, perfect)
+    assert document["valid"] is True and document["score"] == 0.0 and document["normalized"] == 1.0
+    assert document["percentile"] is None and document["medal"] is None
+    assert document["percentile_note"] == "original dataset; the board was scored on the competition's synthetic data"
+    code, out, _ = run(capsys, "score", slug, perfect)
+    assert code == 0 and "percentile: none (original dataset; the board was scored on the competition's" in out
 
 
 def test_score_corrupt_csv_is_invalid_with_a_reason(capsys, tmp_path):
@@ -219,8 +250,16 @@ def test_run_sim_trial(sim_run):
     assert record["synthetic"] is True and record["synthetic_label"] == cli.SYNTHETIC_LABEL
     assert record["outcome"] in ("valid", "planner_failure")
     assert 1 <= record["tool_calls"] and record["llm_calls"] >= 1
+    assert record["board"] == "public" and record["percentile_note"] is None  # spaceship has a comparable board
     assert Path(record["trajectory"]).is_file()
     assert (run_dir / "results.jsonl").is_file() and (run_dir / "prompts.json").is_file()
+
+
+def test_expert_on_an_original_dataset_says_why_there_is_no_percentile(capsys):
+    document = run_json(capsys, "expert", "playground-series-s4e8", "--board", "private")
+    grade = document["grade"]
+    assert grade["valid"] and grade["board"] == "private" and grade["percentile"] is None and grade["medal"] is None
+    assert grade["percentile_note"] == "original dataset; the board was scored on the competition's synthetic data"
 
 
 def test_run_text_labels_the_synthetic_policy(capsys, tmp_path):

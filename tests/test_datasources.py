@@ -29,7 +29,7 @@ PROVENANCE = json.loads((FIXTURES / "data" / "provenance.json").read_text())
 EXPECTED_ROWS = {
     "spaceship-titanic": 8693, "costa-rican-household-poverty-prediction": 9557,
     "forest-cover-type-kernels-only": 15120, "new-york-city-taxi-fare-prediction": 4999,
-    "nyc-taxi-trip-duration": 5000 + 300 + 250, "playground-series-s3e1": 20640, "playground-series-s4e1": 10000,
+    "nyc-taxi-trip-duration": 5000 + 300 + 250, "playground-series-s3e1": 30000, "playground-series-s4e1": 30000,
     "playground-series-s4e8": 61069, "playground-series-s4e9": 4009, "playground-series-s5e5": 15000,
     "playground-series-s5e8": 45211,
 }
@@ -73,7 +73,8 @@ def test_playground_frames_use_the_competition_columns():
     assert list(churn.columns) == ["id", "CustomerId", "Surname", "CreditScore", "Geography", "Gender", "Age",
                                    "Tenure", "Balance", "NumOfProducts", "HasCrCard", "IsActiveMember",
                                    "EstimatedSalary", "Exited"]
-    assert churn["id"].tolist() == list(range(len(churn)))
+    # A seeded 30,000-row sample of the real train.csv (ids 0..165033), rows in the file's order.
+    assert churn["id"].is_monotonic_increasing and churn["id"].max() <= 165033
     cars = load_labelled_frame(TASKS["playground-series-s4e9"])
     assert cars["price"].dtype == "float64" and cars["milage"].dtype == "float64"
     assert cars.loc[0, ["milage", "price"]].tolist() == [51000.0, 10300.0]
@@ -245,6 +246,26 @@ def test_unknown_source_override_is_rejected(monkeypatch):
     monkeypatch.setenv("MLTB_DATA_SOURCE", "s3")
     with pytest.raises(DataSourceError, match="unknown data source 's3'"):
         load_labelled_frame(TASKS["spaceship-titanic"])
+
+
+@pytest.mark.parametrize("slug, rows, sample_of", [("playground-series-s3e1", 20640, 37137),
+                                                   ("playground-series-s4e1", 10000, 165034)])
+def test_playgrounds_with_real_rows_keep_the_original_dataset_as_an_alternative(slug, rows, sample_of, monkeypatch):
+    task = TASKS[slug]
+    assert task.data_origin == "competition-sample" and task.active_data_origin == "competition-sample"
+    competition = load_labelled_frame(task)
+    real = json.loads((FIXTURES / "data" / slug / "provenance.real.json").read_text())
+    assert real["original_rows"] == sample_of and list(competition.columns) == real["columns"]
+    assert PROVENANCE[slug]["competition_sample"]["rows"]["train.sample.csv.gz"] == len(competition) == 30000
+    original = load_labelled_frame(task, source="original")
+    assert len(original) == rows and list(original.columns) == list(competition.columns)
+    assert original["id"].tolist() == list(range(rows))
+    assert source_fingerprint(task, "original") != source_fingerprint(task)
+    monkeypatch.setenv("MLTB_DATA_SOURCE", "original")
+    assert task.active_data_origin == "original" and not task.percentile_comparable
+    assert task.percentile_note == "original dataset; the board was scored on the competition's synthetic data"
+    # Tasks without an original alternative keep their own data under the same setting.
+    assert datasources.resolve_source(TASKS["spaceship-titanic"]) == "bundled"
 
 
 def test_bundled_provenance_lists_every_bundled_task():

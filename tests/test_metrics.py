@@ -84,3 +84,22 @@ def test_unknown_metric_lists_valid_names():
         get_metric("f2")
     message = str(info.value)
     assert "'f2'" in message and "rmsle" in message and "accuracy" in message
+
+
+def test_prior_weighted_accuracy_hand_computed():
+    # Class 1 is 3/4 of the target distribution, class 2 a quarter; recalls 1/2 and 1.
+    metric = get_metric("prior_weighted_accuracy").configure({"class_weights": {"1": 300, "2": 100}})
+    y_true = np.array([1, 1, 2, 2, 2, 2])
+    y_pred = np.array([1, 2, 2, 2, 2, 2])
+    assert metric(y_true, y_pred) == pytest.approx(0.75 * 0.5 + 0.25 * 1.0)
+    assert skm.accuracy_score(y_true, y_pred) == pytest.approx(5 / 6)  # the unweighted figure differs
+
+
+def test_prior_weighted_accuracy_needs_its_weights():
+    with pytest.raises(ValueError, match="not configured"):
+        get_metric("prior_weighted_accuracy")(np.array([1]), np.array([1]))
+    with pytest.raises(ValueError, match="needs \\[scoring\\] class_weights"):
+        get_metric("prior_weighted_accuracy").configure({})
+    metric = get_metric("prior_weighted_accuracy").configure({"class_weights": {"1": 1}})
+    with pytest.raises(ValueError, match="no weight"):
+        metric(np.array([1, 3]), np.array([1, 3]))

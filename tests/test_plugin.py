@@ -100,6 +100,7 @@ def test_ids_order_and_k_selection(suite):
     (["--model=gpt4"], ["unknown model", "'gpt4'", "openai:<model>"]),
     (["--task=no-such-task"], ["unknown task", "'no-such-task'", "spaceship-titanic"]),
     (["--trials=x"], ["bad value for --trials"]),
+    (["--board=final"], ["bad value for --board", "'final'", "public, private"]),
 ])
 def test_unknown_names_are_usage_errors(suite, args, words):
     result = run(suite, "--collect-only", *args)
@@ -113,6 +114,23 @@ def test_env_var_sets_option(suite, monkeypatch):
     result = run(suite, "--collect-only", "-q")
     ids = [line for line in result.stdout.lines if "test_challenge[" in line]
     assert ids == [f"test_challenges.py::test_challenge[{TASK}-lats-sim-t00]"]
+
+
+def test_board_env_var_is_checked(suite, monkeypatch):
+    monkeypatch.setenv("MLTB_BOARD", "final")
+    result = run(suite, "--collect-only", "-q")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and "bad value for MLTB_BOARD" in result.stderr.str()
+
+
+def test_board_option_reaches_the_trial_config_and_its_hash():
+    from pytest_mltb.collection import trial_config
+    from pytest_mltb.options import OPTIONS, Settings
+
+    defaults = {opt.name: opt.default for opt in OPTIONS}
+    public = trial_config(Settings(defaults), "react", "sim", 0)
+    private = trial_config(Settings({**defaults, "board": "private"}), "react", "sim", 0)
+    assert public.board == "public" and private.board == "private"  # the paper ranks on the public board
+    assert public.config_hash() != private.config_hash()
 
 
 def test_xdist_tables_equal_serial_tables_and_junitxml(suite, tmp_path):

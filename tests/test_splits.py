@@ -8,7 +8,7 @@ import time
 import pandas as pd
 import pytest
 
-from mltb_core import splits
+from mltb_core import FIXTURES, splits
 from mltb_core.splits import MAX_ROWS, prepare_split
 from mltb_core.tasks import load_tasks
 
@@ -39,10 +39,15 @@ def check_split(task, split):
     train, test, labels = (pd.read_csv(p) for p in (split.train_path, split.test_path, split.labels_path))
     meta = split.meta
     total = meta["train_rows"] + meta["test_rows"]
-    assert total == min(MAX_ROWS, meta["labelled_rows"]) == len(train) + len(test)
-    assert abs(len(test) - 0.2 * total) <= 1
+    assert total == len(train) + len(test)
+    if task.group_column:  # whole groups: about a fifth of the rows, never more than MAX_ROWS
+        assert total <= min(MAX_ROWS, meta["labelled_rows"]) and abs(len(test) - 0.2 * total) <= 0.03 * total
+        assert not set(train[task.group_column]) & set(test[task.group_column])
+    else:
+        assert total == min(MAX_ROWS, meta["labelled_rows"])
+        assert abs(len(test) - 0.2 * total) <= 1
     assert task.target in train.columns and task.target not in test.columns
-    assert list(labels.columns) == [task.id_column, task.target]
+    assert list(labels.columns) == [task.id_column, task.target, *task.grader_columns]
     assert list(test.columns) == [c for c in train.columns if c != task.target]
     assert test[task.id_column].is_unique and test[task.id_column].tolist() == labels[task.id_column].tolist()
     assert not set(train[task.id_column]) & set(test[task.id_column])
@@ -66,6 +71,32 @@ def test_every_task_splits_into_train_test_and_labels(slug, shared_cache):
 def test_the_wide_santander_value_replica_splits(shared_cache):
     task = TASKS["santander-value-prediction-challenge"]
     check_split(task, prepare_split(task, seed=0, cache_dir=shared_cache))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_costa_rica_households_never_straddle_the_split(seed, tmp_path):
+    task = TASKS["costa-rican-household-poverty-prediction"]
+    assert task.group_column == "idhogar"
+    split = prepare_split(task, seed=seed, cache_dir=tmp_path)
+    train, test, labels = check_split(task, split)
+    assert split.meta["group_column"] == "idhogar"
+    assert not set(train["idhogar"]) & set(test["idhogar"])
+    # The grader gets the head-of-household flag to filter on; the agent's test.csv keeps it as a feature.
+    assert labels["parentesco1"].tolist() == test["parentesco1"].tolist()
+
+
+def test_grouped_split_samples_whole_groups_when_the_data_is_large(tmp_path, monkeypatch):
+    task = TASKS["costa-rican-household-poverty-prediction"]
+    monkeypatch.setattr(splits, "MAX_ROWS", 3000)
+    split = prepare_split(task, seed=0, cache_dir=tmp_path)
+    train, test = pd.read_csv(split.train_path), pd.read_csv(split.test_path)
+    assert 2900 < len(train) + len(test) <= 3000
+    frame = pd.concat([train, test])
+    full = pd.read_csv(FIXTURES / "data" / task.slug / "train.csv.gz", usecols=["idhogar"])
+    sizes = full["idhogar"].value_counts()
+    kept = frame["idhogar"].value_counts()
+    assert (kept == sizes[kept.index]).all()  # every kept household is complete
+    assert not set(train["idhogar"]) & set(test["idhogar"])
 
 
 def test_same_seed_gives_identical_bytes_and_other_seeds_differ(tmp_path):

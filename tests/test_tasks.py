@@ -13,7 +13,7 @@ from mltb_core.tasks import (SUBMISSION_FILE, Task, TaskSpecError, UnknownTaskEr
 # The competition's official metric for each of the paper's challenges.
 EXPECTED_METRICS = {
     "spaceship-titanic": "accuracy", "costa-rican-household-poverty-prediction": "macro_f1",
-    "forest-cover-type-kernels-only": "accuracy", "new-york-city-taxi-fare-prediction": "rmse",
+    "forest-cover-type-kernels-only": "prior_weighted_accuracy", "new-york-city-taxi-fare-prediction": "rmse",
     "nyc-taxi-trip-duration": "rmsle", "santander-value-prediction-challenge": "rmsle",
     "playground-series-s3e1": "rmse", "playground-series-s4e1": "roc_auc", "playground-series-s4e8": "mcc",
     "playground-series-s4e9": "rmse", "playground-series-s5e5": "rmsle", "playground-series-s5e8": "roc_auc",
@@ -62,6 +62,73 @@ def test_the_paper_has_fifteen_challenges_with_their_official_metrics():
         wants_probability = task.metric in ("roc_auc", "gini")
         assert task.prediction == ("probability" if wants_probability else "label"), task.slug
         assert task.greater_is_better == (task.metric not in ("rmse", "rmsle"))
+
+
+# Where each task's rows come from, and which tasks may be placed on their Kaggle board.
+EXPECTED_ORIGINS = {
+    "spaceship-titanic": "competition", "costa-rican-household-poverty-prediction": "competition",
+    "forest-cover-type-kernels-only": "competition", "new-york-city-taxi-fare-prediction": "competition-sample",
+    "nyc-taxi-trip-duration": "competition-sample", "playground-series-s3e1": "competition-sample",
+    "playground-series-s4e1": "competition-sample", "playground-series-s4e8": "original",
+    "playground-series-s4e9": "original", "playground-series-s5e5": "original", "playground-series-s5e8": "original",
+    **{slug: "replica" for slug in REPLICAS},
+}
+COMPARABLE = {"spaceship-titanic", "forest-cover-type-kernels-only", "new-york-city-taxi-fare-prediction",
+              "nyc-taxi-trip-duration", "playground-series-s3e1", "playground-series-s4e1"}
+
+
+def test_every_task_declares_its_data_origin_and_whether_it_gets_a_percentile():
+    tasks = load_tasks()
+    assert {slug: task.data_origin for slug, task in tasks.items()} == EXPECTED_ORIGINS
+    assert {slug for slug, task in tasks.items() if task.percentile_comparable} == COMPARABLE
+    for slug, task in tasks.items():
+        assert (task.percentile_note is None) == (slug in COMPARABLE)
+    assert tasks["santander-value-prediction-challenge"].percentile_note.startswith("synthetic schema replica")
+    assert tasks["costa-rican-household-poverty-prediction"].percentile_note == (
+        "no leaderboard bundled for this competition")
+    forest = tasks["forest-cover-type-kernels-only"]
+    # Comparable only because the score is reweighted to the real test set's class shares.
+    assert forest.heldout_matches_board is False and sum(forest.scoring["class_weights"].values()) == 581012 - 15120
+    costa = tasks["costa-rican-household-poverty-prediction"]
+    assert costa.group_column == "idhogar" and str(costa.scoring_rows) == "parentesco1 == 1"
+    assert costa.grader_columns == ["parentesco1"]
+
+
+@pytest.mark.parametrize(("extra", "field", "message"), [
+    ('data_origin = "synthetic"\n', "data_origin", "unknown value 'synthetic'"),
+    ('original_builder = "nope"\n', "original_builder", "unknown value 'nope'"),
+    ('heldout_matches_board = "no"\n', "heldout_matches_board", "must be true or false"),
+    ('[scoring]\nrows = "import os"\n', "scoring.rows", "is not '<column> <op> <value>'"),
+    ('[scoring]\nrows = "a == b + 1"\n', "scoring.rows", "is not a number, a quoted string or a boolean"),
+    ('[scoring]\nweights = 1\n', "scoring", "unknown key(s) ['weights']"),
+    ('[scoring]\nclass_weights = { "1" = -2 }\n', "scoring.class_weights", "positive number"),
+])
+def test_origin_and_scoring_errors_name_the_field(tmp_path, extra, field, message):
+    text = MINIMAL_SPEC.replace("[fields]", extra + "[fields]") if not extra.startswith("[") else MINIMAL_SPEC + extra
+    path = write_spec(tmp_path, text)
+    with pytest.raises(TaskSpecError) as info:
+        load_tasks([tmp_path])
+    assert str(path) in str(info.value) and info.value.field == field and message in str(info.value)
+
+
+def test_a_metric_that_needs_settings_requires_them_in_the_spec(tmp_path):
+    spec = MINIMAL_SPEC.replace('"roc_auc"', '"prior_weighted_accuracy"').replace('"probability"', '"label"')
+    write_spec(tmp_path, spec)
+    with pytest.raises(TaskSpecError, match="needs \\[scoring\\] class_weights"):
+        load_tasks([tmp_path])
+    write_spec(tmp_path, spec + '[scoring]\nclass_weights = { "0" = 3, "1" = 1 }\n')
+    assert load_tasks([tmp_path])["my-task"].scoring == {"class_weights": {"0": 3.0, "1": 1.0}}
+
+
+def test_row_filter_compares_a_column_with_a_literal():
+    import pandas as pd
+    from mltb_core.tasks import RowFilter
+
+    frame = pd.DataFrame({"parentesco1": [1, 0, 1], "kind": ["a", "b", "a"]})
+    assert RowFilter.parse("parentesco1 == 1").mask(frame).tolist() == [True, False, True]
+    assert RowFilter.parse("kind != 'a'").mask(frame).tolist() == [False, True, False]
+    with pytest.raises(ValueError, match="not in the labels file"):
+        RowFilter.parse("missing == 1").mask(frame)
 
 
 def test_leaderboard_files_exist_and_truncated_boards_carry_the_true_team_count():
