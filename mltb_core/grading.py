@@ -22,6 +22,7 @@ import pandas as pd
 from . import FIXTURES
 from .leaderboards import Leaderboard
 from .metrics import Metric, get_metric
+from .stats import row_bootstrap
 
 __all__ = ["Grade", "grade_submission", "validate_submission", "baseline_prediction",
            "normalized_score", "task_leaderboard", "LEADERBOARDS_DIR"]
@@ -44,10 +45,19 @@ class Grade:
     normalized: float | None = None
     metric: str | None = None
     baseline: float | None = None
+    # held-out-row bootstrap (mltb_core.stats.row_bootstrap): score and percentile per row resample
+    score_samples: list[float | None] | None = None
+    percentile_samples: list[float | None] | None = None
+    row_seed: int | None = None
 
     def to_dict(self) -> dict:
         """Plain JSON-ready dict."""
         return asdict(self)
+
+    def row_bootstrap_fields(self) -> dict:
+        """The row-bootstrap fields a TrialRecord carries (same names there)."""
+        return {"score_samples": self.score_samples, "percentile_samples": self.percentile_samples,
+                "row_seed": self.row_seed}
 
     @classmethod
     def invalid(cls, reason: str, metric: str | None = None) -> "Grade":
@@ -391,14 +401,20 @@ def grade_submission(task, submission: Path | str | pd.DataFrame, split) -> Grad
     truth = labels[task.target]
     y_true, y_pred = _metric_inputs(task, truth, predictions, classes)
     score = metric(y_true, y_pred)
+    # Held-out-row noise, shared by every trial graded on this split: the same seeded row resamples
+    # for every submission, so replicate b pairs across trials and planners (hand-made splits: seed 0).
+    row_seed = int(getattr(split, "seed", 0))
+    score_samples = row_bootstrap(metric, y_true, y_pred, seed=row_seed)
     _, y_base = _metric_inputs(task, truth, baseline_prediction(task, train_target, len(truth), classes), classes)
     baseline = metric(y_true, y_base)
 
     grade = Grade(valid=True, reason="ok", score=score, metric=metric.name, baseline=baseline,
-                  normalized=normalized_score(score, baseline, metric))
+                  normalized=normalized_score(score, baseline, metric), score_samples=score_samples,
+                  row_seed=row_seed)
     board = task_leaderboard(task, metric)
     if board is not None:
         grade.percentile = board.percentile(score)
+        grade.percentile_samples = [None if s is None else round(board.percentile(s), 2) for s in score_samples]
         grade.medal = board.medal(score)
         grade.above_median = board.above_median(score)
     return grade

@@ -108,6 +108,7 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
             **base, outcome="valid" if valid else "planner_failure", valid=valid,
             score=grade.score if grade else None, percentile=grade.percentile if grade else None,
             medal=grade.medal if grade else None, normalized=grade.normalized if grade else None,
+            **(grade.row_bootstrap_fields() if grade else {}),
             stage_reached=best.progress.stage, stage_name=best.progress.stage_name,
             stop_reason=result.stop_reason, feedback=feedback_text[:500],
             tokens_in=episode.usage.prompt_tokens, tokens_out=episode.usage.completion_tokens,
