@@ -326,3 +326,19 @@ def test_real_task_perfect_and_baseline_submissions(slug):
     if slug == "playground-series-s4e8":  # 'e'/'p' labels given as LabelEncoder codes
         codes = labels[task.target].map({c: i for i, c in enumerate(classes)})
         assert grade_submission(task, labels.assign(**{task.target: codes}), split).score == 1.0
+
+
+# -- held-out-row bootstrap (mltb_core.stats.row_bootstrap) ------------------------------------
+def test_grade_carries_seeded_row_resamples_paired_across_submissions(board_dir, regression_split):
+    task = make_task(problem_type="regression", metric="rmse", leaderboard="demo.csv")
+    noisy = submission_from(regression_split, regression_split.labels["y"] + RNG.normal(0, 0.2, 30))
+    first, again = (grade_submission(task, noisy, regression_split) for _ in range(2))
+    assert first.row_seed == 0 and len(first.score_samples) == len(first.percentile_samples) == 200
+    assert first.score_samples == again.score_samples          # same split → same row resamples
+    assert len(set(first.score_samples)) > 50                  # the rows' noise is really there
+    assert min(first.score_samples) < first.score < max(first.score_samples)
+    board = grading.task_leaderboard(task)
+    assert first.percentile_samples[:5] == [round(board.percentile(s), 2) for s in first.score_samples[:5]]
+    assert first.row_bootstrap_fields() == {"score_samples": first.score_samples,
+                                            "percentile_samples": first.percentile_samples, "row_seed": 0}
+    assert not grade_submission(task, noisy.iloc[:3], regression_split).row_bootstrap_fields()["score_samples"]
