@@ -124,3 +124,9 @@ def test_overall_percentile_interval_resamples_tasks():
     overall = percentile_table(records)[0].rows[-1][1]
     low, high = (float(x) for x in overall.split("[")[1].split("]")[0].split(","))
     assert low <= 25.0 and high >= 65.0   # tasks held fixed the interval would be [45, 45]
+
+
+def test_a_valid_trial_without_percentile_is_named_not_counted_as_zero():
+    records = [trial("t", "react", 0, True, 70.0), trial("t", "react", 1, True, None), trial("t", "react", 2, False)]
+    cell = percentile_table(records)[0].rows[0][1]
+    assert cell.startswith("35.0 [") and "n=2, 1 valid, 1 valid unscored" in cell   # median of (70, 0)
