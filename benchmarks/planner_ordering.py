@@ -3,8 +3,9 @@
     python benchmarks/planner_ordering.py [--skill 0.5] [--seeds 20] [--tasks a,b,c] [--planners ...] [--jobs 2]
 
 Runs every (task, planner, seed) trial with ``sim:<skill>`` (a synthetic policy, not an LLM),
-prints consistency per task × planner with a bootstrap 95 % CI on each planner's overall
-consistency, and writes the records to --out (default reports/planner-ordering.jsonl).
+prints the summary's consistency table (per task × planner with 95 % Wilson intervals; overall =
+median over tasks with a task-clustered interval), and writes the records to --out (default
+reports/planner-ordering.jsonl).
 """
 from __future__ import annotations
 
@@ -15,11 +16,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from tabulate import tabulate
-
 from mltb_core.config import TrialConfig
 from mltb_core.results import TrialRecord, append_records
-from mltb_core.stats import bootstrap_ci
+from mltb_core.tables import consistency_table, render_tables
 from mltb_core.tasks import get_task
 from mltb_core.trial import run_trial
 
@@ -52,23 +51,11 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.unlink(missing_ok=True)
     append_records(out, sorted(records, key=lambda r: (r.task, r.planner, r.trial)))
-    rows = []
-    for task in tasks:
-        row = [task]
-        for p in planners:
-            rs = [r for r in records if r.task == task and r.planner == p and r.outcome != "infra_error"]
-            row.append(f"{sum(r.valid for r in rs) / max(len(rs), 1):.2f}")
-        rows.append(row)
-    overall = ["overall (95 % CI)"]
-    for p in planners:
-        vals = [float(r.valid) for r in records if r.planner == p and r.outcome != "infra_error"]
-        ci = bootstrap_ci(vals, stat="mean", seed=0)
-        overall.append(f"{ci.estimate:.2f} [{ci.low:.2f}, {ci.high:.2f}]")
-    rows.append(overall)
     infra = sum(r.outcome == "infra_error" for r in records)
     print(f"Consistency with {model} (synthetic policy, not an LLM): {args.seeds} seeds x {len(tasks)} tasks, "
           f"{len(records)} trials, {infra} infrastructure errors, {time.time() - start:.0f} s")
-    print(tabulate(rows, headers=["task", *planners], tablefmt="github"))
+    # the summary's own table: Wilson interval per cell, overall = median over tasks (task-clustered interval)
+    print(render_tables(consistency_table(records), tablefmt="github"))
     return 0
 
 

@@ -29,6 +29,7 @@ from . import FIXTURES
 from .leaderboards import Leaderboard
 from .metrics import Metric, task_metric
 from .tasks import DEFAULT_BOARD, board_file, check_board, percentile_note
+from .stats import row_bootstrap
 
 __all__ = ["Grade", "grade_submission", "validate_submission", "baseline_prediction",
            "normalized_score", "task_leaderboard", "LEADERBOARDS_DIR"]
@@ -54,10 +55,19 @@ class Grade:
     percentile_note: str | None = None   # why there is no percentile although the submission is valid
     board: str | None = None             # the leaderboard the score was placed on (public | private)
     scored_rows: int | None = None       # held-out rows the metric was computed over
+    # held-out-row bootstrap (mltb_core.stats.row_bootstrap): score and percentile per row resample
+    score_samples: list[float | None] | None = None
+    percentile_samples: list[float | None] | None = None
+    row_seed: int | None = None
 
     def to_dict(self) -> dict:
         """Plain JSON-ready dict."""
         return asdict(self)
+
+    def row_bootstrap_fields(self) -> dict:
+        """The row-bootstrap fields a TrialRecord carries (same names there)."""
+        return {"score_samples": self.score_samples, "percentile_samples": self.percentile_samples,
+                "row_seed": self.row_seed}
 
     @classmethod
     def invalid(cls, reason: str, metric: str | None = None) -> "Grade":
@@ -432,16 +442,22 @@ def grade_submission(task, submission: Path | str | pd.DataFrame, split, board: 
     truth = labels[task.target][scored]
     y_true, y_pred = _metric_inputs(task, truth, predictions[scored], classes)
     score = metric(y_true, y_pred)
+    # Held-out-row noise, shared by every trial graded on this split: the same seeded row resamples
+    # for every submission, so replicate b pairs across trials and planners (hand-made splits: seed 0).
+    row_seed = int(getattr(split, "seed", 0))
+    score_samples = row_bootstrap(metric, y_true, y_pred, seed=row_seed)
     _, y_base = _metric_inputs(task, truth, baseline_prediction(task, train_target, len(truth), classes), classes)
     baseline = metric(y_true, y_base)
 
     note = percentile_note(task, _split_source(split), board)
     grade = Grade(valid=True, reason="ok", score=score, metric=metric.name, baseline=baseline,
                   normalized=normalized_score(score, baseline, metric), percentile_note=note, board=board,
-                  scored_rows=int(scored.sum()))
+                  scored_rows=int(scored.sum()), score_samples=score_samples, row_seed=row_seed)
     leaderboard = task_leaderboard(task, metric, board) if note is None else None
     if leaderboard is not None:
         grade.percentile = leaderboard.percentile(score)
+        grade.percentile_samples = [None if s is None else round(leaderboard.percentile(s), 2)
+                                    for s in score_samples]
         grade.medal = leaderboard.medal(score)
         grade.above_median = leaderboard.above_median(score)
     return grade

@@ -31,7 +31,8 @@ __all__ = ["TrialRecord", "OUTCOMES", "append_records", "read_records", "record_
            "latest_records", "counted_records", "consistency_values", "percentile_values", "normalized_values",
            "group_by", "read_run_records", "RESULTS_FILE", "TRAJECTORY_DIR", "SYNTHETIC_LABEL", "model_label",
            "ResultsFileError", "ResultsFileWarning", "UnreadableLine", "scan_records", "problem_lines",
-           "check_results_file", "MAX_REPORTED_PROBLEMS", "record_json"]
+           "check_results_file", "MAX_REPORTED_PROBLEMS", "record_json", "PercentileCell", "percentile_cell",
+           "percentile_exclusion", "NO_LEADERBOARD", "NOT_COMPARABLE"]
 
 RESULTS_FILE = "results.jsonl"
 TRAJECTORY_DIR = "trajectories"
@@ -72,6 +73,12 @@ class TrialRecord:
     percentile: float | None = None
     medal: str | None = None
     normalized: float | None = None
+    # held-out-row bootstrap from grading (see mltb_core.stats.row_bootstrap): the score and its
+    # leaderboard percentile on each row resample, and the seed that drew the resamples (same seed
+    # and row count = same resamples, so replicate b pairs across trials, planners and runs)
+    score_samples: list[float | None] | None = None
+    percentile_samples: list[float | None] | None = None
+    row_seed: int | None = None
     stage_reached: int = 0
     stage_name: str = ""
     stop_reason: str = ""
@@ -313,9 +320,7 @@ def consistency_values(records: Iterable[TrialRecord]) -> list[float]:
 
 
 def _has_leaderboard(records: list[TrialRecord]) -> bool:
-    """Whether percentiles exist for these records' task (replica tasks have none)."""
-    if any(r.percentile is not None for r in records):
-        return True
+    """Whether the task has a leaderboard at all (replica tasks have none)."""
     flags = [r.extra.get("leaderboard") for r in records if "leaderboard" in r.extra]
     if flags:
         return all(flags)
@@ -334,27 +339,83 @@ def _task_has_leaderboard(slug: str) -> bool:
     return task is not None and bool(task.leaderboard) and task.source != "replica"
 
 
-def _score_values(records: Iterable[TrialRecord], attr: str) -> list[float]:
+NO_LEADERBOARD = "no leaderboard (schema replica or none given)"
+NOT_COMPARABLE = "valid submissions got no comparable leaderboard percentile"
+
+
+@dataclass
+class PercentileCell:
+    """The percentile figures of one cell's counted trials (the paper's rule: a trial without a
+    valid submission counts as percentile 0).
+
+    ``excluded`` says why the task has no comparable percentile (then ``values`` is empty).
+    A valid trial whose grade has no percentile while others of the task have one is left out
+    and counted in ``unscored``.
+    """
+    values: list[float] = field(default_factory=list)
+    replicates: list[list[float | None] | None] = field(default_factory=list)
+    row_seeds: list[int | None] = field(default_factory=list)
+    counted: int = 0
+    scored: int = 0          # valid trials with a percentile
+    failed: int = 0          # counted trials without a valid submission (percentile 0)
+    unscored: int = 0        # valid trials without a percentile (left out)
+    excluded: str | None = None
+
+
+def percentile_exclusion(records: Iterable[TrialRecord]) -> str | None:
+    """Why these records' task has no comparable leaderboard percentile, or None when it has one.
+
+    Decided by the valid trials: one with a percentile makes the task comparable; valid trials all
+    without one mean the grader found no comparable board (its ``percentile_note`` says why, when
+    the record has one). Without any valid trial the records' notes (every trial carries its task's
+    note) or, for older records without one, the task's leaderboard flag decide.
+    """
     counted = counted_records(records)
-    if not _has_leaderboard(counted):
-        return []
-    # the paper's convention: a trial without a valid submission sits at the bottom (0)
-    values = []
+    valid = [r for r in counted if r.valid]
+    if any(r.percentile is not None for r in valid):
+        return None
+    notes = sorted({str(getattr(r, "percentile_note", None) or r.extra.get("percentile_note") or "")
+                    for r in (valid or counted)} - {""})
+    if valid:
+        return "; ".join(notes) if notes else NOT_COMPARABLE
+    if notes:
+        return "; ".join(notes)
+    return None if _has_leaderboard(counted) else NO_LEADERBOARD
+
+
+def percentile_cell(records: Iterable[TrialRecord]) -> PercentileCell:
+    """Percentiles of counted trials with their row replicates (see :class:`PercentileCell`)."""
+    counted = counted_records(records)
+    cell = PercentileCell(counted=len(counted), excluded=percentile_exclusion(counted))
+    if cell.excluded is not None:
+        return cell
     for record in counted:
-        value = getattr(record, attr) if record.valid else 0.0
-        if value is not None:
-            values.append(float(value))
-    return values
+        if not record.valid:
+            cell.failed += 1
+            cell.values.append(0.0)
+            cell.replicates.append(None)   # 0 on every row resample
+        elif record.percentile is None:
+            cell.unscored += 1
+            continue
+        else:
+            cell.scored += 1
+            cell.values.append(float(record.percentile))
+            cell.replicates.append(record.percentile_samples)
+        cell.row_seeds.append(record.row_seed)
+    return cell
 
 
 def percentile_values(records: Iterable[TrialRecord]) -> list[float]:
-    """Leaderboard percentiles of counted trials (invalid → 0); empty when the task has no leaderboard."""
-    return _score_values(records, "percentile")
+    """Leaderboard percentiles of counted trials (invalid → 0); empty when the task has no comparable one."""
+    return percentile_cell(records).values
 
 
 def normalized_values(records: Iterable[TrialRecord]) -> list[float]:
     """Normalized scores of counted trials (invalid → 0); empty when the task has no leaderboard."""
-    return _score_values(records, "normalized")
+    counted = counted_records(records)
+    if not (any(r.percentile is not None for r in counted) or _has_leaderboard(counted)):
+        return []
+    return [float(r.normalized) if r.valid else 0.0 for r in counted if not r.valid or r.normalized is not None]
 
 
 def group_by(records: Iterable[TrialRecord], *attrs: str) -> dict[tuple, list[TrialRecord]]:

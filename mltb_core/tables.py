@@ -4,25 +4,30 @@ Tables are data first (:class:`Table`: title, headers, rows) so the terminal sum
 markdown leaderboard and the HTML report all render the same figures. Every function sorts
 its input, so the output depends only on the set of records, never on completion order.
 
-Definitions (the paper's, Section 5):
+Definitions (the paper's, Section 5), and what every printed number is computed over:
 
 - consistency of a (task, planner, model) cell = valid trials / counted trials, where infra
-  errors are not counted at all;
+  errors are not counted at all; the cell shows ``valid/counted``, the rate and its 95 % Wilson
+  score interval;
 - percentile of a cell = the median leaderboard percentile over counted trials, a trial
-  without a valid submission counting as 0; tasks without a leaderboard (replicas) show n/a;
-- overall = the median over tasks of the cell figures; its 95 % CI comes from a bootstrap
-  that resamples trials within each task (:func:`mltb_core.stats.grouped_bootstrap_ci`).
+  without a valid submission counting as 0; the cell shows n (counted trials) and how many of
+  them were valid with a percentile. Its 95 % interval resamples trials and the held-out rows
+  (:class:`mltb_core.stats.TrialSample`). Tasks without a comparable percentile are excluded,
+  and the table names them and why;
+- overall = the median over tasks of the per-task figures, over the k tasks that have one
+  (the row says k); its 95 % interval is a two-level bootstrap that resamples tasks, then
+  trials (or the Jeffreys posterior of a rate) within each task (:func:`mltb_core.stats.clustered_ci`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Iterable
 
 from tabulate import tabulate
 
-from .results import (SYNTHETIC_LABEL, TrialRecord, consistency_values, counted_records, group_by,
-                      latest_records, model_label, percentile_values)
-from .stats import bootstrap_ci, grouped_bootstrap_ci
+from .results import (SYNTHETIC_LABEL, TrialRecord, counted_records, group_by, latest_records, model_label,
+                      percentile_cell)
+from .stats import CI, RateSample, TrialSample, bootstrap_ci, clustered_ci, wilson_interval
 
 __all__ = ["Table", "PLANNER_ORDER", "STAGES", "build_tables", "render_tables", "render_summary",
            "consistency_table", "percentile_table", "cost_table", "funnel_table", "infra_table", "variant_labels"]
@@ -73,54 +78,115 @@ def _fmt(value: float | None, digits: int = 2) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
 
 
+def _interval(ci: CI, digits: int) -> str:
+    return f"{ci.estimate:.{digits}f} [{ci.low:.{digits}f}, {ci.high:.{digits}f}]"
+
+
 def _models(records: list[TrialRecord]) -> list[tuple[str, bool]]:
     synthetic = {r.model: r.synthetic for r in records}
     return sorted(synthetic.items())
 
 
-def _task_by_planner_table(records: list[TrialRecord], key: str, what: str,
-                           values_of: Callable[[list[TrialRecord]], list[float]], within: str,
-                           seed: int) -> list[Table]:
-    """One table per model: rows are tasks, columns planner variants, cells ``within`` of values_of."""
-    tables = []
+def _notes(synthetic: bool, *notes: str) -> list[str]:
+    return list(notes) + ([f"{SYNTHETIC_LABEL}: figures measure the harness, not a language model"]
+                          if synthetic else [])
+
+
+def _per_model(records: list[TrialRecord]):
+    """(model, synthetic, its records, task list, variants, column headers, cells) per model."""
     labels = variant_labels(records)
     for model, synthetic in _models(records):
         mine = [r for r in records if r.model == model]
         variants = _variants(mine)
-        tasks = sorted({r.task for r in mine})
-        cells = group_by(mine, "task", "planner", "config_hash")
-        headers = ["task"] + [labels[(model, p, h)] for p, h in variants]
-        rows = []
-        for task in tasks:
-            row = [task]
-            for planner, h in variants:
-                ci = bootstrap_ci(values_of(cells.get((task, planner, h), [])), within, seed=seed)
-                row.append(_fmt(ci.estimate))
-            rows.append(row)
-        overall = ["overall median"]
-        interval = ["95% CI"]
-        for i, (planner, h) in enumerate(variants):
-            groups = [values_of(cells.get((task, planner, h), [])) for task in tasks]
-            ci = grouped_bootstrap_ci(groups, within, "median", seed=seed + i)
-            overall.append(_fmt(ci.estimate))
-            interval.append("n/a" if ci.estimate is None else f"[{ci.low:.2f}, {ci.high:.2f}]")
-        rows += [overall, interval]
-        title = f"{what} — model {model_label(model, synthetic)}"
-        notes = [f"{SYNTHETIC_LABEL}: figures measure the harness, not a language model"] if synthetic else []
-        tables.append(Table(f"{key}:{model}", title, headers, rows, notes))
-    return tables
+        headers = [labels[(model, p, h)] for p, h in variants]
+        yield (model, synthetic, sorted({r.task for r in mine}), variants, headers,
+               group_by(mine, "task", "planner", "config_hash"))
 
 
 def consistency_table(records: list[TrialRecord], seed: int = 0) -> list[Table]:
     """Consistency (valid / counted trials) per task × planner, one table per model."""
-    return _task_by_planner_table(records, "consistency", "Consistency (valid trials / trials)",
-                                  consistency_values, "mean", seed)
+    tables = []
+    for model, synthetic, tasks, variants, headers, cells in _per_model(records):
+        rows = []
+        for task in tasks:
+            row = [task]
+            for planner, h in variants:
+                counted = counted_records(cells.get((task, planner, h), []))
+                valid = sum(1 for r in counted if r.valid)
+                row.append(f"{valid}/{len(counted)} {_interval(wilson_interval(valid, len(counted)), 2)}"
+                           if counted else "n/a (no trials)")
+            rows.append(row)
+        overall = ["overall: median over tasks"]
+        for i, (planner, h) in enumerate(variants):
+            samples = []
+            for task in tasks:
+                counted = counted_records(cells.get((task, planner, h), []))
+                if counted:
+                    samples.append(RateSample(sum(1 for r in counted if r.valid), len(counted)))
+            ci = clustered_ci(samples, "median", seed=seed + i)
+            overall.append("n/a" if ci.estimate is None else f"{_interval(ci, 2)} (k={ci.n} of {len(tasks)})")
+        rows.append(overall)
+        notes = _notes(synthetic,
+                       "cells: valid/counted trials (infra errors not counted), consistency and its 95% Wilson "
+                       "score interval",
+                       "overall: median over the k tasks with trials of the per-task consistency; 95% interval "
+                       "from a bootstrap resampling tasks, then each task's rate (Jeffreys Beta posterior)")
+        tables.append(Table(f"consistency:{model}",
+                            f"Consistency (valid trials / trials) — model {model_label(model, synthetic)}",
+                            ["task"] + headers, rows, notes))
+    return tables
+
+
+def _percentile_sample(cell) -> TrialSample:
+    return TrialSample(cell.values, cell.replicates, "median")
 
 
 def percentile_table(records: list[TrialRecord], seed: int = 0) -> list[Table]:
-    """Median leaderboard percentile per task × planner, one table per model."""
-    return _task_by_planner_table(records, "percentile", "Median leaderboard percentile",
-                                  percentile_values, "median", seed)
+    """Median leaderboard percentile per task × planner (failed trials count as 0), one table per model."""
+    tables = []
+    for model, synthetic, tasks, variants, headers, cells in _per_model(records):
+        figures = {(task, v): percentile_cell(cells.get((task, *v), [])) for task in tasks for v in variants}
+        # a task is excluded when no planner has a comparable percentile for it
+        excluded = {}
+        for task in tasks:
+            reasons = {figures[(task, v)].excluded for v in variants if figures[(task, v)].counted}
+            if reasons and None not in reasons:
+                excluded[task] = "; ".join(sorted(reasons))
+        rows = []
+        for task in tasks:
+            row = [task]
+            for i, v in enumerate(variants):
+                cell = figures[(task, v)]
+                if task in excluded or cell.excluded is not None:
+                    row.append("excluded" if cell.counted else "n/a (no trials)")
+                elif not cell.values:
+                    row.append(f"n/a (n={cell.counted}, none scored)")
+                else:
+                    ci = bootstrap_ci(cell.values, replicates=cell.replicates, seed=seed + i)
+                    extra = f", {cell.unscored} valid unscored" if cell.unscored else ""
+                    row.append(f"{_interval(ci, 1)} n={len(cell.values)}, {cell.scored} valid{extra}")
+            rows.append(row)
+        included = [t for t in tasks if t not in excluded]
+        overall = ["overall: median over tasks"]
+        for i, v in enumerate(variants):
+            samples = [_percentile_sample(figures[(t, v)]) for t in included
+                       if figures[(t, v)].excluded is None and figures[(t, v)].values]
+            ci = clustered_ci(samples, "median", seed=seed + i)
+            overall.append("n/a" if ci.estimate is None else f"{_interval(ci, 1)} (k={ci.n} of {len(tasks)})")
+        rows.append(overall)
+        scope = f"overall: median over {len(included)} of {len(tasks)} tasks"
+        scope += (" (excluded: " + "; ".join(f"{t}: {why}" for t, why in sorted(excluded.items())) + ")"
+                  if excluded else "")
+        notes = _notes(synthetic, scope,
+                       "cells: median percentile over n counted trials, a trial without a valid submission "
+                       "counting as 0 (as in the paper); 95% interval from a bootstrap over trials and "
+                       "held-out rows (one row resample per replicate, shared by the task's trials)",
+                       "overall interval: bootstrap resampling tasks, then trials and held-out rows within each; "
+                       "k = tasks with a figure for that column")
+        title = (f"Median leaderboard percentile (failed trials count as 0) — model "
+                 f"{model_label(model, synthetic)}; overall = median over {len(included)} of {len(tasks)} tasks")
+        tables.append(Table(f"percentile:{model}", title, ["task"] + headers, rows, notes))
+    return tables
 
 
 _COST_HEADERS = ["model", "planner", "task", "trials", "tokens in", "tokens out", "LLM calls", "cost $",

@@ -26,7 +26,7 @@ from .limits import limit_threads
 from .registry import ToolContext
 from .results import TrialRecord
 from .rewards import StageContext
-from .tasks import SUBMISSION_FILE, Task
+from .tasks import SUBMISSION_FILE, Task, percentile_note
 from .trajectory import TrajectoryWriter
 
 __all__ = ["run_trial", "item_id", "model_id", "prepare_agent_data", "solver_paths", "check_grants",
@@ -292,7 +292,10 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
             **base, outcome="valid" if valid else "planner_failure", valid=valid,
             score=grade.score if grade else None, percentile=grade.percentile if grade else None,
             medal=grade.medal if grade else None, normalized=grade.normalized if grade else None,
-            percentile_note=grade.percentile_note if grade else None, board=config.board,
+            # failed trials carry the task's note too, so tables can exclude the task without a valid trial
+            percentile_note=grade.percentile_note if grade else percentile_note(task, board=config.board),
+            board=config.board,
+            **(grade.row_bootstrap_fields() if grade else {}),
             stage_reached=found["stage"], stage_name=found["stage_name"],
             stop_reason=found["stop_reason"], feedback=feedback_text[:500],
             tokens_in=found["tokens_in"], tokens_out=found["tokens_out"],

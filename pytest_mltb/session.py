@@ -307,7 +307,8 @@ class Controller:
 
     # ---- end of session --------------------------------------------------------------------------------
     def finish(self, session: pytest.Session) -> None:
-        """Write the baseline and run the comparison; a regression sets exit status 1."""
+        """Write the baseline and run the comparison; a regression sets exit status 1 (an underpowered
+        comparison does not: the summary says so loudly, see mltb_core.compare)."""
         records = self.run_records()
         if self.settings.save_baseline and records:
             self.baseline_written = Path(self.settings.save_baseline)
@@ -335,8 +336,11 @@ class Controller:
         if self.baseline_written:
             terminal.write_line(f"\nbaseline written to {self.baseline_written}")
         if self.comparison is not None:
+            # red: a regression beyond noise (exit 1); yellow: the gate could not measure some drops (exit 0)
+            failed, underpowered = self.comparison.failed, bool(self.comparison.underpowered)
             terminal.write_line("")
-            terminal.write_line(self.comparison.render(), red=self.comparison.failed, bold=self.comparison.failed)
+            terminal.write_line(self.comparison.render(), red=failed, yellow=underpowered and not failed,
+                                bold=failed or underpowered)
 
     # ---- embedded model server ---------------------------------------------------------------------------
     def start_local_server(self, models: list[str]) -> None:

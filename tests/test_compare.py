@@ -1,43 +1,98 @@
-"""compare.py: baselines and the regression rule (upper CI bound of the change below -threshold)."""
+"""compare.py: baselines, paired/unpaired changes, and the gate's verdicts (REGRESSION / underpowered / ok)."""
+import json
+
 import pytest
 
-from mltb_core.compare import compare_to_baseline, load_baseline, parse_regression_spec, save_baseline
+from mltb_core.compare import (BASELINE_VERSION, cell_figures, compare_to_baseline, load_baseline,
+                               parse_regression_spec, save_baseline)
 from mltb_core.results import TrialRecord
 
+SPEC = "consistency:-0.05,percentile:-2"
 
-def cell(valid_flags, percentile=60.0, task="t"):
-    return [TrialRecord(task=task, planner="react", model="sim", trial=i, seed=i, config_hash="h",
+
+def cell(valid_flags, percentile=60.0, task="t", seed0=0, samples=None):
+    return [TrialRecord(task=task, planner="react", model="sim", trial=i, seed=seed0 + i, config_hash="h",
                         outcome="valid" if ok else "planner_failure", valid=ok,
-                        percentile=percentile if ok else None, extra={"leaderboard": True}) for i, ok in enumerate(valid_flags)]
+                        percentile=percentile if ok else None, percentile_samples=samples if ok else None,
+                        row_seed=0 if ok else None, extra={"leaderboard": True})
+            for i, ok in enumerate(valid_flags)]
+
+
+def baseline_of(records):
+    return {"version": BASELINE_VERSION, "cells": cell_figures(records)}
+
+
+def delta(comparison, metric):
+    return next(d for d in comparison.deltas if d.metric == metric)
 
 
 def test_parse_spec():
     assert parse_regression_spec("consistency:-0.05, percentile:2") == {"consistency": 0.05, "percentile": 2.0}
-    for bad in ("speed:-1", "consistency", "percentile:abc", ""):
+    for bad in ("speed:-1", "consistency", "percentile:abc", "", "consistency:0"):
         with pytest.raises(ValueError):
             parse_regression_spec(bad)
 
 
 def test_roundtrip_and_gate(tmp_path):
     path = tmp_path / "base.json"
-    save_baseline(path, cell([True] * 8 + [False] * 2))
+    save_baseline(path, cell([True] * 8 + [False] * 2, samples=[58.0, 61.5, 60.0]))
     baseline = load_baseline(path)
-    spec = parse_regression_spec("consistency:-0.05,percentile:-2")
-    same = compare_to_baseline(baseline, cell([True] * 8 + [False] * 2), spec)
+    assert '"percentile_samples": [58.0, 61.5, 60.0]' in path.read_text()   # number lists stay on one line
+    spec = parse_regression_spec(SPEC)
+    same = compare_to_baseline(baseline, cell([True] * 8 + [False] * 2, samples=[58.0, 61.5, 60.0]), spec)
     assert not same.failed and "no regression beyond noise" in same.render()
     worse = compare_to_baseline(baseline, cell([False] * 10), spec)
     assert worse.failed and {d.metric for d in worse.regressions} == {"consistency", "percentile"}
     assert "REGRESSION" in worse.render()
 
 
-def test_noisy_small_drop_passes():
-    baseline = {"version": 1, "cells": {}}
-    records = cell([True, False, True, False])
-    from mltb_core.compare import cell_figures
-    baseline["cells"] = cell_figures(records)
-    slightly_worse = compare_to_baseline(baseline, cell([True, False, False, False]),
-                                         parse_regression_spec("consistency:-0.05"))
-    assert not slightly_worse.failed  # a one-trial drop out of four is within the noise
+def test_three_versus_three_is_underpowered_not_ok():
+    # the issue's case: ReAct 2/3 valid → 0/3 valid at 3 trials per cell
+    comparison = compare_to_baseline(baseline_of(cell([True, True, False])), cell([False] * 3),
+                                     parse_regression_spec(SPEC))
+    consistency = delta(comparison, "consistency")
+    assert not comparison.failed and consistency.verdict != "ok"
+    assert consistency.verdict.startswith("underpowered (need ~")
+    # n = (1.96 + 0.84)^2 * 2p(1-p) / 0.05^2 at p = (2 + 1/2) / (3 + 1)
+    assert consistency.trials_needed == pytest.approx(7.849 * 2 * 0.625 * 0.375 / 0.0025, rel=0.01)
+    assert delta(comparison, "percentile").verdict.startswith("underpowered")
+    text = comparison.render()
+    assert "UNDERPOWERED: 2 of 2 gated comparisons" in text
+    assert [d.verdict for d in comparison.deltas if d.threshold is not None and d.verdict == "ok"] == []
+
+
+def test_same_three_trials_are_underpowered_too():
+    comparison = compare_to_baseline(baseline_of(cell([True] * 3)), cell([True] * 3), {"consistency": 0.05})
+    assert delta(comparison, "consistency").underpowered and not comparison.failed
+
+
+@pytest.mark.parametrize("seed0", [0, 1000])   # same trial seeds: paired; other seeds: unpaired
+def test_real_regression_at_large_n_fails(seed0):
+    base = cell([True] * 36 + [False] * 4)
+    cur = cell([True] * 20 + [False] * 20, seed0=seed0)
+    comparison = compare_to_baseline(baseline_of(base), cur, {"consistency": 0.05})
+    consistency = delta(comparison, "consistency")
+    assert consistency.paired == (seed0 == 0)
+    assert consistency.regressed and consistency.verdict == "REGRESSION" and comparison.failed
+    assert consistency.change.estimate == pytest.approx(-0.4) and consistency.change.high < -0.05
+
+
+def test_paired_test_is_used_when_trial_seeds_match():
+    base = baseline_of(cell([True] * 30 + [False] * 10))
+    paired = delta(compare_to_baseline(base, cell([True] * 28 + [False] * 12), {}), "consistency")
+    unpaired = delta(compare_to_baseline(base, cell([True] * 28 + [False] * 12, seed0=500), {}), "consistency")
+    assert paired.paired and not unpaired.paired
+    assert paired.change.estimate == unpaired.change.estimate == pytest.approx(-0.05)
+    assert paired.change.high - paired.change.low < unpaired.change.high - unpaired.change.low
+
+
+def test_median_gate_needs_six_trials_per_side():
+    small = compare_to_baseline(baseline_of(cell([True] * 5, percentile=90.0)), cell([True] * 5, percentile=10.0),
+                                {"percentile": 2.0})
+    assert delta(small, "percentile").verdict.startswith("underpowered") and not small.failed
+    large = compare_to_baseline(baseline_of(cell([True] * 6, percentile=90.0)), cell([True] * 6, percentile=10.0),
+                                {"percentile": 2.0})
+    assert delta(large, "percentile").regressed
 
 
 def test_missing_cells_are_reported_not_failed(tmp_path):
@@ -52,3 +107,6 @@ def test_bad_baseline_file(tmp_path):
     (tmp_path / "x.json").write_text("{}")
     with pytest.raises(ValueError, match="not an mltb baseline"):
         load_baseline(tmp_path / "x.json")
+    (tmp_path / "v1.json").write_text(json.dumps({"version": 1, "cells": {}}))
+    with pytest.raises(ValueError, match="regenerate it with --save-baseline"):
+        load_baseline(tmp_path / "v1.json")

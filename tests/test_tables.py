@@ -1,11 +1,11 @@
-"""tables.py and stats.py: the paper-shaped tables and seeded bootstrap CIs."""
+"""tables.py: the paper-shaped tables, n in every cell, honest intervals, what each aggregate is over."""
 import random
 
 import pytest
 
 from mltb_core.results import TrialRecord
-from mltb_core.stats import bootstrap_ci, bootstrap_diff_ci, grouped_bootstrap_ci
-from mltb_core.tables import build_tables, render_summary
+from mltb_core.stats import RateSample, bootstrap_ci, clustered_ci
+from mltb_core.tables import build_tables, consistency_table, percentile_table, render_summary
 
 
 def make_records(seed=0, n=4):
@@ -33,10 +33,8 @@ def test_bootstrap_is_seeded_and_brackets_the_estimate():
         bootstrap_ci(values, "mode")
 
 
-def test_diff_and_grouped_bootstrap():
-    diff = bootstrap_diff_ci([0.0] * 6, [1.0] * 6, "mean")
-    assert diff.estimate == diff.high == -1.0
-    grouped = grouped_bootstrap_ci([[1, 1, 0], [0, 0, 0], []], "mean", "median")
+def test_clustered_median_of_rates():
+    grouped = clustered_ci([RateSample(2, 3), RateSample(0, 3)], "median", resamples=200)
     assert grouped.n == 2 and grouped.estimate == pytest.approx(1 / 3)
 
 
@@ -58,8 +56,8 @@ def test_consistency_cell_counts_valid_over_non_infra():
     table = build_tables(records)[0]
     alpha = next(row for row in table.rows if row[0] == "alpha")
     cell = [r for r in records if r.task == "alpha" and r.planner == "react" and r.outcome != "infra_error"]
-    expected = sum(r.valid for r in cell) / len(cell)
-    assert alpha[table.headers.index("react")] == f"{expected:.2f}"
+    valid = sum(r.valid for r in cell)
+    assert alpha[table.headers.index("react")].startswith(f"{valid}/{len(cell)} {valid / len(cell):.2f} [")
 
 
 def test_funnel_counts_trials_reaching_each_stage():
@@ -69,3 +67,66 @@ def test_funnel_counts_trials_reaching_each_stage():
     counted = [r for r in records if r.planner == "react" and r.outcome != "infra_error"]
     assert row[2] == str(len(counted))
     assert row[3 + 4] == str(sum(r.stage_reached >= 5 for r in counted))
+
+
+def trial(task, planner, i, valid, percentile=None, samples=None, note=None, leaderboard=True):
+    extra = {"leaderboard": leaderboard}
+    if note:
+        extra["percentile_note"] = note
+    return TrialRecord(task=task, planner=planner, model="sim", trial=i, seed=100 + i, config_hash="h",
+                       outcome="valid" if valid else "planner_failure", valid=valid,
+                       percentile=percentile if valid else None, percentile_samples=samples if valid else None,
+                       row_seed=0, extra=extra)
+
+
+def test_two_of_two_valid_shows_a_wilson_interval_and_n():
+    table = consistency_table([trial("t", "react", 0, True, 50.0), trial("t", "react", 1, True, 60.0)])[0]
+    assert table.rows[0][1] == "2/2 1.00 [0.34, 1.00]"
+    overall = table.rows[-1]
+    assert overall[0].startswith("overall: median over tasks") and "(k=1 of 1)" in overall[1]
+    assert "[1.00, 1.00]" not in render_summary([trial("t", "react", 0, True, 50.0), trial("t", "react", 1, True, 60.0)])
+    assert any("Wilson" in note for note in table.notes)
+
+
+def test_percentile_cell_counts_failures_as_zero_and_shows_n():
+    records = [trial("t", "react", 0, True, 80.0), trial("t", "react", 1, False), trial("t", "react", 2, False)]
+    table = percentile_table(records)[0]
+    cell = table.rows[0][1]
+    assert cell.startswith("0.0 [") and "n=3, 1 valid" in cell     # median of (80, 0, 0)
+    assert "failed trials count as 0" in table.title
+    assert any("counting as 0 (as in the paper)" in note for note in table.notes)
+
+
+def test_row_resamples_widen_the_percentile_interval():
+    samples = [55.0 + (b % 9) for b in range(40)]
+    same = [trial("t", "react", i, True, 59.0, samples) for i in range(3)]
+    no_rows = [trial("t", "react", i, True, 59.0) for i in range(3)]
+    assert percentile_table(no_rows)[0].rows[0][1].startswith("59.0 [59.0, 59.0]")
+    assert percentile_table(same)[0].rows[0][1].startswith("59.0 [55.0, 63.0]")
+
+
+def test_percentile_aggregate_says_which_tasks_it_is_over():
+    records = [trial(task, "react", i, True, 40.0 + 10 * k) for k, task in enumerate(("a", "b", "c")) for i in range(2)]
+    records += [trial("d", "react", i, True, None, note="public board only") for i in range(2)]
+    records += [trial("e", "react", i, False, leaderboard=False) for i in range(2)]
+    table = percentile_table(records)[0]
+    assert "median over 3 of 5 tasks" in table.title
+    scope = next(note for note in table.notes if note.startswith("overall: median over 3 of 5 tasks"))
+    assert "d: public board only" in scope and "e: no leaderboard" in scope
+    rows = {row[0]: row[1] for row in table.rows}
+    assert rows["d"] == rows["e"] == "excluded"
+    assert rows["overall: median over tasks"].startswith("50.0 [") and "(k=3 of 5)" in rows["overall: median over tasks"]
+
+
+def test_overall_percentile_interval_resamples_tasks():
+    records = [trial(task, "react", i, True, float(p)) for task, p in zip("abcde", (5, 25, 45, 65, 85))
+               for i in range(3)]
+    overall = percentile_table(records)[0].rows[-1][1]
+    low, high = (float(x) for x in overall.split("[")[1].split("]")[0].split(","))
+    assert low <= 25.0 and high >= 65.0   # tasks held fixed the interval would be [45, 45]
+
+
+def test_a_valid_trial_without_percentile_is_named_not_counted_as_zero():
+    records = [trial("t", "react", 0, True, 70.0), trial("t", "react", 1, True, None), trial("t", "react", 2, False)]
+    cell = percentile_table(records)[0].rows[0][1]
+    assert cell.startswith("35.0 [") and "n=2, 1 valid, 1 valid unscored" in cell   # median of (70, 0)
