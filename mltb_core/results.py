@@ -47,7 +47,16 @@ MAX_REPORTED_PROBLEMS = 10
 _REQUIRED = ("task", "planner", "model", "trial", "seed", "config_hash", "outcome")
 # JSON types allowed for each annotation word of a TrialRecord field.
 _JSON_TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,),
-                                            "None": (type(None),), "dict[str, Any]": (dict,)}
+                                            "None": (type(None),), "dict[str, Any]": (dict,),
+                                            "list": (list,)}
+
+
+def _json_types(annotation: str) -> tuple[type, ...]:
+    """The JSON value types a field annotation admits ('list[float | None] | None' → list, None)."""
+    words = re.sub(r"list\[[^\]]*\]", "list", annotation).split("|")
+    return tuple(t for word in words for t in _JSON_TYPES[word.strip()])
+
+
 _PLANNER_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
@@ -122,9 +131,12 @@ class TrialRecord:
             if f.name not in data:
                 continue
             value = data[f.name]
-            allowed = tuple(t for word in str(f.type).split("|") for t in _JSON_TYPES[word.strip()])
+            allowed = _json_types(str(f.type))
             if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
                 raise ValueError(f"field {f.name!r} is {value!r}, not {f.type}")
+            if isinstance(value, list) and not all(v is None or (isinstance(v, (int, float))
+                                                                 and not isinstance(v, bool)) for v in value):
+                raise ValueError(f"field {f.name!r} holds a non-number")
             values[f.name] = value
         # Paths (trajectories, report pages) are built from these two.
         if not is_slug(values["task"]):
