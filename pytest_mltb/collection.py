@@ -155,7 +155,8 @@ def build_cases(tasks: list, planners: list[str], models: list[str], trials: int
 _BUDGETS = {"max_iterations": "max_iterations", "max_depth": "max_depth", "expansion_k": "expansion_k",
             "max_llm_calls": "max_llm_calls", "max_tokens": "max_tokens", "max_cost": "max_cost_usd",
             "max_seconds": "max_seconds", "reward_shaping": "reward_shaping", "feedback": "feedback",
-            "tool_masking": "tool_masking", "decomposition": "decomposition", "llm_cache": "llm_cache"}
+            "tool_masking": "tool_masking", "decomposition": "decomposition", "llm_cache": "llm_cache",
+            "toolset": "toolset"}
 
 
 def trial_config(settings: Settings, planner: str, model: str, trial: int) -> TrialConfig:
