@@ -14,6 +14,7 @@ written. ``mltb replay`` and ``mltb expert`` both use it.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import tempfile
 import threading
@@ -30,7 +31,7 @@ from .registry import ToolCall, ToolCallError, ToolContext
 from .tasks import SUBMISSION_FILE, Task
 
 __all__ = ["EXPERTS_DIR", "CallOutcome", "ReplayResult", "CallsFileError", "load_expert", "load_calls",
-           "parse_calls", "expert_slugs", "run_calls", "run_expert"]
+           "parse_calls", "expert_slugs", "expert_toolset", "run_calls", "run_expert"]
 
 EXPERTS_DIR = FIXTURES / "experts"
 
@@ -170,14 +171,35 @@ def expert_slugs() -> list[str]:
     return sorted(p.stem for p in EXPERTS_DIR.glob("*.jsonl"))
 
 
-def load_expert(slug: str) -> list[ToolCall]:
-    """The expert trajectory of task ``slug``; a missing file names the tasks that have one."""
+def _expert_path(slug: str) -> Path:
     path = EXPERTS_DIR / f"{slug}.jsonl"
     if not path.is_file():
         raise FileNotFoundError(f"no expert trajectory for task {slug!r} ({path}); "
                                 f"tasks with one: {', '.join(expert_slugs()) or '(none)'}")
+    return path
+
+
+def load_expert(slug: str) -> list[ToolCall]:
+    """The expert trajectory of task ``slug``; a missing file names the tasks that have one."""
+    path = _expert_path(slug)
     with open(path, encoding="utf-8") as handle:
         return parse_calls(handle, str(path), check_tools=True)
+
+
+_TOOLSET_LINE = re.compile(r"^#\s*toolset:\s*(\w+)")
+
+
+def expert_toolset(slug: str) -> str:
+    """The toolset an expert file declares on a ``# toolset: NAME`` comment line (it is replayed under it)."""
+    from .registry import check_toolset
+
+    path = _expert_path(slug)
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            match = _TOOLSET_LINE.match(line.strip())
+            if match:
+                return check_toolset(match.group(1))
+    raise CallsFileError(f"{path}: no '# toolset: NAME' line declaring the toolset the expert uses")
 
 
 # ----------------------------------------------------------------------- memory
@@ -232,18 +254,20 @@ def _peak_memory() -> Iterator[dict[str, Any]]:
 
 # ----------------------------------------------------------------------- running
 def run_calls(task: Task, calls: Iterable[ToolCall | dict], seed: int = 0, out_dir: Path | str | None = None,
-              threads: int = 1, split: Any = None, time_limit: float | None = None) -> ReplayResult:
+              threads: int = 1, split: Any = None, time_limit: float | None = None,
+              toolset: str | None = None) -> ReplayResult:
     """Run ``calls`` in a fresh sandbox with a fresh scratchpad, then grade the submission if written.
 
     The data dir holds only ``train.csv`` and ``test.csv`` of the task's split for ``seed``.
     With ``out_dir`` the sandbox and data dir are kept there (``out_dir/sandbox``); otherwise a
     temporary directory is used and removed afterwards. Every call runs through
-    ``registry.execute`` (a failing call is recorded and the next one still runs).
+    ``registry.execute`` (a failing call is recorded and the next one still runs). With ``toolset``
+    only that toolset's tools may be called (the others fail with an error naming the toolset).
     """
     from . import tools  # noqa: F401  (registers the toolset)
     from .grading import grade_submission
     from .limits import limit_threads
-    from .registry import execute
+    from .registry import REGISTRY, execute
     from .scratchpad import Scratchpad
     from .splits import prepare_split
     from .trial import prepare_agent_data
@@ -261,11 +285,12 @@ def run_calls(task: Task, calls: Iterable[ToolCall | dict], seed: int = 0, out_d
         ctx = ToolContext(sandbox=sandbox, data_dir=data_dir, task=task, threads=threads, seed=seed,
                           time_limit=time_limit)
         pad = Scratchpad()
+        registry = REGISTRY.for_toolset(toolset) if toolset else REGISTRY
         outcomes: list[CallOutcome] = []
         started = time.perf_counter()
         with limit_threads(threads), _peak_memory() as memory:
             for index, call in enumerate(calls, 1):
-                result = execute(call, pad, ctx)
+                result = execute(call, pad, ctx, registry)
                 name = call.tool_name if isinstance(call, ToolCall) else str(call.get("tool_name", "?"))
                 outcomes.append(CallOutcome(index, name, result.ok, result.message, result.seconds))
         wall = time.perf_counter() - started
@@ -283,4 +308,5 @@ def run_calls(task: Task, calls: Iterable[ToolCall | dict], seed: int = 0, out_d
 
 def run_expert(task: Task, seed: int = 0, out_dir: Path | str | None = None, threads: int = 1) -> ReplayResult:
     """Run the expert trajectory of ``task`` (see :func:`run_calls`)."""
-    return run_calls(task, load_expert(task.slug), seed=seed, out_dir=out_dir, threads=threads)
+    return run_calls(task, load_expert(task.slug), seed=seed, out_dir=out_dir, threads=threads,
+                     toolset=expert_toolset(task.slug))

@@ -100,6 +100,7 @@ def test_ids_order_and_k_selection(suite):
     (["--model=gpt4"], ["unknown model", "'gpt4'", "openai:<model>"]),
     (["--task=no-such-task"], ["unknown task", "'no-such-task'", "spaceship-titanic"]),
     (["--trials=x"], ["bad value for --trials"]),
+    (["--toolset=tiny"], ["bad value for --toolset", "unknown toolset 'tiny'", "paper", "extended"]),
 ])
 def test_unknown_names_are_usage_errors(suite, args, words):
     result = run(suite, "--collect-only", *args)
@@ -113,6 +114,18 @@ def test_env_var_sets_option(suite, monkeypatch):
     result = run(suite, "--collect-only", "-q")
     ids = [line for line in result.stdout.lines if "test_challenge[" in line]
     assert ids == [f"test_challenges.py::test_challenge[{TASK}-lats-sim-t00]"]
+
+
+def test_toolset_option_reaches_the_trial_config(monkeypatch):
+    from pytest_mltb.collection import trial_config
+    from pytest_mltb.options import OPTIONS, Settings
+
+    defaults = {opt.name: opt.default for opt in OPTIONS}
+    assert trial_config(Settings(defaults), "react", "sim", 0).toolset == "paper"
+    chosen = trial_config(Settings({**defaults, "toolset": "extended"}), "react", "sim", 0)
+    assert chosen.toolset == "extended"
+    assert chosen.config_hash() != trial_config(Settings(defaults), "react", "sim", 0).config_hash()
+    assert {opt.name for opt in OPTIONS if opt.name == "toolset"} and "MLTB_TOOLSET" in {o.env for o in OPTIONS}
 
 
 def test_xdist_tables_equal_serial_tables_and_junitxml(suite, tmp_path):
