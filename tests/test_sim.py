@@ -8,7 +8,7 @@ import mltb_core.tools  # noqa: F401
 from mltb_core import prompts
 from mltb_core.llm import make_backend
 from mltb_core.llm import sim as sim_module
-from mltb_core.llm.sim import JUDGE_NOISE_SD, MILESTONES, SimPolicy, parse_task_prompt
+from mltb_core.llm.sim import JUDGE_NOISE_SD, PIPELINE, SimPolicy, parse_task_prompt
 from mltb_core.tasks import get_task
 
 TOOLS = [t.schema() for t in mltb_core.tools.REGISTRY]
@@ -96,8 +96,14 @@ def _judged_score(history, seed, system=prompts.LATS_EVALUATOR_SYSTEM):
 
 
 def test_judge_noise_has_a_fixed_scale_whatever_the_trajectory_length():
-    """Same milestones, 1 step or 21 steps (20 failed calls): the score's spread is the same."""
-    short = [("Thought: load (notes: done=load_train; doing=load_train)", _READ, "Applied read_data.")]
+    """Same progress, 3 steps or 23 steps (20 failed calls): the score's spread is the same."""
+    read_test = {"tool_name": "read_data", "tool_args": {"bindings": {}, "output": "test",
+                                                         "func_kwargs": {"filepath": "/data/x/test.csv"}}}
+    combine = {"tool_name": "concatenate_train_test", "tool_args": {"bindings": {"train_df": "train", "test_df": "test"},
+                                                                    "output": "combined"}}
+    short = [("Thought: load", _READ, "Applied read_data."), ("Thought: load", read_test, "Applied read_data."),
+             ("Thought: combine (notes: done=load_train,load_test,combine; doing=combine)", combine,
+              "Applied concatenate_train_test.")]
     failed = [("Thought: fill (notes: done=load_train; doing=fill_numeric)", _BAD, "Error: no object 'nothing'.")]
     long = short + failed * 20
     spreads = {}
@@ -105,9 +111,9 @@ def test_judge_noise_has_a_fixed_scale_whatever_the_trajectory_length():
         scores = [_judged_score(history, seed) for seed in range(150)]
         mean = sum(scores) / len(scores)
         spreads[name] = (sum((x - mean) ** 2 for x in scores) / len(scores)) ** 0.5
-        assert abs(mean - (1 + 9 / len(MILESTONES))) < 0.35, (name, mean)   # one milestone shown: train loaded
+        assert abs(mean - (1 + 9 * 3 / len(PIPELINE))) < 0.3, (name, mean)   # three steps shown
     assert abs(spreads["long"] - spreads["short"]) < 0.25, spreads
-    assert 0.5 < spreads["short"] < 1.3   # about JUDGE_NOISE_SD after rounding and clipping at 1
+    assert 0.8 < spreads["short"] < 1.3   # about JUDGE_NOISE_SD after rounding
     assert JUDGE_NOISE_SD == 1.0
 
 

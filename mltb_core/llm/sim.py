@@ -32,11 +32,10 @@ Assumptions (every planner-ordering figure measured with ``sim`` rests on them):
    probability 0.5 × (1 − skill). Mistakes are independent across steps and candidates.
 4. **Tools it is not offered** (tool masking, the toolset) are never called: a step whose tool is not
    offered waits for a later request; a step with nothing to do (no datetime column) is skipped.
-5. **As a judge** its score is 1 + 9 × (share of the pipeline's milestones that successful tool results
-   in the trajectory show: train loaded, test loaded, combined, cleaned, encoded, split, train
-   features/target, test features, model fitted, predictions, submission written) plus Gaussian noise of
-   fixed standard deviation :data:`JUDGE_NOISE_SD` points, rounded and clipped to 1..10. The noise does
-   not depend on the trajectory's length, the planner or anything else.
+5. **As a judge** its score is 1 + 9 × (share of the 18 pipeline steps that successful tool calls in
+   the trajectory accomplished, each counted once, whatever tool did it) plus Gaussian noise of fixed
+   standard deviation :data:`JUDGE_NOISE_SD` = 1 point, rounded and clipped to 1..10. The noise does not
+   depend on the trajectory's length, the planner or anything else; failed calls cost no points.
 6. **As a reflector** it restates the last observation and a generic lesson (no insight beyond that).
 7. **Costs**: tokens = characters / 4, one request = one LLM call whatever the number of candidates,
    no dollars, no latency model.
@@ -66,9 +65,14 @@ PIPELINE = ("load_train", "load_test", "inspect", "combine", "fill_numeric", "fi
             "submit_join", "submit")
 # Standard deviation (score points on the 1-10 scale) of the judge's noise; fixed, see assumption 5.
 JUDGE_NOISE_SD = 1.0
-# What a judge can see in a trajectory: one milestone per role a successful call produced (see _roles).
-MILESTONES = ("train", "test", "combined", "cleaned", "encoded", "train_part", "X_train", "X_test", "model",
-              "preds", "submission_file")
+# What a judge credits: the pipeline step a successful call accomplishes, by tool (see _steps_shown).
+STEP_OF_TOOL = {
+    "concatenate_train_test": "combine", "fillna_with_median": "fill_numeric", "fillna_with_mean": "fill_numeric",
+    "fillna_with_mode": "fill_rest", "fillna_with_value": "fill_rest", "drop_rows_with_missing": "fill_rest",
+    "extract_datetime_features": "datetime", "encode_all_categorical_columns": "encode", "label_encode": "encode",
+    "one_hot_encode": "encode", "split_combined_into_train_test": "split", "predict_target": "predict",
+    "get_dataframe_summary": "inspect", "get_dataframe_dtypes_summary": "inspect", "get_missing_summary": "inspect",
+}
 # Stage feedback / tool errors → the step whose belief they refute.
 FEEDBACK_STEPS = (
     ("Train data not loaded", "load_train"), ("Test data not loaded", "load_test"),
@@ -259,16 +263,39 @@ class SimPolicy(LLMBackend):
                 roles["pred_frame"] = out
             elif name == "concatenate_dataframes" and isinstance(out, str) and b.get("df1") == roles.get("ids"):
                 roles["submission"] = out
-            elif name in ("save_dataframe_to_csv", "create_submission") and _basename(
-                    call.func_kwargs.get("filepath", SUBMISSION_FILE)) == _basename(state.info.output_path):
-                roles["submission_file"] = _basename(state.info.output_path)
             elif "df" in b and b["df"] == roles.get("combined") and isinstance(out, str):
                 roles["combined"] = out
-                if name.startswith("fillna_") or name == "drop_rows_with_missing":
-                    roles["cleaned"] = out
-                elif name in ("encode_all_categorical_columns", "label_encode", "one_hot_encode"):
-                    roles["encoded"] = out
         return roles
+
+    @staticmethod
+    def _steps_shown(state: State) -> list[str]:
+        """Pipeline steps that successful calls in the trajectory accomplished (what a judge can see)."""
+        shown: set[str] = set()
+        for step in state.history:
+            call = step.call
+            if call is None or step.observation.startswith("Error"):
+                continue
+            name, kwargs = call.tool_name, call.func_kwargs
+            if name == "read_data":
+                shown.add("load_test" if "test" in _basename(kwargs.get("filepath", "")) else "load_train")
+            elif name == "drop_feature":
+                shown.add("drop_ids")
+            elif name == "convert_dataframe_to_features_target":
+                shown.add("xy_train" if kwargs.get("is_train", True) else "x_test")
+            elif name.startswith(("fit_", "tune_")):
+                shown.add("fit")
+            elif name == "get_features" and kwargs.get("columns") in (state.info.id_column, [state.info.id_column]):
+                shown.add("submit_ids")
+            elif name == "convert_to_dataframe":
+                shown.add("submit_frame")
+            elif name == "concatenate_dataframes":
+                shown.add("submit_join")
+            elif name in ("save_dataframe_to_csv", "create_submission") and _basename(
+                    kwargs.get("filepath", SUBMISSION_FILE)) == _basename(state.info.output_path):
+                shown.add("submit")
+            elif name in STEP_OF_TOOL:
+                shown.add(STEP_OF_TOOL[name])
+        return [step for step in PIPELINE if step in shown]
 
     # -- acting --------------------------------------------------------------------------
     def _act(self, state: State, rng: random.Random) -> Candidate:
@@ -483,10 +510,10 @@ class SimPolicy(LLMBackend):
     # -- judging (LATS) ----------------------------------------------------------------------
     def _judge(self, state: State, rng: random.Random) -> str:
         """What the trajectory shows, plus noise of fixed scale (assumption 5)."""
-        shown = [m for m in MILESTONES if m in state.roles]
-        progress = len(shown) / len(MILESTONES)
+        shown = self._steps_shown(state)
+        progress = len(shown) / len(PIPELINE)
         score = int(round(min(10.0, max(1.0, 1.0 + 9.0 * progress + rng.gauss(0.0, JUDGE_NOISE_SD)))))
-        return (f"The trajectory shows {len(shown)} of {len(MILESTONES)} milestones "
+        return (f"The trajectory shows {len(shown)} of the {len(PIPELINE)} pipeline steps done "
                 f"({', '.join(shown) or 'none'}). Score: {score}")
 
     def _reflect(self, state: State) -> str:
