@@ -181,3 +181,13 @@ def test_expert_submission_matches_the_test_ids(tmp_path):
     assert list(submission.columns) == [task.id_column, task.target]
     assert submission[task.id_column].tolist() == test[task.id_column].tolist()
     assert result.grade.valid
+
+
+def test_a_replay_under_a_toolset_refuses_the_tools_outside_it(tmp_path):
+    task = get_task(FAST_TASK)
+    helper = {"tool_name": "create_submission", "tool_args": {"bindings": {"predictions": "p", "test_df": "t"}}}
+    result = run_calls(task, [_read("train.csv"), helper], toolset="paper")
+    assert result.calls[0].ok and not result.calls[1].ok
+    assert "not in this run's 'paper' toolset" in result.calls[1].message
+    extended = run_calls(task, [_read("train.csv"), helper], toolset="extended")
+    assert "toolset" not in extended.calls[1].message   # the tool runs (and fails on the missing objects)
