@@ -38,7 +38,8 @@ Assumptions (every planner-ordering figure measured with ``sim`` rests on them):
    depend on the trajectory's length, the planner or anything else; failed calls cost no points.
 6. **As a reflector** it restates the last observation and a generic lesson (no insight beyond that).
 7. **Costs**: tokens = characters / 4, one request = one LLM call whatever the number of candidates,
-   no dollars, no latency model.
+   no dollars, no latency model. The sampling temperature is ignored (the k candidates of one request
+   differ through their own RNG streams).
 """
 from __future__ import annotations
 
