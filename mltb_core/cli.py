@@ -113,17 +113,19 @@ def cmd_tools(args: argparse.Namespace) -> int:
     from . import tools  # noqa: F401  (registers the toolset)
     from .registry import REGISTRY, ToolCallError
 
+    registry = REGISTRY.for_toolset(args.toolset) if args.toolset else REGISTRY
     try:
-        selected = [REGISTRY.get(name) for name in args.names] if args.names else list(REGISTRY)
+        selected = [registry.get(name) for name in args.names] if args.names else list(registry)
     except ToolCallError as exc:
-        raise UsageError(f"{exc} Valid tools: {', '.join(REGISTRY.names())}") from None
+        raise UsageError(f"{exc} Valid tools: {', '.join(registry.names())}") from None
     described = [tool.describe() for tool in selected]
     if args.json:
-        _emit_json({"count": len(described), "tools": described})
+        _emit_json({"count": len(described), "toolset": args.toolset, "tools": described})
         return EXIT_OK
-    rows = [[d["name"], d["kind"], ",".join(d["stages"]), d["signature"]] for d in described]
-    print(_table(rows, ["name", "kind", "stages", "signature"]))
-    print(f"\n{len(described)} tools")
+    rows = [[d["name"], d["kind"], ",".join(d["stages"]), ",".join(d["toolsets"]), d["signature"]]
+            for d in described]
+    print(_table(rows, ["name", "kind", "stages", "toolsets", "signature"]))
+    print(f"\n{len(described)} tools" + (f" in the {args.toolset!r} toolset" if args.toolset else ""))
     return EXIT_OK
 
 
@@ -343,6 +345,8 @@ def _trial_config(args: argparse.Namespace):
     fields.update({OPTION_FIELDS.get(option, option): getattr(args, option) for option in _RUN_BUDGETS
                    if getattr(args, option) is not None})
     fields.update({name: False for name in _RUN_SWITCHES if getattr(args, f"no_{name}")})
+    if args.toolset is not None:
+        fields["toolset"] = args.toolset
     try:
         return TrialConfig.from_dict(fields)
     except (TypeError, ValueError) as exc:
@@ -442,6 +446,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     """The ``mltb`` argument parser (one subparser per command)."""
     from .config import option_range
+    from .registry import DEFAULT_TOOLSET, TOOLSETS
 
     parser = _Parser(prog="mltb", description="ML-Tool-Bench: tools, tasks, grading, replays and trials.")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -464,8 +469,9 @@ def build_parser() -> argparse.ArgumentParser:
         sub.set_defaults(func=func)
         return sub
 
-    sub = add("tools", cmd_tools, "list every tool: name, kind, stages, signature", [json_flag])
+    sub = add("tools", cmd_tools, "list every tool: name, kind, stages, toolsets, signature", [json_flag])
     sub.add_argument("names", nargs="*", metavar="TOOL", help="only these tools")
+    sub.add_argument("--toolset", choices=TOOLSETS, help="only the tools of this toolset (default: every tool)")
 
     add("tasks", cmd_tasks, "list every task: type, metric, direction, data source, rows, leaderboard", common)
 
@@ -500,6 +506,8 @@ def build_parser() -> argparse.ArgumentParser:
         allowed = option_range(option).describe()
         sub.add_argument("--" + option.replace("_", "-"), type=_ranged(option), metavar=option.upper(),
                          help=f"{help_text}: {allowed}" if help_text else allowed)
+    sub.add_argument("--toolset", choices=TOOLSETS,
+                     help=f"tools offered to the model (default {DEFAULT_TOOLSET}: the paper's Table 9 set)")
     sub.add_argument("--no-cache", action="store_true", help="do not use the LLM response cache")
     for switch in _RUN_SWITCHES:
         sub.add_argument(f"--no-{switch.replace('_', '-')}", action="store_true",

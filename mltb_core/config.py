@@ -10,6 +10,7 @@ from typing import Any
 
 from .tasks import DEFAULT_BOARD, check_board
 from .limits import default_threads
+from .registry import DEFAULT_TOOLSET
 
 __all__ = ["TrialConfig", "trial_seed", "Range", "OptionValueError", "FIELD_RANGES", "RUN_RANGES",
            "OPTION_FIELDS", "option_range", "parse_option", "check_option", "EnvironmentValueError",
@@ -159,6 +160,9 @@ class TrialConfig:
     feedback: bool | None = None
     tool_masking: bool | None = None
     decomposition: bool | None = None
+    # which tools the model is offered: "paper" (the paper's Table 9 toolset) or "extended" (adds helpers
+    # such as create_submission); see registry.TOOLSETS
+    toolset: str = DEFAULT_TOOLSET
     # execution
     max_features: int = 1000      # stage 5 bound on the feature count
     llm_cache: bool = True

@@ -14,6 +14,7 @@ written. ``mltb replay`` and ``mltb expert`` both use it.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import tempfile
 import threading
@@ -30,7 +31,7 @@ from .registry import ToolCall, ToolCallError, ToolContext
 from .tasks import DEFAULT_BOARD, SUBMISSION_FILE, Task
 
 __all__ = ["EXPERTS_DIR", "CallOutcome", "ReplayResult", "CallsFileError", "ReplayError", "load_expert", "load_calls",
-           "parse_calls", "expert_slugs", "run_calls", "run_expert", "expert_markdown"]
+           "parse_calls", "expert_slugs", "expert_toolset", "run_calls", "run_expert", "expert_markdown"]
 
 EXPERTS_DIR = FIXTURES / "experts"
 
@@ -177,14 +178,35 @@ def expert_slugs() -> list[str]:
     return sorted(p.stem for p in EXPERTS_DIR.glob("*.jsonl"))
 
 
-def load_expert(slug: str) -> list[ToolCall]:
-    """The expert trajectory of task ``slug``; a missing file names the tasks that have one."""
+def _expert_path(slug: str) -> Path:
     path = EXPERTS_DIR / f"{slug}.jsonl"
     if not path.is_file():
         raise FileNotFoundError(f"no expert trajectory for task {slug!r} ({path}); "
                                 f"tasks with one: {', '.join(expert_slugs()) or '(none)'}")
+    return path
+
+
+def load_expert(slug: str) -> list[ToolCall]:
+    """The expert trajectory of task ``slug``; a missing file names the tasks that have one."""
+    path = _expert_path(slug)
     with open(path, encoding="utf-8") as handle:
         return parse_calls(handle, str(path), check_tools=True)
+
+
+_TOOLSET_LINE = re.compile(r"^#\s*toolset:\s*(\w+)")
+
+
+def expert_toolset(slug: str) -> str:
+    """The toolset an expert file declares on a ``# toolset: NAME`` comment line (it is replayed under it)."""
+    from .registry import check_toolset
+
+    path = _expert_path(slug)
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            match = _TOOLSET_LINE.match(line.strip())
+            if match:
+                return check_toolset(match.group(1))
+    raise CallsFileError(f"{path}: no '# toolset: NAME' line declaring the toolset the expert uses")
 
 
 # ----------------------------------------------------------------------- memory
@@ -246,7 +268,7 @@ def _default_time_limit() -> float | None:
 
 def run_calls(task: Task, calls: Iterable[ToolCall | dict], seed: int = 0, out_dir: Path | str | None = None,
               threads: int = 1, split: Any = None, time_limit: float | None = _DEFAULT,
-              hook: Any = None, board: str = DEFAULT_BOARD) -> ReplayResult:
+              hook: Any = None, board: str = DEFAULT_BOARD, toolset: str | None = None) -> ReplayResult:
     """Run ``calls`` in a fresh sandbox with a fresh scratchpad, then grade the submission if written.
 
     The data dir holds only ``train.csv`` and ``test.csv`` of the task's split for ``seed``.
@@ -257,12 +279,14 @@ def run_calls(task: Task, calls: Iterable[ToolCall | dict], seed: int = 0, out_d
     default: TrialConfig's) through ``registry.execute`` (a failing call is recorded and the next
     one still runs). This process grades. ``hook(ctx)``, when given, runs in the solver process
     before the calls (a place to plug checks in from outside).
+    With ``toolset`` only that toolset's tools may be called (the others fail with an error naming
+    the toolset).
     """
     from . import tools  # noqa: F401  (registers the toolset)
     from .confine import run_confined
     from .grading import grade_submission
     from .limits import limit_threads, tool_memory_limit
-    from .registry import execute
+    from .registry import REGISTRY, execute
     from .scratchpad import Scratchpad
     from .splits import prepare_split
     from .trial import check_grants, prepare_agent_data, solver_paths
@@ -290,11 +314,12 @@ def run_calls(task: Task, calls: Iterable[ToolCall | dict], seed: int = 0, out_d
             if hook is not None:
                 hook(ctx)
             pad = Scratchpad()
+            registry = REGISTRY.for_toolset(toolset) if toolset else REGISTRY
             outcomes: list[dict[str, Any]] = []
             started = time.perf_counter()
             with limit_threads(threads), _peak_memory() as memory:
                 for index, call in enumerate(calls, 1):
-                    result = execute(call, pad, ctx)
+                    result = execute(call, pad, ctx, registry)
                     name = call.tool_name if isinstance(call, ToolCall) else str(call.get("tool_name", "?"))
                     outcomes.append(asdict(CallOutcome(index, name, result.ok, result.message, result.seconds)))
             return {"calls": outcomes, "wall_seconds": time.perf_counter() - started,
@@ -325,7 +350,8 @@ def run_calls(task: Task, calls: Iterable[ToolCall | dict], seed: int = 0, out_d
 def run_expert(task: Task, seed: int = 0, out_dir: Path | str | None = None, threads: int = 1,
                board: str = DEFAULT_BOARD) -> ReplayResult:
     """Run the expert trajectory of ``task`` (see :func:`run_calls`)."""
-    return run_calls(task, load_expert(task.slug), seed=seed, out_dir=out_dir, threads=threads, board=board)
+    return run_calls(task, load_expert(task.slug), seed=seed, out_dir=out_dir, threads=threads, board=board,
+                     toolset=expert_toolset(task.slug))
 
 
 def expert_markdown(results: list[ReplayResult], tasks: dict[str, Task], seed: int, board: str) -> str:

@@ -38,12 +38,21 @@ from .scratchpad import MissingObjectError, Scratchpad, describe_object
 __all__ = [
     "STAGES", "Tool", "ToolCall", "ToolCallError", "ToolContext", "ToolResult", "ToolReturn",
     "ToolRegistry", "REGISTRY", "make_get_tool", "make_set_tool", "make_get_and_set_tool",
-    "make_override_tool", "execute", "ToolInputError",
+    "make_override_tool", "execute", "ToolInputError", "TOOLSETS", "DEFAULT_TOOLSET", "PAPER", "check_toolset",
+    "UnknownToolsetError",
 ]
 
 # The paper's five workflow stages; tools carry one or more as tags for masking.
 STAGES = ("loading", "cleaning", "features", "modeling", "evaluation")
 KINDS = ("get", "set", "get-set", "override")
+
+# Toolsets a run can offer the model. "paper" is the paper's Table 9 plus get_dataframe_summary and the
+# tune_* tools its trajectories call; "extended" is every registered tool (it adds helpers the paper's
+# agents did not have, such as create_submission, which attaches the ids and formats the file).
+# A tool joins "paper" by declaring ``toolsets=PAPER``; every tool is in "extended".
+TOOLSETS = ("paper", "extended")
+DEFAULT_TOOLSET = "paper"
+PAPER = ("paper",)
 
 
 class ToolInputError(ValueError):
@@ -52,6 +61,16 @@ class ToolInputError(ValueError):
 
 class ToolCallError(ValueError):
     """A tool call that cannot even be dispatched (unknown tool, malformed arguments)."""
+
+
+class UnknownToolsetError(ValueError):
+    """A toolset name that is not one of :data:`TOOLSETS`."""
+
+
+def check_toolset(name: str) -> str:
+    if name not in TOOLSETS:
+        raise UnknownToolsetError(f"unknown toolset {name!r}; valid toolsets: {', '.join(TOOLSETS)}")
+    return name
 
 
 class ToolReturn(NamedTuple):
@@ -224,6 +243,7 @@ class Tool:
     value_params: tuple[str, ...]
     wants_ctx: bool
     output_parts: tuple[str, ...] = ()  # names of the parts when the tool returns a tuple
+    toolsets: tuple[str, ...] = ("extended",)
 
     @property
     def doc(self) -> str:
@@ -294,7 +314,7 @@ class Tool:
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "kind": self.kind, "stages": list(self.stages),
-                "signature": self.signature, "summary": self.summary}
+                "toolsets": list(self.toolsets), "signature": self.signature, "summary": self.summary}
 
 
 def _default_repr(p: inspect.Parameter) -> str:
@@ -304,6 +324,20 @@ def _default_repr(p: inspect.Parameter) -> str:
 class ToolRegistry:
     def __init__(self) -> None:
         self._tools: dict[str, Tool] = {}
+        self.toolset: str | None = None        # set on a registry made by :meth:`for_toolset`
+        self._outside: set[str] = set()        # tools of the full registry left out of this toolset
+
+    def for_toolset(self, toolset: str) -> ToolRegistry:
+        """The tools of ``toolset`` only; calls to the others fail with an error naming the toolset."""
+        check_toolset(toolset)
+        sub = ToolRegistry()
+        sub.toolset = toolset
+        for tool in self._tools.values():
+            if toolset in tool.toolsets:
+                sub.add(tool)
+            else:
+                sub._outside.add(tool.name)
+        return sub
 
     def add(self, tool: Tool) -> Tool:
         self._tools[tool.name] = tool
@@ -313,6 +347,9 @@ class ToolRegistry:
         try:
             return self._tools[name]
         except KeyError:
+            if name in self._outside:
+                raise ToolCallError(f"tool {name!r} is not in this run's {self.toolset!r} toolset; use the tools "
+                                    f"offered to you") from None
             close = difflib.get_close_matches(str(name).lower(), list(self._tools), n=5, cutoff=0.6)
             hint = f" Did you mean: {', '.join(close)}?" if close else ""
             raise ToolCallError(f"unknown tool {name!r}.{hint}") from None
@@ -339,10 +376,11 @@ REGISTRY = ToolRegistry()
 
 def _make_decorator(kind: str):
     def decorator(func: Callable | None = None, *, stages: Iterable[str] = (), objects: Iterable[str] | None = None,
-                  output_parts: Iterable[str] = (), name: str | None = None,
+                  output_parts: Iterable[str] = (), name: str | None = None, toolsets: Iterable[str] = (),
                   registry: ToolRegistry | None = None):
         def wrap(fn: Callable) -> Callable:
-            tool = build_tool(fn, kind, stages=stages, objects=objects, output_parts=output_parts, name=name)
+            tool = build_tool(fn, kind, stages=stages, objects=objects, output_parts=output_parts, name=name,
+                              toolsets=toolsets)
             (registry if registry is not None else REGISTRY).add(tool)
             fn.tool = tool  # type: ignore[attr-defined]
             return fn
@@ -355,13 +393,17 @@ def _make_decorator(kind: str):
 
 
 def build_tool(fn: Callable, kind: str, *, stages: Iterable[str] = (), objects: Iterable[str] | None = None,
-               output_parts: Iterable[str] = (), name: str | None = None) -> Tool:
+               output_parts: Iterable[str] = (), name: str | None = None, toolsets: Iterable[str] = ()) -> Tool:
     if kind not in KINDS:
         raise ValueError(f"unknown tool kind {kind!r}; expected one of {KINDS}")
     stages = tuple(stages)
     bad = [s for s in stages if s not in STAGES]
     if bad:
         raise ValueError(f"tool {fn.__name__}: unknown stage(s) {bad}; expected some of {STAGES}")
+    bad = [t for t in toolsets if t not in TOOLSETS]
+    if bad:
+        raise ValueError(f"tool {fn.__name__}: unknown toolset(s) {bad}; expected some of {TOOLSETS}")
+    member_of = tuple(t for t in TOOLSETS if t in set(toolsets) | {"extended"})
     sig = inspect.signature(fn)
     hints = typing.get_type_hints(fn)
     params = [p for p in sig.parameters.values() if p.name != "ctx" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
@@ -374,7 +416,7 @@ def build_tool(fn: Callable, kind: str, *, stages: Iterable[str] = (), objects: 
     if kind in ("get", "get-set", "override") and not object_params:
         raise ValueError(f"{kind} tool {fn.__name__} must read at least one object")
     return Tool(name or fn.__name__, fn, kind, stages, object_params, value_params,
-                "ctx" in sig.parameters, tuple(output_parts))
+                "ctx" in sig.parameters, tuple(output_parts), member_of)
 
 
 make_get_tool = _make_decorator("get")

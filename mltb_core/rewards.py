@@ -357,7 +357,7 @@ class _Checker:
     def stage10(self) -> tuple[bool, str]:
         if self.log.submission is None:
             return False, ("No submission written yet: predict the test features with predict_target and write "
-                           "the file with create_submission.")
+                           "the submission file in the requested format (id and target columns).")
         ok, reason = self.log.submission_check
         return (True, "") if ok else (False, f"The submission is invalid: {reason}")
 

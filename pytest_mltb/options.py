@@ -15,6 +15,7 @@ import pytest
 
 from mltb_core.config import EnvironmentValueError, OptionValueError, check_environment, option_range, parse_option
 from mltb_core.tasks import DEFAULT_BOARD, check_board
+from mltb_core.registry import check_toolset
 
 __all__ = ["OPTIONS", "Option", "Settings", "add_options", "resolve_settings", "validate_model_name",
            "DEFAULT_MODEL", "ALL_PLANNERS"]
@@ -75,6 +76,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("max_seconds", "wall seconds per trial"),
     Option("run_max_cost", "dollars for the whole run: no new trial starts after it is spent"),
     Option("run_max_seconds", "wall seconds for the whole run: no new trial starts after"),
+    Option("toolset", "tools offered to the model: 'paper' (the paper's Table 9 set, default) or 'extended' "
+                      "(adds helpers such as create_submission)", check_toolset),
     Option("reward_shaping", "shaped rewards on/off (default: the planner's own)", _bool, switch=True),
     Option("feedback", "stage feedback to the model on/off", _bool, switch=True),
     Option("tool_masking", "tool masking on/off (default: the planner's own)", _bool, switch=True),

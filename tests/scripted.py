@@ -50,5 +50,15 @@ def spaceship_pipeline(target="Transported", submit=True):
         call("predict_target", {"model": "model", "X_data": "X_test"}, "preds"),
     ]
     if submit:
-        calls.append(call("create_submission", {"predictions": "preds", "test_df": "test"}))
+        calls += paper_submission()
     return calls
+
+
+def paper_submission(preds="preds", test="test", id_column="PassengerId", target="Transported"):
+    """Writing the submission with the paper's tools (no create_submission): ids + named predictions, saved."""
+    return [
+        call("get_features", {"df": test}, "ids", columns=[id_column]),
+        call("convert_to_dataframe", {"data": preds}, "pred_frame", columns=[target]),
+        call("concatenate_dataframes", {"df1": "ids", "df2": "pred_frame"}, "submission", axis=1),
+        call("save_dataframe_to_csv", {"df": "submission"}, filepath="submission.csv"),
+    ]

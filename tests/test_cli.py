@@ -74,6 +74,19 @@ def test_tools_text_and_selection(capsys):
     assert code == 0 and "read_data(filepath)" in out and "1 tools" in out
 
 
+def test_tools_of_one_toolset(capsys):
+    code, out, _ = run(capsys, "tools", "--toolset", "paper")
+    assert code == 0 and "create_submission" not in out and "save_dataframe_to_csv" in out
+    assert "in the 'paper' toolset" in out
+    paper = run_json(capsys, "tools", "--toolset", "paper")
+    extended = run_json(capsys, "tools", "--toolset", "extended")
+    assert paper["toolset"] == "paper" and paper["count"] == len(REGISTRY) - 1
+    assert extended["count"] == len(REGISTRY)
+    assert all("paper" in t["toolsets"] for t in paper["tools"])
+    code, _, err = run(capsys, "tools", "--toolset", "paper", "create_submission")
+    assert code == 2 and "not in this run's 'paper' toolset" in err
+
+
 def test_unknown_tool_is_a_usage_error(capsys):
     code, out, err = run(capsys, "tools", "read_dat")
     assert code == 2 and out == ""
@@ -267,6 +280,18 @@ def test_run_text_labels_the_synthetic_policy(capsys, tmp_path):
                          "--max-iterations", "3", "--out", tmp_path)
     assert code == 0, err
     assert cli.SYNTHETIC_LABEL in out and "stage reached" in out and "trajectory:" in out
+
+
+def test_run_with_a_toolset_records_it_in_the_trial_config(capsys, tmp_path):
+    code, out, err = run(capsys, "run", "--task", TASK, "--planner", "react", "--model", "sim:1.0",
+                         "--max-iterations", "3", "--toolset", "extended", "--out", tmp_path, "--json")
+    assert code == 0, err
+    trajectory = tmp_path / json.loads(out)["trajectory"]
+    start = next(s for s in map(json.loads, trajectory.read_text().splitlines()) if s["step_type"] == "trial_start")
+    assert start["config"]["toolset"] == "extended"
+    code, _, err = run(capsys, "run", "--task", TASK, "--planner", "react", "--model", "sim", "--toolset", "tiny",
+                       "--out", tmp_path)
+    assert code == 2 and "invalid choice: 'tiny'" in err
 
 
 @pytest.mark.parametrize("option, value, message", [

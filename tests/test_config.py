@@ -10,6 +10,7 @@ def test_config_hash_ignores_identity_and_execution_knobs_but_not_budgets():
                                             threads=4).config_hash()
     assert base.config_hash() != base.with_(max_iterations=5).config_hash()
     assert base.config_hash() != base.with_(tool_masking=False).config_hash()
+    assert base.toolset == "paper" and base.config_hash() != base.with_(toolset="extended").config_hash()
 
 
 def test_trial_seeds_are_stable_and_distinct():

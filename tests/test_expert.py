@@ -7,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from mltb_core.expert import (EXPERTS_DIR, CallsFileError, expert_slugs, load_calls, load_expert, parse_calls,
-                              run_calls, run_expert)
+from mltb_core.expert import (EXPERTS_DIR, CallsFileError, expert_slugs, expert_toolset, load_calls, load_expert,
+                              parse_calls, run_calls, run_expert)
 from mltb_core.registry import ToolCall
 from mltb_core.splits import prepare_split
 from mltb_core.tasks import SUBMISSION_FILE, get_task, load_tasks
@@ -39,12 +39,13 @@ def test_every_offline_task_has_an_expert():
 def test_expert_file_uses_only_known_tools_and_placeholder_paths(slug):
     calls = load_expert(slug)  # check_tools: an unknown tool name would raise here
     paths = [c.func_kwargs["filepath"] for c in calls if "filepath" in c.func_kwargs]
-    assert paths == ["train.csv", "test.csv"], "experts read train/test by placeholder name only"
+    assert paths == ["train.csv", "test.csv", "submission.csv"], "experts use placeholder file names only"
     names = [c.tool_name for c in calls]
     assert names[:3] == ["read_data", "read_data", "concatenate_train_test"]
     assert "split_combined_into_train_test" in names
     assert any(n.startswith("fit_") for n in names)
-    assert names[-1] == "create_submission"
+    assert names[-1] == "save_dataframe_to_csv" and "create_submission" not in names  # the paper's toolset
+    assert expert_toolset(slug) == "paper"
     task = get_task(slug)
     predict = next(c for c in calls if c.tool_name == "predict_target")
     assert predict.func_kwargs.get("return_probabilities", False) == (task.prediction == "probability")
@@ -164,8 +165,11 @@ def test_load_expert_unknown_task_lists_known_ones():
 
 
 def test_experts_dir_files_are_jsonl_objects():
+    """One call per line after the '# toolset: NAME' header comment (parse_calls skips '#' lines)."""
     for path in EXPERTS_DIR.glob("*.jsonl"):
-        for line in path.read_text().splitlines():
+        header, *lines = path.read_text().splitlines()
+        assert header.startswith("# toolset: ")
+        for line in lines:
             assert isinstance(ToolCall.from_dict(json.loads(line)), ToolCall)
 
 
@@ -177,3 +181,13 @@ def test_expert_submission_matches_the_test_ids(tmp_path):
     assert list(submission.columns) == [task.id_column, task.target]
     assert submission[task.id_column].tolist() == test[task.id_column].tolist()
     assert result.grade.valid
+
+
+def test_a_replay_under_a_toolset_refuses_the_tools_outside_it(tmp_path):
+    task = get_task(FAST_TASK)
+    helper = {"tool_name": "create_submission", "tool_args": {"bindings": {"predictions": "p", "test_df": "t"}}}
+    result = run_calls(task, [_read("train.csv"), helper], toolset="paper")
+    assert result.calls[0].ok and not result.calls[1].ok
+    assert "not in this run's 'paper' toolset" in result.calls[1].message
+    extended = run_calls(task, [_read("train.csv"), helper], toolset="extended")
+    assert "toolset" not in extended.calls[1].message   # the tool runs (and fails on the missing objects)

@@ -101,6 +101,7 @@ def test_ids_order_and_k_selection(suite):
     (["--task=no-such-task"], ["unknown task", "'no-such-task'", "spaceship-titanic"]),
     (["--trials=x"], ["bad value for --trials"]),
     (["--board=final"], ["bad value for --board", "'final'", "public, private"]),
+    (["--toolset=tiny"], ["bad value for --toolset", "unknown toolset 'tiny'", "paper", "extended"]),
 ])
 def test_unknown_names_are_usage_errors(suite, args, words):
     result = run(suite, "--collect-only", *args)
@@ -131,6 +132,18 @@ def test_board_option_reaches_the_trial_config_and_its_hash():
     private = trial_config(Settings({**defaults, "board": "private"}), "react", "sim", 0)
     assert public.board == "public" and private.board == "private"  # the paper ranks on the public board
     assert public.config_hash() != private.config_hash()
+
+
+def test_toolset_option_reaches_the_trial_config(monkeypatch):
+    from pytest_mltb.collection import trial_config
+    from pytest_mltb.options import OPTIONS, Settings
+
+    defaults = {opt.name: opt.default for opt in OPTIONS}
+    assert trial_config(Settings(defaults), "react", "sim", 0).toolset == "paper"
+    chosen = trial_config(Settings({**defaults, "toolset": "extended"}), "react", "sim", 0)
+    assert chosen.toolset == "extended"
+    assert chosen.config_hash() != trial_config(Settings(defaults), "react", "sim", 0).config_hash()
+    assert {opt.name for opt in OPTIONS if opt.name == "toolset"} and "MLTB_TOOLSET" in {o.env for o in OPTIONS}
 
 
 def test_xdist_tables_equal_serial_tables_and_junitxml(suite, tmp_path):

@@ -5,8 +5,9 @@ import pandas as pd
 import pytest
 
 import mltb_core.tools  # noqa: F401  (registers the toolset)
-from mltb_core.registry import (REGISTRY, STAGES, ToolCall, ToolCallError, ToolContext, ToolRegistry, ToolReturn,
-                                build_tool, execute, make_get_and_set_tool, make_get_tool, make_set_tool)
+from mltb_core.registry import (PAPER, REGISTRY, STAGES, ToolCall, ToolCallError, ToolContext, ToolRegistry,
+                                ToolReturn, UnknownToolsetError, build_tool, execute, make_get_and_set_tool,
+                                make_get_tool, make_set_tool)
 from mltb_core.scratchpad import Scratchpad
 
 PAPER_TABLE_9 = """fit_logistic_regressor fit_linear_regressor fit_random_forest_regressor fit_random_forest_classifier
@@ -177,3 +178,51 @@ def test_schema_description_drops_sections_the_schema_already_carries():
     assert '"tool_name": "fillna_with_median"' in fn["description"]  # the example call stays
     kw = fn["parameters"]["properties"]["func_kwargs"]["properties"]["columns"]
     assert "Numeric column(s) to fill" in kw["description"]
+
+
+# ------------------------------------------------------------------------- toolsets
+def test_the_paper_toolset_is_table_9_plus_the_summary_and_tuning_tools():
+    paper = REGISTRY.for_toolset("paper")
+    tune = {t.name for t in REGISTRY if t.name.startswith("tune_")}
+    assert len(tune) == 8
+    assert set(paper.names()) == set(PAPER_TABLE_9) | {"get_dataframe_summary"} | tune
+    assert "create_submission" not in paper
+    assert set(REGISTRY.for_toolset("extended").names()) == set(REGISTRY.names())
+
+
+def test_a_tool_outside_the_toolset_is_refused_with_a_clear_error(tmp_path):
+    result = execute({"tool_name": "create_submission", "tool_args": {"bindings": {"predictions": "p", "test_df": "t"}}},
+                     Scratchpad(), ToolContext(sandbox=tmp_path), REGISTRY.for_toolset("paper"))
+    assert not result.ok and "not in this run's 'paper' toolset" in result.message
+
+
+def _frame_summary(df: pd.DataFrame) -> str:
+    """A summary."""
+    return str(df.shape)
+
+
+def test_toolset_names_are_checked():
+    with pytest.raises(UnknownToolsetError, match="unknown toolset 'tiny'; valid toolsets: paper, extended"):
+        REGISTRY.for_toolset("tiny")
+    with pytest.raises(ValueError, match="unknown toolset"):
+        build_tool(_frame_summary, "get", toolsets=("small",))
+    assert build_tool(_frame_summary, "get", toolsets=PAPER).toolsets == ("paper", "extended")
+    assert build_tool(_frame_summary, "get").toolsets == ("extended",)   # a new tool joins "paper" explicitly
+
+
+def test_episodes_offer_only_the_trials_toolset(tmp_path):
+    from mltb_core.config import TrialConfig
+    from mltb_core.planners.episode import Episode
+    from mltb_core.planners.masking import subtask_tools
+    from mltb_core.tasks import get_task
+
+    task = get_task("spaceship-titanic")
+    for toolset, has_helper in (("paper", False), ("extended", True)):
+        ep = Episode(task, TrialConfig("hierarchical_mcts", "sim", toolset=toolset), None, None,
+                     ToolContext(sandbox=tmp_path, task=task), tmp_path)
+        names = {s["function"]["name"] for s in ep.tool_schemas()}
+        assert ("create_submission" in names) == has_helper
+        offered = subtask_tools("create_submission", ep.registry)
+        assert ("create_submission" in offered) == has_helper
+        assert {"predict_target", "get_features", "convert_to_dataframe", "concatenate_dataframes",
+                "save_dataframe_to_csv"} <= set(offered)

@@ -7,7 +7,8 @@ import pytest
 import mltb_core.tools  # noqa: F401
 from mltb_core import prompts
 from mltb_core.llm import make_backend
-from mltb_core.llm.sim import SimPolicy, parse_task_prompt
+from mltb_core.llm import sim as sim_module
+from mltb_core.llm.sim import JUDGE_NOISE_SD, PIPELINE, SimPolicy, parse_task_prompt
 from mltb_core.tasks import get_task
 
 TOOLS = [t.schema() for t in mltb_core.tools.REGISTRY]
@@ -79,3 +80,143 @@ def test_plays_a_noisy_judge_for_lats():
         {"role": "user", "content": prompts.EVALUATOR_REQUEST}]
     text = SimPolicy(0.5, seed=0).complete(msgs, [], n=1).candidates[0].text
     assert "Score:" in text
+
+
+# ------------------------------------------------------------------ planner-agnostic
+_READ = {"tool_name": "read_data", "tool_args": {"bindings": {}, "func_kwargs": {"filepath": "/data/x/train.csv"},
+                                                 "output": "train"}}
+_BAD = {"tool_name": "fillna_with_median", "tool_args": {"bindings": {"df": "nothing"}, "output": "nothing"}}
+
+
+def _judged_score(history, seed, system=prompts.LATS_EVALUATOR_SYSTEM):
+    msgs = [{"role": "system", "content": system}] + _messages(history=history)[1:] + [
+        {"role": "user", "content": prompts.EVALUATOR_REQUEST}]
+    text = SimPolicy(0.5, seed=seed).complete(msgs, [], n=1).candidates[0].text
+    return int(text.rsplit("Score:", 1)[1])
+
+
+def test_judge_noise_has_a_fixed_scale_whatever_the_trajectory_length():
+    """Same progress, 3 steps or 23 steps (20 failed calls): the score's spread is the same."""
+    read_test = {"tool_name": "read_data", "tool_args": {"bindings": {}, "output": "test",
+                                                         "func_kwargs": {"filepath": "/data/x/test.csv"}}}
+    combine = {"tool_name": "concatenate_train_test", "tool_args": {"bindings": {"train_df": "train", "test_df": "test"},
+                                                                    "output": "combined"}}
+    short = [("Thought: load", _READ, "Applied read_data."), ("Thought: load", read_test, "Applied read_data."),
+             ("Thought: combine (notes: done=load_train,load_test,combine; doing=combine)", combine,
+              "Applied concatenate_train_test.")]
+    failed = [("Thought: fill (notes: done=load_train; doing=fill_numeric)", _BAD, "Error: no object 'nothing'.")]
+    long = short + failed * 20
+    spreads = {}
+    for name, history in (("short", short), ("long", long)):
+        scores = [_judged_score(history, seed) for seed in range(150)]
+        mean = sum(scores) / len(scores)
+        spreads[name] = (sum((x - mean) ** 2 for x in scores) / len(scores)) ** 0.5
+        assert abs(mean - (1 + 9 * 3 / len(PIPELINE))) < 0.3, (name, mean)   # three steps shown
+    assert abs(spreads["long"] - spreads["short"]) < 0.25, spreads
+    assert 0.8 < spreads["short"] < 1.3   # about JUDGE_NOISE_SD after rounding
+    assert JUDGE_NOISE_SD == 1.0
+
+
+def test_judge_scores_what_the_trajectory_shows_not_who_asks():
+    history = [("Thought: load (notes: done=load_train; doing=load_train)", _READ, "Applied read_data.")]
+    for seed in range(5):
+        assert _judged_score(history, seed) == _judged_score(
+            history, seed, system="Grade this agent's work. End with 'Score: N' (1-10).")
+
+
+@pytest.fixture(scope="module")
+def node_at_cleaning(tmp_path_factory):
+    """An episode on Spaceship Titanic and a node five calls deep (data loaded and combined, one fill)."""
+    from mltb_core.config import TrialConfig
+    from mltb_core.llm.base import Candidate
+    from mltb_core.planners.episode import Episode
+    from mltb_core.registry import ToolCall, ToolContext
+    from mltb_core.rewards import StageContext
+    from mltb_core.splits import prepare_split
+    from mltb_core.trial import prepare_agent_data
+
+    task = get_task("spaceship-titanic")
+    split = prepare_split(task, seed=0)
+    out = tmp_path_factory.mktemp("agnostic")
+    data_dir = prepare_agent_data(split, out)
+    (out / "sandbox").mkdir()
+    config = TrialConfig(planner="mcts_shaped", model="sim:0.5", tool_masking=False)
+    ep = Episode(task, config, SimPolicy(0.5, seed=7), StageContext.from_split(task, split, 1000),
+                 ToolContext(sandbox=out / "sandbox", data_dir=data_dir, task=task), data_dir)
+    steps = [("load_train", ToolCall("read_data", {}, {"filepath": str(data_dir / "train.csv")}, "train")),
+             ("load_test", ToolCall("read_data", {}, {"filepath": str(data_dir / "test.csv")}, "test")),
+             ("inspect", ToolCall("get_dataframe_summary", {"df": "train"}, {})),
+             ("combine", ToolCall("concatenate_train_test", {"train_df": "train", "test_df": "test"}, {}, "combined")),
+             ("fill_numeric", ToolCall("fillna_with_median", {"df": "combined"}, {}, "combined"))]
+    node, done = ep.root, []
+    for step, call in steps:
+        done.append(step)
+        node = ep.step(node, Candidate(f"Thought: next. (notes: done={','.join(done)}; doing={step})", [call]))
+        assert node.ok, node.observation[:300]
+    return ep, config, node
+
+
+def _proposals(ep, node, system, tools, extra=()):
+    msgs = ep.messages(node, system, extra)
+    response = SimPolicy(0.5, seed=11).complete(msgs, tools, n=3)
+    return [[t.key() for t in c.tool_calls] for c in response.candidates]
+
+
+def test_same_state_same_proposals_whichever_planner_asks(node_at_cleaning):
+    """Each planner's own propose prompt at the same node (tools unmasked): identical candidates."""
+    from mltb_core.planners import PLANNERS
+    from mltb_core.rewards import STAGES
+
+    ep, config, node = node_at_cleaning
+    tools = ep.tool_schemas()
+    answers = {"react": _proposals(ep, node, prompts.REACT_SYSTEM, tools)}
+    for name, cls in PLANNERS.items():
+        if name == "react":
+            continue
+        planner = cls(ep, config.with_(planner=name))
+        planner._stage = STAGES[node.progress.stage]          # hierarchical: the subtask this node is in
+        planner._seed_depth = 0
+        assert planner.allowed_for(node) is None               # masking off: the same tools for everyone
+        answers[name] = _proposals(ep, node, planner.system_for(node), tools, planner.extra_messages(node))
+    assert len({str(a) for a in answers.values()}) == 1, answers
+    # and the prompts really differ: hierarchical asks with its subtask prompt
+    assert prompts.subtask_system(STAGES[node.progress.stage].name) != prompts.EXPANSION_SYSTEM
+
+
+def test_masking_changes_the_answer_only_through_the_tools_it_removes(node_at_cleaning):
+    """Hierarchical masking offers fewer tools: that information (not the planner's identity) changes the
+    answer; the same masked tool list under another planner's prompt gives the same answer."""
+    from mltb_core.planners.masking import subtask_tools
+    from mltb_core.rewards import STAGES
+
+    ep, config, node = node_at_cleaning
+    allowed = subtask_tools(STAGES[node.progress.stage].name, ep.registry)
+    masked = ep.tool_schemas(allowed)
+    hierarchical = _proposals(ep, node, prompts.subtask_system(STAGES[node.progress.stage].name), masked)
+    shaped = _proposals(ep, node, prompts.EXPANSION_SYSTEM, masked)
+    assert hierarchical == shaped
+    assert all(json.loads(k)["tool_name"] in allowed for cand in hierarchical for k in cand)
+
+
+def test_the_sim_never_reads_which_planner_asks():
+    """No branch of the policy keys on a planner's prompt text (the subtask prefixes, the LATS judge prompt)."""
+    source = Path(sim_module.__file__).read_text()
+    for marker in ("SUBTASK_PREFIXES", "LATS_EVALUATOR_SYSTEM", "LATS_REFLECTION_SYSTEM", "EXPANSION_SYSTEM",
+                   "REACT_SYSTEM", "subtask_system"):
+        assert marker not in source, marker
+
+
+def test_writes_the_submission_with_the_paper_tools_when_create_submission_is_not_offered():
+    """At the end of the pipeline: ids from the test frame, named predictions, joined, saved to the output path."""
+    notes = "load_train,load_test,inspect,combine,fill_numeric,fill_rest,drop_ids,datetime,encode,split,xy_train,x_test,fit,predict"
+    predict = {"tool_name": "predict_target", "tool_args": {"bindings": {"model": "model", "X_data": "X_test"},
+                                                            "output": "predictions"}}
+    history = [("Thought: read", _READ | {"tool_args": {"bindings": {}, "func_kwargs": {"filepath": "/data/x/test.csv"},
+                                                        "output": "test"}}, "Applied read_data."),
+               (f"Thought: predict (notes: done={notes}; doing=predict)", predict, "Applied predict_target.")]
+    paper = [t for t in TOOLS if t["function"]["name"] != "create_submission"]
+    call = SimPolicy(1.0, seed=0).complete(_messages(history=history), paper, n=1).candidates[0].tool_calls[0]
+    assert call.tool_name == "get_features" and call.bindings == {"df": "test"}
+    assert call.func_kwargs == {"columns": ["PassengerId"]}
+    extended = SimPolicy(1.0, seed=0).complete(_messages(history=history), TOOLS, n=1).candidates[0].tool_calls[0]
+    assert extended.tool_name == "create_submission"

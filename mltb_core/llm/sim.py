@@ -1,20 +1,45 @@
 """``sim``: a seeded synthetic policy — NOT an LLM — for free, deterministic runs and CI gating.
 
-It reads only what a model reads (the task prompt, the system prompt, tool results,
-stage feedback, its own earlier thoughts) and proposes tool calls along the usual
-Kaggle pipeline, making the mistakes LLM agents make at a rate set by its *skill*:
-wrong object names, objects passed as plain values, calls out of order, skipped
-cleaning or encoding, one-hot blow-ups, the wrong target, predicting on the wrong
-frame, a submission in the wrong format. It reads tool errors and stage feedback and
-corrects itself with a skill-dependent probability, as a model reading them would.
+It answers three kinds of request, told apart by the request itself (never by which planner sends it):
+tools offered → propose tool calls; no tools and a 'Score: N' asked for → judge the trajectory; no tools
+otherwise → reflect on it in free text. Its beliefs live in its own replies ("notes: done=...; doing=..."),
+so they travel in the message history like an LLM's context does.
 
-Its beliefs live in its own replies ("notes: done=...; doing=..."), so they travel in
-the message history like an LLM's context does. Every choice is drawn from an RNG
-seeded by (policy seed, skill, the full message history, candidate index): the same
-history always gives the same candidates.
+Assumptions (every planner-ordering figure measured with ``sim`` rests on them):
 
-For LATS it also plays the evaluator: a noisy judge whose noise grows with the
-trajectory's length (the paper's observation about LLM judges).
+1. **Planner-agnostic.** It reads the task prompt, the names of the offered tools, its own earlier
+   replies, tool results and errors, stage feedback and reflections on earlier failures, i.e. what the
+   messages *say*. It never reads the system prompt, so which planner asks, or how it words its
+   instructions, changes no choice. Every choice is drawn from an RNG seeded by (policy seed, skill,
+   request seed, the conversation after the system prompt, the offered tool names, candidate index):
+   the same context gives the same candidates whichever planner wraps it.
+2. **One fixed pipeline**, in order: load train, load test, inspect, combine train+test, fill numeric
+   gaps (median), fill the rest (mode; drops columns still missing), drop id/name-like columns, expand
+   a datetime column, label-encode categoricals, split back, train features/target, test features,
+   fit (LightGBM 55 %, XGBoost 20 %, random forest 15 %, linear 10 %; cv=3), predict, write the
+   submission. With ``create_submission`` offered (extended toolset) one call writes the file; without
+   it (paper toolset) it takes the id column from the test data (``get_features``), names the
+   predictions after the target (``convert_to_dataframe``), joins them (``concatenate_dataframes``,
+   axis=1) and saves the frame (``save_dataframe_to_csv``). No feature engineering beyond that, no tuning:
+   its leaderboard figures are a floor, not an LLM's.
+3. **Skill sets the error rates**, per proposed step: mistake probability 0.6 × (1 − skill), times 0.75
+   when reflections on earlier failures are in the context; mistakes are the ones agents make (wrong
+   object names, objects passed as plain values, wrong file paths, skipped cleaning/encoding, dropping
+   rows, one-hot blow-ups, wrong or misspelt target, predicting on the training frame, saving the bare
+   predictions as the submission, out-of-order calls). After a failed call it retries correctly with
+   probability 0.35 + 0.6 × skill; it heeds a tool error or a stage check (goes back to the step they
+   point at) with probability 0.55 + 0.45 × skill; after 3 or more failures in a row it gives up with
+   probability 0.5 × (1 − skill). Mistakes are independent across steps and candidates.
+4. **Tools it is not offered** (tool masking, the toolset) are never called: a step whose tool is not
+   offered waits for a later request; a step with nothing to do (no datetime column) is skipped.
+5. **As a judge** its score is 1 + 9 × (share of the 18 pipeline steps that successful tool calls in
+   the trajectory accomplished, each counted once, whatever tool did it) plus Gaussian noise of fixed
+   standard deviation :data:`JUDGE_NOISE_SD` = 1 point, rounded and clipped to 1..10. The noise does not
+   depend on the trajectory's length, the planner or anything else; failed calls cost no points.
+6. **As a reflector** it restates the last observation and a generic lesson (no insight beyond that).
+7. **Costs**: tokens = characters / 4, one request = one LLM call whatever the number of candidates,
+   no dollars, no latency model. The sampling temperature is ignored (the k candidates of one request
+   differ through their own RNG streams).
 """
 from __future__ import annotations
 
@@ -24,28 +49,30 @@ import random
 import re
 import time
 from dataclasses import dataclass, field
+from collections.abc import Iterable
 from typing import Any
 
 from .. import prompts
 from ..registry import ToolCall
+from ..tasks import SUBMISSION_FILE
 from .base import Candidate, LLMBackend, LLMResponse, Usage
 
 __all__ = ["SimPolicy", "PIPELINE"]
 
-# The pipeline the policy follows, in order; hierarchical subtasks map onto slices of it.
+# The pipeline the policy follows, in order. submit_ids/submit_frame/submit_join assemble the submission frame
+# by hand when no create_submission tool is offered (the paper's toolset); with it they have nothing to do.
 PIPELINE = ("load_train", "load_test", "inspect", "combine", "fill_numeric", "fill_rest", "drop_ids",
-            "datetime", "encode", "split", "xy_train", "x_test", "fit", "predict", "submit")
-SUBTASK_STEPS = {
-    "train_data_loading": ("load_train", "inspect"),
-    "test_data_loading": ("load_test",),
-    "combine_train_test": ("combine",),
-    "data_cleaning": ("fill_numeric", "fill_rest"),
-    "feature_engineering": ("drop_ids", "datetime", "encode"),
-    "split_train_test": ("split",),
-    "train_data_to_features_target": ("xy_train",),
-    "test_data_to_features": ("x_test",),
-    "modeling": ("fit",),
-    "create_submission": ("predict", "submit"),
+            "datetime", "encode", "split", "xy_train", "x_test", "fit", "predict", "submit_ids", "submit_frame",
+            "submit_join", "submit")
+# Standard deviation (score points on the 1-10 scale) of the judge's noise; fixed, see assumption 5.
+JUDGE_NOISE_SD = 1.0
+# What a judge credits: the pipeline step a successful call accomplishes, by tool (see _steps_shown).
+STEP_OF_TOOL = {
+    "concatenate_train_test": "combine", "fillna_with_median": "fill_numeric", "fillna_with_mean": "fill_numeric",
+    "fillna_with_mode": "fill_rest", "fillna_with_value": "fill_rest", "drop_rows_with_missing": "fill_rest",
+    "extract_datetime_features": "datetime", "encode_all_categorical_columns": "encode", "label_encode": "encode",
+    "one_hot_encode": "encode", "split_combined_into_train_test": "split", "predict_target": "predict",
+    "get_dataframe_summary": "inspect", "get_dataframe_dtypes_summary": "inspect", "get_missing_summary": "inspect",
 }
 # Stage feedback / tool errors → the step whose belief they refute.
 FEEDBACK_STEPS = (
@@ -66,8 +93,8 @@ ERROR_STEPS = (
 SKIPPABLE = {"inspect", "fill_rest", "drop_ids", "datetime", "encode"}
 NAME_LIKE = ("Name", "Surname", "name", "key", "CustomerId", "idhogar", "ID_code", "ID")
 NOTES = re.compile(r"notes: done=([\w,]*); doing=(\w*)")
-_EVALUATOR_MARK = prompts.LATS_EVALUATOR_SYSTEM[:60]
-_REFLECTION_MARK = prompts.LATS_REFLECTION_SYSTEM[:50]
+# A plain-text request that asks for a score is a request to judge (whoever sends it).
+SCORE_REQUEST = re.compile(r"score\W{0,3}N\b", re.I)
 
 
 @dataclass
@@ -96,8 +123,8 @@ class State:
     objects: dict[str, str]       # visible scratchpad names → listing line
     roles: dict[str, str] = field(default_factory=dict)
     offered: set[str] = field(default_factory=set)
-    subtask: str | None = None
     reflections: bool = False
+    judge_request: bool = False   # a plain-text request asking for a score
 
     @property
     def last(self) -> Step | None:
@@ -133,18 +160,20 @@ class SimPolicy(LLMBackend):
                   seed: int | None) -> LLMResponse:
         start = time.perf_counter()
         state = self._read(messages, tools)
-        digest = hashlib.sha256(_portable(json.dumps([self.seed, self.skill, seed, messages], sort_keys=True,
-                                                     default=str), state.info).encode()).hexdigest()
-        system = str(messages[0].get("content", "")) if messages else ""
+        # The system prompt (the planner's instructions) is left out: the same context draws the same choices
+        # whichever planner asks (assumption 1). The offered tools are information, so they count.
+        context = [self.seed, self.skill, seed, messages[1:], sorted(state.offered)]
+        digest = hashlib.sha256(_portable(json.dumps(context, sort_keys=True, default=str),
+                                          state.info).encode()).hexdigest()
         candidates = []
         for i in range(n):
             rng = random.Random(f"{digest}:{i}")
-            if system.startswith(_EVALUATOR_MARK):
-                candidates.append(Candidate(self._judge(state, rng)))
-            elif system.startswith(_REFLECTION_MARK):
-                candidates.append(Candidate(self._reflect(state)))
-            else:
+            if tools:
                 candidates.append(self._act(state, rng))
+            elif state.judge_request:
+                candidates.append(Candidate(self._judge(state, rng)))
+            else:
+                candidates.append(Candidate(self._reflect(state)))
         prompt_chars = len(_portable(json.dumps(messages, default=str), state.info)) + len(json.dumps(tools))
         out_chars = sum(len(c.text) + sum(len(_portable(t.key(), state.info)) for t in c.tool_calls)
                         for c in candidates)
@@ -155,6 +184,9 @@ class SimPolicy(LLMBackend):
     # -- reading the context --------------------------------------------------------------
     def _read(self, messages: list[dict], tools: list[dict]) -> State:
         system = str(messages[0].get("content", "")) if messages else ""
+        last_user = next((str(m.get("content") or "") for m in reversed(messages) if m.get("role") == "user"), "")
+        # Only the request's form is read from the system prompt: does it ask for a score?
+        judge_request = not tools and bool(SCORE_REQUEST.search(system) or SCORE_REQUEST.search(last_user))
         info = parse_task_prompt(str(messages[1].get("content", "")) if len(messages) > 1 else "")
         history: list[Step] = []
         done: list[str] = []
@@ -193,11 +225,9 @@ class SimPolicy(LLMBackend):
                 m = re.match(r"- ([^:]+): (.*)", line.strip())
                 if m and ("columns=[" in m.group(2) or m.group(1) not in objects):
                     objects[m.group(1)] = m.group(2)
-        subtask = next((name for name, prefix in prompts.SUBTASK_PREFIXES.items() if system.startswith(prefix)),
-                       None)
         offered = {t.get("function", {}).get("name", "") for t in tools}
-        state = State(info, history, done, doing, objects, offered=offered, subtask=subtask,
-                      reflections=reflections)
+        state = State(info, history, done, doing, objects, offered=offered, reflections=reflections,
+                      judge_request=judge_request)
         state.roles = self._roles(state)
         return state
 
@@ -227,9 +257,46 @@ class SimPolicy(LLMBackend):
                 roles["model"] = out
             elif name == "predict_target" and isinstance(out, str):
                 roles["preds"] = out
+            elif name == "get_features" and isinstance(out, str) and \
+                    call.func_kwargs.get("columns") in (state.info.id_column, [state.info.id_column]):
+                roles["ids"] = out
+            elif name == "convert_to_dataframe" and isinstance(out, str) and b.get("data") == roles.get("preds"):
+                roles["pred_frame"] = out
+            elif name == "concatenate_dataframes" and isinstance(out, str) and b.get("df1") == roles.get("ids"):
+                roles["submission"] = out
             elif "df" in b and b["df"] == roles.get("combined") and isinstance(out, str):
                 roles["combined"] = out
         return roles
+
+    @staticmethod
+    def _steps_shown(state: State) -> list[str]:
+        """Pipeline steps that successful calls in the trajectory accomplished (what a judge can see)."""
+        shown: set[str] = set()
+        for step in state.history:
+            call = step.call
+            if call is None or step.observation.startswith("Error"):
+                continue
+            name, kwargs = call.tool_name, call.func_kwargs
+            if name == "read_data":
+                shown.add("load_test" if "test" in _basename(kwargs.get("filepath", "")) else "load_train")
+            elif name == "drop_feature":
+                shown.add("drop_ids")
+            elif name == "convert_dataframe_to_features_target":
+                shown.add("xy_train" if kwargs.get("is_train", True) else "x_test")
+            elif name.startswith(("fit_", "tune_")):
+                shown.add("fit")
+            elif name == "get_features" and kwargs.get("columns") in (state.info.id_column, [state.info.id_column]):
+                shown.add("submit_ids")
+            elif name == "convert_to_dataframe":
+                shown.add("submit_frame")
+            elif name == "concatenate_dataframes":
+                shown.add("submit_join")
+            elif name in ("save_dataframe_to_csv", "create_submission") and _basename(
+                    kwargs.get("filepath", SUBMISSION_FILE)) == _basename(state.info.output_path):
+                shown.add("submit")
+            elif name in STEP_OF_TOOL:
+                shown.add(STEP_OF_TOOL[name])
+        return [step for step in PIPELINE if step in shown]
 
     # -- acting --------------------------------------------------------------------------
     def _act(self, state: State, rng: random.Random) -> Candidate:
@@ -249,9 +316,9 @@ class SimPolicy(LLMBackend):
                 if step in done and step != state.doing and pattern.search(error_text):
                     done = done[: done.index(step)]
                     break
-        step = self._next_step(state, done)
+        step, done, waiting = self._plan(state, done, self._next_step(state, done), rng)
         if step is None:
-            return self._say(done, "", "The submission file is written; the task is complete.")
+            return self._finished(done, waiting)
         mistake_rate = self.mistake_rate * (0.75 if state.reflections else 1.0)
         if state.last_failed and state.doing == step:
             failures = state.consecutive_failures()
@@ -264,30 +331,43 @@ class SimPolicy(LLMBackend):
             return self._mistake(state, done, step, rng)
         return self._correct(state, done, step, rng)
 
-    def _next_step(self, state: State, done: list[str]) -> str | None:
-        steps = SUBTASK_STEPS[state.subtask] if state.subtask else PIPELINE
-        for step in steps:
-            if step not in done:
-                return step
-        if state.subtask:  # asked again although we believe the subtask done: redo its last step
-            return steps[-1]
-        return None
+    @staticmethod
+    def _next_step(state: State, done: list[str], waiting: Iterable[str] = ()) -> str | None:
+        """The first pipeline step neither believed done nor waiting for a tool that is not offered."""
+        skip = set(done) | set(waiting)
+        return next((step for step in PIPELINE if step not in skip), None)
 
     def _say(self, done: list[str], doing: str, text: str, call: ToolCall | None = None) -> Candidate:
         note = f"(notes: done={','.join(done)}; doing={doing})"
         return Candidate(f"Thought: {text} {note}", [call] if call else [])
 
-    def _correct(self, state: State, done: list[str], step: str, rng: random.Random) -> Candidate:
-        call = self._call_for(state, step, rng)
-        # Nothing to do for this step here (no datetime column), or its tool is masked: move on.
-        while call is None or (state.offered and call.tool_name not in state.offered):
-            done = done + [step]
-            nxt = self._next_step(state, done)
-            if nxt is None or nxt == step:
-                return self._say(done, "", "The submission file is written; the task is complete.")
-            step = nxt
+    def _plan(self, state: State, done: list[str], step: str | None,
+              rng: random.Random) -> tuple[str | None, list[str], list[str]]:
+        """From ``step`` on, the first step it can act on now: (step or None, believed done, waiting steps)."""
+        waiting: list[str] = []   # steps whose tool is not offered now (masking, toolset): for a later request
+        while step is not None:
             call = self._call_for(state, step, rng)
-        return self._say(done + [step], step, f"Next I will {step.replace('_', ' ')}.", call)
+            if call is None:      # nothing to do for this step here (e.g. no datetime column): believe it done
+                done = done + [step]
+            elif call.tool_name not in state.offered:
+                waiting.append(step)
+            else:
+                return step, done, waiting
+            step = self._next_step(state, done, waiting)
+        return None, done, waiting
+
+    def _correct(self, state: State, done: list[str], step: str | None, rng: random.Random) -> Candidate:
+        step, done, waiting = self._plan(state, done, step, rng)
+        if step is not None:
+            call = self._call_for(state, step, rng)
+            return self._say(done + [step], step, f"Next I will {step.replace('_', ' ')}.", call)
+        return self._finished(done, waiting)
+
+    def _finished(self, done: list[str], waiting: list[str]) -> Candidate:
+        if waiting:
+            return self._say(done, "", f"The tools I need next ({waiting[0].replace('_', ' ')}) are not available "
+                                       "here; nothing more to do with these tools.")
+        return self._say(done, "", "The submission file is written; the task is complete.")
 
     def _call_for(self, state: State, step: str, rng: random.Random) -> ToolCall | None:
         info, roles, objs = state.info, state.roles, state.objects
@@ -337,9 +417,24 @@ class SimPolicy(LLMBackend):
             kwargs = {"return_probabilities": True} if info.probability else {}
             return ToolCall("predict_target", {"model": roles.get("model", "model"),
                                                "X_data": roles.get("X_test", "X_test")}, kwargs, "predictions")
+        if step in ("submit_ids", "submit_frame", "submit_join") and "create_submission" in state.offered:
+            return None   # create_submission attaches the ids itself
+        if step == "submit_ids":
+            return ToolCall("get_features", {"df": roles.get("test", "test")}, {"columns": [info.id_column]},
+                            "test_ids")
+        if step == "submit_frame":
+            return ToolCall("convert_to_dataframe", {"data": roles.get("preds", "predictions")},
+                            {"columns": [info.target]}, "prediction_frame")
+        if step == "submit_join":
+            return ToolCall("concatenate_dataframes", {"df1": roles.get("ids", "test_ids"),
+                                                       "df2": roles.get("pred_frame", "prediction_frame")},
+                            {"axis": 1}, "submission")
         if step == "submit":
-            return ToolCall("create_submission", {"predictions": roles.get("preds", "predictions"),
-                                                  "test_df": roles.get("test", "test")}, {})
+            if "create_submission" in state.offered:
+                return ToolCall("create_submission", {"predictions": roles.get("preds", "predictions"),
+                                                      "test_df": roles.get("test", "test")}, {})
+            return ToolCall("save_dataframe_to_csv", {"df": roles.get("submission", "submission")},
+                            {"filepath": info.output_path})
         raise ValueError(f"unknown pipeline step {step!r}")
 
     def _mistake(self, state: State, done: list[str], step: str, rng: random.Random) -> Candidate:
@@ -359,6 +454,10 @@ class SimPolicy(LLMBackend):
             options += ["wrong_frame"] * 2
         if step == "submit":
             options += ["csv_only"] * 3
+        if step == "submit_frame":
+            options += ["no_rename"] * 2
+        if step == "submit_join":
+            options += ["join_test_frame"] * 2
         if step in ("combine", "fill_numeric", "encode", "xy_train", "fit"):
             options += ["out_of_order"]
         kind = rng.choice(options)
@@ -394,6 +493,11 @@ class SimPolicy(LLMBackend):
         elif kind == "csv_only":
             call = ToolCall("save_dataframe_to_csv", {"df": roles.get("preds", "predictions")},
                             {"filepath": info.output_path})
+        elif kind == "no_rename":   # the predictions keep the model's name: the target column will be missing
+            call = ToolCall(call.tool_name, call.bindings, {}, call.output)
+        elif kind == "join_test_frame":   # the processed test frame (ids dropped) instead of the ids
+            call = ToolCall(call.tool_name, {**call.bindings, "df1": roles.get("test_part", "test_df")},
+                            call.func_kwargs, call.output)
         elif kind == "out_of_order":
             later = PIPELINE[PIPELINE.index(step) + 2: PIPELINE.index(step) + 5]
             target_step = rng.choice(later) if later else step
@@ -406,12 +510,12 @@ class SimPolicy(LLMBackend):
 
     # -- judging (LATS) ----------------------------------------------------------------------
     def _judge(self, state: State, rng: random.Random) -> str:
-        progress = len([s for s in state.done if s in PIPELINE]) / len(PIPELINE)
-        if state.history and "Stage check:" in state.history[-1].observation:
-            progress *= 0.9
-        noise = rng.gauss(0.0, 0.6 + 0.12 * len(state.history))
-        score = int(round(min(10.0, max(1.0, 1.0 + 9.0 * progress + noise))))
-        return f"The agent has completed about {progress:.0%} of the pipeline. Score: {score}"
+        """What the trajectory shows, plus noise of fixed scale (assumption 5)."""
+        shown = self._steps_shown(state)
+        progress = len(shown) / len(PIPELINE)
+        score = int(round(min(10.0, max(1.0, 1.0 + 9.0 * progress + rng.gauss(0.0, JUDGE_NOISE_SD)))))
+        return (f"The trajectory shows {len(shown)} of the {len(PIPELINE)} pipeline steps done "
+                f"({', '.join(shown) or 'none'}). Score: {score}")
 
     def _reflect(self, state: State) -> str:
         last = state.last.observation.splitlines()[0][:200] if state.last else "no progress"
@@ -447,6 +551,10 @@ def _portable(text: str, info: TaskInfo) -> str:
         if folder:
             text = text.replace(folder, mark)
     return text
+
+
+def _basename(path: Any) -> str:
+    return str(path).replace("\\", "/").rsplit("/", 1)[-1]
 
 
 def _columns(listing: str) -> list[str]:

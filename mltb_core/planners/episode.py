@@ -58,7 +58,8 @@ class Episode:
                  registry: ToolRegistry | None = None, feedback: bool = True):
         self.task, self.config, self.llm = task, config, llm
         self.stage_ctx, self.tool_ctx = stage_ctx, tool_ctx
-        self.registry = registry if registry is not None else REGISTRY
+        # The model sees, and may call, only the tools of the trial's toolset (catalogue, schemas, masking, executor).
+        self.registry = (registry if registry is not None else REGISTRY).for_toolset(config.toolset)
         self.trajectory = trajectory or TrajectoryWriter(None)
         self.feedback = feedback
         self.budget = Budget(config, time.monotonic())

@@ -18,7 +18,10 @@ _SUBTASKS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "train_data_to_features_target": (("convert_dataframe_to_features_target", "drop_feature", "get_features"), ()),
     "test_data_to_features": (("convert_dataframe_to_features_target", "drop_feature", "get_features"), ()),
     "modeling": (("evaluate_regression_model", "evaluate_classification_model"), ("modeling",)),
-    "create_submission": (("predict_target", "create_submission", "save_dataframe_to_csv", "convert_to_dataframe"), ()),
+    # The paper toolset has no create_submission: the ids come from the test frame (get_features) and join the
+    # predictions (convert_to_dataframe, concatenate_dataframes) before save_dataframe_to_csv writes the file.
+    "create_submission": (("predict_target", "create_submission", "save_dataframe_to_csv", "convert_to_dataframe",
+                           "get_features", "concatenate_dataframes"), ()),
 }
 
 

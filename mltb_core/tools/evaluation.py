@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from sklearn import metrics as skm
 
-from ..registry import ToolContext, ToolInputError, make_get_and_set_tool, make_get_tool, make_set_tool
+from ..registry import PAPER, ToolContext, ToolInputError, make_get_and_set_tool, make_get_tool, make_set_tool
 from ..sandbox import resolve_read, resolve_write
 from .loading import TRACKING_COLUMN, require_frame
 
@@ -121,7 +121,7 @@ def _ensure_csv(filepath: str) -> None:
 
 
 # ---------------------------------------------------------------- metrics
-@make_get_tool(stages=("evaluation",), objects=("model", "X_test", "y_test"))
+@make_get_tool(toolsets=PAPER, stages=("evaluation",), objects=("model", "X_test", "y_test"))
 def evaluate_regression_model(model: Any, X_test: pd.DataFrame, y_test: pd.Series, model_name: str = "model",
                               eval_data_label: str = "test") -> str:
     """Evaluate a trained regression model on data.
@@ -167,7 +167,7 @@ def evaluate_regression_model(model: Any, X_test: pd.DataFrame, y_test: pd.Serie
     return "\n".join(lines)
 
 
-@make_get_tool(stages=("evaluation",), objects=("model", "X_test", "y_test"))
+@make_get_tool(toolsets=PAPER, stages=("evaluation",), objects=("model", "X_test", "y_test"))
 def evaluate_classification_model(model: Any, X_test: pd.DataFrame, y_test: pd.Series, model_name: str = "model",
                                   eval_data_label: str = "test") -> str:
     """Evaluate a trained classification model on data.
@@ -236,7 +236,7 @@ def evaluate_classification_model(model: Any, X_test: pd.DataFrame, y_test: pd.S
 
 
 # ------------------------------------------------------------ predictions
-@make_get_and_set_tool(stages=("evaluation",), objects=("model", "X_data"))
+@make_get_and_set_tool(toolsets=PAPER, stages=("evaluation",), objects=("model", "X_data"))
 def predict_target(model: Any, X_data: pd.DataFrame, model_name: str = "model",
                    return_probabilities: bool = False) -> pd.Series | pd.DataFrame:
     """Make predictions using a trained model.
@@ -280,7 +280,7 @@ def predict_target(model: Any, X_data: pd.DataFrame, model_name: str = "model",
 
 
 # ------------------------------------------------------------ persistence
-@make_get_tool(stages=("modeling", "evaluation"), objects=("model",))
+@make_get_tool(toolsets=PAPER, stages=("modeling", "evaluation"), objects=("model",))
 def save_model(model: Any, ctx: ToolContext, filepath: str = "model.pkl") -> str:
     """Save the trained model to disk using pickle.
 
@@ -317,7 +317,7 @@ def save_model(model: Any, ctx: ToolContext, filepath: str = "model.pkl") -> str
     return f"Model saved to {path.name} ({len(payload)} bytes)."
 
 
-@make_set_tool(stages=("modeling", "evaluation"))
+@make_set_tool(toolsets=PAPER, stages=("modeling", "evaluation"))
 def load_model(filepath: str, ctx: ToolContext) -> Any:
     """Load a trained model from disk using pickle.
 
@@ -348,7 +348,7 @@ def load_model(filepath: str, ctx: ToolContext) -> Any:
     return pickle.loads(data)  # noqa: S301 - exactly the bytes this trial's save_model wrote
 
 
-@make_get_tool(stages=("evaluation",))
+@make_get_tool(toolsets=PAPER, stages=("evaluation",))
 def save_dataframe_to_csv(df: pd.DataFrame, filepath: str, ctx: ToolContext) -> str:
     """Save a DataFrame to CSV file.
 
@@ -419,7 +419,7 @@ def _submission_values(predictions: Any, task: Any) -> pd.Series | pd.DataFrame:
     return values
 
 
-@make_get_tool(stages=("evaluation",), objects=("predictions", "test_df"))
+@make_get_tool(stages=("evaluation",), objects=("predictions", "test_df"))  # extended only: not in the paper
 def create_submission(predictions: Any, test_df: pd.DataFrame, ctx: ToolContext,
                       filepath: str = "submission.csv") -> str:
     """Create the competition submission file from test predictions.

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..registry import ToolInputError, ToolReturn, make_get_and_set_tool, make_get_tool, make_override_tool
+from ..registry import PAPER, ToolInputError, ToolReturn, make_get_and_set_tool, make_get_tool, make_override_tool
 from ..safe_eval import compile_lambda, evaluate_condition, evaluate_expression
 
 __all__ = [
@@ -172,7 +172,7 @@ def _to_datetime(df: pd.DataFrame, column: str) -> pd.Series:
 
 
 # ------------------------------------------------------------ derived features
-@make_override_tool(stages=_FEATURES)
+@make_override_tool(toolsets=PAPER, stages=_FEATURES)
 def create_numeric_feature(df: pd.DataFrame, name: str, expression: str) -> pd.DataFrame:
     """Create a numeric column from a pandas-style expression over existing columns.
 
@@ -227,7 +227,7 @@ def _lookup_mapping(mapping: dict, value: Any) -> Any:
     return np.nan
 
 
-@make_override_tool(stages=_FEATURES)
+@make_override_tool(toolsets=PAPER, stages=_FEATURES)
 def create_categorical_feature(df: pd.DataFrame, name: str, source_column: str, mapping: dict) -> pd.DataFrame:
     """Create a column by mapping each value of a source column through a dictionary.
 
@@ -272,7 +272,7 @@ def create_categorical_feature(df: pd.DataFrame, name: str, source_column: str, 
     return ToolReturn(_with_columns(df, {name: mapped}), note)
 
 
-@make_override_tool(stages=_FEATURES)
+@make_override_tool(toolsets=PAPER, stages=_FEATURES)
 def create_conditional_feature(df: pd.DataFrame, name: str, condition: str, true_value: Any,
                                false_value: Any) -> pd.DataFrame:
     """Create a column holding ``true_value`` where a condition holds and ``false_value`` elsewhere.
@@ -329,7 +329,7 @@ def _compile_safe_regex(pattern: Any) -> re.Pattern:
         raise ToolInputError(f"'pattern' {pattern!r} is not a valid regular expression: {exc}") from None
 
 
-@make_override_tool(stages=_FEATURES)
+@make_override_tool(toolsets=PAPER, stages=_FEATURES)
 def extract_string_pattern(df: pd.DataFrame, name: str, source_column: str, pattern: str,
                            group: int | str = 0) -> pd.DataFrame:
     """Extract the first regex match (or one of its groups) from a text column into a new column.
@@ -388,7 +388,7 @@ def extract_string_pattern(df: pd.DataFrame, name: str, source_column: str, patt
     return _with_columns(df, {name: extracted})
 
 
-@make_override_tool(stages=_FEATURES)
+@make_override_tool(toolsets=PAPER, stages=_FEATURES)
 def split_string_column(df: pd.DataFrame, name_prefix: str, source_column: str, delimiter: str,
                         max_splits: int = -1, indices: list[int] | None = None) -> pd.DataFrame:
     """Split a text column on a delimiter into new columns ``<name_prefix>_0``, ``<name_prefix>_1``, ...
@@ -460,7 +460,7 @@ def _grouped(df: pd.DataFrame, group_column: str | list[str], agg_column: str, a
     return df.groupby(groups, dropna=False, observed=True)[agg_column], groups
 
 
-@make_override_tool(stages=_FEATURES)
+@make_override_tool(toolsets=PAPER, stages=_FEATURES)
 def create_group_aggregation(df: pd.DataFrame, name: str, group_column: str | list[str], agg_column: str,
                              agg_func: str) -> pd.DataFrame:
     """Add a column holding an aggregate of ``agg_column`` within each group (e.g. group size, group mean).
@@ -495,7 +495,7 @@ def create_group_aggregation(df: pd.DataFrame, name: str, group_column: str | li
     return _with_columns(df, {name: grouped.transform(agg_func)})
 
 
-@make_get_tool(stages=_FEATURES)
+@make_get_tool(toolsets=PAPER, stages=_FEATURES)
 def get_group_aggregation(df: pd.DataFrame, group_column: str | list[str], agg_column: str,
                           agg_func: str) -> pd.DataFrame:
     """Show an aggregate of ``agg_column`` per group, without changing the frame.
@@ -526,7 +526,7 @@ def get_group_aggregation(df: pd.DataFrame, group_column: str | list[str], agg_c
     return grouped.agg(agg_func).reset_index()
 
 
-@make_override_tool(stages=_FEATURES)
+@make_override_tool(toolsets=PAPER, stages=_FEATURES)
 def create_rolling_feature(df: pd.DataFrame, name: str, source_column: str, window: int,
                            agg_func: str = "mean") -> pd.DataFrame:
     """Add a rolling-window aggregate of a numeric column, in the frame's current row order.
@@ -576,7 +576,7 @@ def _shifted(df: pd.DataFrame, name: str, source_column: str, periods: int) -> p
     return _with_columns(df, {name: df[source_column].shift(periods)})
 
 
-@make_override_tool(stages=_FEATURES)
+@make_override_tool(toolsets=PAPER, stages=_FEATURES)
 def create_lag_feature(df: pd.DataFrame, name: str, source_column: str, lag: int = 1) -> pd.DataFrame:
     """Add a column holding the value of ``source_column`` from ``lag`` rows earlier (first rows NaN).
 
@@ -604,7 +604,7 @@ def create_lag_feature(df: pd.DataFrame, name: str, source_column: str, lag: int
     return _shifted(df, name, source_column, _check_positive_int(lag, "lag"))
 
 
-@make_override_tool(stages=_FEATURES)
+@make_override_tool(toolsets=PAPER, stages=_FEATURES)
 def create_lead_feature(df: pd.DataFrame, name: str, source_column: str, lead: int = 1) -> pd.DataFrame:
     """Add a column holding the value of ``source_column`` from ``lead`` rows later (last rows NaN).
 
@@ -632,7 +632,7 @@ def create_lead_feature(df: pd.DataFrame, name: str, source_column: str, lead: i
     return _shifted(df, name, source_column, -_check_positive_int(lead, "lead"))
 
 
-@make_override_tool(stages=_FEATURES)
+@make_override_tool(toolsets=PAPER, stages=_FEATURES)
 def extract_datetime_features(df: pd.DataFrame, datetime_column: str,
                               features: list[str] | None = None) -> pd.DataFrame:
     """Add calendar parts of a date/time column as numeric columns ``<datetime_column>_<part>``.
@@ -686,7 +686,7 @@ def extract_datetime_features(df: pd.DataFrame, datetime_column: str,
     return _with_columns(df, new)
 
 
-@make_override_tool(stages=_FEATURES)
+@make_override_tool(toolsets=PAPER, stages=_FEATURES)
 def create_time_delta(df: pd.DataFrame, name: str, start_column: str, end_column: str,
                       unit: str = "D") -> pd.DataFrame:
     """Add the time elapsed from ``start_column`` to ``end_column`` as a number of ``unit``.
@@ -724,7 +724,7 @@ def create_time_delta(df: pd.DataFrame, name: str, start_column: str, end_column
     return _with_columns(df, {name: delta / pd.Timedelta(1, TIME_UNITS[unit])})
 
 
-@make_override_tool(stages=_FEATURES)
+@make_override_tool(toolsets=PAPER, stages=_FEATURES)
 def apply_custom_function(df: pd.DataFrame, name: str, source_columns: str | list[str], func: str) -> pd.DataFrame:
     """Create a column by applying a Python lambda, given as a string, to one or several columns.
 
@@ -836,7 +836,7 @@ def _label_encode(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     return _with_columns(df, new)
 
 
-@make_override_tool(stages=_FEATURES)
+@make_override_tool(toolsets=PAPER, stages=_FEATURES)
 def one_hot_encode(df: pd.DataFrame, columns: str | list[str] | None = None, drop_first: bool = True,
                    prefix: str | list[str] | dict | None = None) -> pd.DataFrame:
     """Replace categorical columns by 0/1 indicator columns ``<column>_<value>`` (uint8).
@@ -872,7 +872,7 @@ def one_hot_encode(df: pd.DataFrame, columns: str | list[str] | None = None, dro
     return _one_hot(df, _encodable_columns(df, columns), drop_first, prefix)
 
 
-@make_override_tool(stages=_FEATURES)
+@make_override_tool(toolsets=PAPER, stages=_FEATURES)
 def label_encode(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd.DataFrame:
     """Replace categorical columns by integer codes 0..k-1 in sorted order of their values.
 
@@ -901,7 +901,7 @@ def label_encode(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd
     return _label_encode(df, _encodable_columns(df, columns))
 
 
-@make_override_tool(stages=_FEATURES)
+@make_override_tool(toolsets=PAPER, stages=_FEATURES)
 def encode_all_categorical_columns(df: pd.DataFrame, method: str = "one_hot", drop_first: bool = True) -> pd.DataFrame:
     """Encode every text/category column at once, by one-hot indicators or label codes.
 
@@ -961,7 +961,7 @@ def _normalize(df: pd.DataFrame, columns: list[str], method: str) -> pd.DataFram
     return _with_columns(df, new)
 
 
-@make_override_tool(stages=_FEATURES)
+@make_override_tool(toolsets=PAPER, stages=_FEATURES)
 def normalize_features(df: pd.DataFrame, columns: str | list[str] | None = None,
                        method: str = "standard") -> pd.DataFrame:
     """Rescale numeric columns (missing values stay missing).
@@ -1000,7 +1000,7 @@ def normalize_features(df: pd.DataFrame, columns: str | list[str] | None = None,
     return _normalize(df, chosen, method)
 
 
-@make_override_tool(stages=_FEATURES)
+@make_override_tool(toolsets=PAPER, stages=_FEATURES)
 def normalize_all_numerical_columns(df: pd.DataFrame, method: str = "standard") -> pd.DataFrame:
     """Rescale every numeric (non-bool) column except the ``_is_train`` tracking column.
 
@@ -1032,7 +1032,7 @@ def normalize_all_numerical_columns(df: pd.DataFrame, method: str = "standard") 
 _COLUMN_STAGES = ("cleaning", "features", "modeling")
 
 
-@make_override_tool(stages=_COLUMN_STAGES)
+@make_override_tool(toolsets=PAPER, stages=_COLUMN_STAGES)
 def drop_feature(df: pd.DataFrame, column: str | list[str]) -> pd.DataFrame:
     """Drop one column or a list of columns.
 
@@ -1061,7 +1061,7 @@ def drop_feature(df: pd.DataFrame, column: str | list[str]) -> pd.DataFrame:
     return df.drop(columns=columns)
 
 
-@make_get_and_set_tool(stages=_COLUMN_STAGES)
+@make_get_and_set_tool(toolsets=PAPER, stages=_COLUMN_STAGES)
 def get_features(df: pd.DataFrame, columns: str | list[str]) -> pd.DataFrame:
     """Store a new frame holding only the given columns, in the given order.
 
@@ -1093,7 +1093,7 @@ def get_features(df: pd.DataFrame, columns: str | list[str]) -> pd.DataFrame:
     return df[chosen]
 
 
-@make_override_tool(stages=_COLUMN_STAGES)
+@make_override_tool(toolsets=PAPER, stages=_COLUMN_STAGES)
 def rename_feature(df: pd.DataFrame, old_name: str | list[str], new_name: str | list[str]) -> pd.DataFrame:
     """Rename one column, or several (lists of equal length).
 
@@ -1132,7 +1132,7 @@ def rename_feature(df: pd.DataFrame, old_name: str | list[str], new_name: str | 
     return df.rename(columns=dict(zip(old, new)))
 
 
-@make_get_tool(stages=("cleaning", "features"))
+@make_get_tool(toolsets=PAPER, stages=("cleaning", "features"))
 def get_unique_values(df: pd.DataFrame, column: str, sort: bool = True, include_counts: bool = True) -> pd.DataFrame:
     """Show the distinct values of a column (missing shown as NaN), optionally with their counts.
 
@@ -1172,7 +1172,7 @@ def get_unique_values(df: pd.DataFrame, column: str, sort: bool = True, include_
     return ToolReturn(table, f"{len(table)} distinct value(s) in {column!r} over {len(df)} rows.")
 
 
-@make_get_and_set_tool(stages=("cleaning", "features"))
+@make_get_and_set_tool(toolsets=PAPER, stages=("cleaning", "features"))
 def filter_dataframe(df: pd.DataFrame, condition: str) -> pd.DataFrame:
     """Store the rows for which a boolean condition holds (rows where it is missing are dropped).
 

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..registry import (
+    PAPER,
     ToolContext,
     ToolInputError,
     ToolReturn,
@@ -89,7 +90,7 @@ def placeholder_value(series: pd.Series) -> Any:
 _READERS = {".csv": {}, ".gz": {}, ".tsv": {"sep": "\t"}, ".txt": {"sep": None, "engine": "python"}}
 
 
-@make_set_tool(stages=("loading",))
+@make_set_tool(toolsets=PAPER, stages=("loading",))
 def read_data(filepath: str, ctx: ToolContext) -> pd.DataFrame:
     """Read CSV data into a pandas DataFrame.
 
@@ -121,7 +122,7 @@ def read_data(filepath: str, ctx: ToolContext) -> pd.DataFrame:
     return pd.read_csv(path, **options)
 
 
-@make_get_and_set_tool(stages=("loading",))
+@make_get_and_set_tool(toolsets=PAPER, stages=("loading",))
 def concatenate_train_test(train_df: pd.DataFrame, test_df: pd.DataFrame) -> pd.DataFrame:
     """Concatenate train and test data with tracking columns for proper splitting.
 
@@ -174,7 +175,7 @@ def concatenate_train_test(train_df: pd.DataFrame, test_df: pd.DataFrame) -> pd.
     return ToolReturn(combined, " ".join(notes))
 
 
-@make_get_and_set_tool(stages=("loading",), output_parts=("train", "test"))
+@make_get_and_set_tool(toolsets=PAPER, stages=("loading",), output_parts=("train", "test"))
 def split_combined_into_train_test(combined: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Split combined data back into train and test using tracking columns.
 
@@ -213,7 +214,7 @@ def split_combined_into_train_test(combined: pd.DataFrame) -> tuple[pd.DataFrame
     return (rest[is_train.to_numpy()].reset_index(drop=True), rest[~is_train.to_numpy()].reset_index(drop=True))
 
 
-@make_get_and_set_tool(stages=("loading", "modeling"), output_parts=("X", "y"))
+@make_get_and_set_tool(toolsets=PAPER, stages=("loading", "modeling"), output_parts=("X", "y"))
 def convert_dataframe_to_features_target(df: pd.DataFrame, target_column: str, is_train: bool = True):
     """Convert DataFrame to features and target format.
 
@@ -256,7 +257,7 @@ def convert_dataframe_to_features_target(df: pd.DataFrame, target_column: str, i
     return ToolReturn((X, y), note) if note else (X, y)
 
 
-@make_get_and_set_tool(stages=("loading", "evaluation"), objects=("data",))
+@make_get_and_set_tool(toolsets=PAPER, stages=("loading", "evaluation"), objects=("data",))
 def convert_to_dataframe(data: Any, columns: list[str] | None = None) -> pd.DataFrame:
     """Convert various data types to pandas DataFrame.
 
@@ -300,7 +301,7 @@ def convert_to_dataframe(data: Any, columns: list[str] | None = None) -> pd.Data
     return frame
 
 
-@make_get_and_set_tool(stages=("loading", "features"))
+@make_get_and_set_tool(toolsets=PAPER, stages=("loading", "features"))
 def concatenate_dataframes(df1: pd.DataFrame, df2: pd.DataFrame, axis: int = 0) -> pd.DataFrame:
     """Concatenate two DataFrames.
 
@@ -343,7 +344,7 @@ def concatenate_dataframes(df1: pd.DataFrame, df2: pd.DataFrame, axis: int = 0) 
 _JOIN_KINDS = ("inner", "left", "right", "outer", "cross")
 
 
-@make_get_and_set_tool(stages=("loading", "features"))
+@make_get_and_set_tool(toolsets=PAPER, stages=("loading", "features"))
 def join_dataframes(left_df: pd.DataFrame, right_df: pd.DataFrame, left_on: str | list[str],
                     right_on: str | list[str] | None = None, how: str = "inner",
                     suffixes: list[str] = ("_x", "_y")) -> pd.DataFrame:
@@ -390,7 +391,7 @@ def join_dataframes(left_df: pd.DataFrame, right_df: pd.DataFrame, left_on: str 
     return left_df.merge(right_df, how=how, left_on=left_keys, right_on=right_keys, suffixes=suffixes)
 
 
-@make_get_tool(stages=SUMMARY_STAGES)
+@make_get_tool(toolsets=PAPER, stages=SUMMARY_STAGES)
 def get_dataframe_summary(df: pd.DataFrame) -> str:
     """Get a brief textual summary of a DataFrame to guide planning.
 
@@ -426,7 +427,7 @@ def get_dataframe_summary(df: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-@make_get_tool(stages=SUMMARY_STAGES)
+@make_get_tool(toolsets=PAPER, stages=SUMMARY_STAGES)
 def get_dataframe_dtypes_summary(df: pd.DataFrame) -> str:
     """Get comprehensive summary of the dtypes in the entire DataFrame.
 

@@ -28,7 +28,7 @@ from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.multiclass import type_of_target
 
 from .. import limits
-from ..registry import ToolContext, ToolInputError, ToolReturn, make_get_and_set_tool
+from ..registry import PAPER, ToolContext, ToolInputError, ToolReturn, make_get_and_set_tool
 
 __all__ = ["PreparedClassifier", "PreparedRegressor", "ModelSpec", "MODEL_SPECS", "FIT_TOOLS", "TUNE_TOOLS",
            "MAX_CATEGORY_LEVELS", "CLASSIFICATION_METRICS", "REGRESSION_METRICS"]
@@ -513,7 +513,7 @@ def _register(spec: ModelSpec, tuning: bool) -> Callable:
     tool.__name__ = tool.__qualname__ = tool_name
     tool.__doc__ = _docstring(spec, tool_name, tuning)
     tool.__module__ = __name__
-    make_get_and_set_tool(tool, stages=_STAGES)
+    make_get_and_set_tool(tool, stages=_STAGES, toolsets=PAPER)
     globals()[tool_name] = tool
     __all__.append(tool_name)
     return tool
