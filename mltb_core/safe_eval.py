@@ -773,7 +773,7 @@ class _Evaluator:
         if isinstance(target, ast.Attribute):
             _check_attribute_name(target.attr)
             name = target.attr
-            owner = self.eval(target.value)
+            owner = self._call_owner(target.value, name)
             func, raw = _member(owner, name, calling=True)
         elif isinstance(target, ast.Name):
             name = target.id
@@ -795,6 +795,18 @@ class _Evaluator:
         if _is_function_value(result):
             raise UnsafeExpressionError(f"{name}() returned a function; functions cannot be used as values")
         return result if owner is None or isinstance(owner, _Namespace) else _read_only(result)
+
+    def _call_owner(self, node: ast.AST, method: str) -> Any:
+        """The value a method is called on; names ``np.add.at`` as such when the owner is a function."""
+        if not isinstance(node, ast.Attribute):
+            return self.eval(node)
+        _check_attribute_name(node.attr)
+        base = self.eval(node.value)
+        if isinstance(base, _Namespace) and _is_function_value(base.lookup(node.attr)):
+            label = f"{base.label}.{node.attr}"
+            raise UnsafeExpressionError(f"{label}.{method} is not allowed{_refusal_reason(method)}; functions have "
+                                        f"no usable attributes: call {label}(...) directly")
+        return _member(base, node.attr, calling=False)[0]
 
     def _argument(self, node: ast.AST) -> Any:
         """An argument value; a lambda literal is the one callable an argument may be."""
