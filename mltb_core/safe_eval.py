@@ -892,6 +892,9 @@ def _member(owner: Any, name: str, calling: bool) -> tuple[Any, Any]:
                              "write it without parentheses")
     if not calling and entry[1] == _METHOD:
         raise UnsafeExpressionError(_function_as_value(f"{_owner_label(owner)}.{name}", f".{name}(...)"))
+    instance_dict = getattr(owner, "__dict__", None)
+    if isinstance(instance_dict, dict) and name in instance_dict:  # would shadow the allowed class member
+        raise UnsafeExpressionError(f"{_owner_label(owner)}.{name} is not allowed here: it is set on the object itself")
     value = getattr(owner, name)
     return (value if calling else _read_only(value)), raw
 
