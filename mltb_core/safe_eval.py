@@ -16,8 +16,9 @@ The design allows, it does not forbid:
   or ``value.method(...)``. For a method the walker finds the function the
   value's *type* defines under that name (a static MRO lookup, no
   ``__getattr__``) and calls it only if that very object is in the
-  allow-list (:data:`ALLOWED_MEMBERS`: class -> methods/attributes, e.g.
-  ``Series.fillna``, ``StringMethods.split``, ``str.strip``). Anything else,
+  allow-list (:data:`ALLOWED_MEMBERS`, resolved at import from the table
+  ``_MEMBER_GROUPS`` of classes and names, e.g. ``Series.fillna``,
+  ``StringMethods.split``, ``str.strip``). Anything else,
   including every I/O method (``to_csv``, ``read_*``), every in-place
   mutator (``isetitem``, ``update``, ``ndarray.partition``, ``ufunc.at``) and
   every string-dispatcher (``eval``, ``query``, ``pipe``), is simply absent.
@@ -235,12 +236,16 @@ _SCALAR_TIME_METHODS = ("weekday isoweekday date time strftime normalize floor c
 
 
 def _with_subclasses(*classes: type) -> list[type]:
-    """A class and every subclass loaded so far (RangeIndex, DatetimeIndex... inherit Index's members)."""
+    """A class and pandas'/numpy's own subclasses of it (RangeIndex, DatetimeIndex... override Index members).
+
+    Subclasses from anywhere else (a user or third-party class) are left out: their overrides are other
+    objects, so the identity check refuses them.
+    """
     out: list[type] = []
     todo = list(classes)
     while todo:
         cls = todo.pop()
-        if cls not in out:
+        if cls not in out and cls.__module__.split(".")[0] in ("pandas", "numpy"):
             out.append(cls)
             todo.extend(cls.__subclasses__())
     return out
