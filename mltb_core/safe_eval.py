@@ -16,8 +16,9 @@ The design allows, it does not forbid:
   or ``value.method(...)``. For a method the walker finds the function the
   value's *type* defines under that name (a static MRO lookup, no
   ``__getattr__``) and calls it only if that very object is in the
-  allow-list (:data:`ALLOWED_MEMBERS`: class -> methods/attributes, e.g.
-  ``Series.fillna``, ``StringMethods.split``, ``str.strip``). Anything else,
+  allow-list (:data:`ALLOWED_MEMBERS`, resolved at import from the table
+  ``_MEMBER_GROUPS`` of classes and names, e.g. ``Series.fillna``,
+  ``StringMethods.split``, ``str.strip``). Anything else,
   including every I/O method (``to_csv``, ``read_*``), every in-place
   mutator (``isetitem``, ``update``, ``ndarray.partition``, ``ufunc.at``) and
   every string-dispatcher (``eval``, ``query``, ``pipe``), is simply absent.
@@ -235,12 +236,16 @@ _SCALAR_TIME_METHODS = ("weekday isoweekday date time strftime normalize floor c
 
 
 def _with_subclasses(*classes: type) -> list[type]:
-    """A class and every subclass loaded so far (RangeIndex, DatetimeIndex... inherit Index's members)."""
+    """A class and pandas'/numpy's own subclasses of it (RangeIndex, DatetimeIndex... override Index members).
+
+    Subclasses from anywhere else (a user or third-party class) are left out: their overrides are other
+    objects, so the identity check refuses them.
+    """
     out: list[type] = []
     todo = list(classes)
     while todo:
         cls = todo.pop()
-        if cls not in out:
+        if cls not in out and cls.__module__.split(".")[0] in ("pandas", "numpy"):
             out.append(cls)
             todo.extend(cls.__subclasses__())
     return out
@@ -318,6 +323,7 @@ _REFUSED_ARGUMENTS: dict[str, tuple[Callable[[Any], bool], str]] = {
 # Methods whose integer arguments size their output ("x".ljust(10**9)).
 _SIZED_METHODS = {"repeat", "pad", "center", "ljust", "rjust", "zfill", "expandtabs", "head", "tail",
                   "nlargest", "nsmallest", "rolling", "ewm", "shift", "wrap", "cut", "qcut"}
+_SIZE_CHECKED_METHODS = _SIZED_METHODS | {"join", "replace"}
 
 _ALLOWED_NODES = (
     ast.Expression, ast.Constant, ast.Name, ast.Load, ast.Attribute, ast.Subscript, ast.Slice,
@@ -773,7 +779,7 @@ class _Evaluator:
         if isinstance(target, ast.Attribute):
             _check_attribute_name(target.attr)
             name = target.attr
-            owner = self.eval(target.value)
+            owner = self._call_owner(target.value, name)
             func, raw = _member(owner, name, calling=True)
         elif isinstance(target, ast.Name):
             name = target.id
@@ -796,6 +802,18 @@ class _Evaluator:
             raise UnsafeExpressionError(f"{name}() returned a function; functions cannot be used as values")
         return result if owner is None or isinstance(owner, _Namespace) else _read_only(result)
 
+    def _call_owner(self, node: ast.AST, method: str) -> Any:
+        """The value a method is called on; names ``np.add.at`` as such when the owner is a function."""
+        if not isinstance(node, ast.Attribute):
+            return self.eval(node)
+        _check_attribute_name(node.attr)
+        base = self.eval(node.value)
+        if isinstance(base, _Namespace) and _is_function_value(base.lookup(node.attr)):
+            label = f"{base.label}.{node.attr}"
+            raise UnsafeExpressionError(f"{label}.{method} is not allowed{_refusal_reason(method)}; functions have "
+                                        f"no usable attributes: call {label}(...) directly")
+        return _member(base, node.attr, calling=False)[0]
+
     def _argument(self, node: ast.AST) -> Any:
         """An argument value; a lambda literal is the one callable an argument may be."""
         return self._Lambda(node) if isinstance(node, ast.Lambda) else self.eval(node)
@@ -817,8 +835,8 @@ def _is_function_value(value: Any) -> bool:
     return not isinstance(value, _INDEXER_TYPES)
 
 
-def _function_as_value(label: str) -> str:
-    return (f"{label} is a function or method: call it directly (e.g. {label}(x)) instead of passing it "
+def _function_as_value(label: str, call: str = "") -> str:
+    return (f"{label} is a function or method: call it directly ({call or label + '(x)'}) instead of passing it "
             f"as a value; to give a function to apply/map, write a lambda, e.g. .map(lambda v: ...)")
 
 
@@ -858,28 +876,30 @@ def _member(owner: Any, name: str, calling: bool) -> tuple[Any, Any]:
             if id(value) not in _ALLOWED_FUNCTIONS:
                 raise _not_callable(f"{owner.label}.{name}", value)
         elif _is_function_value(value):
-            raise UnsafeExpressionError(_function_as_value(f"{owner.label}.{name}"))
+            raise UnsafeExpressionError(_function_as_value(f"{owner.label}.{name}", f"{owner.label}.{name}(x)"))
         return value, value
-    label = f"{_owner_label(owner)}.{name}"
     if isinstance(owner, type):
         raise UnsafeExpressionError(
-            f"{label} is not allowed: attributes of classes are not reachable; call methods on values "
-            f"instead (e.g. 'a-b'.split('-'))")
+            f"{owner.__name__}.{name} is not allowed: attributes of classes are not reachable; call methods on "
+            f"values instead (e.g. 'a-b'.split('-'))")
     raw = _class_member(type(owner), name)
     if raw is _MISSING:
         column = _column_attribute(owner, name)
         if column is not _MISSING:
             return column, column
-        raise ToolInputError(f"{_owner_label(owner)} object has no attribute {name!r}{_allowed_hint(owner, name)}")
+        raise ToolInputError(f"{_owner_label(owner)} object has no attribute {name!r}.{_allowed_hint(owner, name)}")
     entry = ALLOWED_MEMBERS.get(id(raw))
     if entry is None or entry[0] is not raw:
-        raise UnsafeExpressionError(f"{label} is not allowed in expressions{_refusal_reason(name)}."
-                                    f"{_allowed_hint(owner, name)}")
-    kind = entry[1]
-    if calling and kind == _ATTRIBUTE:
-        raise ToolInputError(f"{label} is an attribute, not a method: write it without parentheses")
-    if not calling and kind == _METHOD:
-        raise UnsafeExpressionError(_function_as_value(label))
+        raise UnsafeExpressionError(f"{_owner_label(owner)}.{name} is not allowed in expressions"
+                                    f"{_refusal_reason(name)}.{_allowed_hint(owner, name)}")
+    if calling and entry[1] == _ATTRIBUTE:
+        raise ToolInputError(f"{_owner_label(owner)}.{name} is an attribute, not a method: "
+                             "write it without parentheses")
+    if not calling and entry[1] == _METHOD:
+        raise UnsafeExpressionError(_function_as_value(f"{_owner_label(owner)}.{name}", f".{name}(...)"))
+    instance_dict = getattr(owner, "__dict__", None)
+    if isinstance(instance_dict, dict) and name in instance_dict:  # would shadow the allowed class member
+        raise UnsafeExpressionError(f"{_owner_label(owner)}.{name} is not allowed here: it is set on the object itself")
     value = getattr(owner, name)
     return (value if calling else _read_only(value)), raw
 
@@ -908,7 +928,7 @@ def _allowed_hint(owner: Any, name: str) -> str:
     cls = type(owner)
     names = {n for _, methods, attributes in _MEMBER_GROUPS for n in (*methods, *attributes)}
     allowed = sorted(n for n in names if id(_static_member(cls, n)) in ALLOWED_MEMBERS)
-    close = difflib.get_close_matches(name, allowed, n=4)
+    close = difflib.get_close_matches(name, allowed, n=4, cutoff=0.75)
     return f" Allowed {cls.__name__} members close to it: {', '.join(close)}." if close else ""
 
 
@@ -918,20 +938,23 @@ _risky_signatures: dict[int, inspect.Signature | None] = {}
 
 def _signature_with_refused_parameters(func: Any, raw: Any) -> inspect.Signature | None:
     """The callee's signature if it has a parameter in _REFUSED_ARGUMENTS (so positional use can be caught)."""
-    key = id(raw)
-    if key not in _risky_signatures:
-        try:
-            signature = inspect.signature(func)
-        except (TypeError, ValueError):
-            signature = None
-        if signature is not None and not set(signature.parameters) & set(_REFUSED_ARGUMENTS):
-            signature = None
-        _risky_signatures[key] = signature  # raw is an allowed member/function: a bounded set
-    return _risky_signatures[key]
+    found = _risky_signatures.get(id(raw), _MISSING)
+    if found is not _MISSING:
+        return found
+    if _is_safe_lambda(raw):
+        return None  # our lambdas take plain positional data; not cached (they are short-lived)
+    try:
+        signature: inspect.Signature | None = inspect.signature(func)
+    except (TypeError, ValueError):
+        signature = None
+    if signature is not None and not set(signature.parameters) & set(_REFUSED_ARGUMENTS):
+        signature = None
+    _risky_signatures[id(raw)] = signature  # raw is an allowed member/function: a bounded, long-lived set
+    return signature
 
 
 def _guard_call(func: Any, raw: Any, name: str, owner: Any, args: list, kwargs: dict) -> None:
-    """Checks on the arguments of an allowed callee."""
+    """Checks on the arguments of an allowed callee (ordered so the common case stays cheap per row)."""
     if not callable(func):
         raise ToolInputError(f"{name!r} is a {type(func).__name__}, not a function; it cannot be called")
     for key, value in kwargs.items():
@@ -941,7 +964,7 @@ def _guard_call(func: Any, raw: Any, name: str, owner: Any, args: list, kwargs: 
             raise UnsafeExpressionError(
                 f"np.{func.__name__} takes {func.nin} input(s); a further positional argument is out=, which "
                 f"writes into an existing array: use the return value")
-    elif not _is_safe_lambda(raw):
+    else:
         signature = _signature_with_refused_parameters(func, raw)
         if signature is not None:
             try:
@@ -952,18 +975,21 @@ def _guard_call(func: Any, raw: Any, name: str, owner: Any, args: list, kwargs: 
                 for key, value in bound.arguments.items():
                     if key not in kwargs:
                         _check_refused_argument(key, value)
-    if name not in FUNCTION_TAKING_METHODS and any(_is_safe_lambda(v) for v in (*args, *kwargs.values())):
-        raise UnsafeExpressionError(
-            f"a lambda cannot be passed to {name}(); lambdas may only be given to "
-            f"{', '.join(sorted(FUNCTION_TAKING_METHODS))}")
+    if name not in FUNCTION_TAKING_METHODS:
+        for value in (*args, *kwargs.values()):
+            if _is_safe_lambda(value):
+                raise UnsafeExpressionError(
+                    f"a lambda cannot be passed to {name}(); lambdas may only be given to "
+                    f"{', '.join(sorted(FUNCTION_TAKING_METHODS))}")
     if name in _DISPATCH_METHODS and owner is not None and not isinstance(owner, _Namespace):
         _check_dispatch_strings(name, args, kwargs)
-    _check_sizes(name, owner, args, kwargs)
-    if owner is None or isinstance(owner, _Namespace):
+    if name in _SIZE_CHECKED_METHODS:
+        _check_sizes(name, owner, args, kwargs)
+    if (owner is None or isinstance(owner, _Namespace)) and len(args) + len(kwargs) > 1:
         _check_broadcast([*args, *kwargs.values()])
     if func is sum and len(args) > 1 and not isinstance(args[1], (int, float, np.number)):
         raise UnsafeExpressionError("sum() may only add numbers (a list/str start value builds quadratic copies)")
-    if isinstance(owner, str) and name == "format":
+    if name == "format" and isinstance(owner, str):
         _check_format_template(owner)
 
 

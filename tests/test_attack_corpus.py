@@ -178,53 +178,55 @@ def test_attack_is_refused_as_unsafe_or_unknown(arena, group, kind, source):
 
 
 # ---------------------------------------------------- issue 13's own examples, one test each
+def refused_without_effect(arena: Arena, expr: str, fragment: str, *markers: Path) -> None:
+    """Run ``expr``; first check nothing happened (so the old code fails on the escape itself), then the refusal."""
+    try:
+        evaluate_expression(expr, arena.frame)
+    except ToolInputError as exc:
+        outcome: Exception | None = exc
+    else:
+        outcome = None
+    for marker in markers:
+        assert not marker.exists(), f"{expr!r} wrote {marker}"
+    arena.assert_untouched(expr)
+    assert isinstance(outcome, UnsafeExpressionError), f"{expr!r} was not refused: {outcome!r}"
+    assert fragment in str(outcome), str(outcome)
+
+
 def test_issue13_agg_through_lambda_parameter_reaches_python_eval(arena):
     marker = arena.outside / "pwned"
-    inner = f"Age.__class__.__init__.__globals__['os'].system('touch {marker}')"
-    with pytest.raises(UnsafeExpressionError, match="df.agg|DataFrame.agg|function or method"):
-        evaluate_expression(f"(lambda f: f('eval', expr=\"{inner}\", engine='python'))(df.agg)", arena.frame)
-    assert not marker.exists()
-    arena.assert_untouched("agg through a lambda parameter")
+    inner = f"Age.__class__.__init__.__globals__['np'].lib._npyio_impl.os.system('touch {marker}')"
+    refused_without_effect(arena, f"(lambda f: f('eval', expr=\"{inner}\", engine='python'))(df.agg)",
+                           "DataFrame.agg is a function or method", marker)
 
 
 def test_issue13_agg_in_a_list_writes_csv(arena):
     target = arena.outside / "from_list.csv"
-    with pytest.raises(UnsafeExpressionError, match="named directly can be called"):
-        evaluate_expression(f"[df.agg][0]('to_csv', path_or_buf='{target}')", arena.frame)
-    assert not target.exists()
-    arena.assert_untouched("agg in a list")
+    refused_without_effect(arena, f"[df.agg][0]('to_csv', path_or_buf='{target}')", "named directly can be called",
+                           target)
 
 
 def test_issue13_agg_in_a_dict_writes_pickle(arena):
     target = arena.outside / "from_dict.pkl"
-    with pytest.raises(UnsafeExpressionError, match="named directly can be called"):
-        evaluate_expression(f"{{'k': df.agg}}['k']('to_pickle', path='{target}')", arena.frame)
-    assert not target.exists()
-    arena.assert_untouched("agg in a dict")
+    refused_without_effect(arena, f"{{'k': df.agg}}['k']('to_pickle', path='{target}')",
+                           "named directly can be called", target)
 
 
 def test_issue13_isetitem_mutates_the_frame(arena):
-    with pytest.raises(UnsafeExpressionError, match="isetitem"):
-        evaluate_expression("df.isetitem(1, 'Mars')", arena.frame)
-    arena.assert_untouched("isetitem")
+    refused_without_effect(arena, "df.isetitem(1, 'Mars')", "DataFrame.isetitem is not allowed")
 
 
 def test_issue13_array_fillna_copy_false_mutates_the_column(arena):
-    with pytest.raises(UnsafeExpressionError, match="array"):
-        evaluate_expression("HomePlanet.array.fillna('Mars', copy=False)", arena.frame)
-    arena.assert_untouched("array.fillna(copy=False)")
+    refused_without_effect(arena, "HomePlanet.array.fillna('Mars', copy=False)", "Series.array is not allowed")
 
 
 def test_issue13_ufunc_at_on_to_numpy_mutates_the_column(arena):
-    with pytest.raises(UnsafeExpressionError, match="ufunc.at|at"):
-        evaluate_expression("np.add.at(Age.to_numpy(), 0, 100)", arena.frame)
-    arena.assert_untouched("np.add.at")
+    refused_without_effect(arena, "np.add.at(Age.to_numpy(), 1, 100)", "np.add.at is not allowed")
 
 
 def test_issue13_to_numpy_partition_mutates_the_column(arena):
-    with pytest.raises(UnsafeExpressionError, match="partition"):
-        evaluate_expression("RoomService.to_numpy().partition(1)", arena.frame)
-    arena.assert_untouched("to_numpy().partition()")
+    refused_without_effect(arena, "RoomService.array.to_numpy().partition(1)", "Series.array is not allowed")
+    refused_without_effect(arena, "RoomService.to_numpy().partition(1)", "ndarray.partition is not allowed")
 
 
 def test_issue13_filter_dataframe_cannot_rewrite_a_column_across_mcts_branches(arena):
@@ -235,9 +237,9 @@ def test_issue13_filter_dataframe_cannot_rewrite_a_column_across_mcts_branches(a
     result = execute({"tool_name": "filter_dataframe", "tool_args": {
         "bindings": {"df": "train_df"}, "func_kwargs": {"condition": condition}, "output": "kept"}},
         left, ToolContext(sandbox=arena.sandbox))
-    assert not result.ok and "isetitem" in result.message, result.message
     pd.testing.assert_series_equal(right.get("train_df")["HomePlanet"], arena.original["HomePlanet"])
     arena.assert_untouched("filter_dataframe with isetitem")
+    assert not result.ok and "isetitem" in result.message, result.message
 
 
 def test_arrays_handed_out_are_private_copies(arena):

@@ -253,3 +253,43 @@ def test_evaluation_does_not_mutate_frame(df):
     evaluate_expression("Age.fillna(0)", df)
     evaluate_expression("df.drop(columns=['Age'])", df)
     pd.testing.assert_frame_equal(df, before)
+
+
+# ------------------------------------------------------------------ the allow-list design (issue 13)
+class _OverridingSeries(pd.Series):
+    """A subclass whose fillna is not pandas' fillna: same name, different object."""
+
+    @property
+    def _constructor(self):
+        return _OverridingSeries
+
+    def fillna(self, *args, **kwargs):  # noqa: ARG002 - never reached
+        raise AssertionError("the evaluator called a method it had not allowed")
+
+
+def test_methods_are_allowed_by_identity_not_by_name():
+    fn = compile_lambda("lambda s: s.fillna(0)")
+    assert fn(pd.Series([1.0, None])).tolist() == [1.0, 0.0]
+    with pytest.raises(UnsafeExpressionError, match="_OverridingSeries.fillna is not allowed"):
+        fn(_OverridingSeries([1.0, None]))
+
+
+def test_instance_attribute_cannot_shadow_an_allowed_method():
+    series = pd.Series([1.0, 2.0])
+    series.__dict__["sum"] = print  # what getattr would return instead of Series.sum
+    with pytest.raises(UnsafeExpressionError, match="set on the object itself"):
+        compile_lambda("lambda s: s.sum()")(series)
+
+
+def test_lambda_parameters_receive_data_only():
+    with pytest.raises(UnsafeExpressionError, match="received a function"):
+        compile_lambda("lambda f: 1")(print)
+
+
+def test_data_types_are_values_functions_are_not(df):
+    assert evaluate_expression("RoomService.astype(float).dtype == np.float64", df)
+    assert evaluate_expression("Cabin.map(lambda c: isinstance(c, str)).sum()", df) == 3
+    with pytest.raises(UnsafeExpressionError, match="call it directly"):
+        evaluate_expression("Cabin.map(len)", df)
+    with pytest.raises(UnsafeExpressionError, match="may only be passed directly as an argument"):
+        evaluate_expression("[lambda v: v][0]", df)
