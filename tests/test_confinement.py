@@ -255,22 +255,42 @@ def test_system_exit_in_a_tool_is_an_error_for_the_model(tmp_path, hostile_tools
 
 
 SESSION = """
-import time
+import json
+import sys
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
-import mltb_core.tools
-from mltb_core.registry import ToolContext, execute
-from mltb_core.scratchpad import Scratchpad
 
-def test_catboost_past_its_time_limit(tmp_path):
-    rng = np.random.default_rng(0)
-    pad = Scratchpad()
-    pad.set("X", pd.DataFrame(rng.normal(size=(20000, 40)), columns=[f"c{i}" for i in range(40)]))
-    pad.set("y", pd.Series(rng.integers(0, 2, 20000), name="y"))
-    call = {"tool_name": "fit_catboost_classifier",
-            "tool_args": {"bindings": {"X_train": "X", "y_train": "y"}, "func_kwargs": {}, "output": "m"}}
-    result = execute(call, pad, ToolContext(sandbox=tmp_path, time_limit=0.3))
-    assert not result.ok and "time limit" in result.message, result.message[:500]
+sys.path.insert(0, {tests!r})
+import mltb_core.llm as llm_module
+from mltb_core.config import TrialConfig
+from mltb_core.registry import make_set_tool
+from mltb_core.tasks import get_task
+from mltb_core.trial import run_trial
+from scripted import ScriptedBackend, call
+
+
+@make_set_tool(stages=("modeling",))
+def raw_catboost_fit(rows: int) -> object:
+    \"\"\"A plain CatBoost fit (CatBoost turns a signal handler's exception into KeyboardInterrupt).\"\"\"
+    import catboost
+
+    X = np.random.default_rng(0).normal(size=(rows, 40))
+    model = catboost.CatBoostClassifier(iterations=100000, thread_count=1, verbose=0, allow_writing_files=False)
+    return model.fit(X, (X[:, 0] > 0).astype(int))
+
+
+def test_catboost_past_its_time_limit_in_a_trial(tmp_path, monkeypatch):
+    script = [call("raw_catboost_fit", output="m", rows=5000)]
+    monkeypatch.setattr(llm_module, "make_backend", lambda *a, **k: ScriptedBackend(script))
+    config = TrialConfig(planner="react", model="scripted", llm_cache=False, max_iterations=2, tool_time_limit=0.5)
+    record = run_trial(get_task("spaceship-titanic"), config, tmp_path)
+    assert record.outcome == "planner_failure", record.error
+    steps = [json.loads(line) for line in Path(record.trajectory).read_text().splitlines()]
+    results = [r for s in steps if s["step_type"] == "tool_execution_completion" for r in s["tool_results"]]
+    assert "exceeded its 0.5 s time limit" in results[0]["content_preview"], results
+
 
 def test_session_goes_on():
     assert True
@@ -280,7 +300,7 @@ def test_session_goes_on():
 def test_catboost_timeout_does_not_end_the_session(tmp_path):
     """Issue 13 point 5: 4 of 4 sessions died here. The second test must run and pass."""
     pytest.importorskip("catboost")
-    (tmp_path / "test_session.py").write_text(textwrap.dedent(SESSION))
+    (tmp_path / "test_session.py").write_text(SESSION.format(tests=str(Path(__file__).parent)))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(mltb_core.__file__).parent.parent),
                                                          os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider",
