@@ -209,7 +209,16 @@ def python_read_paths(modules: Iterable[object] | None = None) -> list[str]:
         path = Path(file).resolve()
         # A package's directory, or a single-file module itself.
         roots.add(str(path.parent if path.name == "__init__.py" else path))
-    return sorted(r for r in roots if r)
+    return _outermost(r for r in roots if r)
+
+
+def _outermost(paths: Iterable[str]) -> list[str]:
+    """The paths not inside another of them (a rule on a directory covers everything below it)."""
+    kept: list[str] = []
+    for path in sorted({os.path.normpath(p) for p in paths}):
+        if not any(path == k or path.startswith(k.rstrip("/") + "/") for k in kept):
+            kept.append(path)
+    return kept
 
 
 # ------------------------------------------------------------------ the confined child process
