@@ -291,6 +291,9 @@ def run_confined(work, *, read_only: Iterable[str | os.PathLike], read_write: It
     started = time.monotonic()
     read_end, write_end = os.pipe()
     parent = os.getpid()
+    abi, reason = landlock_abi()
+    if not abi:
+        _warn_once(reason)   # here, so that it is once per parent process, not once per child
     with warnings.catch_warnings():
         # Python 3.12+ warns that forking a multi-threaded process may deadlock the child: the child
         # here uses no lock another thread could hold (no logging, no execnet) before it confines.

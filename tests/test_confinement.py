@@ -92,6 +92,18 @@ def test_confined_solver_reads_agent_data_and_writes_only_its_sandbox(tmp_path, 
     assert not (tmp_path / "results.jsonl").exists()
 
 
+def test_without_landlock_the_record_says_so(monkeypatch, tmp_path, capfd):
+    import mltb_core.confine as confine_module
+
+    monkeypatch.setattr(confine_module, "landlock_abi", lambda: (0, "no Landlock on this test's kernel"))
+    monkeypatch.setattr(confine_module, "_warned", False)
+    record = run_trial(get_task(TASK), TrialConfig(planner="react", model="sim", max_iterations=2, llm_cache=False),
+                       tmp_path)
+    assert record.extra["confinement"] == "none: no Landlock on this test's kernel"
+    warnings = [line for line in capfd.readouterr().err.splitlines() if "WITHOUT file-system confinement" in line]
+    assert len(warnings) == 1, warnings
+
+
 def test_grants_that_would_expose_the_labels_are_refused(tmp_path, split):
     with pytest.raises(ConfinementError, match="test_labels.csv"):
         check_grants([str(split.dir.parent)], [split.labels_path])
