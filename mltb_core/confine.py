@@ -262,6 +262,17 @@ def _die_with_parent(parent: int) -> None:
         os._exit(4)
 
 
+def _kill_group(pgid: int) -> None:
+    """Kill processes the solver started and left running (they are confined too, but must not
+    outlive the trial and touch its sandbox while the parent grades)."""
+    import signal as signals
+
+    try:
+        os.killpg(pgid, signals.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def run_confined(work, *, read_only: Iterable[str | os.PathLike], read_write: Iterable[str | os.PathLike],
                  memory_budget: int | None = None) -> ChildExit:
     """Run ``work(status) -> dict`` in a forked child confined to the given paths; return what it sent.
@@ -304,6 +315,7 @@ def run_confined(work, *, read_only: Iterable[str | os.PathLike], read_write: It
         try:
             os.close(read_end)
             _die_with_parent(parent)
+            os.setpgid(0, 0)   # its own process group: the parent kills what it leaves behind
             label = "none: not started"
             try:
                 signals.signal(signals.SIGINT, signals.default_int_handler)
@@ -344,6 +356,7 @@ def run_confined(work, *, read_only: Iterable[str | os.PathLike], read_write: It
                     break
                 chunks.append(chunk)
         _, status = os.waitpid(pid, 0)
+        _kill_group(pid)
     except BaseException:
         # Ctrl-C (or anything else) while waiting: the child must not outlive us.
         try:
@@ -351,6 +364,7 @@ def run_confined(work, *, read_only: Iterable[str | os.PathLike], read_write: It
             os.waitpid(pid, 0)
         except (ProcessLookupError, ChildProcessError):
             pass
+        _kill_group(pid)
         raise
     outcome = ChildExit(None, seconds=time.monotonic() - started)
     if os.WIFSIGNALED(status):
