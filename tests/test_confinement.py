@@ -171,6 +171,20 @@ def test_trial_memory_budget_holds_across_calls(monkeypatch, tmp_path, hostile_t
                for r in results if not r["ok"])
 
 
+@needs_landlock
+def test_replay_runs_confined_with_the_trial_limits(tmp_path, split, hostile_tools, monkeypatch):
+    from mltb_core.expert import run_calls
+
+    monkeypatch.setenv(limits.MEMORY_LIMIT_ENV, "2G")
+    calls = [call("probe_read_file", output="x", filepath=str(split.labels_path)),
+             call("hold_memory", output="a", mebibytes=1536), call("hold_memory", output="b", mebibytes=1536),
+             call("read_data", output="train", filepath="train.csv")]
+    result = run_calls(get_task(TASK), calls, split=split, out_dir=tmp_path)
+    assert result.extra["confinement"].startswith("landlock-abi")
+    assert [c.ok for c in result.calls] == [False, True, False, True]
+    assert "Permission denied" in result.calls[0].message and "ran out of memory" in result.calls[2].message
+
+
 def test_stage_context_needs_no_labels(tmp_path, split):
     data_dir = prepare_agent_data(split, tmp_path)
     assert sorted(p.name for p in data_dir.iterdir() if not p.name.startswith(".")) == ["test.csv", "train.csv"]
