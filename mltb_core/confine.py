@@ -36,6 +36,7 @@ _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
 _LANDLOCK_CREATE_RULESET_VERSION = 1
 _LANDLOCK_RULE_PATH_BENEATH = 1
 _PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_PDEATHSIG = 1
 
 # Access rights (include/uapi/linux/landlock.h), by the ABI that introduced them.
 _EXECUTE, _WRITE_FILE, _READ_FILE, _READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
@@ -208,7 +209,16 @@ def python_read_paths(modules: Iterable[object] | None = None) -> list[str]:
         path = Path(file).resolve()
         # A package's directory, or a single-file module itself.
         roots.add(str(path.parent if path.name == "__init__.py" else path))
-    return sorted(r for r in roots if r)
+    return _outermost(r for r in roots if r)
+
+
+def _outermost(paths: Iterable[str]) -> list[str]:
+    """The paths not inside another of them (a rule on a directory covers everything below it)."""
+    kept: list[str] = []
+    for path in sorted({os.path.normpath(p) for p in paths}):
+        if not any(path == k or path.startswith(k.rstrip("/") + "/") for k in kept):
+            kept.append(path)
+    return kept
 
 
 # ------------------------------------------------------------------ the confined child process
@@ -239,6 +249,30 @@ class ChildExit:
         return f"exited with code {self.exit_code}"
 
 
+def _die_with_parent(parent: int) -> None:
+    """A solver must not outlive the process that grades it (killed worker, Ctrl-C): on Linux the
+    kernel sends it SIGKILL when its parent dies."""
+    if sys.platform != "linux":
+        return
+    try:
+        _libc().prctl(_PR_SET_PDEATHSIG, 9, 0, 0, 0)   # 9: SIGKILL
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:   # the parent died before the request took effect
+        os._exit(4)
+
+
+def _kill_group(pgid: int) -> None:
+    """Kill processes the solver started and left running (they are confined too, but must not
+    outlive the trial and touch its sandbox while the parent grades)."""
+    import signal as signals
+
+    try:
+        os.killpg(pgid, signals.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def run_confined(work, *, read_only: Iterable[str | os.PathLike], read_write: Iterable[str | os.PathLike],
                  memory_budget: int | None = None) -> ChildExit:
     """Run ``work(status) -> dict`` in a forked child confined to the given paths; return what it sent.
@@ -267,6 +301,10 @@ def run_confined(work, *, read_only: Iterable[str | os.PathLike], read_write: It
             pass
     started = time.monotonic()
     read_end, write_end = os.pipe()
+    parent = os.getpid()
+    abi, reason = landlock_abi()
+    if not abi:
+        _warn_once(reason)   # here, so that it is once per parent process, not once per child
     with warnings.catch_warnings():
         # Python 3.12+ warns that forking a multi-threaded process may deadlock the child: the child
         # here uses no lock another thread could hold (no logging, no execnet) before it confines.
@@ -276,6 +314,8 @@ def run_confined(work, *, read_only: Iterable[str | os.PathLike], read_write: It
         code = 0
         try:
             os.close(read_end)
+            _die_with_parent(parent)
+            os.setpgid(0, 0)   # its own process group: the parent kills what it leaves behind
             label = "none: not started"
             try:
                 signals.signal(signals.SIGINT, signals.default_int_handler)
@@ -316,6 +356,7 @@ def run_confined(work, *, read_only: Iterable[str | os.PathLike], read_write: It
                     break
                 chunks.append(chunk)
         _, status = os.waitpid(pid, 0)
+        _kill_group(pid)
     except BaseException:
         # Ctrl-C (or anything else) while waiting: the child must not outlive us.
         try:
@@ -323,6 +364,7 @@ def run_confined(work, *, read_only: Iterable[str | os.PathLike], read_write: It
             os.waitpid(pid, 0)
         except (ProcessLookupError, ChildProcessError):
             pass
+        _kill_group(pid)
         raise
     outcome = ChildExit(None, seconds=time.monotonic() - started)
     if os.WIFSIGNALED(status):

@@ -268,7 +268,7 @@ def _default_time_limit() -> float | None:
 
 def run_calls(task: Task, calls: Iterable[ToolCall | dict], seed: int = 0, out_dir: Path | str | None = None,
               threads: int = 1, split: Any = None, time_limit: float | None = _DEFAULT,
-              hook: Any = None, board: str = DEFAULT_BOARD, toolset: str | None = None) -> ReplayResult:
+              board: str = DEFAULT_BOARD, toolset: str | None = None) -> ReplayResult:
     """Run ``calls`` in a fresh sandbox with a fresh scratchpad, then grade the submission if written.
 
     The data dir holds only ``train.csv`` and ``test.csv`` of the task's split for ``seed``.
@@ -277,10 +277,8 @@ def run_calls(task: Task, calls: Iterable[ToolCall | dict], seed: int = 0, out_d
     confined solver process (:func:`confine.run_confined`, the paths of :func:`trial.solver_paths`),
     within the trial memory budget, each call under the trial's tool time limit (``time_limit``;
     default: TrialConfig's) through ``registry.execute`` (a failing call is recorded and the next
-    one still runs). This process grades. ``hook(ctx)``, when given, runs in the solver process
-    before the calls (a place to plug checks in from outside).
-    With ``toolset`` only that toolset's tools may be called (the others fail with an error naming
-    the toolset).
+    one still runs). This process grades. With ``toolset`` only that toolset's tools may be called
+    (the others fail with an error naming the toolset).
     """
     from . import tools  # noqa: F401  (registers the toolset)
     from .confine import run_confined
@@ -311,8 +309,6 @@ def run_calls(task: Task, calls: Iterable[ToolCall | dict], seed: int = 0, out_d
 
         def replay(status: Any) -> dict[str, Any]:
             tempfile.tempdir = str(scratch.resolve())
-            if hook is not None:
-                hook(ctx)
             pad = Scratchpad()
             registry = REGISTRY.for_toolset(toolset) if toolset else REGISTRY
             outcomes: list[dict[str, Any]] = []

@@ -40,6 +40,9 @@ DEFAULT_TOOL_MEMORY = 6 * 2**30
 _SIZE_UNITS = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
+ALARM_REPEAT = 1.0   # seconds between repeated alarms once a call is past its limit
+
+
 class ToolTimeout(TimeoutError):
     """A tool call ran past its wall-time limit."""
 
@@ -163,7 +166,10 @@ def call_with_time_limit(func: Callable[..., Any], kwargs: dict[str, Any], secon
         raise ToolTimeout(message)
 
     previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    # The alarm repeats every ALARM_REPEAT seconds after the first: code that swallows the first
+    # ToolTimeout (an ``except OSError`` in an import, a native library that checks signals only at
+    # some points) meets it again instead of running on for ever.
+    signal.setitimer(signal.ITIMER_REAL, seconds, ALARM_REPEAT)
     try:
         result = func(**kwargs)
     except ToolTimeout:

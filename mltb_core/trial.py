@@ -190,12 +190,18 @@ def _death_record(child: Any, budget: int | None) -> tuple[str, str]:
     return "planner_failure", child.problem or f"solver process {child.death}"
 
 
-def _clear_submission(path: Path) -> None:
-    """Remove whatever the solver left at the submission path (a file, a symlink or a directory)."""
+def _restore_submission(path: Path, data: bytes | None) -> None:
+    """Put the answer's submission bytes at the sandbox's submission path, whatever the solver left
+    there (a file, a symlink, a directory); never writing through a link."""
     if path.is_symlink() or path.is_file():
         path.unlink()
     elif path.is_dir():
         shutil.rmtree(path)
+    if data is None:
+        return
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
 
 
 def _resync(writer: TrajectoryWriter, steps: Any) -> None:
@@ -258,7 +264,8 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
             return _search(task, config, llm, stage_ctx, tool_ctx, data_dir, writer, planner_cls, status)
 
         child = run_confined(solve, read_only=read_only, read_write=read_write, memory_budget=budget)
-        extra["confinement"] = (child.payload or {}).get("confinement", "none: solver sent nothing")
+        shutil.rmtree(scratch, ignore_errors=True)   # the solver's temporary files
+        extra["confinement"] = (child.payload or {}).get("confinement", "unknown: the solver sent nothing")
         extra["solver_seconds"] = round(child.seconds, 3)
         payload = child.payload or {}
         result = payload.get("result")
@@ -280,12 +287,16 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
             found = _checked(result)
         except (ValueError, TypeError) as exc:
             raise InfraError(f"the solver sent a malformed result: {exc}") from None
-        # Files are shared by all branches of a tree: put back the answer's own submission.
-        submission = sandbox / SUBMISSION_FILE
-        _clear_submission(submission)
+        # The graded copy lives where no solver (nor a process it left behind) can write or link.
+        graded = out_dir / "submissions" / f"{ident}.csv"
+        graded.parent.mkdir(parents=True, exist_ok=True)
+        graded.unlink(missing_ok=True)
+        grade = None
         if found["submission"] is not None:
-            submission.write_bytes(found["submission"])
-        grade = grade_submission(task, submission, split, config.board) if submission.exists() else None
+            graded.write_bytes(found["submission"])
+            grade = grade_submission(task, graded, split, config.board)
+        # Files are shared by all branches of a tree: put back the answer's own submission.
+        _restore_submission(sandbox / SUBMISSION_FILE, found["submission"])
         valid = bool(grade and grade.valid)
         feedback_text = found["feedback"] or ("" if valid else (grade.reason if grade else ""))
         return TrialRecord(

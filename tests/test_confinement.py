@@ -92,6 +92,18 @@ def test_confined_solver_reads_agent_data_and_writes_only_its_sandbox(tmp_path, 
     assert not (tmp_path / "results.jsonl").exists()
 
 
+def test_without_landlock_the_record_says_so(monkeypatch, tmp_path, capfd):
+    import mltb_core.confine as confine_module
+
+    monkeypatch.setattr(confine_module, "landlock_abi", lambda: (0, "no Landlock on this test's kernel"))
+    monkeypatch.setattr(confine_module, "_warned", False)
+    record = run_trial(get_task(TASK), TrialConfig(planner="react", model="sim", max_iterations=2, llm_cache=False),
+                       tmp_path)
+    assert record.extra["confinement"] == "none: no Landlock on this test's kernel"
+    warnings = [line for line in capfd.readouterr().err.splitlines() if "WITHOUT file-system confinement" in line]
+    assert len(warnings) == 1, warnings
+
+
 def test_grants_that_would_expose_the_labels_are_refused(tmp_path, split):
     with pytest.raises(ConfinementError, match="test_labels.csv"):
         check_grants([str(split.dir.parent)], [split.labels_path])
@@ -157,6 +169,20 @@ def test_trial_memory_budget_holds_across_calls(monkeypatch, tmp_path, hostile_t
     assert ok[0] and 1 <= sum(ok) <= 3, ok        # at most 3 GiB kept, then every call is refused
     assert all("ran out of memory (the trial's memory budget is 3 GiB)" in r["content_preview"]
                for r in results if not r["ok"])
+
+
+@needs_landlock
+def test_replay_runs_confined_with_the_trial_limits(tmp_path, split, hostile_tools, monkeypatch):
+    from mltb_core.expert import run_calls
+
+    monkeypatch.setenv(limits.MEMORY_LIMIT_ENV, "2G")
+    calls = [call("probe_read_file", output="x", filepath=str(split.labels_path)),
+             call("hold_memory", output="a", mebibytes=1536), call("hold_memory", output="b", mebibytes=1536),
+             call("read_data", output="train", filepath="train.csv")]
+    result = run_calls(get_task(TASK), calls, split=split, out_dir=tmp_path)
+    assert result.extra["confinement"].startswith("landlock-abi")
+    assert [c.ok for c in result.calls] == [False, True, False, True]
+    assert "Permission denied" in result.calls[0].message and "ran out of memory" in result.calls[2].message
 
 
 def test_stage_context_needs_no_labels(tmp_path, split):
@@ -255,22 +281,42 @@ def test_system_exit_in_a_tool_is_an_error_for_the_model(tmp_path, hostile_tools
 
 
 SESSION = """
-import time
+import json
+import sys
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
-import mltb_core.tools
-from mltb_core.registry import ToolContext, execute
-from mltb_core.scratchpad import Scratchpad
 
-def test_catboost_past_its_time_limit(tmp_path):
-    rng = np.random.default_rng(0)
-    pad = Scratchpad()
-    pad.set("X", pd.DataFrame(rng.normal(size=(20000, 40)), columns=[f"c{i}" for i in range(40)]))
-    pad.set("y", pd.Series(rng.integers(0, 2, 20000), name="y"))
-    call = {"tool_name": "fit_catboost_classifier",
-            "tool_args": {"bindings": {"X_train": "X", "y_train": "y"}, "func_kwargs": {}, "output": "m"}}
-    result = execute(call, pad, ToolContext(sandbox=tmp_path, time_limit=0.3))
-    assert not result.ok and "time limit" in result.message, result.message[:500]
+sys.path.insert(0, {tests!r})
+import mltb_core.llm as llm_module
+from mltb_core.config import TrialConfig
+from mltb_core.registry import make_set_tool
+from mltb_core.tasks import get_task
+from mltb_core.trial import run_trial
+from scripted import ScriptedBackend, call
+
+
+@make_set_tool(stages=("modeling",))
+def raw_catboost_fit(rows: int) -> object:
+    \"\"\"A plain CatBoost fit (CatBoost turns a signal handler's exception into KeyboardInterrupt).\"\"\"
+    import catboost
+
+    X = np.random.default_rng(0).normal(size=(rows, 40))
+    model = catboost.CatBoostClassifier(iterations=100000, thread_count=1, verbose=0, allow_writing_files=False)
+    return model.fit(X, (X[:, 0] > 0).astype(int))
+
+
+def test_catboost_past_its_time_limit_in_a_trial(tmp_path, monkeypatch):
+    script = [call("raw_catboost_fit", output="m", rows=5000)]
+    monkeypatch.setattr(llm_module, "make_backend", lambda *a, **k: ScriptedBackend(script))
+    config = TrialConfig(planner="react", model="scripted", llm_cache=False, max_iterations=2, tool_time_limit=0.5)
+    record = run_trial(get_task("spaceship-titanic"), config, tmp_path)
+    assert record.outcome == "planner_failure", record.error
+    steps = [json.loads(line) for line in Path(record.trajectory).read_text().splitlines()]
+    results = [r for s in steps if s["step_type"] == "tool_execution_completion" for r in s["tool_results"]]
+    assert "exceeded its 0.5 s time limit" in results[0]["content_preview"], results
+
 
 def test_session_goes_on():
     assert True
@@ -280,7 +326,7 @@ def test_session_goes_on():
 def test_catboost_timeout_does_not_end_the_session(tmp_path):
     """Issue 13 point 5: 4 of 4 sessions died here. The second test must run and pass."""
     pytest.importorskip("catboost")
-    (tmp_path / "test_session.py").write_text(textwrap.dedent(SESSION))
+    (tmp_path / "test_session.py").write_text(SESSION.format(tests=str(Path(__file__).parent)))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(mltb_core.__file__).parent.parent),
                                                          os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider",
