@@ -104,8 +104,7 @@ def _median_sample(records: list[TrialRecord], metric: str) -> _Median:
     counted = sorted(counted_records(records), key=lambda r: r.seed)
     if metric == "percentile":
         cell = percentile_cell(counted)
-        kept = [r for r in counted if not r.valid or r.percentile is not None] if cell.excluded is None else []
-        return _Median([r.seed for r in kept], TrialSample(cell.values, cell.replicates),
+        return _Median(cell.seeds, TrialSample(cell.values, cell.replicates),
                        {s for s in cell.row_seeds if s is not None}, cell.excluded)
     if counted and not normalized_values(counted):
         return _Median([], TrialSample([]), set(), NO_LEADERBOARD)

@@ -367,6 +367,7 @@ class PercentileCell:
     values: list[float] = field(default_factory=list)
     replicates: list[list[float | None] | None] = field(default_factory=list)
     row_seeds: list[int | None] = field(default_factory=list)
+    seeds: list[int] = field(default_factory=list)      # trial seed of each value (pairs runs in the gate)
     counted: int = 0
     scored: int = 0          # valid trials with a percentile
     failed: int = 0          # counted trials without a valid submission (percentile 0)
@@ -414,6 +415,7 @@ def percentile_cell(records: Iterable[TrialRecord]) -> PercentileCell:
             cell.values.append(float(record.percentile))
             cell.replicates.append(record.percentile_samples)
         cell.row_seeds.append(record.row_seed)
+        cell.seeds.append(record.seed)
     return cell
 
 
