@@ -22,7 +22,8 @@ from . import FIXTURES
 __all__ = [
     "SUBMISSION_FILE", "TASKS_DIR", "PROBLEM_TYPES", "PREDICTIONS", "SOURCES", "KNOWN_METRICS",
     "Task", "TaskSpecError", "UnknownTaskError", "load_tasks", "get_task", "metric_directions",
-    "DATA_ORIGINS", "BOARDS", "DEFAULT_BOARD", "check_board", "RowFilter", "active_data_origin", "percentile_note", "board_file",
+    "DATA_ORIGINS", "BOARDS", "DEFAULT_BOARD", "check_board", "RowFilter", "active_data_origin",
+    "percentile_note", "board_file",
 ]
 
 SUBMISSION_FILE = "submission.csv"
@@ -33,8 +34,8 @@ PROBLEM_TYPES = ("regression", "binary", "multiclass")
 PREDICTIONS = ("label", "probability")
 SOURCES = ("bundled", "replica", "kaggle")
 # Fallback when mltb_core.metrics is not importable: metric name -> greater_is_better.
-KNOWN_METRICS = {"accuracy": True, "prior_weighted_accuracy": True, "macro_f1": True, "roc_auc": True, "gini": True, "mcc": True,
-                 "rmse": False, "rmsle": False}
+KNOWN_METRICS = {"accuracy": True, "prior_weighted_accuracy": True, "macro_f1": True, "roc_auc": True,
+                 "gini": True, "mcc": True, "rmse": False, "rmsle": False}
 
 _REQUIRED_TEXT = ("slug", "title", "problem_type", "target", "id_column", "metric", "prediction",
                   "source", "summary")
@@ -324,7 +325,8 @@ _REPLICA_NOTICE = ("NOTE: the data for this task is a SYNTHETIC SCHEMA REPLICA g
                    "competition's columns and conventions but not its records, so scores are not comparable "
                    "to the Kaggle leaderboard.")
 _METRIC_LABELS = {"accuracy": "accuracy",
-                  "prior_weighted_accuracy": "accuracy weighted to the real test set's class shares", "macro_f1": "macro-averaged F1", "roc_auc": "ROC AUC",
+                  "prior_weighted_accuracy": "accuracy weighted to the real test set's class shares",
+                  "macro_f1": "macro-averaged F1", "roc_auc": "ROC AUC",
                   "gini": "normalized Gini coefficient", "mcc": "Matthews correlation coefficient",
                   "rmse": "root mean squared error", "rmsle": "root mean squared logarithmic error"}
 
