@@ -36,7 +36,8 @@ import pandas as pd
 from . import FIXTURES
 
 __all__ = [
-    "DATA_DIR", "DATA_SOURCES", "BUILDERS", "DataSourceError", "KaggleUnavailableError", "default_cache_dir", "read_csv",
+    "DATA_DIR", "DATA_SOURCES", "BUILDERS", "DataSourceError", "KaggleUnavailableError", "default_cache_dir",
+    "read_csv",
     "load_labelled_frame", "fetch_from_kaggle", "source_fingerprint", "raw_data_dir", "resolve_source",
 ]
 

@@ -82,9 +82,12 @@ class Split:
         raise TamperedSplit(f"{self.labels_path} does not match its recorded SHA-256 even after a rebuild")
 
 
-def split_dir(task: Task, seed: int = 0, cache_dir: Path | str | None = None) -> Path:
-    """The directory a split of ``task`` with ``seed`` lives in."""
-    return default_cache_dir(cache_dir) / "splits" / task.slug / f"seed-{seed}"
+def split_dir(task: Task, seed: int = 0, cache_dir: Path | str | None = None, source: str | None = None) -> Path:
+    """The directory a split of ``task`` with ``seed`` from data ``source`` (default: the active one) lives in."""
+    directory = default_cache_dir(cache_dir) / "splits" / task.slug / f"seed-{seed}"
+    source = resolve_source(task, source)
+    # Other data must not overwrite a split made from the spec's own.
+    return directory.with_name(f"{directory.name}-{source}") if source in ("kaggle", "original") else directory
 
 
 def _as_split(task: Task, seed: int, directory: Path) -> Split:
@@ -221,9 +224,7 @@ def prepare_split(task: Task, seed: int = 0, cache_dir: Path | str | None = None
     overrides the data source (see :func:`datasources.resolve_source`).
     """
     source = resolve_source(task, source)
-    directory = split_dir(task, seed, cache_dir)
-    if source in ("kaggle", "original"):  # other data must not overwrite a split made from the spec's own
-        directory = directory.with_name(f"{directory.name}-{source}")
+    directory = split_dir(task, seed, cache_dir, source)
     if _is_complete(directory, source, task):
         return _as_split(task, seed, directory)
     directory.mkdir(parents=True, exist_ok=True)

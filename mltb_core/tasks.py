@@ -41,8 +41,8 @@ PROBLEM_TYPES = ("regression", "binary", "multiclass")
 PREDICTIONS = ("label", "probability")
 SOURCES = ("bundled", "replica", "kaggle")
 # Fallback when mltb_core.metrics is not importable: metric name -> greater_is_better.
-KNOWN_METRICS = {"accuracy": True, "prior_weighted_accuracy": True, "macro_f1": True, "roc_auc": True, "gini": True, "mcc": True,
-                 "rmse": False, "rmsle": False}
+KNOWN_METRICS = {"accuracy": True, "prior_weighted_accuracy": True, "macro_f1": True, "roc_auc": True,
+                 "gini": True, "mcc": True, "rmse": False, "rmsle": False}
 
 _REQUIRED_TEXT = ("slug", "title", "problem_type", "target", "id_column", "metric", "prediction",
                   "source", "summary")
@@ -342,7 +342,8 @@ _REPLICA_NOTICE = ("NOTE: the data for this task is a SYNTHETIC SCHEMA REPLICA g
                    "competition's columns and conventions but not its records, so scores are not comparable "
                    "to the Kaggle leaderboard.")
 _METRIC_LABELS = {"accuracy": "accuracy",
-                  "prior_weighted_accuracy": "accuracy weighted to the real test set's class shares", "macro_f1": "macro-averaged F1", "roc_auc": "ROC AUC",
+                  "prior_weighted_accuracy": "accuracy weighted to the real test set's class shares",
+                  "macro_f1": "macro-averaged F1", "roc_auc": "ROC AUC",
                   "gini": "normalized Gini coefficient", "mcc": "Matthews correlation coefficient",
                   "rmse": "root mean squared error", "rmsle": "root mean squared logarithmic error"}
 

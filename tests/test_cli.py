@@ -268,6 +268,19 @@ def test_run_sim_trial(sim_run):
     assert (run_dir / "results.jsonl").is_file() and (run_dir / "prompts.json").is_file()
 
 
+def test_expert_markdown_report_has_one_row_per_task(capsys, tmp_path):
+    report = tmp_path / "reports" / "expert.md"
+    code, _, err = run(capsys, "expert", "playground-series-s4e8", "--markdown", report)
+    assert code == 0, err
+    text = report.read_text()
+    header = "| task | data origin | metric | score | percentile | medal | normalized | scored rows | board |"
+    assert header in text and "Percentile on 0 of 1 tasks" in text
+    row = next(line for line in text.splitlines() if line.startswith("| playground-series-s4e8 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1:3] == ["original", "mcc"] and cells[4].startswith("none: original dataset")
+    assert cells[7] == "2000" and cells[8] == "public"
+
+
 def test_expert_on_an_original_dataset_says_why_there_is_no_percentile(capsys):
     document = run_json(capsys, "expert", "playground-series-s4e8", "--board", "private")
     grade = document["grade"]
