@@ -71,7 +71,7 @@ def tool_memory_limit() -> int | None:
     try:
         return parse_size(raw) or None
     except ValueError as exc:
-        raise ValueError(f"{MEMORY_LIMIT_ENV}={raw!r}: {exc}, or 0/off for no budget") from None
+        raise ValueError(f"{MEMORY_LIMIT_ENV}: {exc}") from None
 
 
 def _mapped_bytes() -> int | None:
