@@ -110,6 +110,7 @@ class TrialRecord:
     # leaderboard (public | private) percentiles are placed on; tables show both.
     percentile_note: str | None = None
     board: str | None = None
+    toolset: str | None = None       # the tools offered to the model (paper | extended)
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:

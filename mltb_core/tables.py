@@ -92,6 +92,16 @@ def _notes(synthetic: bool, *notes: str) -> list[str]:
                           if synthetic else [])
 
 
+def _settings(records: list[TrialRecord]) -> str:
+    """' · toolset paper · board public': the run-wide settings a reader needs next to the figures."""
+    parts = []
+    for name in ("toolset", "board"):
+        values = sorted({str(getattr(r, name)) for r in records if getattr(r, name, None)})
+        if values:
+            parts.append(f"{name} {'/'.join(values)}")
+    return "".join(f" · {part}" for part in parts)
+
+
 def _per_model(records: list[TrialRecord]):
     """(model, synthetic, its records, task list, variants, column headers, cells) per model."""
     labels = variant_labels(records)
@@ -132,7 +142,8 @@ def consistency_table(records: list[TrialRecord], seed: int = 0) -> list[Table]:
                        "overall: median over the k tasks with trials of the per-task consistency; 95% interval "
                        "from a bootstrap resampling tasks, then each task's rate (Jeffreys Beta posterior)")
         tables.append(Table(f"consistency:{model}",
-                            f"Consistency (valid trials / trials) — model {model_label(model, synthetic)}",
+                            f"Consistency (valid trials / trials) — model {model_label(model, synthetic)}"
+                            f"{_settings([r for r in records if r.model == model])}",
                             ["task"] + headers, rows, notes))
     return tables
 
@@ -184,7 +195,8 @@ def percentile_table(records: list[TrialRecord], seed: int = 0) -> list[Table]:
                        "overall interval: bootstrap resampling tasks, then trials and held-out rows within each; "
                        "k = tasks with a figure for that column")
         title = (f"Median leaderboard percentile (failed trials count as 0) — model "
-                 f"{model_label(model, synthetic)}; overall = median over {len(included)} of {len(tasks)} tasks")
+                 f"{model_label(model, synthetic)}{_settings([r for r in records if r.model == model])}; overall = median over {len(included)} of "
+                 f"{len(tasks)} tasks")
         tables.append(Table(f"percentile:{model}", title, ["task"] + headers, rows, notes))
     return tables
 

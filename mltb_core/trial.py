@@ -234,7 +234,8 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
     started = time.monotonic()
     seed = config.trial_seed
     base = dict(task=task.slug, planner=config.planner, model=config.model, trial=config.trial, seed=seed,
-                config_hash=config.config_hash(), synthetic=config.model.split(":")[0] == "sim")
+                config_hash=config.config_hash(), synthetic=config.model.split(":")[0] == "sim",
+                board=config.board, toolset=config.toolset)
     planner_cls = get_planner_class(config.planner)   # unknown names are usage errors: raise
     trajectory_path = out_dir / "trajectories" / f"{ident}.jsonl"
     writer = TrajectoryWriter(trajectory_path)
@@ -305,7 +306,6 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
             medal=grade.medal if grade else None, normalized=grade.normalized if grade else None,
             # failed trials carry the task's note too, so tables can exclude the task without a valid trial
             percentile_note=grade.percentile_note if grade else percentile_note(task, board=config.board),
-            board=config.board,
             **(grade.row_bootstrap_fields() if grade else {}),
             stage_reached=found["stage"], stage_name=found["stage_name"],
             stop_reason=found["stop_reason"], feedback=feedback_text[:500],

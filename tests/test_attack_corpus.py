@@ -255,12 +255,12 @@ def test_arrays_handed_out_are_private_copies(arena):
 
 # ------------------------------------------- legitimate use still works, with the same values
 def _expert_sources() -> list[tuple[str, str]]:
+    from mltb_core.expert import expert_slugs, load_expert
+
     out = []
-    for path in sorted((ROOT / "fixtures" / "experts").glob("*.jsonl")):
-        for line in path.read_text().splitlines():
-            if not line.strip():
-                continue
-            kwargs = json.loads(line).get("tool_args", {}).get("func_kwargs", {})
+    for slug in expert_slugs():
+        for call in load_expert(slug):
+            kwargs = call.func_kwargs
             for key, kind in (("expression", "expr"), ("condition", "cond")):
                 if isinstance(kwargs.get(key), str):
                     out.append((kind, kwargs[key]))
