@@ -211,12 +211,11 @@ class EnvironmentValueError(ValueError):
 
 
 def _check_data_source() -> None:
-    from .datasources import SOURCE_ENV
-    from .tasks import SOURCES
+    from .datasources import DATA_SOURCES, SOURCE_ENV
 
     raw = os.environ.get(SOURCE_ENV, "")
-    if raw and raw not in SOURCES:
-        raise ValueError(f"{SOURCE_ENV}={raw!r}: expected one of {', '.join(SOURCES)}")
+    if raw and raw not in DATA_SOURCES:
+        raise ValueError(f"{SOURCE_ENV}={raw!r}: expected one of {', '.join(DATA_SOURCES)}")
 
 
 def _environment_checks() -> list:

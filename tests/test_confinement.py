@@ -137,7 +137,7 @@ def hostile_tools():
 
 def _scripted_trial(monkeypatch, tmp_path, script, **config):
     monkeypatch.setattr(llm_module, "make_backend", lambda *a, **k: ScriptedBackend(script))
-    cfg = TrialConfig(planner="react", model="scripted", llm_cache=False, max_iterations=len(script) + 1, **config)
+    cfg = TrialConfig(planner="react", model="scripted", llm_cache=False, toolset="extended", max_iterations=len(script) + 1, **config)
     record = run_trial(get_task(TASK), cfg, tmp_path)
     steps = [json.loads(line) for line in Path(record.trajectory).read_text().splitlines()]
     results = [r for s in steps if s["step_type"] == "tool_execution_completion" for r in s["tool_results"]]
@@ -310,7 +310,7 @@ def raw_catboost_fit(rows: int) -> object:
 def test_catboost_past_its_time_limit_in_a_trial(tmp_path, monkeypatch):
     script = [call("raw_catboost_fit", output="m", rows=5000)]
     monkeypatch.setattr(llm_module, "make_backend", lambda *a, **k: ScriptedBackend(script))
-    config = TrialConfig(planner="react", model="scripted", llm_cache=False, max_iterations=2, tool_time_limit=0.5)
+    config = TrialConfig(planner="react", model="scripted", llm_cache=False, toolset="extended", max_iterations=2, tool_time_limit=0.5)
     record = run_trial(get_task("spaceship-titanic"), config, tmp_path)
     assert record.outcome == "planner_failure", record.error
     steps = [json.loads(line) for line in Path(record.trajectory).read_text().splitlines()]
