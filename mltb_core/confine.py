@@ -286,6 +286,7 @@ def run_confined(work, *, read_only: Iterable[str | os.PathLike], read_write: It
     A Ctrl-C in the parent kills the child before propagating.
     """
     import json
+    import select
     import signal as signals
     import time
     import traceback
@@ -346,16 +347,35 @@ def run_confined(work, *, read_only: Iterable[str | os.PathLike], read_write: It
     os.close(write_end)
     chunks: list[bytes] = []
     size, too_big = 0, False
+    status = None
     try:
-        with os.fdopen(read_end, "rb") as pipe:
-            while chunk := pipe.read(1 << 20):
+        # Read until the child has exited and the pipe is drained. Not "until EOF": a process the
+        # solver forked keeps the write end open and could hold us for ever.
+        os.set_blocking(read_end, False)
+        while True:
+            select.select([read_end], [], [], 0.5)
+            try:
+                chunk = os.read(read_end, 1 << 20)
+            except BlockingIOError:
+                chunk = None
+            if chunk:
                 size += len(chunk)
                 if size > MAX_RESULT_BYTES:
                     too_big = True
                     os.kill(pid, signals.SIGKILL)
                     break
                 chunks.append(chunk)
-        _, status = os.waitpid(pid, 0)
+                continue
+            if chunk == b"":    # EOF: every writer closed
+                break
+            if status is None:
+                done, code = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    status = code   # exited: drain what is buffered, then stop at the next empty read
+            else:
+                break
+        if status is None:
+            _, status = os.waitpid(pid, 0)
         _kill_group(pid)
     except BaseException:
         # Ctrl-C (or anything else) while waiting: the child must not outlive us.
@@ -366,6 +386,8 @@ def run_confined(work, *, read_only: Iterable[str | os.PathLike], read_write: It
             pass
         _kill_group(pid)
         raise
+    finally:
+        os.close(read_end)
     outcome = ChildExit(None, seconds=time.monotonic() - started)
     if os.WIFSIGNALED(status):
         outcome.signal = os.WTERMSIG(status)

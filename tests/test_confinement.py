@@ -104,6 +104,26 @@ def test_without_landlock_the_record_says_so(monkeypatch, tmp_path, capfd):
     assert len(warnings) == 1, warnings
 
 
+def test_a_process_the_solver_leaves_behind_holds_nothing_up(tmp_path):
+    def leave_a_sleeper(status):
+        grandchild = os.fork()
+        if grandchild == 0:   # keeps the result pipe open and would outlive the solver
+            time.sleep(120)
+            os._exit(0)
+        return {"grandchild": grandchild}
+
+    started = time.monotonic()
+    child = run_confined(leave_a_sleeper, read_only=[], read_write=[])
+    assert time.monotonic() - started < 30
+    grandchild = child.payload["result"]["grandchild"]
+    time.sleep(0.5)
+    try:   # killed with the solver's process group: gone, or a zombie until init reaps it
+        state = Path(f"/proc/{grandchild}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        state = "gone"
+    assert state in ("gone", "Z"), state
+
+
 def test_grants_that_would_expose_the_labels_are_refused(tmp_path, split):
     with pytest.raises(ConfinementError, match="test_labels.csv"):
         check_grants([str(split.dir.parent)], [split.labels_path])
