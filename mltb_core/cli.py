@@ -105,7 +105,8 @@ def _percentile_text(grade) -> str:
     """The percentile on its board, or why there is none."""
     if grade.percentile_note:
         return f"percentile: none ({grade.percentile_note})"
-    return f"percentile ({grade.board} leaderboard): {_fmt(grade.percentile, 2)}"
+    return (f"percentile ({grade.board} leaderboard): {grade.percentile_text(2)}"
+            + (" (95 % interval over resamples of the held-out rows)" if grade.percentile_interval() else ""))
 
 
 # ----------------------------------------------------------------------------- tools
@@ -285,7 +286,7 @@ def cmd_expert(args: argparse.Namespace) -> int:
                                                             "failed": failed})
     elif len(results) > 1:
         rows = [[r.task, _fmt(r.grade.score if r.grade else None),
-                 (_fmt(r.grade.percentile, 1) if r.grade and not r.grade.percentile_note else "none"),
+                 (r.grade.percentile_text(1) if r.grade and not r.grade.percentile_note else "none"),
                  (r.grade.medal or "-") if r.grade else "-",
                  _fmt(r.grade.normalized if r.grade else None, 3), f"{r.wall_seconds:.1f}", f"{r.peak_mib:.0f}"]
                 for r in results]

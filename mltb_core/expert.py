@@ -358,7 +358,8 @@ def expert_markdown(results: list[ReplayResult], tasks: dict[str, Task], seed: i
              "trajectory per task (fixtures/experts/), graded on the task's held-out split (seed "
              f"{seed}). Percentiles are read from the **{board}** Kaggle leaderboard and given only where "
              "the held-out rows are comparable with the rows that board was scored on; every task gets the "
-             "normalized score (0 = trivial constant baseline, 1 = perfect).", "",
+             "normalized score (0 = trivial constant baseline, 1 = perfect). Brackets: 95 % interval of the "
+             "percentile over 200 resamples of the held-out rows (the split's own noise).", "",
              "| task | data origin | metric | score | percentile | medal | normalized | scored rows | board |",
              "|---|---|---|---|---|---|---|---|---|"]
     placed = 0
@@ -371,7 +372,7 @@ def expert_markdown(results: list[ReplayResult], tasks: dict[str, Task], seed: i
             continue
         if grade.percentile is not None:
             placed += 1
-            percentile = f"{grade.percentile:.1f}"
+            percentile = grade.percentile_text(1)
         else:
             percentile = f"none: {grade.percentile_note}"
         normalized = "-" if grade.normalized is None else f"{grade.normalized:.3f}"

@@ -64,6 +64,23 @@ class Grade:
         """Plain JSON-ready dict."""
         return asdict(self)
 
+    def percentile_interval(self, level: float = 0.95) -> tuple[float, float] | None:
+        """The percentile's interval over the held-out-row resamples (the split's own noise), or None."""
+        samples = [v for v in (self.percentile_samples or []) if v is not None]
+        if self.percentile is None or len(samples) < 20:
+            return None
+        tail = (1 - level) / 2 * 100
+        low, high = np.percentile(samples, [tail, 100 - tail])
+        return float(low), float(high)
+
+    def percentile_text(self, digits: int = 1) -> str:
+        """'88.5 [57.3, 98.9]' (95 % over held-out rows), or 'none: <why>'."""
+        if self.percentile is None:
+            return f"none: {self.percentile_note or 'no leaderboard'}"
+        interval = self.percentile_interval()
+        bounds = f" [{interval[0]:.{digits}f}, {interval[1]:.{digits}f}]" if interval else ""
+        return f"{self.percentile:.{digits}f}{bounds}"
+
     def row_bootstrap_fields(self) -> dict:
         """The row-bootstrap fields a TrialRecord carries (same names there)."""
         return {"score_samples": self.score_samples, "percentile_samples": self.percentile_samples,

@@ -425,3 +425,15 @@ def test_grade_carries_seeded_row_resamples_paired_across_submissions(board_dir,
     assert first.row_bootstrap_fields() == {"score_samples": first.score_samples,
                                             "percentile_samples": first.percentile_samples, "row_seed": 0}
     assert not grade_submission(task, noisy.iloc[:3], regression_split).row_bootstrap_fields()["score_samples"]
+
+
+def test_percentile_text_carries_the_held_out_row_interval():
+    samples = [float(v) for v in range(0, 100)] * 2        # 200 resamples spread over 0..99
+    grade = grading.Grade(valid=True, reason="ok", score=0.8, percentile=50.0, percentile_samples=samples)
+    low, high = grade.percentile_interval()
+    assert low < 5 and high > 95
+    assert grade.percentile_text(1) == f"50.0 [{low:.1f}, {high:.1f}]"
+    few = grading.Grade(valid=True, reason="ok", score=0.8, percentile=50.0, percentile_samples=samples[:5])
+    assert few.percentile_interval() is None and few.percentile_text(1) == "50.0"
+    none = grading.Grade(valid=True, reason="ok", score=0.8, percentile_note="original dataset")
+    assert none.percentile_text() == "none: original dataset"
