@@ -56,8 +56,8 @@ def load_average() -> str:
 def sim_trial(task_slug: str, planner: str, out_dir: Path | None = None, **config):
     """One trial with the synthetic policy, no LLM cache (the figures must not depend on it)."""
     from mltb_core.config import TrialConfig
-    from mltb_core.tasks import get_task
-    from mltb_core.trial import run_trial
+    from mltb_core.bench.tasks import get_task
+    from mltb_core.runner.trial import run_trial
 
     out_dir = Path(out_dir or tempfile.mkdtemp(prefix="mltb-bench-"))
     return run_trial(get_task(task_slug), TrialConfig(planner=planner, model=config.pop("model", "sim"),

@@ -29,8 +29,8 @@ def run_in_subprocess(slug: str, seed: int) -> dict[str, Any]:
 
 
 def run_in_process(slug: str, seed: int) -> dict[str, Any]:
-    from mltb_core.expert import run_expert
-    from mltb_core.tasks import get_task
+    from mltb_core.runner.expert import run_expert
+    from mltb_core.bench.tasks import get_task
 
     return run_expert(get_task(slug), seed=seed).to_dict()
 
@@ -48,7 +48,7 @@ def row(document: dict[str, Any]) -> list[Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from mltb_core.expert import expert_slugs
+    from mltb_core.runner.expert import expert_slugs
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("tasks", nargs="*", help="task slugs (default: every task with an expert)")

@@ -25,8 +25,8 @@ TASK = ("Task: predict 'Transported' for the Spaceship Titanic test set (metric:
 
 def realistic_tools() -> list[dict]:
     try:
-        import mltb_core.tools  # noqa: F401 - registers the toolset
-        from mltb_core.registry import REGISTRY
+        import mltb_core.toolkit.tools  # noqa: F401 - registers the toolset
+        from mltb_core.toolkit.registry import REGISTRY
 
         tools = [tool.schema() for tool in REGISTRY]
         if len(tools) >= 10:

@@ -47,8 +47,8 @@ def main() -> None:
     p.add_argument("--trials", type=int, default=8)
     args = p.parse_args()
     items = len(args.tasks.split(",")) * len(args.planners.split(",")) * args.trials
-    from mltb_core.splits import prepare_split
-    from mltb_core.tasks import get_task
+    from mltb_core.bench.splits import prepare_split
+    from mltb_core.bench.tasks import get_task
 
     for slug in args.tasks.split(","):
         prepare_split(get_task(slug), seed=0)  # cached splits: both runs measure trials only

@@ -32,7 +32,7 @@ def child_peak_rss(slug: str, planner: str, out: str) -> tuple[int, str]:
 
 
 def main() -> None:
-    from mltb_core.tasks import load_tasks
+    from mltb_core.bench.tasks import load_tasks
 
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--planner", default="mcts_shaped")

@@ -28,11 +28,11 @@ from tabulate import tabulate
 from mltb_core.config import TrialConfig
 from mltb_core.llm import sim
 from mltb_core.planners import PLANNERS
-from mltb_core.registry import DEFAULT_TOOLSET, TOOLSETS
-from mltb_core.results import TrialRecord, append_records
-from mltb_core.stats import CI, RateSample, clustered_ci, wilson_interval
-from mltb_core.tasks import get_task
-from mltb_core.trial import run_trial
+from mltb_core.toolkit.registry import DEFAULT_TOOLSET, TOOLSETS
+from mltb_core.analysis.results import TrialRecord, append_records
+from mltb_core.analysis.stats import CI, RateSample, clustered_ci, wilson_interval
+from mltb_core.bench.tasks import get_task
+from mltb_core.runner.trial import run_trial
 
 DEFAULT_TASKS = "spaceship-titanic,playground-series-s4e1,playground-series-s3e1"
 DEFAULT_BUDGET = 30
@@ -63,7 +63,7 @@ def stop_kind(reason: str) -> str:
 def consistency_over_tasks(valid_by_task: dict[str, Sequence[float]], seed: int = 0) -> CI:
     """The headline figure: the median over tasks of per-task consistency, with a 95 % interval.
 
-    The same aggregation as the pytest summary's "overall" row (mltb_core.stats.clustered_ci): the
+    The same aggregation as the pytest summary's "overall" row (mltb_core.analysis.stats.clustered_ci): the
     interval resamples tasks, then each task's rate, so it includes which tasks were chosen.
     """
     samples = [RateSample(int(sum(v)), len(v)) for v in valid_by_task.values() if len(v)]
@@ -162,7 +162,7 @@ def render(records: Sequence[TrialRecord], tasks: Sequence[str], planners: Seque
         "subtask_iterations 8, subtask_depth 6). ReAct takes at most min(max_iterations, max_depth) steps.",
         "- Consistency = share of trials ending with a valid submission; cells: valid/trials and the 95 % "
         "Wilson interval. Headline: the **median over tasks** of per-task consistency; its 95 % interval "
-        "resamples tasks, then each task's rate (`mltb_core.stats.clustered_ci`, the pytest summary's "
+        "resamples tasks, then each task's rate (`mltb_core.analysis.stats.clustered_ci`, the pytest summary's "
         f"'overall' row), so it includes which tasks were chosen. With {len(tasks)} tasks the median is the "
         "middle task's figure.",
         "",

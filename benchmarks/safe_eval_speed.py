@@ -1,4 +1,4 @@
-"""Speed of the expression evaluator (mltb_core.safe_eval) on a 10,000-row frame.
+"""Speed of the expression evaluator (mltb_core.toolkit.safe_eval) on a 10,000-row frame.
 
 The allow-list checks run once per call node, not per row: a vector expression costs about as
 much as the pandas work it does. Per-row lambdas (apply_custom_function) pay the tree walk per row.
@@ -48,7 +48,7 @@ def median_ms(thunk, repeat: int) -> float:
 
 
 def main() -> None:
-    from mltb_core.safe_eval import compile_lambda, evaluate_condition, evaluate_expression
+    from mltb_core.toolkit.safe_eval import compile_lambda, evaluate_condition, evaluate_expression
     args = parser(__doc__).parse_args()
     df = frame()
     figures = [Figure("load average", load_average())]

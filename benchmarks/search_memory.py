@@ -28,12 +28,12 @@ def build_episode(planner: str, out: Path, **config):
     from mltb_core.llm import make_backend
     from mltb_core.planners import get_planner_class
     from mltb_core.planners.episode import Episode
-    from mltb_core.registry import ToolContext
-    from mltb_core.rewards import StageContext
-    from mltb_core.splits import prepare_split
-    from mltb_core.tasks import get_task
-    from mltb_core.trial import prepare_agent_data
-    from mltb_core import tools  # noqa: F401 - registers the toolset
+    from mltb_core.toolkit.registry import ToolContext
+    from mltb_core.planners.rewards import StageContext
+    from mltb_core.bench.splits import prepare_split
+    from mltb_core.bench.tasks import get_task
+    from mltb_core.runner.trial import prepare_agent_data
+    from mltb_core.toolkit import tools  # noqa: F401 - registers the toolset
 
     task = get_task(TASK)
     cfg = TrialConfig(planner=planner, model="sim", llm_cache=False, **config)

@@ -20,9 +20,9 @@ def main() -> None:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=20)
     args = p.parse_args()
-    import mltb_core.tools  # noqa: F401  (a trial's imports)
-    from mltb_core.confine import confine, run_confined
-    from mltb_core.trial import solver_paths
+    import mltb_core.toolkit.tools  # noqa: F401  (a trial's imports)
+    from mltb_core.runner.confine import confine, run_confined
+    from mltb_core.runner.trial import solver_paths
 
     root = Path(tempfile.mkdtemp(prefix="mltb-solver-bench-"))
     for name in ("data", "sandbox", "scratch"):

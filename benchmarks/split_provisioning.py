@@ -18,8 +18,8 @@ def timed(func) -> float:
 
 
 def main() -> None:
-    from mltb_core.splits import prepare_split
-    from mltb_core.tasks import load_tasks
+    from mltb_core.bench.splits import prepare_split
+    from mltb_core.bench.tasks import load_tasks
 
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--tasks", help="comma list of slugs (default: every bundled task)")

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .tasks import BOARDS, DEFAULT_BOARD  # light (tomllib only); heavier modules are imported per command
+from mltb_core.bench.tasks import BOARDS, DEFAULT_BOARD  # light (tomllib only); heavier modules are imported per command
 
 __all__ = ["main", "UsageError", "build_parser"]
 
@@ -62,7 +62,7 @@ def _fmt(value: Any, digits: int = 4) -> str:
 
 
 def _task(slug: str, args: argparse.Namespace):
-    from .tasks import UnknownTaskError, get_task
+    from mltb_core.bench.tasks import UnknownTaskError, get_task
 
     try:
         return get_task(slug, getattr(args, "tasks_dir", None) or ())
@@ -77,7 +77,7 @@ def _require_offline(task) -> None:
 
 
 def _split(task, seed: int):
-    from .splits import prepare_split
+    from mltb_core.bench.splits import prepare_split
 
     _require_offline(task)
     return prepare_split(task, seed=seed)
@@ -111,8 +111,8 @@ def _percentile_text(grade) -> str:
 
 # ----------------------------------------------------------------------------- tools
 def cmd_tools(args: argparse.Namespace) -> int:
-    from . import tools  # noqa: F401  (registers the toolset)
-    from .registry import REGISTRY, ToolCallError
+    from mltb_core.toolkit import tools  # noqa: F401  (registers the toolset)
+    from mltb_core.toolkit.registry import REGISTRY, ToolCallError
 
     registry = REGISTRY.for_toolset(args.toolset) if args.toolset else REGISTRY
     try:
@@ -133,7 +133,7 @@ def cmd_tools(args: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------------- tasks
 def _task_rows(task) -> int | None:
     """Labelled rows, read from a prepared seed-0 split's meta (never builds data)."""
-    from .splits import META_FILE, split_dir
+    from mltb_core.bench.splits import META_FILE, split_dir
 
     meta_path = split_dir(task, 0) / META_FILE
     try:
@@ -143,8 +143,8 @@ def _task_rows(task) -> int | None:
 
 
 def _leaderboard_size(task) -> int | None:
-    from .grading import LEADERBOARDS_DIR
-    from .leaderboards import Leaderboard
+    from mltb_core.bench.grading import LEADERBOARDS_DIR
+    from mltb_core.bench.leaderboards import Leaderboard
 
     if not task.leaderboard:
         return None
@@ -162,7 +162,7 @@ def describe_task(task) -> dict[str, Any]:
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
-    from .tasks import load_tasks
+    from mltb_core.bench.tasks import load_tasks
 
     tasks = load_tasks(args.tasks_dir or ())
     described = [describe_task(task) for task in tasks.values()]
@@ -205,7 +205,7 @@ def cmd_split(args: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------------------- score
 def cmd_score(args: argparse.Namespace) -> int:
-    from .grading import grade_submission
+    from mltb_core.bench.grading import grade_submission
 
     task = _task(args.task, args)
     submission = Path(args.submission)
@@ -235,7 +235,7 @@ def _print_replay(result, verbose: bool = True) -> None:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from .expert import CallsFileError, load_calls, run_calls
+    from mltb_core.runner.expert import CallsFileError, load_calls, run_calls
 
     task = _task(args.task, args)
     try:
@@ -254,8 +254,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_expert(args: argparse.Namespace) -> int:
-    from .expert import expert_slugs, run_expert
-    from .tasks import load_tasks
+    from mltb_core.runner.expert import expert_slugs, run_expert
+    from mltb_core.bench.tasks import load_tasks
 
     available = expert_slugs()
     if args.task == "all":
@@ -275,7 +275,7 @@ def cmd_expert(args: argparse.Namespace) -> int:
             _print_replay(result, verbose=args.verbose)
     failed = [r.task for r in results if not r.all_ok or r.grade is None or not r.grade.valid]
     if args.markdown:
-        from .expert import expert_markdown
+        from mltb_core.runner.expert import expert_markdown
 
         Path(args.markdown).parent.mkdir(parents=True, exist_ok=True)
         Path(args.markdown).write_text(expert_markdown(results, {s: _task(s, args) for s in slugs},
@@ -314,7 +314,7 @@ _RUN_SWITCHES = ("reward_shaping", "feedback", "tool_masking", "decomposition")
 
 def _check_model(model: str) -> None:
     """Reject an unknown model string up front (building a backend is cheap: servers start lazily)."""
-    from .llm import UnknownModelError, make_backend
+    from mltb_core.llm import UnknownModelError, make_backend
 
     try:
         backend = make_backend(model, cache=None)
@@ -327,7 +327,7 @@ def _check_model(model: str) -> None:
 
 def _ranged(option: str) -> Callable[[str], Any]:
     """argparse ``type`` for a numeric option: parsed and checked against its range in config.py."""
-    from .config import OptionValueError, parse_option
+    from mltb_core.config import OptionValueError, parse_option
 
     def convert(text: str) -> Any:
         try:
@@ -339,7 +339,7 @@ def _ranged(option: str) -> Callable[[str], Any]:
 
 
 def _trial_config(args: argparse.Namespace):
-    from .config import OPTION_FIELDS, TrialConfig
+    from mltb_core.config import OPTION_FIELDS, TrialConfig
 
     fields: dict[str, Any] = {"planner": args.planner, "model": args.model, "seed": args.seed, "trial": args.trial,
                               "llm_cache": not args.no_cache, "board": args.board}
@@ -376,9 +376,9 @@ def _record_lines(record) -> list[str]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .planners import UnknownPlannerError, get_planner_class
-    from .results import RESULTS_FILE, ResultsFileError, append_records, check_results_file
-    from .trial import run_trial, write_prompts
+    from mltb_core.planners import UnknownPlannerError, get_planner_class
+    from mltb_core.analysis.results import RESULTS_FILE, ResultsFileError, append_records, check_results_file
+    from mltb_core.runner.trial import run_trial, write_prompts
 
     task = _task(args.task, args)
     _require_offline(task)
@@ -408,14 +408,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------------------- report / prompts
 def cmd_report(args: argparse.Namespace) -> int:
-    from . import reports
+    from mltb_core.analysis import reports
 
     argv = [*map(str, args.run_dirs), "--out", str(args.out)]
     return reports.main(argv)
 
 
 def cmd_prompts(args: argparse.Namespace) -> int:
-    from .prompts import all_prompts
+    from mltb_core.llm.prompts import all_prompts
 
     prompts = all_prompts()
     if args.json:
@@ -446,8 +446,8 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``mltb`` argument parser (one subparser per command)."""
-    from .config import option_range
-    from .registry import DEFAULT_TOOLSET, TOOLSETS
+    from mltb_core.config import option_range
+    from mltb_core.toolkit.registry import DEFAULT_TOOLSET, TOOLSETS
 
     parser = _Parser(prog="mltb", description="ML-Tool-Bench: tools, tasks, grading, replays and trials.")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -524,8 +524,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``mltb`` console script; returns the exit status."""
-    from .config import EnvironmentValueError, check_environment
-    from .tasks import TaskSpecError
+    from mltb_core.config import EnvironmentValueError, check_environment
+    from mltb_core.bench.tasks import TaskSpecError
 
     parser = build_parser()
     try:

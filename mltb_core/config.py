@@ -8,9 +8,9 @@ import os
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
-from .tasks import DEFAULT_BOARD, check_board
-from .limits import default_threads
-from .registry import DEFAULT_TOOLSET
+from mltb_core.bench.tasks import DEFAULT_BOARD, check_board
+from mltb_core.toolkit.limits import default_threads
+from mltb_core.toolkit.registry import DEFAULT_TOOLSET
 
 __all__ = ["TrialConfig", "trial_seed", "Range", "OptionValueError", "FIELD_RANGES", "RUN_RANGES",
            "OPTION_FIELDS", "option_range", "parse_option", "check_option", "EnvironmentValueError",
@@ -211,7 +211,7 @@ class EnvironmentValueError(ValueError):
 
 
 def _check_data_source() -> None:
-    from .datasources import DATA_SOURCES, SOURCE_ENV
+    from mltb_core.bench.datasources import DATA_SOURCES, SOURCE_ENV
 
     raw = os.environ.get(SOURCE_ENV, "")
     if raw and raw not in DATA_SOURCES:
@@ -220,8 +220,8 @@ def _check_data_source() -> None:
 
 def _environment_checks() -> list:
     """Each reader of an MLTB_* variable with a format, called once: ValueError naming variable and value."""
-    from .limits import default_threads, tool_memory_limit
-    from .llm.openai_backend import check_retry_env
+    from mltb_core.toolkit.limits import default_threads, tool_memory_limit
+    from mltb_core.llm.openai_backend import check_retry_env
 
     return [tool_memory_limit, default_threads, check_retry_env, _check_data_source]
 

@@ -21,7 +21,7 @@ CASE_FIXTURE = "mltb_case"
 def planner_names() -> list[str]:
     """Registered planner names, in the paper's order."""
     from mltb_core.planners import PLANNERS
-    from mltb_core.tables import PLANNER_ORDER
+    from mltb_core.analysis.tables import PLANNER_ORDER
 
     return sorted(PLANNERS, key=lambda p: (PLANNER_ORDER.index(p) if p in PLANNER_ORDER else 99, p))
 
@@ -57,7 +57,7 @@ def resolve_models(settings: Settings) -> list[str]:
 
 
 def _load_tasks(settings: Settings) -> dict:
-    from mltb_core.tasks import TaskSpecError, load_tasks
+    from mltb_core.bench.tasks import TaskSpecError, load_tasks
 
     try:
         return load_tasks([settings.tasks_dir] if settings.tasks_dir else [])
@@ -84,10 +84,10 @@ def check_task_inputs(tasks: list) -> None:
     truncated CSV, a target or id column missing from the data); every task's leaderboard file is
     read and validated. Both are cached, so the trials pay nothing for the check.
     """
-    from mltb_core.datasources import DataSourceError, load_labelled_frame
-    from mltb_core.grading import task_leaderboard
-    from mltb_core.leaderboards import LeaderboardError
-    from mltb_core.tasks import BOARDS, TASKS_DIR
+    from mltb_core.bench.datasources import DataSourceError, load_labelled_frame
+    from mltb_core.bench.grading import task_leaderboard
+    from mltb_core.bench.leaderboards import LeaderboardError
+    from mltb_core.bench.tasks import BOARDS, TASKS_DIR
 
     for task in tasks:
         try:

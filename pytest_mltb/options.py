@@ -14,8 +14,8 @@ from typing import Any, Callable
 import pytest
 
 from mltb_core.config import EnvironmentValueError, OptionValueError, check_environment, option_range, parse_option
-from mltb_core.tasks import DEFAULT_BOARD, check_board
-from mltb_core.registry import check_toolset
+from mltb_core.bench.tasks import DEFAULT_BOARD, check_board
+from mltb_core.toolkit.registry import check_toolset
 
 __all__ = ["OPTIONS", "Option", "Settings", "add_options", "resolve_settings", "validate_model_name",
            "DEFAULT_MODEL", "ALL_PLANNERS"]

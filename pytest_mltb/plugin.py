@@ -136,7 +136,7 @@ def mltb_context(request: pytest.FixtureRequest) -> WorkerContext:
 @pytest.fixture
 def mltb_task(mltb_case: Case, mltb_context: WorkerContext):
     """The case's Task."""
-    from mltb_core.tasks import get_task
+    from mltb_core.bench.tasks import get_task
 
     settings = mltb_context.settings
     return get_task(mltb_case.task, [settings.tasks_dir] if settings.tasks_dir else [])
@@ -145,7 +145,7 @@ def mltb_task(mltb_case: Case, mltb_context: WorkerContext):
 @pytest.fixture
 def mltb_split(mltb_task, mltb_context: WorkerContext):
     """The benchmark split, prepared once per machine (file-locked across xdist workers)."""
-    from mltb_core.splits import prepare_split
+    from mltb_core.bench.splits import prepare_split
 
     return prepare_split(mltb_task, mltb_context.settings.seed)
 

@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from mltb_core.compare import compare_to_baseline, load_baseline, parse_regression_spec, save_baseline
-from mltb_core.results import (RESULTS_FILE, TRAJECTORY_DIR, ResultsFileError, TrialRecord, UnreadableLine,
+from mltb_core.analysis.compare import compare_to_baseline, load_baseline, parse_regression_spec, save_baseline
+from mltb_core.analysis.results import (RESULTS_FILE, TRAJECTORY_DIR, ResultsFileError, TrialRecord, UnreadableLine,
                                append_records, check_results_file, latest_records, problem_lines, record_json,
                                scan_records)
-from mltb_core.tables import render_summary
+from mltb_core.analysis.tables import render_summary
 
 from .collection import (Case, case_id, check_model_prices, check_task_inputs, resolve_models, resolve_planners,
                          resolve_tasks, trial_config)
@@ -72,8 +72,8 @@ def done_case_ids(records: list[TrialRecord], config_hash: str) -> set[str]:
 
 
 def trial_runner(task, config, out_dir: Path, split=None) -> TrialRecord:
-    """``mltb_core.trial.run_trial``, looked up at call time (tests replace this function)."""
-    from mltb_core.trial import run_trial
+    """``mltb_core.runner.trial.run_trial``, looked up at call time (tests replace this function)."""
+    from mltb_core.runner.trial import run_trial
 
     return run_trial(task, config, out_dir, split=split)
 
@@ -87,7 +87,7 @@ def inject_fault(case: Case) -> None:
 
 def run_case(case: Case, settings: Settings, work_dir: Path, split=None) -> TrialRecord:
     """Run one trial, retrying infrastructure errors up to ``--infra-retries`` times."""
-    from mltb_core.tasks import get_task
+    from mltb_core.bench.tasks import get_task
 
     inject_fault(case)
 
@@ -203,7 +203,7 @@ class Controller:
             return
         if any(n.rsplit("[", 1)[-1].rstrip("]") in case_ids for n in nodeids):
             self.saw_cases = True
-            from mltb_core.trial import write_prompts
+            from mltb_core.runner.trial import write_prompts
 
             write_prompts(self.run_dir)  # the exact prompts travel with the results
             self.start_local_server(resolve_models(self.settings))
@@ -308,7 +308,7 @@ class Controller:
     # ---- end of session --------------------------------------------------------------------------------
     def finish(self, session: pytest.Session) -> None:
         """Write the baseline and run the comparison; a regression sets exit status 1 (an underpowered
-        comparison does not: the summary says so loudly, see mltb_core.compare)."""
+        comparison does not: the summary says so loudly, see mltb_core.analysis.compare)."""
         records = self.run_records()
         if self.settings.save_baseline and records:
             self.baseline_written = Path(self.settings.save_baseline)

@@ -1,4 +1,4 @@
-"""Attack corpus for mltb_core.safe_eval (issue 13): model-written strings that try to escape.
+"""Attack corpus for mltb_core.toolkit.safe_eval (issue 13): model-written strings that try to escape.
 
 Each entry is (attack class, kind, source). ``kind`` says which entry points run it:
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from mltb_core.llm.base import Candidate, LLMBackend, LLMResponse, Usage
-from mltb_core.registry import ToolCall
+from mltb_core.toolkit.registry import ToolCall
 
 
 class ScriptedBackend(LLMBackend):

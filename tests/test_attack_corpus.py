@@ -16,16 +16,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import mltb_core.tools  # noqa: F401 - registers the tools run below
+import mltb_core.toolkit.tools  # noqa: F401 - registers the tools run below
 from attack_corpus import ATTACKS
-from mltb_core.registry import ToolContext, ToolInputError, execute
-from mltb_core.safe_eval import (
+from mltb_core.toolkit.registry import ToolContext, ToolInputError, execute
+from mltb_core.toolkit.safe_eval import (
     UnsafeExpressionError,
     compile_lambda,
     evaluate_condition,
     evaluate_expression,
 )
-from mltb_core.scratchpad import Scratchpad
+from mltb_core.toolkit.scratchpad import Scratchpad
 
 CANARY_TEXT = "CANARY-LABELS-7f3a9c"  # content of the labels file; must never come back
 ROOT = Path(__file__).resolve().parents[1]
@@ -255,7 +255,7 @@ def test_arrays_handed_out_are_private_copies(arena):
 
 # ------------------------------------------- legitimate use still works, with the same values
 def _expert_sources() -> list[tuple[str, str]]:
-    from mltb_core.expert import expert_slugs, load_expert
+    from mltb_core.runner.expert import expert_slugs, load_expert
 
     out = []
     for slug in expert_slugs():

@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 
 from mltb_core import cli
-from mltb_core.registry import KINDS, REGISTRY, STAGES
-from mltb_core.splits import prepare_split
-from mltb_core.tasks import get_task, load_tasks
+from mltb_core.toolkit.registry import KINDS, REGISTRY, STAGES
+from mltb_core.bench.splits import prepare_split
+from mltb_core.bench.tasks import get_task, load_tasks
 
 TASK = "spaceship-titanic"
 
@@ -55,7 +55,7 @@ def sim_run(tmp_path_factory):
 
 # --------------------------------------------------------------------------- tools
 def test_tools_json_lists_every_tool(capsys):
-    import mltb_core.tools  # noqa: F401
+    import mltb_core.toolkit.tools  # noqa: F401
 
     document = run_json(capsys, "tools")
     assert document["count"] == len(REGISTRY) == len(document["tools"]) >= 61
@@ -328,7 +328,7 @@ def test_report_delegates(capsys, sim_run, tmp_path):
 
 
 def test_prompts(capsys):
-    from mltb_core.prompts import all_prompts
+    from mltb_core.llm.prompts import all_prompts
 
     document = run_json(capsys, "prompts")
     assert document == json.loads(json.dumps(all_prompts()))

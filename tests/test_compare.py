@@ -3,9 +3,9 @@ import json
 
 import pytest
 
-from mltb_core.compare import (BASELINE_VERSION, cell_figures, compare_to_baseline, load_baseline,
+from mltb_core.analysis.compare import (BASELINE_VERSION, cell_figures, compare_to_baseline, load_baseline,
                                parse_regression_spec, save_baseline)
-from mltb_core.results import TrialRecord
+from mltb_core.analysis.results import TrialRecord
 
 SPEC = "consistency:-0.05,percentile:-2"
 

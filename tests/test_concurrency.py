@@ -7,9 +7,9 @@ import json
 import multiprocessing
 from pathlib import Path
 
-from mltb_core.results import TrialRecord, append_records, read_records
-from mltb_core.splits import prepare_split
-from mltb_core.tasks import get_task
+from mltb_core.analysis.results import TrialRecord, append_records, read_records
+from mltb_core.bench.splits import prepare_split
+from mltb_core.bench.tasks import get_task
 
 PROCESSES = 8
 APPENDS = 50

@@ -22,17 +22,17 @@ import pytest
 
 import mltb_core
 import mltb_core.llm as llm_module
-import mltb_core.tools  # noqa: F401  (registers the toolset)
-from mltb_core import limits
+import mltb_core.toolkit.tools  # noqa: F401  (registers the toolset)
+from mltb_core.toolkit import limits
 from mltb_core.config import TrialConfig
-from mltb_core.confine import landlock_abi, run_confined
-from mltb_core.grading import grade_submission
-from mltb_core.registry import REGISTRY, ToolContext, execute, make_set_tool
-from mltb_core.rewards import StageContext
-from mltb_core.scratchpad import Scratchpad
-from mltb_core.splits import prepare_split
-from mltb_core.tasks import get_task
-from mltb_core.trial import check_grants, prepare_agent_data, run_trial, solver_paths, ConfinementError
+from mltb_core.runner.confine import landlock_abi, run_confined
+from mltb_core.bench.grading import grade_submission
+from mltb_core.toolkit.registry import REGISTRY, ToolContext, execute, make_set_tool
+from mltb_core.planners.rewards import StageContext
+from mltb_core.toolkit.scratchpad import Scratchpad
+from mltb_core.bench.splits import prepare_split
+from mltb_core.bench.tasks import get_task
+from mltb_core.runner.trial import check_grants, prepare_agent_data, run_trial, solver_paths, ConfinementError
 
 sys.path.insert(0, str(Path(__file__).parent))
 from scripted import ScriptedBackend, call  # noqa: E402
@@ -70,7 +70,7 @@ def test_confined_solver_reads_agent_data_and_writes_only_its_sandbox(tmp_path, 
             "status": status.label,
             "read labels": _attempt(lambda: Path(split.labels_path).read_bytes()),
             "list split dir": _attempt(lambda: os.listdir(split.dir)),
-            "read raw data": _attempt(lambda: next(Path(mltb_core.FIXTURES, "data", TASK).iterdir()).read_bytes()),
+            "read raw data": _attempt(lambda: next(Path(mltb_core.bench.fixtures.FIXTURES, "data", TASK).iterdir()).read_bytes()),
             "read train": _attempt(lambda: (data_dir / "train.csv").read_bytes()),
             "read test": _attempt(lambda: (data_dir / "test.csv").read_bytes()),
             "write sandbox": _attempt(lambda: (sandbox / "m.pkl").write_bytes(b"x")),
@@ -93,7 +93,7 @@ def test_confined_solver_reads_agent_data_and_writes_only_its_sandbox(tmp_path, 
 
 
 def test_without_landlock_the_record_says_so(monkeypatch, tmp_path, capfd):
-    import mltb_core.confine as confine_module
+    import mltb_core.runner.confine as confine_module
 
     monkeypatch.setattr(confine_module, "landlock_abi", lambda: (0, "no Landlock on this test's kernel"))
     monkeypatch.setattr(confine_module, "_warned", False)
@@ -193,7 +193,7 @@ def test_trial_memory_budget_holds_across_calls(monkeypatch, tmp_path, hostile_t
 
 @needs_landlock
 def test_replay_runs_confined_with_the_trial_limits(tmp_path, split, hostile_tools, monkeypatch):
-    from mltb_core.expert import run_calls
+    from mltb_core.runner.expert import run_calls
 
     monkeypatch.setenv(limits.MEMORY_LIMIT_ENV, "2G")
     calls = [call("probe_read_file", output="x", filepath=str(split.labels_path)),
@@ -311,9 +311,9 @@ import pandas as pd
 sys.path.insert(0, {tests!r})
 import mltb_core.llm as llm_module
 from mltb_core.config import TrialConfig
-from mltb_core.registry import make_set_tool
-from mltb_core.tasks import get_task
-from mltb_core.trial import run_trial
+from mltb_core.toolkit.registry import make_set_tool
+from mltb_core.bench.tasks import get_task
+from mltb_core.runner.trial import run_trial
 from scripted import ScriptedBackend, call
 
 

@@ -17,10 +17,11 @@ from sklearn.metrics import roc_auc_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from mltb_core import FIXTURES, datasources
-from mltb_core.datasources import (DataSourceError, KaggleUnavailableError, fetch_from_kaggle, load_labelled_frame,
+from mltb_core.bench.fixtures import FIXTURES
+from mltb_core.bench import datasources
+from mltb_core.bench.datasources import (DataSourceError, KaggleUnavailableError, fetch_from_kaggle, load_labelled_frame,
                                    source_fingerprint)
-from mltb_core.tasks import get_task, load_tasks
+from mltb_core.bench.tasks import get_task, load_tasks
 
 TASKS = load_tasks()
 BUNDLED = sorted(slug for slug, task in TASKS.items() if task.source == "bundled")

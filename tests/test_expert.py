@@ -7,11 +7,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from mltb_core.expert import (EXPERTS_DIR, CallsFileError, expert_slugs, expert_toolset, load_calls, load_expert,
+from mltb_core.runner.expert import (EXPERTS_DIR, CallsFileError, expert_slugs, expert_toolset, load_calls, load_expert,
                               parse_calls, run_calls, run_expert)
-from mltb_core.registry import ToolCall
-from mltb_core.splits import prepare_split
-from mltb_core.tasks import SUBMISSION_FILE, get_task, load_tasks
+from mltb_core.toolkit.registry import ToolCall
+from mltb_core.bench.splits import prepare_split
+from mltb_core.bench.tasks import SUBMISSION_FILE, get_task, load_tasks
 
 FAST_TASK = "spaceship-titanic"
 OFFLINE = sorted(slug for slug, task in load_tasks().items() if task.has_offline_data)

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mltb_core import grading
-from mltb_core.grading import Grade, grade_submission, validate_submission
+from mltb_core.bench import grading
+from mltb_core.bench.grading import Grade, grade_submission, validate_submission
 
 RNG = np.random.default_rng(7)
 
@@ -363,8 +363,8 @@ REAL_TASKS = ["spaceship-titanic", "forest-cover-type-kernels-only", "playground
 @pytest.mark.parametrize("slug", REAL_TASKS)
 def test_real_task_perfect_and_baseline_submissions(slug):
     try:
-        from mltb_core.splits import prepare_split
-        from mltb_core.tasks import get_task
+        from mltb_core.bench.splits import prepare_split
+        from mltb_core.bench.tasks import get_task
         task = get_task(slug)
         split = prepare_split(task, seed=0)
     except Exception as exc:  # another module's data may be missing on this machine
@@ -376,7 +376,7 @@ def test_real_task_perfect_and_baseline_submissions(slug):
     if task.percentile_comparable:
         assert perfect.percentile == 100.0 and perfect.medal == "gold"
     else:
-        from mltb_core.tasks import percentile_note
+        from mltb_core.bench.tasks import percentile_note
         assert perfect.percentile is None and perfect.percentile_note == percentile_note(task, board="public")
     train_target = pd.read_csv(split.train_path)[task.target]
     classes = sorted(set(train_target) | set(labels[task.target])) if task.problem_type != "regression" else None
@@ -394,8 +394,8 @@ def test_real_task_perfect_and_baseline_submissions(slug):
 
 def test_costa_rica_scores_heads_of_household_only():
     """Right on every head of household and wrong on everyone else: macro F1 1.0, as Kaggle scores it."""
-    from mltb_core.splits import prepare_split
-    from mltb_core.tasks import get_task
+    from mltb_core.bench.splits import prepare_split
+    from mltb_core.bench.tasks import get_task
 
     task = get_task("costa-rican-household-poverty-prediction")
     split = prepare_split(task, seed=0)
@@ -411,7 +411,7 @@ def test_costa_rica_scores_heads_of_household_only():
     assert grade_submission(task, everyone_wrong_but_members, split).score == 0.0
 
 
-# -- held-out-row bootstrap (mltb_core.stats.row_bootstrap) ------------------------------------
+# -- held-out-row bootstrap (mltb_core.bench.grading.row_bootstrap) ------------------------------------
 def test_grade_carries_seeded_row_resamples_paired_across_submissions(board_dir, regression_split):
     task = make_task(problem_type="regression", metric="rmse", leaderboard="demo.csv")
     noisy = submission_from(regression_split, regression_split.labels["y"] + RNG.normal(0, 0.2, 30))

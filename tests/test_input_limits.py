@@ -13,7 +13,7 @@ import pytest
 
 from mltb_core import cli
 from mltb_core.config import FIELD_RANGES, RUN_RANGES, OptionValueError, TrialConfig, option_range
-from mltb_core.tasks import TASKS_DIR, TaskSpecError, get_task, load_tasks, UnknownTaskError
+from mltb_core.bench.tasks import TASKS_DIR, TaskSpecError, get_task, load_tasks, UnknownTaskError
 from pytest_mltb.options import OPTIONS
 
 pytest_plugins = ["pytester"]

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from mltb_core import FIXTURES
-from mltb_core.leaderboards import Leaderboard, LeaderboardError, medal_ranks
+from mltb_core.bench.fixtures import FIXTURES
+from mltb_core.bench.leaderboards import Leaderboard, LeaderboardError, medal_ranks
 
 SHARED = Path("/work/shared/data/leaderboards")
 

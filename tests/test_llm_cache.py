@@ -10,7 +10,7 @@ from mltb_core.llm import make_backend
 from mltb_core.llm.base import Candidate, LLMResponse, Usage
 from mltb_core.llm.cache import ResponseCache
 from mltb_core.llm.openai_backend import OpenAIBackend
-from mltb_core.registry import ToolCall
+from mltb_core.toolkit.registry import ToolCall
 
 MESSAGES = [{"role": "user", "content": "go"}]
 CALL = '{"tool_name": "read_data", "tool_args": {"func_kwargs": {"path": "a.csv"}, "output": "df"}}'

@@ -230,9 +230,9 @@ def test_real_smollm2_completion(tmp_path):
 def test_real_trial_with_the_embedded_model(tmp_path):
     """One whole trial through the real llama.cpp server and openai client with the bundled SmolLM2."""
     from mltb_core.config import TrialConfig
-    from mltb_core.tasks import get_task
-    from mltb_core.trajectory import read_trajectory
-    from mltb_core.trial import run_trial
+    from mltb_core.bench.tasks import get_task
+    from mltb_core.planners.trajectory import read_trajectory
+    from mltb_core.runner.trial import run_trial
 
     try:
         record = run_trial(get_task("spaceship-titanic"),

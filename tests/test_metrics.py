@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from sklearn import metrics as skm
 
-from mltb_core.metrics import METRICS, UnknownMetricError, get_metric
+from mltb_core.bench.metrics import METRICS, UnknownMetricError, get_metric
 
 RNG = np.random.default_rng(12345)
 N = 200

@@ -10,7 +10,7 @@ import pytest
 
 from mltb_core.llm import sim
 from mltb_core.planners import PLANNERS
-from mltb_core.results import TrialRecord, read_records
+from mltb_core.analysis.results import TrialRecord, read_records
 
 ROOT = Path(__file__).resolve().parents[1]
 

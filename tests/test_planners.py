@@ -9,11 +9,11 @@ from mltb_core.planners import PLANNERS, UnknownPlannerError, get_planner_class
 from mltb_core.planners.lats import parse_score
 from mltb_core.planners.masking import subtask_tools
 from mltb_core.planners.tree import Node, backpropagate, uct_select
-from mltb_core.rewards import STAGES
-from mltb_core.scratchpad import Scratchpad
-from mltb_core.tasks import get_task
-from mltb_core.trajectory import read_trajectory, tool_calls_from_trajectory
-from mltb_core.trial import run_trial
+from mltb_core.planners.rewards import STAGES
+from mltb_core.toolkit.scratchpad import Scratchpad
+from mltb_core.bench.tasks import get_task
+from mltb_core.planners.trajectory import read_trajectory, tool_calls_from_trajectory
+from mltb_core.runner.trial import run_trial
 
 ALL = ["react", "lats", "mcts_outcome", "mcts_shaped", "hierarchical_mcts"]
 
@@ -64,7 +64,7 @@ def test_lats_score_parsing():
 
 
 def test_masking_offers_each_subtask_its_tools():
-    import mltb_core.tools  # noqa: F401
+    import mltb_core.toolkit.tools  # noqa: F401
     loading = subtask_tools("train_data_loading")
     assert "read_data" in loading and not any(t.startswith("fit_") for t in loading)
     modeling = subtask_tools("modeling")
@@ -134,7 +134,7 @@ def test_lats_reflects_on_failures_and_pays_evaluator_calls(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("slug", sorted(s for s, t in __import__("mltb_core.tasks", fromlist=["x"]).load_tasks().items()
+@pytest.mark.parametrize("slug", sorted(s for s, t in __import__("mltb_core.bench.tasks", fromlist=["x"]).load_tasks().items()
                                         if t.has_offline_data))
 def test_every_planner_solves_every_offline_task_with_a_top_skill_sim(tmp_path, slug):
     """The toolset, rewards and planners carry every task to a valid submission (sim:1.0 makes no mistakes)."""

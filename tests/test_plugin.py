@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mltb_core.results import read_records
+from mltb_core.analysis.results import read_records
 
 pytest_plugins = ["pytester"]
 
@@ -28,7 +28,7 @@ FAKE_CONFTEST = '''
 import os
 from pathlib import Path
 import pytest_mltb.session as session
-from mltb_core.results import TrialRecord
+from mltb_core.analysis.results import TrialRecord
 
 
 def fake_run_trial(task, config, out_dir, split=None):

@@ -4,11 +4,11 @@ import json
 import pandas as pd
 import pytest
 
-import mltb_core.tools  # noqa: F401  (registers the toolset)
-from mltb_core.registry import (PAPER, REGISTRY, STAGES, ToolCall, ToolCallError, ToolContext, ToolRegistry,
+import mltb_core.toolkit.tools  # noqa: F401  (registers the toolset)
+from mltb_core.toolkit.registry import (PAPER, REGISTRY, STAGES, ToolCall, ToolCallError, ToolContext, ToolRegistry,
                                 ToolReturn, UnknownToolsetError, build_tool, execute, make_get_and_set_tool,
                                 make_get_tool, make_set_tool)
-from mltb_core.scratchpad import Scratchpad
+from mltb_core.toolkit.scratchpad import Scratchpad
 
 PAPER_TABLE_9 = """fit_logistic_regressor fit_linear_regressor fit_random_forest_regressor fit_random_forest_classifier
 fit_xgboost_regressor fit_xgboost_classifier fit_lightgbm_regressor fit_lightgbm_classifier fit_catboost_regressor
@@ -214,7 +214,7 @@ def test_episodes_offer_only_the_trials_toolset(tmp_path):
     from mltb_core.config import TrialConfig
     from mltb_core.planners.episode import Episode
     from mltb_core.planners.masking import subtask_tools
-    from mltb_core.tasks import get_task
+    from mltb_core.bench.tasks import get_task
 
     task = get_task("spaceship-titanic")
     for toolset, has_helper in (("paper", False), ("extended", True)):

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from mltb_core.reports import build_report, main, trial_page_name
-from mltb_core.results import TrialRecord, append_records
+from mltb_core.analysis.reports import build_report, main, trial_page_name
+from mltb_core.analysis.results import TrialRecord, append_records
 
 ROOT = Path(__file__).resolve().parents[1]
 

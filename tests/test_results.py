@@ -5,7 +5,7 @@ import warnings
 
 import pytest
 
-from mltb_core.results import (MAX_REPORTED_PROBLEMS, ResultsFileError, ResultsFileWarning, TrialRecord,
+from mltb_core.analysis.results import (MAX_REPORTED_PROBLEMS, ResultsFileError, ResultsFileWarning, TrialRecord,
                                append_records, consistency_values, latest_records, percentile_values, read_records,
                                sort_records)
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from mltb_core.results import ResultsFileWarning, latest_records, read_records
+from mltb_core.analysis.results import ResultsFileWarning, latest_records, read_records
 from test_plugin import COMMON, FAKE_CONFTEST, SUITE
 
 pytest_plugins = ["pytester"]

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from mltb_core.results import latest_records, read_records
+from mltb_core.analysis.results import latest_records, read_records
 
 SUITE = '''
 def test_challenge(mltb_case, mltb_split, mltb_record, mltb_check):

@@ -3,15 +3,15 @@ from pathlib import Path
 
 import pytest
 
-import mltb_core.tools  # noqa: F401
+import mltb_core.toolkit.tools  # noqa: F401
 from mltb_core.config import TrialConfig
 from mltb_core.planners.episode import Episode
 from mltb_core.planners.tree import path_to
-from mltb_core.registry import ToolContext
-from mltb_core.rewards import STAGES, StageContext, stage_index
-from mltb_core.splits import prepare_split
-from mltb_core.tasks import get_task
-from mltb_core.trial import prepare_agent_data
+from mltb_core.toolkit.registry import ToolContext
+from mltb_core.planners.rewards import STAGES, StageContext, stage_index
+from mltb_core.bench.splits import prepare_split
+from mltb_core.bench.tasks import get_task
+from mltb_core.runner.trial import prepare_agent_data
 from scripted import ScriptedBackend, call, spaceship_pipeline
 
 

@@ -5,8 +5,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mltb_core.registry import ToolInputError
-from mltb_core.safe_eval import (
+from mltb_core.toolkit.registry import ToolInputError
+from mltb_core.toolkit.safe_eval import (
     MAX_EXPRESSION_CHARS,
     UnsafeExpressionError,
     compile_lambda,

@@ -2,8 +2,8 @@
 import pandas as pd
 import pytest
 
-from mltb_core.registry import ToolContext, execute, make_override_tool, ToolRegistry
-from mltb_core.scratchpad import MissingObjectError, Scratchpad
+from mltb_core.toolkit.registry import ToolContext, execute, make_override_tool, ToolRegistry
+from mltb_core.toolkit.scratchpad import MissingObjectError, Scratchpad
 
 
 def test_reads_resolve_along_the_path_nearest_first():

@@ -4,14 +4,14 @@ from pathlib import Path
 
 import pytest
 
-import mltb_core.tools  # noqa: F401
-from mltb_core import prompts
+import mltb_core.toolkit.tools  # noqa: F401
+from mltb_core.llm import prompts
 from mltb_core.llm import make_backend
 from mltb_core.llm import sim as sim_module
 from mltb_core.llm.sim import JUDGE_NOISE_SD, PIPELINE, SimPolicy, parse_task_prompt
-from mltb_core.tasks import get_task
+from mltb_core.bench.tasks import get_task
 
-TOOLS = [t.schema() for t in mltb_core.tools.REGISTRY]
+TOOLS = [t.schema() for t in mltb_core.toolkit.tools.REGISTRY]
 
 
 def _messages(task_slug="spaceship-titanic", history=()):
@@ -130,10 +130,10 @@ def node_at_cleaning(tmp_path_factory):
     from mltb_core.config import TrialConfig
     from mltb_core.llm.base import Candidate
     from mltb_core.planners.episode import Episode
-    from mltb_core.registry import ToolCall, ToolContext
-    from mltb_core.rewards import StageContext
-    from mltb_core.splits import prepare_split
-    from mltb_core.trial import prepare_agent_data
+    from mltb_core.toolkit.registry import ToolCall, ToolContext
+    from mltb_core.planners.rewards import StageContext
+    from mltb_core.bench.splits import prepare_split
+    from mltb_core.runner.trial import prepare_agent_data
 
     task = get_task("spaceship-titanic")
     split = prepare_split(task, seed=0)
@@ -165,7 +165,7 @@ def _proposals(ep, node, system, tools, extra=()):
 def test_same_state_same_proposals_whichever_planner_asks(node_at_cleaning):
     """Each planner's own propose prompt at the same node (tools unmasked): identical candidates."""
     from mltb_core.planners import PLANNERS
-    from mltb_core.rewards import STAGES
+    from mltb_core.planners.rewards import STAGES
 
     ep, config, node = node_at_cleaning
     tools = ep.tool_schemas()
@@ -187,7 +187,7 @@ def test_masking_changes_the_answer_only_through_the_tools_it_removes(node_at_cl
     """Hierarchical masking offers fewer tools: that information (not the planner's identity) changes the
     answer; the same masked tool list under another planner's prompt gives the same answer."""
     from mltb_core.planners.masking import subtask_tools
-    from mltb_core.rewards import STAGES
+    from mltb_core.planners.rewards import STAGES
 
     ep, config, node = node_at_cleaning
     allowed = subtask_tools(STAGES[node.progress.stage].name, ep.registry)

@@ -8,9 +8,10 @@ import time
 import pandas as pd
 import pytest
 
-from mltb_core import FIXTURES, splits
-from mltb_core.splits import MAX_ROWS, prepare_split
-from mltb_core.tasks import load_tasks
+from mltb_core.bench.fixtures import FIXTURES
+from mltb_core.bench import splits
+from mltb_core.bench.splits import MAX_ROWS, prepare_split
+from mltb_core.bench.tasks import load_tasks
 
 TASKS = load_tasks()
 # Everything but the 4,993-column santander-value replica splits in well under a second.

@@ -2,8 +2,9 @@
 import numpy as np
 import pytest
 
-from mltb_core.stats import (RateSample, TrialSample, bootstrap_ci, clustered_ci, diff_ci, paired_proportion_diff_ci,
-                             powered_half_width, proportion_diff_ci, row_bootstrap, trials_needed_for_rate_drop,
+from mltb_core.bench.grading import row_bootstrap
+from mltb_core.analysis.stats import (RateSample, TrialSample, bootstrap_ci, clustered_ci, diff_ci, paired_proportion_diff_ci,
+                             powered_half_width, proportion_diff_ci, trials_needed_for_rate_drop,
                              wilson_interval)
 
 

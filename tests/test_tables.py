@@ -3,9 +3,9 @@ import random
 
 import pytest
 
-from mltb_core.results import TrialRecord
-from mltb_core.stats import RateSample, bootstrap_ci, clustered_ci
-from mltb_core.tables import build_tables, consistency_table, percentile_table, render_summary
+from mltb_core.analysis.results import TrialRecord
+from mltb_core.analysis.stats import RateSample, bootstrap_ci, clustered_ci
+from mltb_core.analysis.tables import build_tables, consistency_table, percentile_table, render_summary
 
 
 def make_records(seed=0, n=4):

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from mltb_core import FIXTURES
-from mltb_core.tasks import (SUBMISSION_FILE, Task, TaskSpecError, UnknownTaskError, get_task, load_tasks,
+from mltb_core.bench.fixtures import FIXTURES
+from mltb_core.bench.tasks import (SUBMISSION_FILE, Task, TaskSpecError, UnknownTaskError, get_task, load_tasks,
                              parse_task)
 
 # The competition's official metric for each of the paper's challenges.
@@ -122,7 +122,7 @@ def test_a_metric_that_needs_settings_requires_them_in_the_spec(tmp_path):
 
 def test_row_filter_compares_a_column_with_a_literal():
     import pandas as pd
-    from mltb_core.tasks import RowFilter
+    from mltb_core.bench.tasks import RowFilter
 
     frame = pd.DataFrame({"parentesco1": [1, 0, 1], "kind": ["a", "b", "a"]})
     assert RowFilter.parse("parentesco1 == 1").mask(frame).tolist() == [True, False, True]

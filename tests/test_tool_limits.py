@@ -14,14 +14,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import mltb_core.tools  # noqa: F401  (registers the toolset)
-from mltb_core import limits
+import mltb_core.toolkit.tools  # noqa: F401  (registers the toolset)
+from mltb_core.toolkit import limits
 from mltb_core.config import TrialConfig
-from mltb_core.confine import python_read_paths, run_confined, system_read_paths
-from mltb_core.registry import ToolContext, execute
-from mltb_core.scratchpad import Scratchpad
-from mltb_core.tasks import get_task
-from mltb_core.trial import run_trial
+from mltb_core.runner.confine import python_read_paths, run_confined, system_read_paths
+from mltb_core.toolkit.registry import ToolContext, execute
+from mltb_core.toolkit.scratchpad import Scratchpad
+from mltb_core.bench.tasks import get_task
+from mltb_core.runner.trial import run_trial
 
 # One megabyte of text per row: legal for the restricted evaluator (its per-expression cap is 1e6
 # items), but over a frame it adds up to far more than the budget.

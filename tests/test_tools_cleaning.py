@@ -5,9 +5,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import mltb_core.tools.cleaning  # noqa: F401 - registers the tools
-from mltb_core.registry import REGISTRY, ToolContext, execute
-from mltb_core.scratchpad import Scratchpad
+import mltb_core.toolkit.tools.cleaning  # noqa: F401 - registers the tools
+from mltb_core.toolkit.registry import REGISTRY, ToolContext, execute
+from mltb_core.toolkit.scratchpad import Scratchpad
 
 
 @pytest.fixture

@@ -10,9 +10,9 @@ import pytest
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.tree import DecisionTreeClassifier
 
-import mltb_core.tools.evaluation  # noqa: F401 - registers the tools
-from mltb_core.registry import REGISTRY, ToolContext, execute
-from mltb_core.scratchpad import Scratchpad
+import mltb_core.toolkit.tools.evaluation  # noqa: F401 - registers the tools
+from mltb_core.toolkit.registry import REGISTRY, ToolContext, execute
+from mltb_core.toolkit.scratchpad import Scratchpad
 
 
 def make_task(prediction="label", problem_type="binary"):
@@ -194,8 +194,8 @@ def test_predict_accepts_the_frame_lightgbm_renamed_at_fit_time(tmp_path):
     import lightgbm as lgb
     import numpy as np
 
-    from mltb_core.registry import ToolContext, execute
-    from mltb_core.scratchpad import Scratchpad
+    from mltb_core.toolkit.registry import ToolContext, execute
+    from mltb_core.toolkit.scratchpad import Scratchpad
 
     rng = np.random.default_rng(0)
     X = pd.DataFrame({"Destination_55 Cancri e": rng.random(60), "Age": rng.random(60)})

@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import mltb_core.tools.features as features
-from mltb_core.registry import REGISTRY, ToolCall, ToolContext, execute
-from mltb_core.scratchpad import Scratchpad
+import mltb_core.toolkit.tools.features as features
+from mltb_core.toolkit.registry import REGISTRY, ToolCall, ToolContext, execute
+from mltb_core.toolkit.scratchpad import Scratchpad
 
 FEATURE_TOOLS = [
     "create_numeric_feature", "create_categorical_feature", "create_conditional_feature",

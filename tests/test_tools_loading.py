@@ -7,10 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import mltb_core.tools.loading  # noqa: F401 - registers the tools
-from mltb_core.registry import REGISTRY, ToolContext, ToolInputError, execute
-from mltb_core.sandbox import resolve_read, resolve_write
-from mltb_core.scratchpad import Scratchpad
+import mltb_core.toolkit.tools.loading  # noqa: F401 - registers the tools
+from mltb_core.toolkit.registry import REGISTRY, ToolContext, ToolInputError, execute
+from mltb_core.toolkit.sandbox import resolve_read, resolve_write
+from mltb_core.toolkit.scratchpad import Scratchpad
 
 
 @pytest.fixture

@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 from sklearn.model_selection import KFold, cross_val_score
 
-import mltb_core.tools.modeling as modeling
-from mltb_core import limits
-from mltb_core.registry import REGISTRY, ToolCall, ToolContext, execute
-from mltb_core.scratchpad import Scratchpad
+import mltb_core.toolkit.tools.modeling as modeling
+from mltb_core.toolkit import limits
+from mltb_core.toolkit.registry import REGISTRY, ToolCall, ToolContext, execute
+from mltb_core.toolkit.scratchpad import Scratchpad
 
 FIT_NAMES = sorted(modeling.FIT_TOOLS)
 TUNE_NAMES = sorted(modeling.TUNE_TOOLS)

@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .base import Candidate, InfraError, LLMBackend, LLMResponse, UnknownModelError, Usage
-from .cache import ResponseCache
+from mltb_core.llm.base import Candidate, InfraError, LLMBackend, LLMResponse, UnknownModelError, Usage
+from mltb_core.llm.cache import ResponseCache
 
 __all__ = ["make_backend", "LLMBackend", "LLMResponse", "Candidate", "Usage", "InfraError",
            "UnknownModelError", "ResponseCache", "MODEL_FORMS"]
@@ -50,11 +50,11 @@ def make_backend(model: str, *, seed: int = 0, cache: Any = None, price_table: A
     if kind == "openai":
         if not arg:
             raise _unknown(model, "'openai:' needs a model id")
-        from .openai_backend import OpenAIBackend
+        from mltb_core.llm.openai_backend import OpenAIBackend
 
         return OpenAIBackend(arg, seed=seed, cache=_as_cache(cache), price_table=price_table, **opts)
     if kind == "local":
-        from .local import LocalBackend
+        from mltb_core.llm.local import LocalBackend
 
         return LocalBackend(arg or None, seed=seed, cache=_as_cache(cache), **opts)
     if kind == "sim":
@@ -64,7 +64,7 @@ def make_backend(model: str, *, seed: int = 0, cache: Any = None, price_table: A
             raise _unknown(model, f"sim skill {arg!r} is not a number") from None
         if not 0.0 <= skill <= 1.0:
             raise _unknown(model, f"sim skill {skill} is outside [0, 1]")
-        from .sim import SimPolicy
+        from mltb_core.llm.sim import SimPolicy
 
         return SimPolicy(skill, seed, **opts)
     raise _unknown(model, f"no backend called {kind!r}")

@@ -16,10 +16,10 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
-from ..registry import ToolCall, ToolCallError
+from mltb_core.toolkit.registry import ToolCall, ToolCallError
 
 if TYPE_CHECKING:
-    from .cache import ResponseCache
+    from mltb_core.llm.cache import ResponseCache
 
 __all__ = [
     "Usage", "Candidate", "LLMResponse", "LLMBackend", "InfraError", "UnknownModelError",

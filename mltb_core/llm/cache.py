@@ -15,7 +15,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from .base import LLMResponse
+from mltb_core.llm.base import LLMResponse
 
 __all__ = ["ResponseCache", "default_cache_dir", "CACHE_ENV"]
 

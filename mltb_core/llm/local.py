@@ -32,10 +32,10 @@ from typing import Any
 
 from filelock import FileLock
 
-from .base import InfraError
-from .cache import ResponseCache, default_cache_dir
-from .openai_backend import OpenAIBackend
-from .prices import FREE
+from mltb_core.llm.base import InfraError
+from mltb_core.llm.cache import ResponseCache, default_cache_dir
+from mltb_core.llm.openai_backend import OpenAIBackend
+from mltb_core.llm.prices import FREE
 
 __all__ = ["LocalBackend", "LocalServer", "LocalModelUnavailable", "LocalServerError", "default_model_path",
            "INSTALL_HINT", "process_server", "release_process_servers"]

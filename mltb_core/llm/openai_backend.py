@@ -13,9 +13,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .base import Candidate, InfraError, LLMBackend, LLMResponse, Usage, candidate_from_message
-from .cache import ResponseCache
-from .prices import Price, PriceTable, load_price_table
+from mltb_core.llm.base import Candidate, InfraError, LLMBackend, LLMResponse, Usage, candidate_from_message
+from mltb_core.llm.cache import ResponseCache
+from mltb_core.llm.prices import Price, PriceTable, load_price_table
 
 __all__ = ["OpenAIBackend", "RetryableResponseError", "RETRY_ENV", "check_retry_env"]
 

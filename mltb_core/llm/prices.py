@@ -12,7 +12,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import FIXTURES
+from mltb_core.bench.fixtures import FIXTURES
 
 __all__ = ["Price", "PriceTable", "PriceTableError", "UnknownPriceError", "load_price_table",
            "DEFAULT_PRICES", "PRICES_ENV"]

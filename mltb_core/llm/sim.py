@@ -52,10 +52,10 @@ from dataclasses import dataclass, field
 from collections.abc import Iterable
 from typing import Any
 
-from .. import prompts
-from ..registry import ToolCall
-from ..tasks import SUBMISSION_FILE
-from .base import Candidate, LLMBackend, LLMResponse, Usage
+from mltb_core.llm import prompts
+from mltb_core.toolkit.registry import ToolCall
+from mltb_core.bench.tasks import SUBMISSION_FILE
+from mltb_core.llm.base import Candidate, LLMBackend, LLMResponse, Usage
 
 __all__ = ["SimPolicy", "PIPELINE"]
 

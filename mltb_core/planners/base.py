@@ -4,9 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..config import TrialConfig
-from .episode import BudgetExhausted, Episode
-from .tree import Node
+from mltb_core.config import TrialConfig
+from mltb_core.planners.episode import BudgetExhausted, Episode
+from mltb_core.planners.tree import Node
 
 __all__ = ["Planner", "SearchResult", "PLANNERS", "register", "get_planner_class", "UnknownPlannerError"]
 

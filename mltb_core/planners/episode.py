@@ -14,15 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import prompts
-from ..config import TrialConfig
-from ..llm.base import Candidate, LLMBackend, Usage
-from ..registry import REGISTRY, ToolContext, ToolRegistry, execute
-from ..rewards import StageContext, advance, check_submission, read_submission_snapshot
-from ..scratchpad import Scratchpad, describe_columns, describe_object
-from ..tasks import SUBMISSION_FILE
-from ..trajectory import TrajectoryWriter
-from .tree import Node, path_to
+from mltb_core.llm import prompts
+from mltb_core.config import TrialConfig
+from mltb_core.llm.base import Candidate, LLMBackend, Usage
+from mltb_core.toolkit.registry import REGISTRY, ToolContext, ToolRegistry, execute
+from mltb_core.planners.rewards import StageContext, advance, check_submission, read_submission_snapshot
+from mltb_core.toolkit.scratchpad import Scratchpad, describe_columns, describe_object
+from mltb_core.bench.tasks import SUBMISSION_FILE
+from mltb_core.planners.trajectory import TrajectoryWriter
+from mltb_core.planners.tree import Node, path_to
 
 __all__ = ["Episode", "BudgetExhausted", "Budget"]
 
@@ -165,7 +165,7 @@ class Episode:
             parts.append(prompts.scratchpad_note(listing))
         if self.feedback:
             if node.progress.newly_passed:
-                from ..rewards import STAGES
+                from mltb_core.planners.rewards import STAGES
                 done = ", ".join(STAGES[i - 1].title for i in node.progress.newly_passed)
                 parts.append(f"Stage check: completed ({done}).")
             if node.progress.feedback:

@@ -7,12 +7,12 @@ subtask ends the search with "No Solution Found".
 """
 from __future__ import annotations
 
-from .. import prompts
-from ..rewards import STAGES
-from .base import SearchResult, register
-from .masking import subtask_tools
-from .mcts import TreeSearch
-from .tree import Node
+from mltb_core.llm import prompts
+from mltb_core.planners.rewards import STAGES
+from mltb_core.planners.base import SearchResult, register
+from mltb_core.planners.masking import subtask_tools
+from mltb_core.planners.mcts import TreeSearch
+from mltb_core.planners.tree import Node
 
 
 @register

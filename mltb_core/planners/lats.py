@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import re
 
-from .. import prompts
-from .base import register
-from .mcts import TreeSearch
-from .tree import Node
+from mltb_core.llm import prompts
+from mltb_core.planners.base import register
+from mltb_core.planners.mcts import TreeSearch
+from mltb_core.planners.tree import Node
 
 _SCORE = re.compile(r"score\s*[:=]?\s*(\d+(?:\.\d+)?)", re.I)
 MAX_REFLECTIONS = 3

@@ -1,7 +1,7 @@
 """Tool masking: which tools each of the ten subtasks offers the model."""
 from __future__ import annotations
 
-from ..registry import REGISTRY, ToolRegistry
+from mltb_core.toolkit.registry import REGISTRY, ToolRegistry
 
 __all__ = ["subtask_tools"]
 

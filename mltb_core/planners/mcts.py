@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from .. import prompts
-from ..rewards import STAGES
-from .base import Planner, SearchResult, register
-from .masking import subtask_tools
-from .tree import Node, backpropagate, uct_select
+from mltb_core.llm import prompts
+from mltb_core.planners.rewards import STAGES
+from mltb_core.planners.base import Planner, SearchResult, register
+from mltb_core.planners.masking import subtask_tools
+from mltb_core.planners.tree import Node, backpropagate, uct_select
 
 __all__ = ["MCTSOutcome", "MCTSShaped", "TreeSearch"]
 

@@ -1,8 +1,8 @@
 """ReAct: one trajectory of reason → act → observe until a valid submission or the step budget."""
 from __future__ import annotations
 
-from .. import prompts
-from .base import Planner, SearchResult, register
+from mltb_core.llm import prompts
+from mltb_core.planners.base import Planner, SearchResult, register
 
 
 @register

@@ -10,9 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..registry import ToolCall
-from ..rewards import PathLog, Progress
-from ..scratchpad import Scratchpad
+from mltb_core.toolkit.registry import ToolCall
+from mltb_core.planners.rewards import PathLog, Progress
+from mltb_core.toolkit.scratchpad import Scratchpad
 
 __all__ = ["Node", "uct_select", "backpropagate", "path_to"]
 

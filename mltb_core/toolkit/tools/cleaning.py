@@ -1,7 +1,7 @@
 """Data cleaning tools: the eight fillna tools, dropping rows, missing summary, casts.
 
 Conditions and custom functions are model-written strings evaluated through
-:mod:`mltb_core.safe_eval`. Every tool returns a new frame; inputs are never changed.
+:mod:`mltb_core.toolkit.safe_eval`. Every tool returns a new frame; inputs are never changed.
 """
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..registry import PAPER, ToolInputError, ToolReturn, make_get_tool, make_override_tool
-from ..safe_eval import compile_lambda, evaluate_condition
-from .loading import TRACKING_COLUMN, as_column_list, most_frequent, require_columns, require_frame
+from mltb_core.toolkit.registry import PAPER, ToolInputError, ToolReturn, make_get_tool, make_override_tool
+from mltb_core.toolkit.safe_eval import compile_lambda, evaluate_condition
+from mltb_core.toolkit.tools.loading import TRACKING_COLUMN, as_column_list, most_frequent, require_columns, require_frame
 
 __all__ = [
     "fillna_with_value", "fillna_with_median", "fillna_with_mean", "fillna_with_mode", "fillna_with_condition",

@@ -15,7 +15,7 @@ fails inside the call (numpy and Python raise MemoryError) and the call returns
 "out of memory" to the model instead of the kernel's OOM killer taking the worker. C++ libraries report a failed allocation
 their own way (LightGBM/XGBoost/CatBoost raise their error with ``bad_alloc``;
 the executor shows it as the call's error); code that aborts on it kills the
-solver process, which the trial records (see :mod:`mltb_core.trial`).
+solver process, which the trial records (see :mod:`mltb_core.runner.trial`).
 """
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .registry import ToolContext, ToolInputError
+from mltb_core.toolkit.registry import ToolContext, ToolInputError
 
 __all__ = ["resolve_read", "resolve_write", "is_inside"]
 

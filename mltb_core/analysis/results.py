@@ -25,7 +25,7 @@ from typing import Any, Iterable, Iterator
 
 from filelock import FileLock
 
-from .tasks import is_slug
+from mltb_core.bench.tasks import is_slug
 
 __all__ = ["TrialRecord", "OUTCOMES", "append_records", "read_records", "record_key", "sort_records",
            "latest_records", "counted_records", "consistency_values", "percentile_values", "normalized_values",
@@ -82,7 +82,7 @@ class TrialRecord:
     percentile: float | None = None
     medal: str | None = None
     normalized: float | None = None
-    # held-out-row bootstrap from grading (see mltb_core.stats.row_bootstrap): the score and its
+    # held-out-row bootstrap from grading (see mltb_core.bench.grading.row_bootstrap): the score and its
     # leaderboard percentile on each row resample, and the seed that drew the resamples (same seed
     # and row count = same resamples, so replicate b pairs across trials, planners and runs)
     score_samples: list[float | None] | None = None
@@ -344,7 +344,7 @@ def _has_leaderboard(records: list[TrialRecord]) -> bool:
 def _task_has_leaderboard(slug: str) -> bool:
     """Fallback for records without the flag: ask the task spec (unknown tasks have none)."""
     try:
-        from .tasks import load_tasks
+        from mltb_core.bench.tasks import load_tasks
 
         task = load_tasks().get(slug)
     except Exception:  # noqa: BLE001 - a broken spec directory must not break reading results

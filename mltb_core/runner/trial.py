@@ -20,14 +20,14 @@ from typing import Any
 
 from filelock import FileLock
 
-from . import prompts
-from .config import TrialConfig
-from .limits import limit_threads
-from .registry import ToolContext
-from .results import TrialRecord
-from .rewards import StageContext
-from .tasks import SUBMISSION_FILE, Task, percentile_note
-from .trajectory import TrajectoryWriter
+from mltb_core.llm import prompts
+from mltb_core.config import TrialConfig
+from mltb_core.toolkit.limits import limit_threads
+from mltb_core.toolkit.registry import ToolContext
+from mltb_core.analysis.results import TrialRecord
+from mltb_core.planners.rewards import StageContext
+from mltb_core.bench.tasks import SUBMISSION_FILE, Task, percentile_note
+from mltb_core.planners.trajectory import TrajectoryWriter
 
 __all__ = ["run_trial", "item_id", "model_id", "prepare_agent_data", "solver_paths", "check_grants",
            "ConfinementError"]
@@ -68,7 +68,7 @@ def solver_paths(data_dir: Path, sandbox: Path, scratch: Path, llm: Any = None) 
     data, not other trials' sandboxes, not the run directory (the trajectory is written through a
     file descriptor opened before the solver starts).
     """
-    from .confine import SYSTEM_READ_WRITE, python_read_paths, system_read_paths
+    from mltb_core.runner.confine import SYSTEM_READ_WRITE, python_read_paths, system_read_paths
 
     read_only = system_read_paths() + python_read_paths() + [str(Path(data_dir).resolve())]
     read_write = [str(Path(sandbox).resolve()), str(Path(scratch).resolve()), *SYSTEM_READ_WRITE]
@@ -86,7 +86,7 @@ class ConfinementError(RuntimeError):
 
 def check_grants(grants: list[str], secrets: list[Path]) -> None:
     """Refuse grants that contain a secret path (e.g. the LLM cache dir set to the split cache's parent)."""
-    from .sandbox import is_inside
+    from mltb_core.toolkit.sandbox import is_inside
 
     for grant in grants:
         for secret in secrets:
@@ -106,8 +106,8 @@ def _prepare_backend(llm: Any) -> None:
 def _search(task: Task, config: TrialConfig, llm: Any, stage_ctx: StageContext, tool_ctx: ToolContext,
             data_dir: Path, writer: TrajectoryWriter, planner_cls: Any, status: Any) -> dict[str, Any]:
     """The solver: planner + tool calls + LLM calls, in the confined child. Returns JSON-ready facts."""
-    from .llm.base import InfraError
-    from .planners.episode import Episode
+    from mltb_core.llm.base import InfraError
+    from mltb_core.planners.episode import Episode
 
     try:
         feedback = planner_cls.feedback_enabled(config)
@@ -220,14 +220,14 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
     data (:func:`confine.run_confined`); it sends back the best node's submission bytes and the
     counters as JSON, and this process, which alone may read the held-out labels, grades them.
     """
-    from .confine import run_confined
-    from .grading import grade_submission
-    from .limits import tool_memory_limit
-    from .llm import make_backend
-    from .llm.base import InfraError
-    from .planners import get_planner_class
-    from .splits import prepare_split
-    from . import tools  # noqa: F401  (registers the toolset)
+    from mltb_core.runner.confine import run_confined
+    from mltb_core.bench.grading import grade_submission
+    from mltb_core.toolkit.limits import tool_memory_limit
+    from mltb_core.llm import make_backend
+    from mltb_core.llm.base import InfraError
+    from mltb_core.planners import get_planner_class
+    from mltb_core.bench.splits import prepare_split
+    from mltb_core.toolkit import tools  # noqa: F401  (registers the toolset)
 
     out_dir = Path(out_dir)
     ident = item_id(task.slug, config)

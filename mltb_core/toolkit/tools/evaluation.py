@@ -1,6 +1,6 @@
 """Evaluation tools: metrics, predictions, model/frame persistence and the submission file.
 
-Files go through :mod:`mltb_core.sandbox`; ``load_model`` only unpickles bytes
+Files go through :mod:`mltb_core.toolkit.sandbox`; ``load_model`` only unpickles bytes
 that ``save_model`` wrote during this trial: it keeps the SHA-256 of what it wrote
 in the trial's memory (``ctx.model_hashes``, out of the model's reach), and
 ``load_model`` reads a file once, hashes those bytes and unpickles the same bytes,
@@ -17,9 +17,9 @@ import numpy as np
 import pandas as pd
 from sklearn import metrics as skm
 
-from ..registry import PAPER, ToolContext, ToolInputError, make_get_and_set_tool, make_get_tool, make_set_tool
-from ..sandbox import resolve_read, resolve_write
-from .loading import TRACKING_COLUMN, require_frame
+from mltb_core.toolkit.registry import PAPER, ToolContext, ToolInputError, make_get_and_set_tool, make_get_tool, make_set_tool
+from mltb_core.toolkit.sandbox import resolve_read, resolve_write
+from mltb_core.toolkit.tools.loading import TRACKING_COLUMN, require_frame
 
 __all__ = [
     "evaluate_regression_model", "evaluate_classification_model", "predict_target", "save_model", "load_model",

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import FIXTURES
+from mltb_core.bench.fixtures import FIXTURES
 
 __all__ = [
     "SUBMISSION_FILE", "TASKS_DIR", "PROBLEM_TYPES", "PREDICTIONS", "SOURCES", "KNOWN_METRICS",
@@ -40,7 +40,7 @@ SLUG_RULE = "lower-case letters, digits and '-', not starting with '-', at most 
 PROBLEM_TYPES = ("regression", "binary", "multiclass")
 PREDICTIONS = ("label", "probability")
 SOURCES = ("bundled", "replica", "kaggle")
-# Fallback when mltb_core.metrics is not importable: metric name -> greater_is_better.
+# Fallback when mltb_core.bench.metrics is not importable: metric name -> greater_is_better.
 KNOWN_METRICS = {"accuracy": True, "prior_weighted_accuracy": True, "macro_f1": True, "roc_auc": True,
                  "gini": True, "mcc": True, "rmse": False, "rmsle": False}
 
@@ -143,9 +143,9 @@ class UnknownTaskError(KeyError):
 
 
 def metric_directions() -> dict[str, bool]:
-    """Metric name -> greater_is_better, from mltb_core.metrics when it exists."""
+    """Metric name -> greater_is_better, from mltb_core.bench.metrics when it exists."""
     try:
-        from .metrics import METRICS  # imported lazily: metrics.py is owned elsewhere
+        from mltb_core.bench.metrics import METRICS  # imported lazily: metrics.py is owned elsewhere
     except ImportError:
         return dict(KNOWN_METRICS)
     # Entries are Metric objects (greater_is_better attribute) or (function, greater_is_better) pairs.
@@ -292,7 +292,7 @@ class Task:
 
 def active_data_origin(task, source: str | None = None) -> str | None:
     """Origin of the rows ``task`` gets from ``source`` (default: MLTB_DATA_SOURCE, else the spec)."""
-    from .datasources import resolve_source  # lazy: datasources imports this module
+    from mltb_core.bench.datasources import resolve_source  # lazy: datasources imports this module
 
     resolved = resolve_source(task, source)
     if resolved == "kaggle":
@@ -406,13 +406,13 @@ def parse_task(path: Path | str) -> Task:
         raise TaskSpecError(path, "builder", "a spec needs a 'builder' or a 'data' CSV path "
                                             "(or source = \"kaggle\")")
     if text["builder"] is not None:
-        from .datasources import BUILDERS  # lazy: datasources imports this module
+        from mltb_core.bench.datasources import BUILDERS  # lazy: datasources imports this module
 
         _choice(path, "builder", text["builder"], BUILDERS)
     if text["data_origin"] is not None:
         _choice(path, "data_origin", text["data_origin"], DATA_ORIGINS)
     if text["original_builder"] is not None:
-        from .datasources import BUILDERS
+        from mltb_core.bench.datasources import BUILDERS
 
         _choice(path, "original_builder", text["original_builder"], BUILDERS)
     matches = raw.get("heldout_matches_board", True)
@@ -435,7 +435,7 @@ def parse_task(path: Path | str) -> Task:
 
 def _scoring(path: Path, raw: Any, metric: str) -> dict[str, Any]:
     """The validated ``[scoring]`` table; the metric's required settings must be there."""
-    from .metrics import get_metric
+    from mltb_core.bench.metrics import get_metric
 
     if not isinstance(raw, Mapping):
         raise TaskSpecError(path, "scoring", "must be a table")

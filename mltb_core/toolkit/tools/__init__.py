@@ -2,7 +2,7 @@
 
 One module per workflow stage: loading, cleaning, features, modeling, evaluation.
 """
-from . import loading, cleaning, features, modeling, evaluation  # noqa: F401  (registration)
-from ..registry import REGISTRY
+from mltb_core.toolkit.tools import loading, cleaning, features, modeling, evaluation  # noqa: F401  (registration)
+from mltb_core.toolkit.registry import REGISTRY
 
 __all__ = ["REGISTRY"]

@@ -16,10 +16,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from .compare import cell_figures
-from .results import (RESULTS_FILE, SYNTHETIC_LABEL, TrialRecord, consistency_values, group_by, latest_records,
+from mltb_core.analysis.compare import cell_figures
+from mltb_core.analysis.results import (RESULTS_FILE, SYNTHETIC_LABEL, TrialRecord, consistency_values, group_by, latest_records,
                       model_label, percentile_values, read_records)
-from .tables import PLANNER_ORDER, STAGES, Table, build_tables, render_tables
+from mltb_core.analysis.tables import PLANNER_ORDER, STAGES, Table, build_tables, render_tables
 
 __all__ = ["build_report", "main", "load_runs", "trial_page_name"]
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, Union, get_args, get_origin
 
-from .scratchpad import MissingObjectError, Scratchpad, describe_object
+from mltb_core.toolkit.scratchpad import MissingObjectError, Scratchpad, describe_object
 
 __all__ = [
     "STAGES", "Tool", "ToolCall", "ToolCallError", "ToolContext", "ToolResult", "ToolReturn",
@@ -86,7 +86,7 @@ class ToolContext:
 
     sandbox: Path
     data_dir: Path | None = None
-    task: Any = None  # mltb_core.tasks.Task, for the submission tool
+    task: Any = None  # mltb_core.bench.tasks.Task, for the submission tool
     threads: int = 1
     seed: int = 0
     written_files: set[Path] = field(default_factory=set)
@@ -508,7 +508,7 @@ def _run_with_limit(tool: Tool, kwargs: dict[str, Any], ctx: ToolContext) -> Any
     memory ..."), which :func:`execute` turns into an ``Error:`` for the model like any other
     failure: the trial goes on and the solver process is not OOM-killed.
     """
-    from .limits import call_with_limits  # local: keeps import graph simple
+    from mltb_core.toolkit.limits import call_with_limits  # local: keeps import graph simple
 
     return call_with_limits(tool.func, kwargs, ctx.time_limit, label=tool.name)
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..registry import (
+from mltb_core.toolkit.registry import (
     PAPER,
     ToolContext,
     ToolInputError,
@@ -21,7 +21,7 @@ from ..registry import (
     make_get_tool,
     make_set_tool,
 )
-from ..sandbox import resolve_read
+from mltb_core.toolkit.sandbox import resolve_read
 
 __all__ = [
     "TRACKING_COLUMN", "as_column_list", "require_columns", "require_frame",

@@ -5,7 +5,7 @@ makes ``df.copy(deep=False)`` plus column assignment cheap and safe), so sibling
 branches of a search tree that share an input frame never see each other's edits.
 
 Model-written expressions, conditions and lambdas only go through
-:mod:`mltb_core.safe_eval`. The tracking column ``_is_train`` added by
+:mod:`mltb_core.toolkit.safe_eval`. The tracking column ``_is_train`` added by
 ``concatenate_train_test`` is never encoded or normalized.
 """
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..registry import PAPER, ToolInputError, ToolReturn, make_get_and_set_tool, make_get_tool, make_override_tool
-from ..safe_eval import compile_lambda, evaluate_condition, evaluate_expression
+from mltb_core.toolkit.registry import PAPER, ToolInputError, ToolReturn, make_get_and_set_tool, make_get_tool, make_override_tool
+from mltb_core.toolkit.safe_eval import compile_lambda, evaluate_condition, evaluate_expression
 
 __all__ = [
     "TRACKING_COLUMN", "MAX_ONE_HOT_LEVELS", "MAX_ONE_HOT_NEW_COLUMNS", "MAX_REGEX_LENGTH",

@@ -9,7 +9,7 @@ marks the split complete.
 
 ``meta.json`` records the SHA-256 of each file. The held-out labels are read only by the grader:
 a trial's solver process is confined to the agent's copy of ``train.csv`` and ``test.csv``
-(:func:`mltb_core.trial.solver_paths` never grants the split cache), and the labels file is
+(:func:`mltb_core.runner.trial.solver_paths` never grants the split cache), and the labels file is
 checked against its recorded hash whenever a split is reused or graded, so a changed
 ``test_labels.csv`` is noticed (one line on stderr) and the split rebuilt from the source data.
 """
@@ -28,8 +28,8 @@ import pandas as pd
 from filelock import FileLock
 from sklearn.model_selection import GroupShuffleSplit, StratifiedGroupKFold, train_test_split
 
-from .datasources import default_cache_dir, load_labelled_frame, resolve_source, source_fingerprint
-from .tasks import Task
+from mltb_core.bench.datasources import default_cache_dir, load_labelled_frame, resolve_source, source_fingerprint
+from mltb_core.bench.tasks import Task
 
 __all__ = ["Split", "prepare_split", "split_dir", "MAX_ROWS", "TEST_FRACTION", "SPLIT_FORMAT", "LABELS_FILE",
            "TamperedSplit"]

@@ -25,11 +25,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import FIXTURES
-from .leaderboards import Leaderboard
-from .metrics import Metric, task_metric
-from .tasks import DEFAULT_BOARD, board_file, check_board, percentile_note
-from .stats import row_bootstrap
+from mltb_core.bench.fixtures import FIXTURES
+from mltb_core.bench.leaderboards import Leaderboard
+from mltb_core.bench.metrics import Metric, task_metric
+from mltb_core.bench.tasks import DEFAULT_BOARD, board_file, check_board, percentile_note
 
 __all__ = ["Grade", "grade_submission", "validate_submission", "baseline_prediction",
            "normalized_score", "task_leaderboard", "LEADERBOARDS_DIR"]
@@ -55,7 +54,7 @@ class Grade:
     percentile_note: str | None = None   # why there is no percentile although the submission is valid
     board: str | None = None             # the leaderboard the score was placed on (public | private)
     scored_rows: int | None = None       # held-out rows the metric was computed over
-    # held-out-row bootstrap (mltb_core.stats.row_bootstrap): score and percentile per row resample
+    # held-out-row bootstrap (row_bootstrap below): score and percentile per row resample
     score_samples: list[float | None] | None = None
     percentile_samples: list[float | None] | None = None
     row_seed: int | None = None
@@ -478,3 +477,33 @@ def grade_submission(task, submission: Path | str | pd.DataFrame, split, board: 
         grade.medal = leaderboard.medal(score)
         grade.above_median = leaderboard.above_median(score)
     return grade
+
+
+ROW_REPLICATES = 200        # held-out-row resamples scored per trial at grading time
+
+
+# -- held-out rows ------------------------------------------------------------------------------
+def _row_rng(seed: int) -> np.random.Generator:
+    # a fixed salt keeps the row resamples apart from other streams seeded with the split seed
+    return np.random.default_rng([int(seed), 0x5EED_B007])
+
+
+def row_bootstrap(metric: Callable[[np.ndarray, np.ndarray], float], y_true, y_pred, seed: int,
+                  replicates: int = ROW_REPLICATES) -> list[float | None]:
+    """``metric`` on ``replicates`` resamples (with replacement) of the scored rows.
+
+    Seeded by the split seed: every submission graded on the same split gets the same row
+    resamples, so replicate b is comparable across trials and planners. A resample the metric
+    cannot score (e.g. ROC AUC on a single class) is None. Values keep 6 significant digits.
+    """
+    y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
+    rng = _row_rng(seed)
+    out: list[float | None] = []
+    for _ in range(replicates):
+        rows = rng.integers(0, len(y_true), size=len(y_true))
+        try:
+            value = float(metric(y_true[rows], y_pred[rows]))
+        except ValueError:
+            value = float("nan")
+        out.append(float(f"{value:.6g}") if math.isfinite(value) else None)
+    return out

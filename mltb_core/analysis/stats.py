@@ -10,7 +10,7 @@ Sources of noise and where each is handled:
   resamples trials (:class:`TrialSample`).
 - **held-out rows**: every trial of a task is graded on the same held-out split, so its sampling
   noise is shared by all trials and never averages out. The grader scores ``ROW_REPLICATES``
-  resamples of the scored rows (:func:`row_bootstrap`, seeded by the split seed, so replicate
+  resamples of the scored rows (:func:`mltb_core.bench.grading.row_bootstrap`, seeded by the split seed, so replicate
   ``b`` is the same row resample for every trial of the split); a bootstrap replicate picks one
   ``b`` per task and uses it for every trial drawn from that task (paired by ``b``).
 - **tasks**: the across-task median resamples tasks too (:func:`clustered_ci`): a different
@@ -27,13 +27,12 @@ from scipy import stats as _scipy_stats
 
 __all__ = ["CI", "bootstrap_ci", "median", "mean", "STATISTICS", "wilson_interval", "proportion_diff_ci",
            "paired_proportion_diff_ci", "TrialSample", "RateSample", "clustered_ci", "diff_ci", "z_value",
-           "trials_needed_for_rate_drop", "powered_half_width", "POWER", "ROW_REPLICATES", "row_bootstrap", "MIN_TRIALS_FOR_MEDIAN_CI",
+           "trials_needed_for_rate_drop", "powered_half_width", "POWER", "MIN_TRIALS_FOR_MEDIAN_CI",
            "DEFAULT_LEVEL", "DEFAULT_RESAMPLES"]
 
 DEFAULT_RESAMPLES = 2000
 DEFAULT_LEVEL = 0.95
 POWER = 0.8                 # 1 - beta of the power check
-ROW_REPLICATES = 200        # held-out-row resamples scored per trial at grading time
 # A distribution-free 95 % interval for a median needs 6 values: the min-max range of n values covers
 # the median with probability 1 - 2**(1-n), which is 0.9375 at n=5 and 0.969 at n=6. Below that a
 # bootstrap interval of a median only reflects the few values drawn.
@@ -308,30 +307,3 @@ def diff_ci(current: TrialSample, baseline: TrialSample, *, paired: bool, shared
     diffs = current.draws(rng, resamples, trials, rows) - baseline.draws(rng, resamples, trials, rows)
     low, high = _percentile_bounds(diffs, level)
     return CI(current.estimate() - baseline.estimate(), low, high, min(current.n, baseline.n), level)
-
-
-# -- held-out rows ------------------------------------------------------------------------------
-def _row_rng(seed: int) -> np.random.Generator:
-    # a fixed salt keeps the row resamples apart from other streams seeded with the split seed
-    return np.random.default_rng([int(seed), 0x5EED_B007])
-
-
-def row_bootstrap(metric: Callable[[np.ndarray, np.ndarray], float], y_true, y_pred, seed: int,
-                  replicates: int = ROW_REPLICATES) -> list[float | None]:
-    """``metric`` on ``replicates`` resamples (with replacement) of the scored rows.
-
-    Seeded by the split seed: every submission graded on the same split gets the same row
-    resamples, so replicate b is comparable across trials and planners. A resample the metric
-    cannot score (e.g. ROC AUC on a single class) is None. Values keep 6 significant digits.
-    """
-    y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
-    rng = _row_rng(seed)
-    out: list[float | None] = []
-    for _ in range(replicates):
-        rows = rng.integers(0, len(y_true), size=len(y_true))
-        try:
-            value = float(metric(y_true[rows], y_pred[rows]))
-        except ValueError:
-            value = float("nan")
-        out.append(float(f"{value:.6g}") if math.isfinite(value) else None)
-    return out

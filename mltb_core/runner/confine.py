@@ -4,7 +4,7 @@
 ``read_only`` paths and reading and writing the ``read_write`` paths; every other file on the machine
 becomes unreadable and unwritable for it (the held-out labels, other trials' sandboxes, the run
 directory). It cannot be undone, so it is called only in the forked solver process of a trial
-(see :mod:`mltb_core.trial`), never in a pytest worker or the ``mltb`` command itself.
+(see :mod:`mltb_core.runner.trial`), never in a pytest worker or the ``mltb`` command itself.
 
 Landlock rules name directory trees (or single files); the kernel checks them on ``open`` and on
 directory changes, whatever path the code used to get there (``..``, symlinks, ``/proc/self/fd``).
@@ -292,7 +292,7 @@ def run_confined(work, *, read_only: Iterable[str | os.PathLike], read_write: It
     import traceback
     import warnings
 
-    from .limits import set_memory_budget
+    from mltb_core.toolkit.limits import set_memory_budget
 
     read_only, read_write = [str(p) for p in read_only], [str(p) for p in read_write]
     for stream in (sys.stdout, sys.stderr):

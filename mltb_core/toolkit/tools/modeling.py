@@ -27,8 +27,8 @@ from sklearn.model_selection import GridSearchCV, KFold, StratifiedKFold, cross_
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.multiclass import type_of_target
 
-from .. import limits
-from ..registry import PAPER, ToolContext, ToolInputError, ToolReturn, make_get_and_set_tool
+from mltb_core.toolkit import limits
+from mltb_core.toolkit.registry import PAPER, ToolContext, ToolInputError, ToolReturn, make_get_and_set_tool
 
 __all__ = ["PreparedClassifier", "PreparedRegressor", "ModelSpec", "MODEL_SPECS", "FIT_TOOLS", "TUNE_TOOLS",
            "MAX_CATEGORY_LEVELS", "CLASSIFICATION_METRICS", "REGRESSION_METRICS"]
@@ -370,7 +370,7 @@ def _metric_value(metric: Any, estimator: Any, X: pd.DataFrame, y: Any) -> float
 
 
 def _cv_metric(ctx: ToolContext | None, kind: str, y: np.ndarray) -> _CVMetric:
-    from ..metrics import METRICS
+    from mltb_core.bench.metrics import METRICS
 
     allowed = CLASSIFICATION_METRICS if kind == "classifier" else REGRESSION_METRICS
     default = "accuracy" if kind == "classifier" else "rmse"

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .scratchpad import Scratchpad
+from mltb_core.toolkit.scratchpad import Scratchpad
 
 __all__ = ["STAGES", "Stage", "StageContext", "Progress", "PathLog", "advance", "stage_index"]
 
@@ -155,7 +155,7 @@ class StageContext:
 def _constant_baseline(task: Any, y: pd.Series) -> float | None:
     """Metric of the trivial constant prediction on the training target (normalises CV scores)."""
     try:
-        from .metrics import get_metric
+        from mltb_core.bench.metrics import get_metric
 
         metric = get_metric(task.metric)
         y = y.dropna()
@@ -339,7 +339,7 @@ class _Checker:
         return False, "Convert the split test frame into features with convert_dataframe_to_features_target (is_train=false)."
 
     def stage9(self) -> tuple[bool, str]:
-        from .tools.evaluation import same_features
+        from mltb_core.toolkit.tools.evaluation import same_features
 
         want = self.found.get("X_train_columns")
         for name in self.log.latest():
@@ -401,7 +401,7 @@ def _quality(ctx: StageContext, cv: float | None) -> float:
     if cv is None or ctx.cv_baseline is None:
         return 0.5
     try:
-        from .metrics import get_metric
+        from mltb_core.bench.metrics import get_metric
 
         metric = get_metric(ctx.task.metric)
         perfect, base = metric.perfect, ctx.cv_baseline
@@ -414,7 +414,7 @@ def _quality(ctx: StageContext, cv: float | None) -> float:
 
 def check_submission(ctx: StageContext, snapshot: bytes) -> tuple[bool, str]:
     """Is this submission valid (columns, rows, ids, no gaps)? Uses held-out ids, never label values."""
-    from .grading import validate_submission
+    from mltb_core.bench.grading import validate_submission
 
     try:
         sub = pd.read_csv(io.BytesIO(snapshot), index_col=False)
@@ -426,7 +426,7 @@ def check_submission(ctx: StageContext, snapshot: bytes) -> tuple[bool, str]:
 
 def read_submission_snapshot(sandbox: Path, before_mtime: float | None) -> bytes | None:
     """The submission bytes if the last tool call (re)wrote the file, else None."""
-    from .tasks import SUBMISSION_FILE
+    from mltb_core.bench.tasks import SUBMISSION_FILE
 
     path = Path(sandbox) / SUBMISSION_FILE
     try:

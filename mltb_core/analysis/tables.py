@@ -12,11 +12,11 @@ Definitions (the paper's, Section 5), and what every printed number is computed 
 - percentile of a cell = the median leaderboard percentile over counted trials, a trial
   without a valid submission counting as 0; the cell shows n (counted trials) and how many of
   them were valid with a percentile. Its 95 % interval resamples trials and the held-out rows
-  (:class:`mltb_core.stats.TrialSample`). Tasks without a comparable percentile are excluded,
+  (:class:`mltb_core.analysis.stats.TrialSample`). Tasks without a comparable percentile are excluded,
   and the table names them and why;
 - overall = the median over tasks of the per-task figures, over the k tasks that have one
   (the row says k); its 95 % interval is a two-level bootstrap that resamples tasks, then
-  trials (or the Jeffreys posterior of a rate) within each task (:func:`mltb_core.stats.clustered_ci`).
+  trials (or the Jeffreys posterior of a rate) within each task (:func:`mltb_core.analysis.stats.clustered_ci`).
 """
 from __future__ import annotations
 
@@ -25,9 +25,9 @@ from typing import Iterable
 
 from tabulate import tabulate
 
-from .results import (SYNTHETIC_LABEL, TrialRecord, counted_records, group_by, latest_records, model_label,
+from mltb_core.analysis.results import (SYNTHETIC_LABEL, TrialRecord, counted_records, group_by, latest_records, model_label,
                       percentile_cell)
-from .stats import CI, RateSample, TrialSample, bootstrap_ci, clustered_ci, wilson_interval
+from mltb_core.analysis.stats import CI, RateSample, TrialSample, bootstrap_ci, clustered_ci, wilson_interval
 
 __all__ = ["Table", "PLANNER_ORDER", "STAGES", "build_tables", "render_tables", "render_summary",
            "consistency_table", "percentile_table", "cost_table", "funnel_table", "infra_table", "variant_labels"]

@@ -47,9 +47,9 @@ from typing import Iterable
 
 from tabulate import tabulate
 
-from .results import (NO_LEADERBOARD, TrialRecord, counted_records, group_by, latest_records, normalized_values,
+from mltb_core.analysis.results import (NO_LEADERBOARD, TrialRecord, counted_records, group_by, latest_records, normalized_values,
                       percentile_cell)
-from .stats import (CI, MIN_TRIALS_FOR_MEDIAN_CI, POWER, TrialSample, bootstrap_ci, diff_ci,
+from mltb_core.analysis.stats import (CI, MIN_TRIALS_FOR_MEDIAN_CI, POWER, TrialSample, bootstrap_ci, diff_ci,
                     paired_proportion_diff_ci, powered_half_width, proportion_diff_ci, trials_needed_for_rate_drop,
                     wilson_interval)
 

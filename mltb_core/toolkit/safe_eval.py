@@ -67,7 +67,7 @@ from pandas.core.indexing import _AtIndexer, _iAtIndexer, _iLocIndexer, _LocInde
 from pandas.core.strings.accessor import StringMethods
 from pandas.core.window import Expanding, ExponentialMovingWindow, Rolling
 
-from .registry import ToolInputError
+from mltb_core.toolkit.registry import ToolInputError
 
 __all__ = [
     "UnsafeExpressionError", "evaluate_expression", "evaluate_condition", "compile_lambda",

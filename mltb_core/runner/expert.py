@@ -25,10 +25,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import FIXTURES
-from .grading import Grade
-from .registry import ToolCall, ToolCallError, ToolContext
-from .tasks import DEFAULT_BOARD, SUBMISSION_FILE, Task
+from mltb_core.bench.fixtures import FIXTURES
+from mltb_core.bench.grading import Grade
+from mltb_core.toolkit.registry import ToolCall, ToolCallError, ToolContext
+from mltb_core.bench.tasks import DEFAULT_BOARD, SUBMISSION_FILE, Task
 
 __all__ = ["EXPERTS_DIR", "CallOutcome", "ReplayResult", "CallsFileError", "ReplayError", "load_expert", "load_calls",
            "parse_calls", "expert_slugs", "expert_toolset", "run_calls", "run_expert", "expert_markdown"]
@@ -93,8 +93,8 @@ def _call_from_line(data: Any, where: str, check_tools: bool = False) -> ToolCal
     try:
         call = ToolCall.from_dict(data)
         if check_tools:
-            from . import tools  # noqa: F401  (registers the toolset)
-            from .registry import REGISTRY
+            from mltb_core.toolkit import tools  # noqa: F401  (registers the toolset)
+            from mltb_core.toolkit.registry import REGISTRY
 
             REGISTRY.get(call.tool_name)  # raises ToolCallError naming close matches
         return call
@@ -161,7 +161,7 @@ def load_calls(path: Path | str, check_tools: bool = False) -> list[ToolCall]:
     if not path.is_file():
         raise CallsFileError(f"{path}: no such file")
     if _is_trajectory(path):
-        from .trajectory import tool_calls_from_trajectory
+        from mltb_core.planners.trajectory import tool_calls_from_trajectory
 
         try:
             raw = tool_calls_from_trajectory(path)
@@ -198,7 +198,7 @@ _TOOLSET_LINE = re.compile(r"^#\s*toolset:\s*(\w+)")
 
 def expert_toolset(slug: str) -> str:
     """The toolset an expert file declares on a ``# toolset: NAME`` comment line (it is replayed under it)."""
-    from .registry import check_toolset
+    from mltb_core.toolkit.registry import check_toolset
 
     path = _expert_path(slug)
     with open(path, encoding="utf-8") as handle:
@@ -261,7 +261,7 @@ def _peak_memory() -> Iterator[dict[str, Any]]:
 
 # ----------------------------------------------------------------------- running
 def _default_time_limit() -> float | None:
-    from .config import TrialConfig
+    from mltb_core.config import TrialConfig
 
     return TrialConfig.__dataclass_fields__["tool_time_limit"].default
 
@@ -280,14 +280,14 @@ def run_calls(task: Task, calls: Iterable[ToolCall | dict], seed: int = 0, out_d
     one still runs). This process grades. With ``toolset`` only that toolset's tools may be called
     (the others fail with an error naming the toolset).
     """
-    from . import tools  # noqa: F401  (registers the toolset)
-    from .confine import run_confined
-    from .grading import grade_submission
-    from .limits import limit_threads, tool_memory_limit
-    from .registry import REGISTRY, execute
-    from .scratchpad import Scratchpad
-    from .splits import prepare_split
-    from .trial import check_grants, prepare_agent_data, solver_paths
+    from mltb_core.toolkit import tools  # noqa: F401  (registers the toolset)
+    from mltb_core.runner.confine import run_confined
+    from mltb_core.bench.grading import grade_submission
+    from mltb_core.toolkit.limits import limit_threads, tool_memory_limit
+    from mltb_core.toolkit.registry import REGISTRY, execute
+    from mltb_core.toolkit.scratchpad import Scratchpad
+    from mltb_core.bench.splits import prepare_split
+    from mltb_core.runner.trial import check_grants, prepare_agent_data, solver_paths
 
     calls = list(calls)
     if time_limit is _DEFAULT:

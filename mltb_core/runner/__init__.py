@@ -1,0 +1,1 @@
+"""Running one trial (or an expert pipeline) end to end, confined apart from the grader."""

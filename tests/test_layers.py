@@ -1,0 +1,76 @@
+"""The import graph of mltb_core follows its layers: no module imports a higher layer, none imports pytest.
+
+Layers, lowest first, as documented in mltb_core/__init__.py and docs/architecture.md. Modules at the
+package root (``mltb_core.config``, ``mltb_core.cli``) are layers of their own.
+"""
+import ast
+from pathlib import Path
+
+import mltb_core
+
+LAYERS = ["bench", "toolkit", "llm", "config", "planners", "analysis", "runner", "cli"]
+PACKAGE = Path(mltb_core.__file__).parent
+
+
+def _layer(module: str) -> int | None:
+    parts = module.split(".")
+    if parts[0] != "mltb_core" or len(parts) < 2:
+        return None
+    return LAYERS.index(parts[1]) if parts[1] in LAYERS else None
+
+
+def _module_name(path: Path) -> str:
+    parts = ["mltb_core", *path.relative_to(PACKAGE).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(source: str, name: str, is_package: bool):
+    """Absolute names of everything the source imports (relative imports resolved), with line numbers."""
+    package = name.split(".") if is_package else name.split(".")[:-1]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
+            for alias in node.names:
+                yield f"{base}.{alias.name}", node.lineno
+
+
+def _violations(source: str, name: str, is_package: bool = False):
+    found = []
+    own = _layer(name)
+    for target, line in _imports(source, name, is_package):
+        where = f"{name}:{line}"
+        if target.split(".")[0] in ("pytest", "_pytest", "pytest_mltb", "xdist"):
+            found.append(f"{where} imports {target} (the core never imports pytest)")
+        theirs = _layer(target)
+        if own is not None and theirs is not None and theirs > own:
+            found.append(f"{where} ({LAYERS[own]}) imports {target} ({LAYERS[theirs]}, a higher layer)")
+    return found
+
+
+def _package_violations():
+    return [v for path in sorted(PACKAGE.rglob("*.py"))
+            for v in _violations(path.read_text(), _module_name(path), path.name == "__init__.py")]
+
+
+def test_every_core_module_belongs_to_a_layer():
+    orphans = [_module_name(p) for p in PACKAGE.rglob("*.py")
+               if p.parent != PACKAGE and _layer(_module_name(p)) is None]
+    top = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__"}
+    assert not orphans and top <= set(LAYERS), (orphans, top - set(LAYERS))
+
+
+def test_no_module_imports_a_higher_layer():
+    assert _package_violations() == []
+
+
+def test_the_check_catches_upward_and_pytest_imports():
+    # the checker itself can fail: relative and absolute upward imports and pytest are all reported
+    probe = "from ..planners import base\nimport mltb_core.runner.trial\nimport pytest\n"
+    found = _violations(probe, "mltb_core.bench.probe")
+    assert len(found) == 3 and "planners" in found[0] and "runner" in found[1] and "pytest" in found[2]
+    assert _violations("from . import tasks\nfrom ..toolkit import registry\n", "mltb_core.planners.probe") == []
