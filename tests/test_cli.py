@@ -26,9 +26,9 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def run_json(capsys, *argv: str):
+def run_json(capsys, *argv: str, expect: int = 0):
     code, out, err = run(capsys, *argv, "--json")
-    assert code == 0, err
+    assert code == expect, err
     return json.loads(out)  # exactly one JSON document: json.loads rejects trailing text
 
 
@@ -185,11 +185,11 @@ def test_score_on_a_non_comparable_task_prints_why_there_is_no_percentile(capsys
 def test_score_corrupt_csv_is_invalid_with_a_reason(capsys, tmp_path):
     corrupt = tmp_path / "corrupt.csv"
     corrupt.write_bytes(b"\xa3\x00\xff garbage \x10\x80")
-    document = run_json(capsys, "score", TASK, corrupt)
+    document = run_json(capsys, "score", TASK, corrupt, expect=1)  # graded, printed, and exit 1: invalid
     assert document["valid"] is False and "CSV" in document["reason"] and document["score"] is None
     wrong_columns = tmp_path / "wrong.csv"
     wrong_columns.write_text("a,b\n1,2\n")
-    document = run_json(capsys, "score", TASK, wrong_columns)
+    document = run_json(capsys, "score", TASK, wrong_columns, expect=1)
     assert document["valid"] is False and "PassengerId" in document["reason"]
 
 
@@ -304,7 +304,7 @@ def test_run_with_a_toolset_records_it_in_the_trial_config(capsys, tmp_path):
     assert start["config"]["toolset"] == "extended"
     code, _, err = run(capsys, "run", "--task", TASK, "--planner", "react", "--model", "sim", "--toolset", "tiny",
                        "--out", tmp_path)
-    assert code == 2 and "invalid choice: 'tiny'" in err
+    assert code == 2 and "bad value for --toolset: 'tiny'" in err and "paper, extended" in err
 
 
 @pytest.mark.parametrize("option, value, message", [
