@@ -85,7 +85,25 @@ def resolve_settings(config: pytest.Config) -> Settings:
                                   read_environment(OPTIONS), config.getini)
     except (EnvironmentValueError, SettingValueError) as exc:
         raise pytest.UsageError(f"mltb: {exc}") from None
+    _check_gate(values)
     return Settings(values, sources)
+
+
+def _check_gate(values: dict[str, Any]) -> None:
+    """Read the regression spec and the baseline now: a bad one is a usage error before anything runs,
+    not a traceback at the end of the session."""
+    if not (values["compare"] or values["fail_on_regression"]):
+        return
+    from mltb_core.analysis.compare import load_baseline, parse_regression_spec
+
+    checks = (("--fail-on-regression", values["fail_on_regression"], parse_regression_spec),
+              ("--compare", values["compare"], lambda path: load_baseline(Path(path))))
+    for flag, value, check in checks:
+        if value:
+            try:
+                check(value)
+            except ValueError as exc:
+                raise pytest.UsageError(f"mltb: bad value for {flag}: {exc}") from None
 
 
 def default_run_dir(rootpath: Path, resume: bool) -> Path:
