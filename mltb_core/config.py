@@ -292,7 +292,8 @@ SESSION_SETTINGS: tuple[Setting, ...] = (
             default="local", front_ends=PYTEST_ONLY),
     Setting("task", "task slug(s), comma list", front_ends=PYTEST_ONLY, unset_text="every offline task"),
     # mltb's subcommands share their own repeatable --tasks-dir (same spelling, a list)
-    Setting("tasks_dir", "extra directory of task specs", front_ends=PYTEST_ONLY),
+    Setting("tasks_dir", "extra directories of task specs (an os.pathsep list, like MLTB_TASKS_DIR)",
+            front_ends=PYTEST_ONLY),
     Setting("trials", "trials per (task, planner, model)", default=1, range=_AT_LEAST_1, front_ends=PYTEST_ONLY),
     Setting("out", "run directory (with --resume: the newest one under mltb-runs)",
             flag_name="--mltb-out", unset_text="mltb-runs/<timestamp>"),

@@ -60,7 +60,7 @@ def _load_tasks(settings: Settings) -> dict:
     from mltb_core.bench.tasks import TaskSpecError, load_tasks
 
     try:
-        return load_tasks([settings.tasks_dir] if settings.tasks_dir else [])
+        return load_tasks(settings.task_dirs)
     except TaskSpecError as exc:
         raise pytest.UsageError(f"mltb: {exc}") from None
 

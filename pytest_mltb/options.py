@@ -6,6 +6,7 @@ pytest.ini) > default. :func:`resolve_settings` turns them into one validated :c
 """
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,6 +75,11 @@ class Settings:
     @property
     def tasks(self) -> list[str]:
         return _split(self.values["task"])
+
+    @property
+    def task_dirs(self) -> list[str]:
+        """--tasks-dir / MLTB_TASKS_DIR / mltb_tasks_dir: an os.pathsep list of directories, as load_tasks reads it."""
+        return [part for part in str(self.values["tasks_dir"] or "").split(os.pathsep) if part.strip()]
 
 
 def resolve_settings(config: pytest.Config) -> Settings:

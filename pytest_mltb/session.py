@@ -91,7 +91,7 @@ def run_case(case: Case, settings: Settings, work_dir: Path, split=None) -> Tria
 
     inject_fault(case)
 
-    task = get_task(case.task, [settings.tasks_dir] if settings.tasks_dir else [])
+    task = get_task(case.task, settings.task_dirs)
     config = trial_config(settings, case.planner, case.model, case.trial)
     attempts = 1 + settings.infra_retries
     for attempt in range(1, attempts + 1):

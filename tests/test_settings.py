@@ -124,3 +124,14 @@ def test_mltb_run_reads_the_same_environment_and_switches_both_ways(monkeypatch)
     assert (config.reward_shaping, config.feedback, config.temperature, config.max_iterations) == (True, False, 0.1, 4)
     assert values["out"] is None   # cmd_run then picks mltb-runs/<timestamp>, like pytest
     assert cli.default_out_dir().parent.name == "mltb-runs"
+
+
+def test_tasks_dir_is_a_path_list_like_mltb_tasks_dir(tmp_path):
+    # MLTB_TASKS_DIR is both the setting's variable and load_tasks' own: a pathsep list in both readings
+    import os
+
+    from pytest_mltb.options import Settings
+
+    first, second = tmp_path / "a", tmp_path / "b"
+    assert Settings({"tasks_dir": f"{first}{os.pathsep}{second}"}).task_dirs == [str(first), str(second)]
+    assert Settings({"tasks_dir": None}).task_dirs == []
