@@ -1,10 +1,9 @@
 """The ``mltb`` command: inspect tools and tasks, split, score, replay, run the experts, run one trial.
 
 Every subcommand prints human-readable text, or with ``--json`` exactly one JSON document on
-stdout. Errors go to stderr. Exit codes: 0 success (a trial or replay that ran, whatever its
-outcome), 1 a failure while running (infrastructure error, an expert call that failed), 2 a
-usage error (unknown task, tool, planner or model; unreadable input) with a message that
-lists the valid names.
+stdout. Errors go to stderr as one line, ``mltb: error: ...``. Exit codes: ``EXIT_CODES_HELP`` below
+(shown by ``mltb --help``; the table for both front ends is in docs/architecture.md). ``mltb run`` takes
+the trial options of the one settings table (mltb_core/config.py), exactly as pytest does.
 """
 from __future__ import annotations
 

@@ -1,12 +1,18 @@
-"""Trial configuration: everything that changes a trial's result, hashed for resume and baselines."""
+"""Trial configuration and the one settings table.
+
+``TrialConfig`` holds everything that changes a trial's result (hashed for resume and baselines); its
+fields declared with :func:`option` are also the trial settings of both front ends. ``SESSION_SETTINGS``
+adds how a run is organised. pytest (``pytest_mltb/options.py``) and ``mltb run`` (``cli.py``) register
+their flags with :func:`add_settings` and resolve cli > env > ini > default with :func:`resolve_settings`.
+"""
 from __future__ import annotations
 
 import hashlib
 import json
 import math
 import os
-from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any
 
 from mltb_core.bench.tasks import BOARDS, DEFAULT_BOARD
@@ -65,8 +71,6 @@ class Range:
         if self.low is not None and (value <= self.low if self.low_open else value < self.low):
             return False
         return self.high is None or value <= self.high
-
-
 
 
 class SettingValueError(ValueError):
