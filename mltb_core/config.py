@@ -456,7 +456,7 @@ def check_environment() -> None:
             try:
                 setting.parse(raw, setting.env)
             except SettingValueError as exc:
-                raise EnvironmentValueError(f"bad environment variable {setting.env}={raw!r}: {exc.detail}") from None
+                raise EnvironmentValueError(f"bad value for {setting.env}={raw!r}: {exc.detail}") from None
 
 
 @dataclass(frozen=True)
