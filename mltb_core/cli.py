@@ -1,10 +1,9 @@
 """The ``mltb`` command: inspect tools and tasks, split, score, replay, run the experts, run one trial.
 
 Every subcommand prints human-readable text, or with ``--json`` exactly one JSON document on
-stdout. Errors go to stderr. Exit codes: 0 success (a trial or replay that ran, whatever its
-outcome), 1 a failure while running (infrastructure error, an expert call that failed), 2 a
-usage error (unknown task, tool, planner or model; unreadable input) with a message that
-lists the valid names.
+stdout. Errors go to stderr as one line, ``mltb: error: ...``. Exit codes: ``EXIT_CODES_HELP`` below
+(shown by ``mltb --help``; the table for both front ends is in docs/architecture.md). ``mltb run`` takes
+the trial options of the one settings table (mltb_core/config.py), exactly as pytest does.
 """
 from __future__ import annotations
 
@@ -21,7 +20,12 @@ from mltb_core.bench.tasks import BOARDS, DEFAULT_BOARD  # light (tomllib only);
 
 __all__ = ["main", "UsageError", "build_parser"]
 
+# The exit codes of ``mltb`` (docs/architecture.md has the table for both front ends).
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_CODES_HELP = """exit codes:
+  0  success (a trial or replay that ran, whatever its outcome)
+  1  failure: an invalid submission (score), an infrastructure error (run), an expert that failed
+  2  usage error: a bad argument, name, file or MLTB_* variable (the message names it)"""
 SYNTHETIC_LABEL = "(synthetic policy, not an LLM)"
 
 
@@ -217,7 +221,8 @@ def cmd_score(args: argparse.Namespace) -> int:
     else:
         print(f"{task.slug} (seed {args.seed})")
         print("\n".join(_grade_lines(grade)))
-    return EXIT_OK
+    # the grade is printed either way; the status says whether the submission was gradable
+    return EXIT_OK if grade.valid else EXIT_FAILED
 
 
 # ----------------------------------------------------------------------------- replay / expert
@@ -303,15 +308,6 @@ def cmd_expert(args: argparse.Namespace) -> int:
 
 
 # ----------------------------------------------------------------------------- run
-# Numeric trial options of ``mltb run`` (flag --max-iterations, ...; the TrialConfig field is
-# config.OPTION_FIELDS.get(option, option)), with help where the name is not enough.
-_RUN_BUDGETS = {"max_iterations": "search iterations / ReAct steps", "max_depth": "tool calls on one path",
-                "expansion_k": "candidates proposed per expansion", "exploration": "UCT exploration weight",
-                "max_llm_calls": None, "max_tokens": None, "max_cost": "dollar budget",
-                "max_seconds": "wall-time budget", "threads": None, "max_features": None, "temperature": None}
-_RUN_SWITCHES = ("reward_shaping", "feedback", "tool_masking", "decomposition")
-
-
 def _check_model(model: str) -> None:
     """Reject an unknown model string up front (building a backend is cheap: servers start lazily)."""
     from mltb_core.llm import UnknownModelError, make_backend
@@ -339,19 +335,26 @@ def _ranged(option: str) -> Callable[[str], Any]:
 
 
 def _trial_config(args: argparse.Namespace):
-    from mltb_core.config import OPTION_FIELDS, TrialConfig
+    """The trial's TrialConfig from the run settings: cli > env (MLTB_*) > default, as in pytest."""
+    from mltb_core.config import SettingValueError, TrialConfig, read_environment, resolve_settings, settings_for, trial_fields
 
-    fields: dict[str, Any] = {"planner": args.planner, "model": args.model, "seed": args.seed, "trial": args.trial,
-                              "llm_cache": not args.no_cache, "board": args.board}
-    fields.update({OPTION_FIELDS.get(option, option): getattr(args, option) for option in _RUN_BUDGETS
-                   if getattr(args, option) is not None})
-    fields.update({name: False for name in _RUN_SWITCHES if getattr(args, f"no_{name}")})
-    if args.toolset is not None:
-        fields["toolset"] = args.toolset
+    settings = settings_for("run")
     try:
-        return TrialConfig.from_dict(fields)
+        values, _ = resolve_settings(settings, {s.name: getattr(args, "mltb_" + s.name) for s in settings},
+                                     read_environment(settings))
+        config = TrialConfig(**{**trial_fields(values), "planner": args.planner, "model": args.model})
+    except SettingValueError as exc:
+        raise UsageError(str(exc)) from None
     except (TypeError, ValueError) as exc:
         raise UsageError(f"bad trial configuration: {exc}") from None
+    return config, values
+
+
+def default_out_dir(base: Path | None = None) -> Path:
+    """mltb-runs/<timestamp>: the run directory both front ends default to."""
+    import time
+
+    return (base or Path.cwd()) / "mltb-runs" / time.strftime("%Y%m%d-%H%M%S")
 
 
 def _record_lines(record) -> list[str]:
@@ -387,8 +390,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     except UnknownPlannerError as exc:
         raise UsageError(str(exc)) from None
     _check_model(args.model)
-    config = _trial_config(args)
-    out = Path(args.out)
+    config, values = _trial_config(args)
+    out = Path(values["out"]) if values["out"] else default_out_dir()
     try:  # before the trial runs, not when its record cannot be written
         check_results_file(out / RESULTS_FILE)
     except ResultsFileError as exc:
@@ -441,15 +444,19 @@ class _Parser(argparse.ArgumentParser):
     """argparse that raises instead of exiting, so ``main`` returns the status in-process."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message}")
+        # main() prints "mltb: error: ..."; name the subcommand only when there is one
+        prog = self.prog.removeprefix("mltb").strip()
+        raise UsageError(f"{prog}: {message}" if prog else message)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``mltb`` argument parser (one subparser per command)."""
-    from mltb_core.config import option_range
-    from mltb_core.toolkit.registry import DEFAULT_TOOLSET, TOOLSETS
+    from mltb_core.config import SETTINGS_BY_NAME, add_settings, settings_for
+    from mltb_core.toolkit.registry import TOOLSETS
 
-    parser = _Parser(prog="mltb", description="ML-Tool-Bench: tools, tasks, grading, replays and trials.")
+    parser = _Parser(prog="mltb", description="ML-Tool-Bench: tools, tasks, grading, replays and trials.",
+                     epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
 
@@ -496,23 +503,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("-v", "--verbose", action="store_true", help="print every call's result")
     sub.add_argument("--markdown", metavar="FILE", help="also write a per-task markdown table (e.g. reports/expert.md)")
 
-    sub = add("run", cmd_run, "run one trial (task, planner, model, seed) and print its outcome", [*common, board])
+    sub = add("run", cmd_run, "run one trial (task, planner, model, seed) and print its outcome", [*common])
     sub.add_argument("--task", required=True)
     sub.add_argument("--planner", required=True, help="react, lats, mcts_outcome, mcts_shaped, hierarchical_mcts")
     sub.add_argument("--model", required=True, help="openai:<model>, local, local:/path.gguf, sim, sim:<skill>")
-    sub.add_argument("--seed", type=_ranged("seed"), default=0, help="base seed (default 0)")
-    sub.add_argument("--trial", type=_ranged("trial"), default=0, help="trial number (default 0)")
-    sub.add_argument("--out", default="runs/cli", metavar="DIR", help="run directory (default runs/cli)")
-    for option, help_text in _RUN_BUDGETS.items():
-        allowed = option_range(option).describe()
-        sub.add_argument("--" + option.replace("_", "-"), type=_ranged(option), metavar=option.upper(),
-                         help=f"{help_text}: {allowed}" if help_text else allowed)
-    sub.add_argument("--toolset", choices=TOOLSETS,
-                     help=f"tools offered to the model (default {DEFAULT_TOOLSET}: the paper's Table 9 set)")
-    sub.add_argument("--no-cache", action="store_true", help="do not use the LLM response cache")
-    for switch in _RUN_SWITCHES:
-        sub.add_argument(f"--no-{switch.replace('_', '-')}", action="store_true",
-                         help=f"ablation: turn {switch.replace('_', ' ')} off")
+    # every other option comes from the one settings table, exactly as pytest registers it
+    run_settings = settings_for("run")
+    add_settings(sub.add_argument, [s for s in run_settings if s.name != "out"], ini=False)
+    out = SETTINGS_BY_NAME["out"]
+    sub.add_argument("--out", out.flag, dest="mltb_out", default=None, metavar="DIR", help=out.help_text(ini=False))
 
     sub = add("report", cmd_report, "merge run directories into leaderboard.md, summary.json and index.html")
     sub.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
@@ -520,6 +519,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     add("prompts", cmd_prompts, "print every prompt text", [json_flag])
     return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("mltb")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,20 +1,28 @@
-"""Trial configuration: everything that changes a trial's result, hashed for resume and baselines."""
+"""Trial configuration and the one settings table.
+
+``TrialConfig`` holds everything that changes a trial's result (hashed for resume and baselines); its
+fields declared with :func:`option` are also the trial settings of both front ends. ``SESSION_SETTINGS``
+adds how a run is organised. pytest (``pytest_mltb/options.py``) and ``mltb run`` (``cli.py``) register
+their flags with :func:`add_settings` and resolve cli > env > ini > default with :func:`resolve_settings`.
+"""
 from __future__ import annotations
 
 import hashlib
 import json
 import math
 import os
-from dataclasses import asdict, dataclass, field, fields, replace
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any
 
-from mltb_core.bench.tasks import DEFAULT_BOARD, check_board
-from mltb_core.toolkit.limits import default_threads
-from mltb_core.toolkit.registry import DEFAULT_TOOLSET
+from mltb_core.bench.tasks import BOARDS, DEFAULT_BOARD
+from mltb_core.toolkit.registry import DEFAULT_TOOLSET, TOOLSETS
 
 __all__ = ["TrialConfig", "trial_seed", "Range", "OptionValueError", "FIELD_RANGES", "RUN_RANGES",
            "OPTION_FIELDS", "option_range", "parse_option", "check_option", "EnvironmentValueError",
-           "check_environment"]
+           "check_environment", "Setting", "SettingValueError", "option", "SETTINGS", "TRIAL_SETTINGS",
+           "SESSION_SETTINGS", "SETTINGS_BY_NAME", "settings_for", "add_settings", "read_environment",
+           "resolve_settings", "trial_fields", "parse_bool", "ENVIRONMENT", "EnvironmentVariable"]
 
 
 class OptionValueError(ValueError):
@@ -65,51 +73,326 @@ class Range:
         return self.high is None or value <= self.high
 
 
+class SettingValueError(ValueError):
+    """A setting's value (from the command line, the environment or an ini file) is not allowed."""
+
+    def __init__(self, where: str, detail: str):
+        self.where, self.detail = where, detail
+        super().__init__(f"bad value for {where}: {detail}")
+
+
+def parse_bool(text: Any) -> bool:
+    lowered = str(text).strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(f"{str(text)!r} is not a boolean (expected 1/0, true/false, yes/no, on/off)")
+
+
+VALUE, SWITCH, FLAG = "value", "switch", "flag"
+BOTH, PYTEST_ONLY, RUN_ONLY = ("pytest", "run"), ("pytest",), ("run",)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One user-facing setting, declared once: both front ends, the ini key and the environment
+    variable are generated from it (see ``add_settings`` and ``resolve_settings``).
+
+    Spellings: flag ``--name-with-dashes`` (``flag`` overrides it; a ``switch`` also gets ``--no-...``),
+    ini key ``mltb_name``, environment variable ``MLTB_NAME``. Precedence: cli > env > ini > default.
+    """
+    name: str
+    help: str
+    default: Any = None           # None: unset (no limit, the planner's own choice, or "not given")
+    range: Range | None = None    # numeric settings: parsed and range-checked
+    choices: tuple[str, ...] | None = None
+    kind: str = VALUE             # VALUE (--x V), SWITCH (--x / --no-x, tri-state), FLAG (--x only)
+    field: str | None = None      # the TrialConfig field it sets (part of the hash); None: session-level
+    front_ends: tuple[str, ...] = BOTH   # "pytest", "run" (mltb run)
+    flag_name: str | None = None
+    unset_text: str = "none"      # how the help shows a None default
+
+    @property
+    def flag(self) -> str:
+        return self.flag_name or "--" + self.name.replace("_", "-")
+
+    @property
+    def no_flag(self) -> str:
+        return "--no-" + self.flag[2:]
+
+    @property
+    def ini(self) -> str:
+        return "mltb_" + self.name
+
+    @property
+    def env(self) -> str:
+        return "MLTB_" + self.name.upper()
+
+    @property
+    def default_text(self) -> str:
+        if self.default is None:
+            return self.unset_text
+        if isinstance(self.default, bool):
+            return "on" if self.default else "off"
+        return str(self.default)
+
+    def help_text(self, ini: bool = True) -> str:
+        """The help line both front ends print: what, allowed values, default, env (and ini) spelling."""
+        allowed = (f"; {self.range.describe()}" if self.range
+                   else f"; one of {', '.join(self.choices)}" if self.choices else "")
+        where = f"env {self.env}, ini {self.ini}" if ini else f"env {self.env}"
+        return f"{self.help}{allowed} [default: {self.default_text}] [{where}]"
+
+    def parse(self, raw: Any, where: str) -> Any:
+        """A typed-in value (text from the environment, an ini file or a flag) -> a checked value."""
+        if raw is None or (isinstance(raw, bool) and self.kind != VALUE):
+            return raw
+        try:
+            if self.range is not None:
+                return parse_option(self.name, raw, where)
+            if self.kind != VALUE:
+                return parse_bool(raw)
+            text = str(raw).strip()
+            if self.choices is not None and text not in self.choices:
+                raise ValueError(f"{text!r} is not allowed: expected one of {', '.join(self.choices)}")
+            return text
+        except OptionValueError as exc:
+            raise SettingValueError(where, exc.detail) from None
+        except ValueError as exc:
+            raise SettingValueError(where, str(exc)) from None
+
+
+def option(default: Any = MISSING, help: str = "", *, range: Range | None = None,
+           choices: tuple[str, ...] | None = None, switch: bool = False, name: str | None = None,
+           front_ends: tuple[str, ...] = BOTH, unset_text: str = "none", hashed: bool = True) -> Any:
+    """A TrialConfig field that is also a setting of both front ends: declare it here and nothing else.
+
+    ``name`` is the flag/env/ini name when it differs from the field's; ``hashed=False`` keeps a field
+    that cannot change a trial's result (the cache, threads) out of :meth:`TrialConfig.config_hash`.
+    """
+    meta = {SETTING_META: dict(help=help, range=range, choices=choices, kind=SWITCH if switch else VALUE,
+                               name=name, front_ends=front_ends, unset_text=unset_text), HASHED_META: hashed}
+    return field(default=default, metadata=meta)
+
+
+SETTING_META, HASHED_META = "mltb_setting", "mltb_hashed"
 _AT_LEAST_1 = Range(int, 1)
 _AT_LEAST_0 = Range(int, 0)
 _POSITIVE = Range(float, 0, low_open=True)
 _NON_NEGATIVE = Range(float, 0)
+_UNLIMITED = "unlimited"
+_PLANNERS_OWN = "the planner's own"
 
-# The one home of every numeric option's range: TrialConfig checks its fields against FIELD_RANGES in
-# __post_init__, and both front ends (the pytest options and ``mltb run``) check what the user typed
-# against the same table, naming the flag. Optional budgets may also be None (unlimited).
-FIELD_RANGES: dict[str, Range] = {
-    "seed": Range(int, 0, 2**32 - 1, why="seeds numpy's generators"),
-    "trial": _AT_LEAST_0,
-    "max_iterations": _AT_LEAST_1,
-    "max_depth": _AT_LEAST_1,
+
+@dataclass(frozen=True)
+class TrialConfig:
+    """Everything that changes a trial's result. A field declared with :func:`option` is also a setting
+    of ``pytest`` and ``mltb run`` (flag, ini key, environment variable, range, help): one entry each."""
+    planner: str
+    model: str
+    seed: int = option(0, "base seed of the run (each trial derives its own)",
+                       range=Range(int, 0, 2**32 - 1, why="seeds numpy's generators"))
+    trial: int = option(0, "trial number", range=_AT_LEAST_0, front_ends=RUN_ONLY)
+    # search budgets (None = unlimited); a budget hit ends the search cleanly
+    max_iterations: int = option(40, "search iterations / ReAct steps per trial", range=_AT_LEAST_1)
+    max_depth: int = option(40, "max tool calls on one path", range=_AT_LEAST_1)
     # Each candidate is one LLM call per expansion: past 20 a single expansion costs more than a
     # whole default search, and a huge k (1e6) just hangs the trial.
-    "expansion_k": Range(int, 1, 20, why="each candidate is one LLM call"),
-    "exploration": _NON_NEGATIVE,
-    "depth_penalty": _NON_NEGATIVE,
-    "rollout_depth": _AT_LEAST_0,
-    "subtask_depth": _AT_LEAST_1,
-    "subtask_iterations": _AT_LEAST_1,
-    "max_solutions": _AT_LEAST_1,
-    "max_llm_calls": _AT_LEAST_1,
-    "max_tokens": _AT_LEAST_1,
-    "max_cost_usd": _POSITIVE,
-    "max_seconds": _POSITIVE,
-    "max_features": _AT_LEAST_1,
-    "threads": _AT_LEAST_1,
-    "tool_time_limit": _POSITIVE,
-    "temperature": Range(float, 0, 2, why="the OpenAI API's range"),
-}
-# Session-level options of the pytest plugin (not part of a trial's configuration).
-RUN_RANGES: dict[str, Range] = {
-    "trials": _AT_LEAST_1,
-    "run_max_cost": _POSITIVE,
-    "run_max_seconds": _POSITIVE,
-    "infra_retries": _AT_LEAST_0,
-}
-# Front-end option name -> TrialConfig field, where the two differ.
-OPTION_FIELDS = {"max_cost": "max_cost_usd"}
+    expansion_k: int = option(3, "candidates proposed per expansion",
+                              range=Range(int, 1, 20, why="each candidate is one LLM call"))
+    exploration: float = option(1.0, "UCT exploration weight w", range=_NON_NEGATIVE)
+    depth_penalty: float = option(0.1, "per-level penalty on node values", range=_NON_NEGATIVE)
+    rollout_depth: int = option(0, "rollout depth (0: the immediate reward, the paper's depth-0 rollouts)",
+                                range=_AT_LEAST_0)
+    subtask_depth: int = option(6, "hierarchical MCTS: max depth within one subtask", range=_AT_LEAST_1)
+    subtask_iterations: int = option(8, "hierarchical MCTS: iterations per subtask and seed node",
+                                     range=_AT_LEAST_1)
+    max_solutions: int = option(3, "hierarchical MCTS: solution nodes carried into the next subtask",
+                                range=_AT_LEAST_1)
+    max_llm_calls: int | None = option(None, "LLM calls per trial", range=_AT_LEAST_1, unset_text=_UNLIMITED)
+    max_tokens: int | None = option(None, "tokens per trial", range=_AT_LEAST_1, unset_text=_UNLIMITED)
+    max_cost_usd: float | None = option(None, "dollars per trial", range=_POSITIVE, name="max_cost",
+                                        unset_text=_UNLIMITED)
+    max_seconds: float | None = option(None, "wall seconds per trial", range=_POSITIVE, unset_text=_UNLIMITED)
+    # factorial ablation switches (None = the planner's own default)
+    reward_shaping: bool | None = option(None, "shaped rewards on/off", switch=True, unset_text=_PLANNERS_OWN)
+    feedback: bool | None = option(None, "stage feedback to the model on/off", switch=True,
+                                   unset_text=_PLANNERS_OWN)
+    tool_masking: bool | None = option(None, "tool masking on/off", switch=True, unset_text=_PLANNERS_OWN)
+    decomposition: bool | None = option(None, "subtask decomposition on/off", switch=True,
+                                        unset_text=_PLANNERS_OWN)
+    # which tools the model is offered; see registry.TOOLSETS
+    toolset: str = option(DEFAULT_TOOLSET, "tools offered to the model: 'paper' is the paper's Table 9 set, "
+                                           "'extended' adds helpers such as create_submission",
+                          choices=tuple(TOOLSETS))
+    # execution
+    max_features: int = option(1000, "stage 5 bound on the feature count", range=_AT_LEAST_1)
+    llm_cache: bool = option(True, "on-disk LLM response cache", switch=True, hashed=False)
+    threads: int = option(1, "threads per trial", range=_AT_LEAST_1, hashed=False)
+    tool_time_limit: float | None = option(300.0, "seconds one tool call may run", range=_POSITIVE)
+    temperature: float = option(0.7, "sampling temperature", range=Range(float, 0, 2, why="the OpenAI API's range"))
+    # grading: the Kaggle board percentiles and medals are read from
+    board: str = option(DEFAULT_BOARD, "Kaggle leaderboard for percentiles and medals: public (as in the "
+                                       "paper) or private", choices=tuple(BOARDS))
+
+    def __post_init__(self) -> None:
+        for setting in TRIAL_SETTINGS:
+            value = getattr(self, setting.field)
+            if value is None and setting.field in _optional_fields():
+                continue
+            if setting.range is not None:
+                check_option(setting.field, value)
+            elif setting.choices is not None and value not in setting.choices:
+                raise OptionValueError(setting.field, value, f"one of {', '.join(setting.choices)}")
+
+    @property
+    def trial_seed(self) -> int:
+        return trial_seed(self.seed, self.trial)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrialConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown trial config field(s) {unknown}")
+        return cls(**data)
+
+    def with_(self, **changes: Any) -> TrialConfig:
+        return replace(self, **changes)
+
+    def config_hash(self) -> str:
+        """Hash of the knobs shared by all trials of a configuration (not planner/model/trial, nor the
+        execution knobs declared ``hashed=False``)."""
+        data = {k: v for k, v in self.to_dict().items() if k not in _UNHASHED}
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _trial_settings() -> tuple[Setting, ...]:
+    out = []
+    for f in fields(TrialConfig):
+        meta = f.metadata.get(SETTING_META)
+        if meta is None:
+            continue
+        meta = dict(meta)
+        name = meta.pop("name") or f.name
+        out.append(Setting(name=name, default=f.default, field=f.name, **meta))
+    return tuple(out)
+
+
+# Case identity (set per case, never hashed) and the execution knobs declared hashed=False.
+_UNHASHED = frozenset({"planner", "model", "trial"} | {f.name for f in fields(TrialConfig)
+                                                       if f.metadata.get(HASHED_META) is False})
+TRIAL_SETTINGS: tuple[Setting, ...] = _trial_settings()
+
+# Session-level settings: how a run is organised, not what a trial does (never hashed).
+SESSION_SETTINGS: tuple[Setting, ...] = (
+    Setting("planner", "planner(s): comma list of react, lats, mcts_outcome, mcts_shaped, hierarchical_mcts, "
+                       "or 'all'", default="all", front_ends=PYTEST_ONLY),
+    Setting("model", "model(s), comma list: local, local:/x.gguf, openai:<model>, sim, sim:<skill>",
+            default="local", front_ends=PYTEST_ONLY),
+    Setting("task", "task slug(s), comma list", front_ends=PYTEST_ONLY, unset_text="every offline task"),
+    # mltb's subcommands share their own repeatable --tasks-dir (same spelling, a list)
+    Setting("tasks_dir", "extra directories of task specs (an os.pathsep list, like MLTB_TASKS_DIR)",
+            front_ends=PYTEST_ONLY),
+    Setting("trials", "trials per (task, planner, model)", default=1, range=_AT_LEAST_1, front_ends=PYTEST_ONLY),
+    Setting("out", "run directory (with --resume: the newest one under mltb-runs)",
+            flag_name="--mltb-out", unset_text="mltb-runs/<timestamp>"),
+    Setting("run_max_cost", "dollars for the whole run: no new trial starts after it is spent",
+            range=_POSITIVE, front_ends=PYTEST_ONLY, unset_text=_UNLIMITED),
+    Setting("run_max_seconds", "wall seconds for the whole run: no new trial starts after",
+            range=_POSITIVE, front_ends=PYTEST_ONLY, unset_text=_UNLIMITED),
+    Setting("infra_retries", "retries of a trial that hit an infrastructure error", default=1,
+            range=_AT_LEAST_0, front_ends=PYTEST_ONLY),
+    Setting("resume", "skip trials whose record already exists for the same configuration", default=False,
+            kind=FLAG, front_ends=PYTEST_ONLY),
+    Setting("save_baseline", "write the run's per-task figures to FILE", front_ends=PYTEST_ONLY),
+    Setting("compare", "compare the run with a baseline FILE", front_ends=PYTEST_ONLY),
+    Setting("fail_on_regression", "fail on a drop beyond noise, e.g. 'consistency:-0.05,percentile:-2' "
+                                  "(needs --compare)", front_ends=PYTEST_ONLY),
+)
+
+# Every setting, session ones first; names are unique (a test checks it).
+SETTINGS: tuple[Setting, ...] = SESSION_SETTINGS + TRIAL_SETTINGS
+SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+
+# Derived views for callers that check one number (FIELD_RANGES is keyed by TrialConfig field).
+FIELD_RANGES: dict[str, Range] = {s.field: s.range for s in TRIAL_SETTINGS if s.range is not None}
+RUN_RANGES: dict[str, Range] = {s.name: s.range for s in SESSION_SETTINGS if s.range is not None}
+# Setting name -> TrialConfig field, where the two differ.
+OPTION_FIELDS: dict[str, str] = {s.name: s.field for s in TRIAL_SETTINGS if s.field != s.name}
+
+
+def settings_for(front_end: str) -> tuple[Setting, ...]:
+    """The settings one front end ("pytest" or "run") offers, in table order."""
+    return tuple(s for s in SETTINGS if front_end in s.front_ends)
+
+
+def add_settings(add_option: Callable[..., Any], settings: Iterable[Setting], dest_prefix: str = "mltb_",
+                 ini: bool = True) -> None:
+    """Register ``settings`` with an ``add_option(*flags, **kwargs)`` callable: pytest's
+    ``parser.getgroup(...).addoption`` and argparse's ``add_argument`` take the same arguments.
+
+    Every parsed default is None, so :func:`resolve_settings` can tell a flag given on the command
+    line from one left to the environment, the ini file or the table's default. ``ini=False``: the
+    front end reads no ini file (``mltb run``), so the help does not mention one.
+    """
+    for s in settings:
+        dest = dest_prefix + s.name
+        if s.kind == SWITCH:
+            add_option(s.flag, dest=dest, action="store_const", const=True, default=None, help=s.help_text(ini))
+            add_option(s.no_flag, dest=dest, action="store_const", const=False, default=None,
+                       help=f"turn {s.flag[2:]} off")
+        elif s.kind == FLAG:
+            add_option(s.flag, dest=dest, action="store_const", const=True, default=None, help=s.help_text(ini))
+        else:
+            add_option(s.flag, dest=dest, default=None, metavar=s.name.upper(), help=s.help_text(ini))
+
+
+def read_environment(settings: Iterable[Setting], environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The ``MLTB_*`` variables of ``settings`` that are set (and not empty): the one place they are read."""
+    env = os.environ if environ is None else environ
+    return {s.name: env[s.env] for s in settings if env.get(s.env, "") != ""}
+
+
+def resolve_settings(settings: Iterable[Setting], cli: Mapping[str, Any], env: Mapping[str, str],
+                     ini: Callable[[str], Any] | None = None) -> tuple[dict[str, Any], dict[str, str]]:
+    """Values and their sources ("cli", "env", "ini", "default") by precedence cli > env > ini > default.
+
+    ``cli`` maps setting names to what the parser stored (None: not given); ``env`` is
+    :func:`read_environment`'s result; ``ini(key)`` returns an ini value or None. A bad value raises
+    :class:`SettingValueError` naming the flag, variable or key it came from.
+    """
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for s in settings:
+        candidates = (("cli", cli.get(s.name), s.flag), ("env", env.get(s.name), s.env),
+                      ("ini", ini(s.ini) if ini else None, s.ini))
+        for source, raw, where in candidates:
+            if raw is not None and not (isinstance(raw, (str, list)) and not raw):
+                values[s.name], sources[s.name] = s.parse(raw, where), source
+                break
+        else:
+            values[s.name], sources[s.name] = s.default, "default"
+    if values.get("fail_on_regression") and not values.get("compare"):
+        raise SettingValueError("--fail-on-regression", "needs --compare FILE")
+    return values, sources
+
+
+def trial_fields(values: Mapping[str, Any]) -> dict[str, Any]:
+    """TrialConfig keyword arguments from resolved setting values (unset ones keep the field default)."""
+    return {s.field: values[s.name] for s in TRIAL_SETTINGS if values.get(s.name) is not None}
 
 
 def option_range(option: str) -> Range | None:
-    """The range of a front-end option or TrialConfig field (None: not a numeric option)."""
-    return RUN_RANGES.get(option) or FIELD_RANGES.get(OPTION_FIELDS.get(option, option))
+    """The range of a setting (by name) or TrialConfig field (None: not a numeric option)."""
+    setting = SETTINGS_BY_NAME.get(option)
+    if setting is not None:
+        return setting.range
+    return FIELD_RANGES.get(option)
 
 
 def check_option(option: str, value: Any, label: str | None = None) -> Any:
@@ -135,77 +418,6 @@ def parse_option(option: str, text: str, label: str | None = None) -> int | floa
     return value
 
 
-@dataclass(frozen=True)
-class TrialConfig:
-    planner: str
-    model: str
-    seed: int = 0                 # the run's base seed; the trial's seed is derived from it
-    trial: int = 0
-    # search budgets (None = unlimited); a budget hit ends the search cleanly
-    max_iterations: int = 40      # MCTS iterations; ReAct steps
-    max_depth: int = 40           # tool calls on one path
-    expansion_k: int = 3          # candidates proposed per expansion
-    exploration: float = 1.0      # UCT exploration weight w
-    depth_penalty: float = 0.1    # per-level penalty on node values
-    rollout_depth: int = 0        # 0 = the immediate reward (the paper's depth-0 rollouts)
-    subtask_depth: int = 6        # hierarchical MCTS: max depth within one subtask
-    subtask_iterations: int = 8   # hierarchical MCTS: iterations per subtask and seed node
-    max_solutions: int = 3        # hierarchical MCTS: solution nodes carried into the next subtask
-    max_llm_calls: int | None = None
-    max_tokens: int | None = None
-    max_cost_usd: float | None = None
-    max_seconds: float | None = None
-    # factorial ablation switches (None = the planner's own default)
-    reward_shaping: bool | None = None
-    feedback: bool | None = None
-    tool_masking: bool | None = None
-    decomposition: bool | None = None
-    # which tools the model is offered: "paper" (the paper's Table 9 toolset) or "extended" (adds helpers
-    # such as create_submission); see registry.TOOLSETS
-    toolset: str = DEFAULT_TOOLSET
-    # execution
-    max_features: int = 1000      # stage 5 bound on the feature count
-    llm_cache: bool = True
-    threads: int = field(default_factory=default_threads)   # per trial; MLTB_THREADS, default 1
-    tool_time_limit: float | None = 300.0
-    temperature: float = 0.7
-    # grading: the Kaggle board percentiles and medals are read from (public as in the paper, or private)
-    board: str = DEFAULT_BOARD
-
-    def __post_init__(self) -> None:
-        check_board(self.board)
-
-    def __post_init__(self) -> None:
-        for name in FIELD_RANGES:
-            value = getattr(self, name)
-            if value is not None or name not in _optional_fields():
-                check_option(name, value)
-
-    @property
-    def trial_seed(self) -> int:
-        return trial_seed(self.seed, self.trial)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TrialConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown trial config field(s) {unknown}")
-        return cls(**data)
-
-    def with_(self, **changes: Any) -> TrialConfig:
-        return replace(self, **changes)
-
-    def config_hash(self) -> str:
-        """Hash of the knobs shared by all trials of a configuration (not planner/model/trial/cache)."""
-        data = {k: v for k, v in self.to_dict().items()
-                if k not in ("planner", "model", "trial", "llm_cache", "threads")}
-        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
-
-
 class EnvironmentValueError(ValueError):
     """An MLTB_* environment variable has a value its reader cannot parse."""
 
@@ -220,10 +432,10 @@ def _check_data_source() -> None:
 
 def _environment_checks() -> list:
     """Each reader of an MLTB_* variable with a format, called once: ValueError naming variable and value."""
-    from mltb_core.toolkit.limits import default_threads, tool_memory_limit
+    from mltb_core.toolkit.limits import tool_memory_limit
     from mltb_core.llm.openai_backend import check_retry_env
 
-    return [tool_memory_limit, default_threads, check_retry_env, _check_data_source]
+    return [tool_memory_limit, check_retry_env, _check_data_source]
 
 
 def check_environment() -> None:
@@ -237,6 +449,42 @@ def check_environment() -> None:
             check()
         except ValueError as exc:
             raise EnvironmentValueError(f"bad environment variable {exc}") from None
+    # every setting's MLTB_* variable too, whichever front end (or subcommand) is running
+    for setting in SETTINGS:
+        raw = os.environ.get(setting.env, "")
+        if raw:
+            try:
+                setting.parse(raw, setting.env)
+            except SettingValueError as exc:
+                raise EnvironmentValueError(f"bad value for {setting.env}={raw!r}: {exc.detail}") from None
+
+
+@dataclass(frozen=True)
+class EnvironmentVariable:
+    """A process-wide ``MLTB_*`` variable that is not a setting (every setting has its own, see Setting.env).
+
+    These are read by the low layers (bench, toolkit, llm) that config.py sits above; this table is
+    where they are listed, with what they mean, so docs and ``mltb --help`` show one list.
+    """
+    name: str
+    meaning: str
+    default: str
+
+
+ENVIRONMENT: tuple[EnvironmentVariable, ...] = (
+    # Two caches, two variables: prepared train/test splits (data) and LLM responses (replies).
+    EnvironmentVariable("MLTB_CACHE", "split cache: prepared train/test splits and downloaded data",
+                        "~/.cache/mltb"),
+    EnvironmentVariable("MLTB_CACHE_DIR", "LLM response cache (distinct from MLTB_CACHE, the split cache; "
+                                          "keep the two apart)", "~/.cache/mltb"),
+    EnvironmentVariable("MLTB_DATA_SOURCE", "override every task's data source: original or kaggle",
+                        "the task spec's source"),
+    EnvironmentVariable("MLTB_PRICES", "price table TOML for openai: models", "fixtures/prices.toml"),
+    EnvironmentVariable("MLTB_TOOL_MEMORY_LIMIT", "memory budget of one trial's tools (0/off: none)", "6 GiB"),
+    EnvironmentVariable("MLTB_LLM_MAX_RETRIES", "retries of a failed OpenAI request", "4"),
+    EnvironmentVariable("MLTB_LLM_TIMEOUT", "seconds per OpenAI request", "60"),
+    EnvironmentVariable("MLTB_LLM_BACKOFF", "base seconds of the retry backoff", "1"),
+)
 
 
 def _optional_fields() -> frozenset[str]:

@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
 import pytest
 
-from mltb_core.config import OPTION_FIELDS, TrialConfig
+from mltb_core.config import TrialConfig, trial_fields
 
 from .options import ALL_PLANNERS, Settings, validate_model_name
 
@@ -60,7 +60,7 @@ def _load_tasks(settings: Settings) -> dict:
     from mltb_core.bench.tasks import TaskSpecError, load_tasks
 
     try:
-        return load_tasks([settings.tasks_dir] if settings.tasks_dir else [])
+        return load_tasks(settings.task_dirs)
     except TaskSpecError as exc:
         raise pytest.UsageError(f"mltb: {exc}") from None
 
@@ -153,17 +153,10 @@ def build_cases(tasks: list, planners: list[str], models: list[str], trials: int
             for task in tasks for planner in planners for model in models for trial in range(trials)]
 
 
-# Case identity, set per case (the --planner/--model options are lists, not one value).
-_CASE_FIELDS = ("planner", "model", "trial")
-
-
 def trial_config(settings: Settings, planner: str, model: str, trial: int) -> TrialConfig:
-    """The TrialConfig of one case: options named like a TrialConfig field (see OPTION_FIELDS) that were
-    set override its defaults; a value TrialConfig rejects is a usage error."""
-    known = {f.name for f in fields(TrialConfig)} - set(_CASE_FIELDS)
-    overrides = {OPTION_FIELDS.get(opt, opt): value for opt, value in settings.values.items()
-                 if value is not None and OPTION_FIELDS.get(opt, opt) in known}
+    """The TrialConfig of one case: the trial settings that were set override the field defaults
+    (the table maps each setting to its field); a value TrialConfig rejects is a usage error."""
     try:
-        return TrialConfig(planner=planner, model=model, trial=trial, **overrides)
+        return TrialConfig(**{**trial_fields(settings.values), "planner": planner, "model": model, "trial": trial})
     except ValueError as exc:
         raise pytest.UsageError(f"mltb: bad trial configuration: {exc}") from None

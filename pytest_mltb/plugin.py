@@ -139,7 +139,7 @@ def mltb_task(mltb_case: Case, mltb_context: WorkerContext):
     from mltb_core.bench.tasks import get_task
 
     settings = mltb_context.settings
-    return get_task(mltb_case.task, [settings.tasks_dir] if settings.tasks_dir else [])
+    return get_task(mltb_case.task, settings.task_dirs)
 
 
 @pytest.fixture

@@ -91,7 +91,7 @@ def run_case(case: Case, settings: Settings, work_dir: Path, split=None) -> Tria
 
     inject_fault(case)
 
-    task = get_task(case.task, [settings.tasks_dir] if settings.tasks_dir else [])
+    task = get_task(case.task, settings.task_dirs)
     config = trial_config(settings, case.planner, case.model, case.trial)
     attempts = 1 + settings.infra_retries
     for attempt in range(1, attempts + 1):
@@ -187,6 +187,7 @@ class Controller:
         self.saw_cases = False
         self.planner_failures = 0
         self.other_failures = 0    # errors (infra included) and failures of anything but a trial
+        self.nothing_left = False  # --resume found every selected trial recorded
 
     @property
     def active(self) -> bool:
@@ -220,15 +221,7 @@ class Controller:
             check_model_prices(resolve_models(self.settings))
         if self.settings.explicit("task") or self.settings.explicit("tasks_dir"):
             check_task_inputs(resolve_tasks(self.settings))
-        for name in ("compare",):
-            path = self.settings.values[name]
-            if path and not Path(path).is_file():
-                raise pytest.UsageError(f"mltb: --{name} file {path} does not exist")
-        if self.settings.fail_on_regression:
-            try:
-                parse_regression_spec(self.settings.fail_on_regression)
-            except ValueError as exc:
-                raise pytest.UsageError(f"mltb: --fail-on-regression: {exc}") from None
+        # --compare and --fail-on-regression are read when the settings are resolved (options.py)
 
     def header_lines(self) -> list[str]:
         lines = [f"mltb: run directory {self.run_dir} (config {self.config_hash})"]
@@ -309,6 +302,10 @@ class Controller:
     def finish(self, session: pytest.Session) -> None:
         """Write the baseline and run the comparison; a regression sets exit status 1 (an underpowered
         comparison does not: the summary says so loudly, see mltb_core.analysis.compare)."""
+        if session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and self.skip and not self.received:
+            # --resume of a finished run: nothing failed, there is just nothing left to do (the summary says so)
+            session.exitstatus = pytest.ExitCode.OK
+            self.nothing_left = True
         records = self.run_records()
         if self.settings.save_baseline and records:
             self.baseline_written = Path(self.settings.save_baseline)
@@ -332,6 +329,9 @@ class Controller:
                             f"{self.config_hash}; {self.received} new)")
         for error in self.server_errors:
             terminal.write_line(error, red=True)
+        if self.nothing_left:
+            terminal.write_line(f"--resume: nothing left to run: all {len(self.skip)} selected trial(s) of this "
+                                f"configuration are recorded (exit 0)", bold=True)
         terminal.write_line(render_summary(records, seed=self.settings.seed))
         if self.baseline_written:
             terminal.write_line(f"\nbaseline written to {self.baseline_written}")

@@ -26,9 +26,9 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def run_json(capsys, *argv: str):
+def run_json(capsys, *argv: str, expect: int = 0):
     code, out, err = run(capsys, *argv, "--json")
-    assert code == 0, err
+    assert code == expect, err
     return json.loads(out)  # exactly one JSON document: json.loads rejects trailing text
 
 
@@ -185,11 +185,11 @@ def test_score_on_a_non_comparable_task_prints_why_there_is_no_percentile(capsys
 def test_score_corrupt_csv_is_invalid_with_a_reason(capsys, tmp_path):
     corrupt = tmp_path / "corrupt.csv"
     corrupt.write_bytes(b"\xa3\x00\xff garbage \x10\x80")
-    document = run_json(capsys, "score", TASK, corrupt)
+    document = run_json(capsys, "score", TASK, corrupt, expect=1)  # graded, printed, and exit 1: invalid
     assert document["valid"] is False and "CSV" in document["reason"] and document["score"] is None
     wrong_columns = tmp_path / "wrong.csv"
     wrong_columns.write_text("a,b\n1,2\n")
-    document = run_json(capsys, "score", TASK, wrong_columns)
+    document = run_json(capsys, "score", TASK, wrong_columns, expect=1)
     assert document["valid"] is False and "PassengerId" in document["reason"]
 
 
@@ -304,7 +304,7 @@ def test_run_with_a_toolset_records_it_in_the_trial_config(capsys, tmp_path):
     assert start["config"]["toolset"] == "extended"
     code, _, err = run(capsys, "run", "--task", TASK, "--planner", "react", "--model", "sim", "--toolset", "tiny",
                        "--out", tmp_path)
-    assert code == 2 and "invalid choice: 'tiny'" in err
+    assert code == 2 and "bad value for --toolset: 'tiny'" in err and "paper, extended" in err
 
 
 @pytest.mark.parametrize("option, value, message", [
@@ -353,3 +353,41 @@ def test_console_script_end_to_end(tmp_path):
     bad = subprocess.run([*command, "score", "no-such-task", str(tmp_path / "x.csv")], capture_output=True,
                          text=True, timeout=120)
     assert bad.returncode == 2 and "unknown task" in bad.stderr and bad.stdout == ""
+
+
+# --------------------------------------------------------------------------- rough edges (issue 10)
+def test_version(capsys):
+    from importlib.metadata import version
+
+    code, out, _ = run(capsys, "--version")
+    assert code == 0 and out.strip() == f"mltb {version('mltb')}"
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["bogus"], "'bogus'"),
+    (["run", "--task", TASK, "--planner", "react", "--model", "sim", "--max-iterations", "0"], "--max-iterations"),
+    (["run", "--task", TASK, "--planner", "react", "--model", "sim", "--temperature", "hot"], "'hot'"),
+    (["split", TASK, "--out", "x", "--seed", "-1"], "-1"),
+])
+def test_a_bad_argument_is_one_usage_error_line_with_one_prefix(capsys, argv, named):
+    code, out, err = run(capsys, *argv)
+    assert code == cli.EXIT_USAGE and out == "" and named in err
+    assert err.count("mltb:") == 1 and err.startswith("mltb: error: ") and len(err.splitlines()) == 1, err
+
+
+def test_score_exits_1_on_an_invalid_submission_and_0_on_a_valid_one(capsys, tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("wrong,columns\n1,2\n")
+    code, out, _ = run(capsys, "score", TASK, bad)
+    assert code == cli.EXIT_FAILED and "valid: False" in out
+    assert "exit codes:" in cli.build_parser().format_help()
+
+
+def test_run_has_every_ablation_switch_both_ways_and_the_shared_cache_flag(capsys, tmp_path):
+    code, out, err = run(capsys, "run", "--task", TASK, "--planner", "react", "--model", "sim:1.0", "--max-iterations",
+                         "2", "--reward-shaping", "--no-tool-masking", "--no-llm-cache", "--out", tmp_path, "--json")
+    assert code == 0, err
+    trajectory = tmp_path / json.loads(out)["trajectory"]
+    start = next(s for s in map(json.loads, trajectory.read_text().splitlines()) if s["step_type"] == "trial_start")
+    assert (start["config"]["reward_shaping"], start["config"]["tool_masking"], start["config"]["llm_cache"]) == \
+        (True, False, False)

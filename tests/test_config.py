@@ -26,11 +26,25 @@ def test_round_trip_and_unknown_fields():
         TrialConfig.from_dict({**cfg.to_dict(), "warp": 9})
 
 
-def test_one_thread_per_trial_unless_configured(monkeypatch):
-    monkeypatch.delenv("MLTB_THREADS", raising=False)
+def test_one_thread_per_trial_unless_configured():
+    # MLTB_THREADS is read at the edge, with every other setting (tests/test_settings.py)
+    from mltb_core.config import SETTINGS_BY_NAME, read_environment, resolve_settings, trial_fields
+
     assert TrialConfig("react", "sim").threads == 1
-    monkeypatch.setenv("MLTB_THREADS", "2")
-    assert TrialConfig("react", "sim").threads == 2
-    monkeypatch.setenv("MLTB_THREADS", "many")
+    threads = SETTINGS_BY_NAME["threads"]
+    values, sources = resolve_settings([threads], {}, read_environment([threads], {"MLTB_THREADS": "2"}))
+    assert TrialConfig("react", "sim", **trial_fields(values)).threads == 2 and sources["threads"] == "env"
     with pytest.raises(ValueError, match="MLTB_THREADS"):
-        TrialConfig("react", "sim")
+        resolve_settings([threads], {}, read_environment([threads], {"MLTB_THREADS": "many"}))
+
+
+def test_one_post_init_checks_both_ranges_and_choices():
+    # TrialConfig once had two __post_init__ methods; the first (the board check) was silently dead
+    assert sum(line.strip().startswith("def __post_init__") for line in
+               __import__("inspect").getsource(TrialConfig).splitlines()) == 1
+    with pytest.raises(ValueError, match="board"):
+        TrialConfig("react", "sim", board="final")
+    with pytest.raises(ValueError, match="toolset"):
+        TrialConfig("react", "sim", toolset="everything")
+    with pytest.raises(ValueError, match="max_iterations"):
+        TrialConfig("react", "sim", max_iterations=0)

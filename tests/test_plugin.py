@@ -101,7 +101,7 @@ def test_ids_order_and_k_selection(suite):
     (["--task=no-such-task"], ["unknown task", "'no-such-task'", "spaceship-titanic"]),
     (["--trials=x"], ["bad value for --trials"]),
     (["--board=final"], ["bad value for --board", "'final'", "public, private"]),
-    (["--toolset=tiny"], ["bad value for --toolset", "unknown toolset 'tiny'", "paper", "extended"]),
+    (["--toolset=tiny"], ["bad value for --toolset", "'tiny' is not allowed", "paper", "extended"]),
 ])
 def test_unknown_names_are_usage_errors(suite, args, words):
     result = run(suite, "--collect-only", *args)
@@ -254,3 +254,26 @@ def test_real_trials_give_the_same_tables_with_and_without_xdist(pytester, tmp_p
     key = lambda r: (r.task, r.planner, r.trial, r.outcome, r.score, r.stage_reached, r.tool_calls)  # noqa: E731
     assert sorted(map(key, read_records(tmp_path / "serial" / "results.jsonl"))) == \
         sorted(map(key, read_records(tmp_path / "xdist" / "results.jsonl")))
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--compare=missing.json"], ["bad value for --compare", "missing.json", "does not exist"]),
+    (["--compare=notjson.json"], ["bad value for --compare", "not JSON"]),
+    (["--compare=notjson.json", "--fail-on-regression=consistency:x"], ["bad value for --fail-on-regression", "'x'"]),
+    (["--fail-on-regression=consistency:-0.05"], ["--fail-on-regression", "needs --compare"]),
+])
+def test_bad_gate_arguments_are_one_usage_error_not_a_traceback(suite, args, words):
+    (suite.path / "notjson.json").write_text("not json")
+    result = run(suite, "--planner=react", *args)
+    err = result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and "Traceback" not in err + result.stdout.str()
+    for word in words:
+        assert word in err, (word, err)
+
+
+def test_resume_with_nothing_left_exits_0_and_says_so(suite, tmp_path):
+    args = ["--planner=react", "--trials=2", f"--mltb-out={tmp_path}"]
+    run(suite, *args)
+    again = run(suite, *args, "--resume")
+    assert again.ret == pytest.ExitCode.OK, again.stdout.str()[-2000:]
+    assert "nothing left to run: all 2 selected trial(s)" in again.stdout.str()

@@ -29,7 +29,7 @@ from mltb_core.bench.tasks import is_slug
 
 __all__ = ["TrialRecord", "OUTCOMES", "append_records", "read_records", "record_key", "sort_records",
            "latest_records", "counted_records", "consistency_values", "percentile_values", "normalized_values",
-           "group_by", "read_run_records", "RESULTS_FILE", "TRAJECTORY_DIR", "SYNTHETIC_LABEL", "model_label",
+           "group_by", "RESULTS_FILE", "TRAJECTORY_DIR", "SYNTHETIC_LABEL", "model_label",
            "ResultsFileError", "ResultsFileWarning", "UnreadableLine", "scan_records", "problem_lines",
            "check_results_file", "MAX_REPORTED_PROBLEMS", "record_json", "PercentileCell", "percentile_cell",
            "percentile_exclusion", "NO_LEADERBOARD", "NOT_COMPARABLE"]
@@ -439,11 +439,6 @@ def group_by(records: Iterable[TrialRecord], *attrs: str) -> dict[tuple, list[Tr
     for record in records:
         groups.setdefault(tuple(getattr(record, a) for a in attrs), []).append(record)
     return {k: groups[k] for k in sorted(groups)}
-
-
-def read_run_records(run_dir: Path) -> list[TrialRecord]:
-    """The deduplicated, sorted records of one run directory (empty when it has no results yet)."""
-    return latest_records(read_records(Path(run_dir) / RESULTS_FILE))
 
 
 def model_label(model: str, synthetic: bool) -> str:

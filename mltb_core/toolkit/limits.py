@@ -211,14 +211,3 @@ def limit_threads(n: int) -> Iterator[None]:
     finally:
         _thread_count = old
 
-
-def default_threads() -> int:
-    """One thread per process unless MLTB_THREADS says otherwise."""
-    raw = os.environ.get("MLTB_THREADS", "").strip() or "1"
-    try:
-        threads = int(raw)
-    except ValueError:
-        threads = 0
-    if threads < 1:
-        raise ValueError(f"MLTB_THREADS={raw!r}: must be a positive integer")
-    return threads

@@ -1,0 +1,137 @@
+"""The one settings table (mltb_core.config.SETTINGS): both front ends are generated from it."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from dataclasses import fields
+
+import pytest
+
+from mltb_core import cli
+from mltb_core.config import (SETTINGS, SETTINGS_BY_NAME, TRIAL_SETTINGS, SettingValueError, TrialConfig,
+                              read_environment, resolve_settings, settings_for, trial_fields)
+
+pytest_plugins = ["pytester"]
+
+
+def help_defaults(text: str) -> dict[str, str]:
+    """Flag -> the ``[default: X]`` its help shows, from the ``--help`` text of pytest or argparse.
+
+    An option entry starts on a line indented by two spaces with its flags; its help runs until the next
+    entry, wrapped (textwrap also breaks after hyphens, so the pieces are re-joined).
+    """
+    found: dict[str, str] = {}
+    flags: list[str] = []
+    body: list[str] = []
+
+    def close() -> None:
+        joined = re.sub(r"(?<=\w-) (?=\w)", "", " ".join(" ".join(body).split()))
+        marker = re.search(r"\[default: ([^\]]*)\]", joined)
+        for flag in flags:
+            if marker:
+                found[flag] = marker.group(1)
+
+    for line in text.splitlines():
+        entry = re.match(r"^  (-\w[ =]\S+, |-\w, )?(--[a-z][\w-]*)", line)
+        if entry:
+            close()
+            head, _, rest = line.strip().partition("  ")
+            flags, body = re.findall(r"--[a-z][\w-]*", head), [rest]
+        else:
+            body.append(line)
+    close()
+    return found
+
+
+def expected(front_end: str) -> dict[str, str]:
+    return {s.flag: s.default_text for s in settings_for(front_end)}
+
+
+def test_names_flags_env_and_ini_keys_are_unique():
+    for spelling in ("name", "flag", "env", "ini"):
+        values = [getattr(s, spelling) for s in SETTINGS]
+        assert len(values) == len(set(values)), spelling
+
+
+def test_every_trial_setting_is_a_trial_config_field_and_shows_its_default():
+    names = {f.name: f for f in fields(TrialConfig)}
+    for setting in TRIAL_SETTINGS:
+        assert setting.field in names and names[setting.field].default == setting.default
+    assert SETTINGS_BY_NAME["max_cost"].field == "max_cost_usd"          # the flag keeps its short name
+    assert SETTINGS_BY_NAME["llm_cache"].flag == "--llm-cache" and SETTINGS_BY_NAME["llm_cache"].no_flag == "--no-llm-cache"
+
+
+def test_mltb_run_and_pytest_help_list_the_same_trial_options_and_defaults(pytester):
+    run_help = subprocess.run([sys.executable, "-m", "mltb_core.cli", "run", "--help"], capture_output=True,
+                              text=True, check=True).stdout
+    pytest_help = pytester.runpytest_subprocess("--help").stdout.str()
+    shared = {s.flag: s.default_text for s in SETTINGS if set(s.front_ends) == {"pytest", "run"}}
+    run_found, pytest_found = help_defaults(run_help), help_defaults(pytest_help)
+    assert {f: run_found.get(f) for f in shared} == shared
+    assert {f: pytest_found.get(f) for f in shared} == shared
+    # every setting of each front end is in its help, with the table's default
+    assert {f: run_found.get(f) for f in expected("run")} == expected("run")
+    assert {f: pytest_found.get(f) for f in expected("pytest")} == expected("pytest")
+    # the trial options the issue found missing from one front end, and the one cache flag spelling
+    for flag in ("--exploration", "--temperature", "--threads", "--max-features", "--no-llm-cache",
+                 "--no-reward-shaping", "--reward-shaping"):
+        assert flag in run_help and flag in pytest_help, flag
+    assert "--no-cache " not in run_help and "[default: mltb-runs/<timestamp>]" in " ".join(run_help.split())
+
+
+def test_precedence_is_cli_then_env_then_ini_then_default():
+    settings = [SETTINGS_BY_NAME[n] for n in ("max_iterations", "temperature", "toolset", "board")]
+    ini = {"mltb_max_iterations": "7", "mltb_temperature": "0.2", "mltb_toolset": "extended"}.get
+    env = read_environment(settings, {"MLTB_MAX_ITERATIONS": "5", "MLTB_TEMPERATURE": "0.3", "MLTB_OTHER": "x"})
+    values, sources = resolve_settings(settings, {"max_iterations": "3"}, env, ini)
+    assert values == {"max_iterations": 3, "temperature": 0.3, "toolset": "extended", "board": "public"}
+    assert sources == {"max_iterations": "cli", "temperature": "env", "toolset": "ini", "board": "default"}
+
+
+@pytest.mark.parametrize("name, raw, where, words", [
+    ("max_iterations", "0", "--max-iterations", ["an integer >= 1"]),
+    ("temperature", "hot", "--temperature", ["'hot'", "a number from 0 to 2"]),
+    ("board", "final", "--board", ["'final'", "public, private"]),
+    ("reward_shaping", "maybe", "--reward-shaping", ["'maybe'", "not a boolean"]),
+])
+def test_a_bad_value_names_where_it_came_from(name, raw, where, words):
+    setting = SETTINGS_BY_NAME[name]
+    with pytest.raises(SettingValueError) as cli_error:
+        resolve_settings([setting], {name: raw}, {})
+    with pytest.raises(SettingValueError) as env_error:
+        resolve_settings([setting], {}, {name: raw})
+    assert cli_error.value.where == where and env_error.value.where == setting.env
+    for word in words:
+        assert word in str(cli_error.value)
+
+
+def test_switches_from_the_environment_reach_the_trial_config():
+    settings = settings_for("run")
+    values, _ = resolve_settings(settings, {}, read_environment(settings, {"MLTB_LLM_CACHE": "off",
+                                                                         "MLTB_TOOL_MASKING": "0"}))
+    config = TrialConfig("react", "sim", **trial_fields(values))
+    assert config.llm_cache is False and config.tool_masking is False and config.reward_shaping is None
+
+
+def test_mltb_run_reads_the_same_environment_and_switches_both_ways(monkeypatch):
+    parser = cli.build_parser()
+    args = parser.parse_args(["run", "--task", "t", "--planner", "react", "--model", "sim", "--reward-shaping",
+                              "--no-feedback", "--temperature", "0.1"])
+    monkeypatch.setenv("MLTB_TEMPERATURE", "0.9")
+    monkeypatch.setenv("MLTB_MAX_ITERATIONS", "4")
+    config, values = cli._trial_config(args)
+    assert (config.reward_shaping, config.feedback, config.temperature, config.max_iterations) == (True, False, 0.1, 4)
+    assert values["out"] is None   # cmd_run then picks mltb-runs/<timestamp>, like pytest
+    assert cli.default_out_dir().parent.name == "mltb-runs"
+
+
+def test_tasks_dir_is_a_path_list_like_mltb_tasks_dir(tmp_path):
+    # MLTB_TASKS_DIR is both the setting's variable and load_tasks' own: a pathsep list in both readings
+    import os
+
+    from pytest_mltb.options import Settings
+
+    first, second = tmp_path / "a", tmp_path / "b"
+    assert Settings({"tasks_dir": f"{first}{os.pathsep}{second}"}).task_dirs == [str(first), str(second)]
+    assert Settings({"tasks_dir": None}).task_dirs == []
