@@ -19,6 +19,8 @@ import sys, mltb_core, mltb_fixtures, mltb_suites
 for module in (mltb_core, mltb_fixtures, mltb_suites):
     assert not module.__file__.startswith(sys.argv[1]), f"install smoke: {module.__name__} imported from the checkout"
 PY
+# The main path's modules (the local backend too: the sim run below does not import it).
+"$venv/bin/python" -c "import mltb_core.cli, mltb_core.llm.local, pytest_mltb.plugin"
 "$venv/bin/mltb" tasks >/dev/null
 "$venv/bin/mltb" expert spaceship-titanic
 # The installed suite, one item with the synthetic policy (no model needed).
