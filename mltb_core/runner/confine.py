@@ -28,6 +28,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mltb_core.bench.fixtures import FIXTURES
+
 __all__ = ["ConfinementStatus", "ChildExit", "confine", "run_confined", "landlock_abi", "system_read_paths",
            "python_read_paths", "SYSTEM_READ_WRITE"]
 
@@ -209,7 +211,29 @@ def python_read_paths(modules: Iterable[object] | None = None) -> list[str]:
         path = Path(file).resolve()
         # A package's directory, or a single-file module itself.
         roots.add(str(path.parent if path.name == "__init__.py" else path))
-    return _outermost(r for r in roots if r)
+    # An installed mltb keeps its bundled data (raw rows, held-out labels included) in site-packages,
+    # which is read as a whole: keep that one directory out.
+    return _excluding(_outermost(r for r in roots if r), FIXTURES)
+
+
+def _excluding(paths: Iterable[str], hidden: Path) -> list[str]:
+    """``paths`` with ``hidden`` left out: Landlock only grants, so a granted directory holding
+    ``hidden`` is replaced by its entries, down the branch that leads to ``hidden``. Paths are
+    resolved first: Landlock follows links (a venv's ``lib64 -> lib`` grants ``lib``)."""
+    hidden = hidden.resolve()
+    kept: list[str] = []
+    expanded: set[Path] = set()
+    pending = [Path(p) for p in paths]
+    while pending:
+        root = pending.pop().resolve()
+        if root.is_relative_to(hidden):
+            continue
+        if not hidden.is_relative_to(root):
+            kept.append(str(root))
+        elif root not in expanded:   # a link back to an ancestor must not loop
+            expanded.add(root)
+            pending.extend(root.iterdir())
+    return _outermost(kept)
 
 
 def _outermost(paths: Iterable[str]) -> list[str]:
