@@ -33,7 +33,7 @@ from mltb_core.analysis.treeview import TREE_CSS, tree_from_steps, tree_page
 
 __all__ = ["build_report", "main", "load_runs", "trial_page_name", "task_page_name", "provenance",
            "config_legend", "REPORT_SECTIONS", "ReportSection", "default_out_dir", "MIN_BOX_POINTS",
-           "stage_names", "read_steps"]
+           "stage_names", "read_steps", "compare_main", "export_main"]
 
 # Fewer points than this are drawn as dots: a box of one or two values pretends to a spread.
 MIN_BOX_POINTS = 3
@@ -127,9 +127,12 @@ def provenance(run_dirs: Sequence[Path | str], records: list[TrialRecord]) -> di
     """What produced this report: mltb version, git commit (None outside a checkout), date, runs, records."""
     import mltb_core
 
+    raw = sum(1 for d in run_dirs if (Path(d) / RESULTS_FILE).is_file() for _ in read_records(Path(d) / RESULTS_FILE))
     return {"mltb_version": mltb_core.__version__, "git_commit": _git_commit(),
             "generated_utc": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "runs": [str(Path(d).resolve()) for d in run_dirs], "records": len(records)}
+            "runs": [str(Path(d).resolve()) for d in run_dirs], "records": len(records),
+            # lines of results.jsonl replaced by a later record of the same trial (a rerun without --resume)
+            "superseded": max(raw - len(records), 0)}
 
 
 def _config_of(record: TrialRecord) -> dict | None:
@@ -160,7 +163,9 @@ def _provenance_html(prov: dict[str, Any], depth: int = 0) -> str:
     runs = ", ".join(prov["runs"])
     home = "../" * depth
     return (f"<p class='prov'>mltb {html.escape(prov['mltb_version'])} · commit {html.escape(commit)} · generated "
-            f"{html.escape(prov['generated_utc'])} · {prov['records']} trial record(s) from {html.escape(runs)} · "
+            f"{html.escape(prov['generated_utc'])} · {prov['records']} trial record(s) from {html.escape(runs)}"
+            + (f" ({prov['superseded']} earlier record(s) of rerun trials superseded: the latest counts)"
+               if prov.get("superseded") else "") + " · "
             f"<a href='{home}index.html'>leaderboard</a> · <a href='{home}index.html#configs'>configurations</a></p>")
 
 
@@ -275,6 +280,9 @@ def _cost_vs_score(records: list[TrialRecord]) -> str | None:
         return None
     ax.set_ylim(-3, 103)                  # percentiles always on their full scale
     ax.set_xlim(0, max(xs_all) * 1.15 or 1)   # cost from zero: a lone point is not blown up to fill the axis
+    from matplotlib.ticker import EngFormatter
+
+    ax.xaxis.set_major_formatter(EngFormatter(unit="$" if use_dollars else ""))   # 1.2M, not 1200000
     ax.set_xlabel("mean cost per trial ($)" if use_dollars else "mean tokens per trial (no prices known)")
     ax.set_ylabel("median leaderboard percentile")
     ax.grid(alpha=0.3)
@@ -430,7 +438,9 @@ def build_report(run_dirs: Sequence[Path | str], out_dir: Path | str | None = No
 
     commit = prov["git_commit"] or "no git checkout"
     markdown = [f"# mltb leaderboard\n\nmltb {prov['mltb_version']} · commit {commit} · {prov['generated_utc']} · "
-                f"runs: {', '.join(prov['runs'])} · {len(records)} trial record(s)\n"]
+                f"runs: {', '.join(prov['runs'])} · {len(records)} trial record(s)"
+                + (f" ({prov['superseded']} earlier record(s) of rerun trials superseded: the latest counts)"
+                   if prov["superseded"] else "") + "\n"]
     if not records:
         markdown.append("No trial records in these runs.\n")
     if synthetic:
@@ -501,6 +511,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (FileNotFoundError, ValueError) as exc:
         parser.error(str(exc))
     return 2
+
+
+def compare_main(run_a: Path, run_b: Path, out: Path | None = None, seed: int = 0) -> Path:
+    """``mltb compare A B``: print the paired comparison and write ``compare.html`` (default: under A's
+    report directory); returns its path."""
+    from mltb_core.analysis.compare_runs import compare_runs, comparison_html, render_comparison
+
+    a, b = load_runs([run_a]), load_runs([run_b])
+    comparisons = compare_runs(a, b, seed)
+    print(render_comparison(comparisons))
+    out = Path(out) if out is not None else default_out_dir([run_a]) / f"compare-{Path(run_b).resolve().name}.html"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    prov = provenance([run_a, run_b], a + b)
+    out.write_text(_page("mltb run comparison", f"<h1>mltb run comparison</h1>{_provenance_html(prov)}"
+                                               + comparison_html(comparisons, Path(run_a), Path(run_b))),
+                   encoding="utf-8")
+    print(f"comparison: {out}")
+    return out
+
+
+def export_main(run_dirs: Sequence[Path], fmt: str, out: Path | None = None) -> Path:
+    """``mltb export RUN... --format F``: one row per trial, deduplicated as the tables are; returns the path."""
+    from mltb_core.analysis.export import write_export
+
+    records = load_runs(run_dirs)
+    out = Path(out) if out is not None else Path(run_dirs[0]) / f"trials.{fmt}"
+    path = write_export(records, out, fmt)
+    print(f"{len(records)} trial(s) → {path}")
+    return path
 
 
 if __name__ == "__main__":
