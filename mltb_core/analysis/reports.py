@@ -205,6 +205,7 @@ def _pyplot():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    plt.rcParams["svg.fonttype"] = "none"   # labels stay text: searchable, selectable, smaller
     return plt
 
 
