@@ -133,7 +133,7 @@ class ProgressReporter:
 
     def _bottom_line(self, terminal, text: str) -> None:
         """Write ``text`` on the reserved bottom row (reserving it on first use), cursor restored."""
-        rows, cols = shutil.get_terminal_size()
+        cols, rows = shutil.get_terminal_size()
         if rows < 3:
             return
         if not self.region_set:
@@ -146,7 +146,7 @@ class ProgressReporter:
     def pytest_terminal_summary(self, terminalreporter) -> Any:
         """Give the bottom row back before the summary, and leave the final figures as a plain line."""
         if self.region_set:
-            rows, _ = shutil.get_terminal_size()
+            _, rows = shutil.get_terminal_size()
             terminalreporter.write(f"\x1b7\x1b[r\x1b[{rows};1H\x1b[2K\x1b8", flush=True)
             self.region_set = False
         if self.trials:
