@@ -2,6 +2,7 @@
 every shape a run can take (infra errors, empty, one trial, several configs, no percentile), and a real
 render in headless Chromium (when it exists) that clicks a tree node."""
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -42,6 +43,45 @@ def steps_for(planner: str, config: dict, valid: bool) -> list[dict]:
                       {"id": 1, "parent": 0, "visits": 4, "value": 0.5, "reward": 0.1, "stage": 1},
                       {"id": 2, "parent": 1, "visits": 3, "value": 0.75, "reward": 0.3, "stage": 4},
                       {"id": 3, "parent": 1, "visits": 1, "value": -0.1, "reward": 0.0, "stage": 1}]}]
+
+
+TOOLS = ("read_data", "fillna_with_median", "encode_all_categorical_columns", "fit_lightgbm_classifier",
+         "drop_feature", "create_submission")
+
+
+def big_tree_steps(nodes: int = 200) -> list[dict]:
+    """A deterministic MCTS-like trajectory of ``nodes`` nodes: each node has up to 3 children, depth grows
+    with the id, every seventh call fails; the best path follows the first child down."""
+    steps: list[dict] = [{"step_type": "trial_start", "config": {"planner": "mcts_shaped"}}]
+    tree = [{"id": 0, "parent": None, "visits": nodes, "value": 0.5, "reward": 0.0, "stage": 0}]
+    for i in range(1, nodes + 1):
+        parent = (i - 1) // 3
+        ok = i % 7 != 0
+        steps += [{"step_type": "tool_execution_initiation", "node_id": i, "parent_id": parent,
+                   "tools_to_execute": [{"tool_name": TOOLS[i % len(TOOLS)], "tool_args": {"bindings": {"df": "train"},
+                                                                                        "func_kwargs": {"column": f"c{i}"}}}]},
+                  {"step_type": "tool_execution_completion", "node_id": i,
+                   "tool_results": [{"ok": ok, "content_preview": f"Applied to c{i}" if ok else f"Error: no column c{i}"}]}]
+        tree.append({"id": i, "parent": parent, "visits": max(1, nodes // (i + 1)), "value": 1 / (i + 1),
+                     "reward": 0.1 * (i % 3), "stage": min(10, 1 + i.bit_length())})
+    best, node = [], 1
+    while node <= nodes:
+        best.append(node)
+        node = node * 3 + 1
+    steps.append({"step_type": "search_summary", "best_path": best, "best_node": best[-1], "stop_reason": "budget",
+                  "tree": tree})
+    return steps
+
+
+def make_big_trial(run_dir: Path) -> TrialRecord:
+    trajectory = Path("trajectories") / "big.jsonl"
+    (run_dir / trajectory).parent.mkdir(parents=True, exist_ok=True)
+    (run_dir / trajectory).write_text("".join(json.dumps(s) + "\n" for s in big_tree_steps()))
+    record = TrialRecord(task="spaceship-titanic", planner="mcts_shaped", model="sim", trial=9, seed=9,
+                         config_hash="abc", outcome="planner_failure", stage_reached=8, tree_nodes=200,
+                         synthetic=True, trajectory=trajectory.as_posix())
+    append_records(run_dir / "results.jsonl", [record])
+    return record
 
 
 def make_run(run_dir: Path, planner: str, trials: int = 3, *, config_hash: str = "abc", config=None, task="spaceship-titanic",
@@ -180,11 +220,15 @@ def _shot(page: Path, png: Path, height: int = 1400) -> None:
 
 @pytest.mark.skipif(not CHROMIUM, reason="no chromium")
 def test_report_renders_in_headless_chromium(tmp_path):
-    records = make_run(tmp_path / "run", "mcts_shaped")
+    """Index, task page and a 200-node MCTS trial page at 1400 px (MLTB_SHOTS=DIR keeps the pngs to look at)."""
+    make_run(tmp_path / "run", "mcts_shaped")
+    big = make_big_trial(tmp_path / "run")
     paths = build_report([tmp_path / "run"], tmp_path / "out")
-    _shot(paths["index"], tmp_path / "index.png")
-    _shot(tmp_path / "out" / "tasks" / task_page_name("spaceship-titanic"), tmp_path / "task.png")
-    _shot(tmp_path / "out" / "trials" / trial_page_name(records[1]), tmp_path / "trial.png")
+    shots = Path(os.environ.get("MLTB_SHOTS", tmp_path))
+    shots.mkdir(parents=True, exist_ok=True)
+    _shot(paths["index"], shots / "index.png")
+    _shot(tmp_path / "out" / "tasks" / task_page_name("spaceship-titanic"), shots / "task.png")
+    _shot(tmp_path / "out" / "trials" / trial_page_name(big), shots / "trial-200-nodes.png", 2400)
 
 
 @pytest.mark.skipif(not CHROMIUM, reason="no chromium")
