@@ -117,6 +117,8 @@ const kids = new Map(DATA.nodes.map(n => [n.id, []]));
 DATA.nodes.forEach(n => { if (n.id !== 0 && kids.has(n.parent)) kids.get(n.parent).push(n.id); });
 const best = new Set(DATA.best_path); if (DATA.best_path.length) best.add(0);
 const collapsed = new Set(); let selected = null;
+// ReAct keeps no visit counts or values: show them only when the search kept some
+const hasStats = DATA.nodes.some(n => n.visits);
 const fmt = (v, d) => (v === null || v === undefined) ? '–' : (Number.isInteger(v) ? String(v) : Number(v).toFixed(d));
 const el = (tag, cls, text) => { const e = document.createElement(tag); if (cls) e.className = cls;
   if (text !== undefined) e.textContent = text; return e; };
@@ -143,8 +145,8 @@ function render(){
     const [st, cls] = status(n);
     row.appendChild(el('span', 'tv-tool', n.id === 0 ? 'task (root)' : (n.tool || '?')));
     row.appendChild(el('span', 'tv-st ' + cls, st));
-    row.appendChild(el('span', 'tv-num', 'stage ' + fmt(n.stage, 0) + ' · N ' + fmt(n.visits, 0) +
-      ' · V ' + fmt(n.value, 3) + ' · R ' + fmt(n.reward, 3) + (ch.length > 1 ? ' · ' + ch.length + ' children' : '')));
+    row.appendChild(el('span', 'tv-num', 'stage ' + fmt(n.stage, 0) + (hasStats ? ' · N ' + fmt(n.visits, 0) +
+      ' · V ' + fmt(n.value, 3) + ' · R ' + fmt(n.reward, 3) : '') + (ch.length > 1 ? ' · ' + ch.length + ' children' : '')));
     row.onclick = (ev) => { if (ev.target.classList.contains('tv-tog')) { collapsed.has(id) ? collapsed.delete(id) : collapsed.add(id); }
       else { selected = id; detail(id); } render(); };
     box.appendChild(row);
