@@ -1,6 +1,10 @@
 """treeview.py: trajectories of ReAct (a chain), MCTS and Hierarchical MCTS become the viewer's tree."""
 import json
+from pathlib import Path
 
+import pytest
+
+from mltb_core.planners.trajectory import read_trajectory
 from mltb_core.analysis.treeview import tree_from_steps, tree_page
 
 from test_reports import steps_for
@@ -48,3 +52,20 @@ def test_orphans_and_junk_steps_do_not_break_it():
     steps = call(5, 4, "read_data") + [{"step_type": "tool_execution_completion", "node_id": "x"}, {"step_type": None}]
     tree = tree_from_steps(steps)
     assert tree["nodes"][1]["parent"] == 0   # its parent's line is missing: shown under the root
+
+
+@pytest.mark.parametrize("planner", ["mcts_shaped", "hierarchical_mcts"])
+def test_real_planner_trajectories_carry_node_statistics(tmp_path, planner):
+    """The planners write every node's final visits/value/reward/stage/parent, and Hierarchical MCTS its
+    subtask starts, so the viewer has what it shows."""
+    from test_planners import _run
+
+    record = _run(tmp_path, planner, max_iterations=6)
+    tree = tree_from_steps(read_trajectory(Path(record.trajectory)))
+    nodes = tree["nodes"]
+    assert len(nodes) == record.tree_nodes + 1 and nodes[0]["visits"] > 0
+    assert all(n["visits"] is not None and n["stage"] is not None for n in nodes)
+    assert all(n["parent"] in {m["id"] for m in nodes} for n in nodes[1:])
+    assert tree["best_path"] and all(n in {m["id"] for m in nodes} for n in tree["best_path"])
+    if planner == "hierarchical_mcts":
+        assert tree["subtasks"]["1"] == "train_data_loading" and nodes[1]["subtask"] == 1
