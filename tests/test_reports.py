@@ -147,6 +147,8 @@ def test_infra_error_run_alone_and_merged_with_a_sim_run(tmp_path):
     make_run(tmp_path / "good", "react", trials=3)
     paths = build_report([tmp_path / "broken", tmp_path / "good"], tmp_path / "out2")
     assert json.loads(paths["summary"].read_text())["records"] == 5
+    texts = svg_texts(paths["index"].read_text())
+    assert "openai:gpt-4o" not in texts.split("Cost versus")[0] and "sim" in texts   # no empty panels
 
 
 def test_empty_results_file(tmp_path):

@@ -463,7 +463,7 @@ def build_report(run_dirs: Sequence[Path | str], out_dir: Path | str | None = No
     paths["summary"].write_text(json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
 
     plots = []
-    for (model,), cell in group_by(records, "model").items():
+    for (model,), cell in group_by(counted_records(records), "model").items():   # infra errors alone: nothing to draw
         plots.append(_distribution_plots(cell, model, any(r.synthetic for r in cell)))
     plots += [p for p in (_cost_vs_score(records), _funnel_plot(records)) if p]
     banner = f"<div class='synthetic'>Rows for sim models are {SYNTHETIC_LABEL}.</div>" if synthetic else ""
