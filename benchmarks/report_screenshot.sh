@@ -9,6 +9,6 @@ browser=$(command -v chromium || command -v chromium-browser || command -v googl
 profile=$(mktemp -d); trap 'rm -rf "$profile"' EXIT
 timeout 120 "$browser" --headless --no-sandbox --disable-gpu --no-first-run --disable-background-networking \
   --disable-component-update --disable-sync --user-data-dir="$profile" --hide-scrollbars \
-  --window-size=1280,"$height" --screenshot="$out" "file://$page" >/dev/null 2>&1
+  --window-size="${MLTB_SHOT_WIDTH:-1280}","$height" --screenshot="$out" "file://$page" >/dev/null 2>&1
 [ -s "$out" ] || { echo "chromium wrote no screenshot" >&2; exit 1; }
 echo "$out"

@@ -413,8 +413,29 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from mltb_core.analysis import reports
 
-    argv = [*map(str, args.run_dirs), "--out", str(args.out)]
+    argv = [*map(str, args.run_dirs), *(["--out", str(args.out)] if args.out else [])]
     return reports.main(argv)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from mltb_core.analysis import reports
+
+    try:
+        reports.compare_main(Path(args.run_a), Path(args.run_b), Path(args.out) if args.out else None)
+    except FileNotFoundError as exc:
+        raise UsageError(str(exc)) from None
+    return EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from mltb_core.analysis import reports
+    from mltb_core.analysis.export import ExportError
+
+    try:
+        reports.export_main([Path(d) for d in args.run_dirs], args.format, Path(args.out) if args.out else None)
+    except (FileNotFoundError, ExportError) as exc:
+        raise UsageError(str(exc)) from None
+    return EXIT_OK
 
 
 def cmd_prompts(args: argparse.Namespace) -> int:
@@ -515,7 +536,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub = add("report", cmd_report, "merge run directories into leaderboard.md, summary.json and index.html")
     sub.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
-    sub.add_argument("--out", default="reports", metavar="DIR")
+    sub.add_argument("--out", default=None, metavar="DIR", help="default: RUN_DIR/report/ of the first run")
+    sub = add("compare", cmd_compare, "paired comparison of two runs over the (task, seed) items both hold")
+    sub.add_argument("run_a", metavar="RUN_A")
+    sub.add_argument("run_b", metavar="RUN_B")
+    sub.add_argument("--out", default=None, metavar="FILE", help="HTML file (default: RUN_A/report/compare-<B>.html)")
+    sub = add("export", cmd_export, "one row per trial (deduplicated as the tables are) as csv, jsonl or parquet")
+    sub.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    sub.add_argument("--format", choices=("csv", "jsonl", "parquet"), default="csv")
+    sub.add_argument("--out", default=None, metavar="FILE", help="default: RUN_DIR/trials.<format> of the first run")
 
     add("prompts", cmd_prompts, "print every prompt text", [json_flag])
     return parser

@@ -13,6 +13,7 @@ import pytest
 
 from .collection import CASE_FIXTURE, Case
 from .options import add_options, resolve_settings
+from .progress import ProgressReporter
 from .session import (Controller, InfraErrorOutcome, WorkerContext, attach, failure_message, run_case)
 
 CONTROLLER = pytest.StashKey[Controller]()
@@ -37,6 +38,7 @@ def pytest_configure(config: pytest.Config) -> None:
         controller = Controller(config, settings)
         config.stash[CONTROLLER] = controller
         config.pluginmanager.register(ControllerHooks(controller), "mltb-controller")
+        config.pluginmanager.register(ProgressReporter(config), "mltb-progress")
         run_dir, skip = controller.run_dir, controller.skip
     config.stash[CONTEXT] = WorkerContext(config, settings, run_dir, skip)
 

@@ -1,35 +1,113 @@
-"""reports.py: merged leaderboard files, per-trial pages, and (when Chromium exists) a real render."""
+"""reports.py: merged leaderboard files, per-task and per-trial pages, provenance and the config legend,
+every shape a run can take (infra errors, empty, one trial, several configs, no percentile), and a real
+render in headless Chromium (when it exists) that clicks a tree node."""
 import json
+import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from mltb_core.analysis.reports import build_report, main, trial_page_name
+from mltb_core.analysis.reports import (REPORT_SECTIONS, ReportSection, build_report, config_legend, load_runs, main,
+                                        task_page_name, trial_page_name)
 from mltb_core.analysis.results import TrialRecord, append_records
+from mltb_core.analysis.tables import Table
 
 ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-def make_run(run_dir: Path, planner: str, trials: int = 3) -> list[TrialRecord]:
+def steps_for(planner: str, config: dict, valid: bool) -> list[dict]:
+    """A small MCTS-shaped trajectory: root → 1 read_data → {2 ok, 3 error}, best path [1, 2]."""
+    return [{"step_number": 1, "step_type": "trial_start", "config": {"planner": planner, **config},
+             "prompt": "Predict \u2013 carefully.\nSecond line"},
+            {"step_number": 2, "step_type": "tool_execution_initiation", "node_id": 1, "parent_id": 0,
+             "tools_to_execute": [{"tool_name": "read_data", "tool_args": {"output": "train"}}]},
+            {"step_number": 3, "step_type": "tool_execution_completion", "node_id": 1,
+             "tool_results": [{"ok": True, "content_preview": "Stored train <b>", "content_length": 16}]},
+            {"step_number": 4, "step_type": "tool_execution_initiation", "node_id": 2, "parent_id": 1,
+             "tools_to_execute": [{"tool_name": "fillna_with_median", "tool_args": {"bindings": {"df": "train"}}}]},
+            {"step_number": 5, "step_type": "tool_execution_completion", "node_id": 2,
+             "tool_results": [{"ok": True, "content_preview": "Filled 3 columns"}]},
+            {"step_number": 6, "step_type": "tool_execution_initiation", "node_id": 3, "parent_id": 1,
+             "tools_to_execute": [{"tool_name": "drop_feature", "tool_args": {}}]},
+            {"step_number": 7, "step_type": "tool_execution_completion", "node_id": 3,
+             "tool_results": [{"ok": False, "content_preview": "Error: no column 'Cabin'"}]},
+            {"step_number": 8, "step_type": "reward_feedback", "node_id": 2, "stage": 4, "passed": [4],
+             "feedback": "Next: engineer features"},
+            {"step_number": 9, "step_type": "search_summary", "best_path": [1, 2], "best_node": 2,
+             "stop_reason": "valid submission" if valid else "budget",
+             "tree": [{"id": 0, "parent": None, "visits": 5, "value": 0.123456789, "reward": 0.0, "stage": 0},
+                      {"id": 1, "parent": 0, "visits": 4, "value": 0.5, "reward": 0.1, "stage": 1},
+                      {"id": 2, "parent": 1, "visits": 3, "value": 0.75, "reward": 0.3, "stage": 4},
+                      {"id": 3, "parent": 1, "visits": 1, "value": -0.1, "reward": 0.0, "stage": 1}]}]
+
+
+TOOLS = ("read_data", "fillna_with_median", "encode_all_categorical_columns", "fit_lightgbm_classifier",
+         "drop_feature", "create_submission")
+
+
+def big_tree_steps(nodes: int = 200) -> list[dict]:
+    """A deterministic MCTS-like trajectory of ``nodes`` nodes: each node has up to 3 children, depth grows
+    with the id, every seventh call fails; the best path follows the first child down."""
+    steps: list[dict] = [{"step_type": "trial_start", "config": {"planner": "mcts_shaped"}}]
+    tree = [{"id": 0, "parent": None, "visits": nodes, "value": 0.5, "reward": 0.0, "stage": 0}]
+    for i in range(1, nodes + 1):
+        parent = (i - 1) // 3
+        ok = i % 7 != 0
+        steps += [{"step_type": "tool_execution_initiation", "node_id": i, "parent_id": parent,
+                   "tools_to_execute": [{"tool_name": TOOLS[i % len(TOOLS)], "tool_args": {"bindings": {"df": "train"},
+                                                                                        "func_kwargs": {"column": f"c{i}"}}}]},
+                  {"step_type": "tool_execution_completion", "node_id": i,
+                   "tool_results": [{"ok": ok, "content_preview": f"Applied to c{i}" if ok else f"Error: no column c{i}"}]}]
+        tree.append({"id": i, "parent": parent, "visits": max(1, nodes // (i + 1)), "value": 1 / (i + 1),
+                     "reward": 0.1 * (i % 3), "stage": min(10, 1 + i.bit_length())})
+    best, node = [], 1
+    while node <= nodes:
+        best.append(node)
+        node = node * 3 + 1
+    steps.append({"step_type": "search_summary", "best_path": best, "best_node": best[-1], "stop_reason": "budget",
+                  "tree": tree})
+    return steps
+
+
+def make_big_trial(run_dir: Path) -> TrialRecord:
+    trajectory = Path("trajectories") / "big.jsonl"
+    (run_dir / trajectory).parent.mkdir(parents=True, exist_ok=True)
+    (run_dir / trajectory).write_text("".join(json.dumps(s) + "\n" for s in big_tree_steps()))
+    record = TrialRecord(task="spaceship-titanic", planner="mcts_shaped", model="sim", trial=9, seed=9,
+                         config_hash="abc", outcome="planner_failure", stage_reached=8, tree_nodes=200,
+                         synthetic=True, trajectory=trajectory.as_posix())
+    append_records(run_dir / "results.jsonl", [record])
+    return record
+
+
+def make_run(run_dir: Path, planner: str, trials: int = 3, *, config_hash: str = "abc", config=None, task="spaceship-titanic",
+             percentile=True, outcome=None, model="sim") -> list[TrialRecord]:
     records = []
     for trial in range(trials):
-        trajectory = Path("trajectories") / f"{planner}-{trial}.jsonl"
-        (run_dir / trajectory).parent.mkdir(parents=True, exist_ok=True)
-        steps = [{"step_number": 1, "step_type": "tool_execution_initiation", "node_id": 1,
-                  "tools_to_execute": [{"tool_name": "read_data", "tool_args": {"output": "train"}}]},
-                 {"step_number": 2, "step_type": "tool_execution_completion", "node_id": 1,
-                  "tool_results": [{"ok": True, "content_preview": "Stored train <b>"}]},
-                 {"step_number": 3, "step_type": "search_summary", "best_path": [1]}]
-        (run_dir / trajectory).write_text("".join(json.dumps(s) + "\n" for s in steps))
-        valid = trial != 0
-        records.append(TrialRecord(task="spaceship-titanic", planner=planner, model="sim", trial=trial, seed=trial,
-                                   config_hash="abc", outcome="valid" if valid else "planner_failure", valid=valid,
-                                   percentile=40.0 + trial if valid else None, stage_reached=10 if valid else 4,
-                                   tokens_in=100, synthetic=True, trajectory=trajectory.as_posix()))
+        valid = trial != 0 and outcome is None
+        trajectory = None
+        if outcome != "infra_error":
+            trajectory = Path("trajectories") / f"{task}-{planner}-{config_hash}-{trial}.jsonl"
+            (run_dir / trajectory).parent.mkdir(parents=True, exist_ok=True)
+            (run_dir / trajectory).write_text("".join(json.dumps(s) + "\n" for s in
+                                                      steps_for(planner, config or {"max_iterations": 40}, valid)))
+        records.append(TrialRecord(
+            task=task, planner=planner, model=model, trial=trial, seed=trial, config_hash=config_hash,
+            outcome=outcome or ("valid" if valid else "planner_failure"), valid=valid,
+            percentile=(40.0 + trial if valid and percentile else None), stage_reached=10 if valid else 4,
+            percentile_note=None if percentile else "original dataset: no leaderboard", tokens_in=100,
+            synthetic=model == "sim", trajectory=trajectory.as_posix() if trajectory else None,
+            error="OpenAIError: The api_key client option must be set" if outcome == "infra_error" else None))
     append_records(run_dir / "results.jsonl", records)
     return records
+
+
+def svg_texts(index: str) -> str:
+    return " ".join(re.findall(r"<text[^>]*>([^<]*)</text>", index))
 
 
 def test_build_report_merges_runs(tmp_path):
@@ -37,14 +115,97 @@ def test_build_report_merges_runs(tmp_path):
     records = make_run(tmp_path / "run2", "mcts_shaped")
     paths = build_report([tmp_path / "run1", tmp_path / "run2"], tmp_path / "out")
     summary = json.loads(paths["summary"].read_text())
-    assert summary["records"] == 6
+    assert summary["records"] == 6 and summary["provenance"]["mltb_version"]
     assert set(summary["cells"]) == {"spaceship-titanic|react|sim", "spaceship-titanic|mcts_shaped|sim"}
     markdown = paths["leaderboard"].read_text()
     assert "| react" in markdown and "mcts_shaped" in markdown and "synthetic policy, not an LLM" in markdown
     index = paths["index"].read_text()
-    assert index.count("<svg") >= 3 and "src=" not in index  # plots inline, nothing external
+    assert index.count("<svg") >= 3 and "src=" not in index and "<link" not in index   # nothing fetched
+    assert "mltb 0." in index and "generated" in index                       # provenance
     page = (tmp_path / "out" / "trials" / trial_page_name(records[1])).read_text()
-    assert "read_data" in page and "Stored train &lt;b&gt;" in page and "1 read_data" in page
+    assert "mltb 0." in page and "tree-data" in page and "src=" not in page  # self-contained
+    data = json.loads(re.search(r"id='tree-data'>(.*?)</script>", page).group(1))
+    assert data["best_path"] == [1, 2] and data["nodes"][0]["value"] == 0.123456789   # exact in the JSON
+    assert data["nodes"][1]["observation"] == "Stored train <b>" and "Stored train <b>" not in page  # escaped
+    assert "Predict \u2013 carefully.\nSecond line" in page                # the prompt as text, not JSON escapes
+    task_page = (tmp_path / "out" / "tasks" / task_page_name("spaceship-titanic")).read_text()
+    assert task_page.count("../trials/") == 6 and "trial 2" in task_page
+
+
+def test_default_out_is_under_the_run_directory(tmp_path, capsys):
+    make_run(tmp_path / "run", "react", trials=1)
+    assert main([str(tmp_path / "run")]) == 0
+    assert (tmp_path / "run" / "report" / "index.html").is_file()
+    assert "index: " + str(tmp_path / "run" / "report" / "index.html") in capsys.readouterr().out
+
+
+def test_infra_error_run_alone_and_merged_with_a_sim_run(tmp_path):
+    make_run(tmp_path / "broken", "react", trials=2, outcome="infra_error", model="openai:gpt-4o")
+    paths = build_report([tmp_path / "broken"], tmp_path / "out1")        # used to crash in boxplot
+    index = paths["index"].read_text()
+    assert "Infrastructure errors" in index and "api_key" in index
+    make_run(tmp_path / "good", "react", trials=3)
+    paths = build_report([tmp_path / "broken", tmp_path / "good"], tmp_path / "out2")
+    assert json.loads(paths["summary"].read_text())["records"] == 5
+    texts = svg_texts(paths["index"].read_text())
+    assert "openai:gpt-4o" not in texts.split("Cost versus")[0] and "sim" in texts   # no empty panels
+
+
+def test_empty_results_file(tmp_path):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "results.jsonl").write_text("")
+    paths = build_report([tmp_path / "run"], tmp_path / "out")
+    assert "No trial records" in paths["index"].read_text()
+
+
+def test_one_task_one_trial_draws_points_not_boxes(tmp_path):
+    make_run(tmp_path / "run", "react", trials=2)   # one task: one point per column
+    index = build_report([tmp_path / "run"], tmp_path / "out")["index"].read_text()
+    assert "n=1" in svg_texts(index)
+    make_run(tmp_path / "one", "react", trials=1)
+    build_report([tmp_path / "one"], tmp_path / "out1")
+
+
+def test_box_plots_need_three_tasks(tmp_path):
+    for task in ("spaceship-titanic", "playground-series-s3e1", "playground-series-s4e1"):
+        make_run(tmp_path / "run", "react", trials=2, task=task)
+    index = build_report([tmp_path / "run"], tmp_path / "out")["index"].read_text()
+    assert "n=3" in svg_texts(index)
+
+
+def test_different_configs_label_plots_and_tables_alike(tmp_path):
+    make_run(tmp_path / "a", "react", config_hash="8236dc000000", config={"max_iterations": 8})
+    make_run(tmp_path / "b", "react", config_hash="c59aa2000000", config={"max_iterations": 40})
+    paths = build_report([tmp_path / "a", tmp_path / "b"], tmp_path / "out")
+    index = paths["index"].read_text()
+    texts = svg_texts(index)
+    for label in ("react@8236dc", "react@c59aa2"):
+        assert label in texts and f"<th>{label}" in index      # plots and tables use the same columns
+    legend = config_legend(load_runs([tmp_path / "a", tmp_path / "b"]))
+    assert legend["differing"] == ["max_iterations"]
+    assert "max_iterations=8" in index and "max_iterations=40" in index and "Configurations" in paths["leaderboard"].read_text()
+
+
+def test_runs_without_percentiles(tmp_path):
+    make_run(tmp_path / "run", "react", percentile=False)
+    paths = build_report([tmp_path / "run"], tmp_path / "out")
+    assert "excluded" in paths["leaderboard"].read_text()
+
+
+def test_rerun_without_resume_is_deduplicated_and_said(tmp_path):
+    make_run(tmp_path / "run", "react")
+    make_run(tmp_path / "run", "react")     # the same trials again, appended
+    paths = build_report([tmp_path / "run"], tmp_path / "out")
+    assert json.loads(paths["summary"].read_text())["records"] == 3
+    assert "3 earlier record(s) of rerun trials superseded" in paths["index"].read_text()
+
+
+def test_extra_sections_are_rendered(tmp_path, monkeypatch):
+    section = ReportSection("Pass@k", lambda records, seed: [Table("passk", "pass@k table", ["k"], [["1"]])])
+    monkeypatch.setattr("mltb_core.analysis.reports.REPORT_SECTIONS", [*REPORT_SECTIONS, section])
+    make_run(tmp_path / "run", "react")
+    paths = build_report([tmp_path / "run"], tmp_path / "out")
+    assert "<h2>Pass@k</h2>" in paths["index"].read_text() and "pass@k table" in paths["leaderboard"].read_text()
 
 
 def test_main_rejects_a_directory_without_results(tmp_path, capsys):
@@ -53,11 +214,39 @@ def test_main_rejects_a_directory_without_results(tmp_path, capsys):
     assert "not an mltb run directory" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(not (shutil.which("chromium") or shutil.which("chromium-browser")), reason="no chromium")
-def test_report_renders_in_headless_chromium(tmp_path):
-    make_run(tmp_path / "run", "react")
-    paths = build_report([tmp_path / "run"], tmp_path / "out")
-    png = tmp_path / "index.png"
-    subprocess.run([str(ROOT / "benchmarks" / "report_screenshot.sh"), str(paths["index"]), str(png), "1200"],
-                   check=True, timeout=150, capture_output=True)
+def _shot(page: Path, png: Path, height: int = 1400) -> None:
+    subprocess.run([str(ROOT / "benchmarks" / "report_screenshot.sh"), str(page), str(png), str(height)],
+                   check=True, timeout=150, capture_output=True, env={"MLTB_SHOT_WIDTH": "1400", "PATH": "/usr/bin:/bin"})
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
+
+
+@pytest.mark.skipif(not CHROMIUM, reason="no chromium")
+def test_report_renders_in_headless_chromium(tmp_path):
+    """Index, task page and a 200-node MCTS trial page at 1400 px (MLTB_SHOTS=DIR keeps the pngs to look at)."""
+    make_run(tmp_path / "run", "mcts_shaped")
+    big = make_big_trial(tmp_path / "run")
+    paths = build_report([tmp_path / "run"], tmp_path / "out")
+    shots = Path(os.environ.get("MLTB_SHOTS", tmp_path))
+    shots.mkdir(parents=True, exist_ok=True)
+    _shot(paths["index"], shots / "index.png")
+    _shot(tmp_path / "out" / "tasks" / task_page_name("spaceship-titanic"), shots / "task.png")
+    _shot(tmp_path / "out" / "trials" / trial_page_name(big), shots / "trial-200-nodes.png", 2400)
+
+
+@pytest.mark.skipif(not CHROMIUM, reason="no chromium")
+def test_clicking_a_tree_node_shows_its_observation(tmp_path):
+    """The viewer's script runs in a real browser: a click on node #3 puts its observation in the panel."""
+    records = make_run(tmp_path / "run", "mcts_shaped")
+    build_report([tmp_path / "run"], tmp_path / "out")
+    page = tmp_path / "out" / "trials" / trial_page_name(records[1])
+    probe = tmp_path / "probe.html"
+    click = ("<script>window.addEventListener('load',()=>{document.querySelector(\"[data-node='3']\").click();"
+             "document.title='DETAIL:'+document.getElementById('tv-detail').textContent;"
+             "document.getElementById('f-best').click();"
+             "document.title+='|ROWS:'+document.querySelectorAll('.tv-row').length;});</script>")
+    probe.write_text(page.read_text().replace("</body>", click + "</body>"))
+    out = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path / 'profile'}",
+                          "--dump-dom", probe.as_uri()], capture_output=True, text=True, timeout=120).stdout
+    title = re.search(r"<title>(.*?)</title>", out, re.S).group(1)
+    assert "DETAIL:Node #3" in title and "Error: no column 'Cabin'" in title.replace("&#39;", "'")
+    assert "|ROWS:3" in title     # best path only: root, #1, #2

@@ -1,9 +1,16 @@
-"""``mltb report RUN_DIR... --out reports/``: merge runs into a leaderboard.
+"""``mltb report RUN_DIR... [--out DIR]``: merge runs into a leaderboard a researcher can read.
 
-Writes ``leaderboard.md`` (the summary tables), ``summary.json`` (tables plus per-cell figures with
-their raw values), a self-contained ``index.html`` (tables and inline-SVG plots: percentile and
-consistency box plots per planner as in the paper's Figure 4, cost versus percentile, the stage
-funnel) and ``trials/<id>.html``, one page per trial with its trajectory and the best path.
+Writes ``leaderboard.md`` (the summary tables), ``summary.json`` (tables, per-cell figures with their raw
+values, provenance and the configuration legend), a self-contained ``index.html`` (provenance, the
+legend of configurations, plots, tables, extra sections, the trial list), ``tasks/<task>.html`` (one
+drill-down page per task: trials × planners) and ``trials/<id>.html`` (one page per trial: its record,
+prompt and the search-tree viewer of :mod:`mltb_core.analysis.treeview`). Without ``--out`` the report
+goes to ``<first run>/report/``, never into tracked files.
+
+Plots and tables share one column label per (model, planner, config hash) (:func:`variant_labels`),
+so they always agree; when several hashes exist the legend gives each hash's full configuration and
+the settings that differ between them. Every page carries the provenance line (mltb version, git
+commit, date, runs). Extra sections (e.g. pass@k or ratings) plug in through :data:`REPORT_SECTIONS`.
 """
 from __future__ import annotations
 
@@ -12,29 +19,41 @@ import html
 import io
 import json
 import statistics
-from dataclasses import replace
+import subprocess
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from mltb_core.analysis.compare import cell_figures
-from mltb_core.analysis.results import (RESULTS_FILE, SYNTHETIC_LABEL, TrialRecord, consistency_values, group_by, latest_records,
-                      model_label, percentile_values, read_records)
-from mltb_core.analysis.tables import PLANNER_ORDER, STAGES, Table, build_tables, render_tables
+from mltb_core.analysis.results import (RESULTS_FILE, SYNTHETIC_LABEL, TrialRecord, consistency_values, counted_records,
+                                        group_by, latest_records, model_label, percentile_values, read_records)
+from mltb_core.analysis.tables import PLANNER_ORDER, STAGES, Table, build_tables, render_tables, variant_labels
+from mltb_core.analysis.treeview import TREE_CSS, tree_from_steps, tree_page
 
-__all__ = ["build_report", "main", "load_runs", "trial_page_name"]
+__all__ = ["build_report", "main", "load_runs", "trial_page_name", "task_page_name", "provenance",
+           "config_legend", "REPORT_SECTIONS", "ReportSection", "default_out_dir", "MIN_BOX_POINTS",
+           "stage_names", "read_steps", "compare_main", "export_main"]
+
+# Fewer points than this are drawn as dots: a box of one or two values pretends to a spread.
+MIN_BOX_POINTS = 3
+REPORT_DIR = "report"
 
 CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1200px;color:#222}
-h1{font-size:1.6em}h2{font-size:1.25em;margin-top:1.6em;border-bottom:1px solid #ddd}
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:20px auto;max-width:1400px;padding:0 16px;color:#222}
+h1{font-size:1.6em;margin-bottom:4px}h2{font-size:1.25em;margin-top:1.6em;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;margin:8px 0;font-size:13px}th,td{border:1px solid #ccc;padding:3px 8px;text-align:left}
 th{background:#f3f3f3}.note{color:#8a5a00;font-size:13px}.plots svg{max-width:100%;height:auto}
+.plots{display:flex;flex-wrap:wrap;gap:10px}.plots>div{flex:1 1 560px}
 .synthetic{background:#fff4d6;border:1px solid #e0b84a;padding:6px 10px;margin:8px 0}
-.step{border-left:4px solid #ccc;padding:4px 10px;margin:6px 0;font-size:13px}
-.best{border-left-color:#2a9d4a;background:#f1fbf3}.fail{border-left-color:#c0392b}
+.prov{font-size:12px;color:#555;background:#f6f6f6;padding:5px 10px;border-radius:4px}
 pre{white-space:pre-wrap;margin:2px 0;font-size:12px;background:#f8f8f8;padding:4px}
-"""
+td.num{text-align:right;font-variant-numeric:tabular-nums}.valid{color:#1d6b32}.planner_failure{color:#922b21}
+.infra_error{color:#8a5a00}details{margin:6px 0}summary{cursor:pointer}
+""" + TREE_CSS
 
 
+# ---- loading -----------------------------------------------------------------------------------------
 def load_runs(run_dirs: Sequence[Path]) -> list[TrialRecord]:
     """Records of every run directory, deduplicated, with trajectory paths made absolute."""
     records = []
@@ -49,102 +68,271 @@ def load_runs(run_dirs: Sequence[Path]) -> list[TrialRecord]:
     return latest_records(records)
 
 
+def default_out_dir(run_dirs: Sequence[Path | str]) -> Path:
+    """Where a report goes without --out: inside the first run directory (never the checkout's reports/)."""
+    return Path(run_dirs[0]) / REPORT_DIR
+
+
+def read_steps(record: TrialRecord) -> tuple[list[dict], str]:
+    """The trajectory lines of a trial and a note on what could not be read ('' when all was)."""
+    if not record.trajectory or not Path(record.trajectory).is_file():
+        return [], "no trajectory file recorded for this trial"
+    steps, bad = [], 0
+    for line in Path(record.trajectory).read_text(encoding="utf-8", errors="replace").splitlines():
+        if not line.strip():
+            continue
+        try:
+            step = json.loads(line)
+        except json.JSONDecodeError:
+            bad += 1
+            continue
+        if isinstance(step, dict):
+            steps.append(step)
+        else:
+            bad += 1
+    return steps, (f"{bad} trajectory line(s) were not JSON objects and are not shown" if bad else "")
+
+
 def trial_page_name(record: TrialRecord) -> str:
     model = "".join(c if c.isalnum() or c in "._-" else "-" for c in record.model)
     return f"{record.task}-{record.planner}-{model}-t{record.trial:02d}-{record.config_hash}.html"
 
 
+def task_page_name(task: str) -> str:
+    return f"{task}.html"   # task names are slugs (checked when records are read)
+
+
+def stage_names() -> dict[int, str]:
+    from mltb_core.planners.rewards import STAGES as STAGE_DEFS
+
+    return {s.number: s.name for s in STAGE_DEFS}
+
+
+# ---- provenance and the configuration legend ---------------------------------------------------------
+def _git_commit() -> str | None:
+    root = Path(__file__).resolve().parents[2]
+    try:
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                             text=True, timeout=10)
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip() + (" (with uncommitted changes)" if dirty.stdout.strip() else "")
+
+
+def provenance(run_dirs: Sequence[Path | str], records: list[TrialRecord]) -> dict[str, Any]:
+    """What produced this report: mltb version, git commit (None outside a checkout), date, runs, records."""
+    import mltb_core
+
+    raw = sum(1 for d in run_dirs if (Path(d) / RESULTS_FILE).is_file() for _ in read_records(Path(d) / RESULTS_FILE))
+    return {"mltb_version": mltb_core.__version__, "git_commit": _git_commit(),
+            "generated_utc": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "runs": [str(Path(d).resolve()) for d in run_dirs], "records": len(records),
+            # lines of results.jsonl replaced by a later record of the same trial (a rerun without --resume)
+            "superseded": max(raw - len(records), 0)}
+
+
+def _config_of(record: TrialRecord) -> dict | None:
+    steps, _ = read_steps(record)
+    for step in steps[:3]:
+        if step.get("step_type") == "trial_start" and isinstance(step.get("config"), dict):
+            return {k: v for k, v in step["config"].items() if k not in ("planner", "model", "trial", "seed")}
+    return None
+
+
+def config_legend(records: list[TrialRecord]) -> dict[str, Any]:
+    """Per config hash: its full configuration (from a trial_start line; None when no trajectory has one),
+    the column labels that use it, and the settings that differ between hashes."""
+    labels = variant_labels(records)
+    configs: dict[str, dict | None] = {}
+    for (h,), cell in group_by(records, "config_hash").items():
+        configs[h] = next((c for c in map(_config_of, cell) if c is not None), None)
+    known = [c for c in configs.values() if c]
+    keys = sorted({k for c in known for k in c})
+    differing = [k for k in keys if len({json.dumps(c.get(k), sort_keys=True) for c in known}) > 1]
+    return {"hashes": {h: {"config": c, "labels": sorted({lab for (m, p, hh), lab in labels.items() if hh == h})}
+                       for h, c in configs.items()},
+            "differing": differing}
+
+
+def _provenance_html(prov: dict[str, Any], depth: int = 0) -> str:
+    commit = prov["git_commit"] or "no git checkout"
+    runs = ", ".join(prov["runs"])
+    home = "../" * depth
+    return (f"<p class='prov'>mltb {html.escape(prov['mltb_version'])} · commit {html.escape(commit)} · generated "
+            f"{html.escape(prov['generated_utc'])} · {prov['records']} trial record(s) from {html.escape(runs)}"
+            + (f" ({prov['superseded']} earlier record(s) of rerun trials superseded: the latest counts)"
+               if prov.get("superseded") else "") + " · "
+            f"<a href='{home}index.html'>leaderboard</a> · <a href='{home}index.html#configs'>configurations</a></p>")
+
+
+def _legend_html(legend: dict[str, Any]) -> str:
+    hashes = legend["hashes"]
+    differing = legend["differing"]
+    rows = []
+    for h, entry in hashes.items():
+        config = entry["config"]
+        diff = ("; ".join(f"{k}={json.dumps(config.get(k))}" for k in differing) if config and differing
+                else ("unknown (no trajectory with the configuration)" if not config else "—"))
+        full = (f"<details><summary>full configuration</summary><pre>{html.escape(json.dumps(config, indent=1, sort_keys=True))}"
+                f"</pre></details>" if config else "")
+        rows.append(f"<tr><td><code>{html.escape(h)}</code></td><td>{html.escape(', '.join(entry['labels']))}</td>"
+                    f"<td>{html.escape(diff)}{full}</td></tr>")
+    lead = (f"{len(hashes)} configurations; they differ in: {', '.join(differing) or 'settings not recorded'}. "
+            "Tables and plots label a planner run under several configurations planner@hash."
+            if len(hashes) > 1 else "One configuration (every column uses it).")
+    return (f"<h2 id='configs'>Configurations</h2><p>{html.escape(lead)}</p><table><tr><th>config hash</th>"
+            f"<th>columns</th><th>differing settings</th></tr>{''.join(rows)}</table>")
+
+
 # ---- plots -------------------------------------------------------------------------------------------
 def _svg(fig) -> str:
-    buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", bbox_inches="tight")
     import matplotlib.pyplot as plt
 
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg", bbox_inches="tight")
     plt.close(fig)
     text = buffer.getvalue()
-    return text[text.index("<svg"):]  # drop the XML prolog so it embeds inline
+    return "<div>" + text[text.index("<svg"):] + "</div>"  # no XML prolog, so it embeds inline
 
 
-def _planners(records: list[TrialRecord]) -> list[str]:
-    names = {r.planner for r in records}
-    return sorted(names, key=lambda p: (PLANNER_ORDER.index(p) if p in PLANNER_ORDER else 99, p))
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams["svg.fonttype"] = "none"   # labels stay text: searchable, selectable, smaller
+    return plt
 
 
-def _per_task(records: list[TrialRecord], planner: str, values_of, stat) -> list[float]:
-    """One figure per task for this planner (the paper's box plots span competitions)."""
+def _variant_rank(variant: tuple[str, str]) -> tuple:
+    planner, h = variant
+    return (PLANNER_ORDER.index(planner) if planner in PLANNER_ORDER else 99, planner, h)
+
+
+def _columns(records: list[TrialRecord]) -> list[tuple[str, list[TrialRecord]]]:
+    """(label, records) per planner column, in table order, labelled exactly as the tables label them."""
+    labels = variant_labels(records)
+    cells = group_by(records, "planner", "config_hash")
+    return [(labels[(records[0].model, p, h)], cells[(p, h)]) for p, h in sorted(cells, key=_variant_rank)]
+
+
+def _per_task(records: list[TrialRecord], values_of, stat) -> list[float]:
+    """One figure per task (the paper's box plots span competitions)."""
     out = []
-    for _, cell in group_by([r for r in records if r.planner == planner], "task").items():
+    for _, cell in group_by(records, "task").items():
         values = values_of(cell)
         if values:
             out.append(float(stat(values)))
     return out
 
 
-def _box_plots(records: list[TrialRecord], model: str, synthetic: bool) -> str:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    planners = _planners(records)
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
-    panels = [("Consistency", consistency_values, statistics.fmean, (0, 1.05)),
-              ("Median leaderboard percentile", percentile_values, statistics.median, (0, 105))]
+def _distribution_plots(records: list[TrialRecord], model: str, synthetic: bool) -> str:
+    """Consistency and median percentile per task, per planner column: a box with ≥ MIN_BOX_POINTS tasks,
+    else the points themselves; the panel says n."""
+    plt = _pyplot()
+    columns = _columns(records)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    panels = [("Consistency per task", consistency_values, statistics.fmean, (-0.03, 1.05)),
+              ("Median leaderboard percentile per task", percentile_values, statistics.median, (-3, 103))]
     for ax, (title, values_of, stat, ylim) in zip(axes, panels):
-        data = [_per_task(records, p, values_of, stat) for p in planners]
-        positions = [i + 1 for i, d in enumerate(data) if d]
-        ax.boxplot([d for d in data if d], positions=positions, widths=0.5, showmeans=True)
-        for i, d in enumerate(data, 1):
-            if d:
-                sd = statistics.pstdev(d) if len(d) > 1 else 0.0
-                ax.text(i, ylim[1] * 0.97, f"μ={statistics.fmean(d):.2f}\nσ={sd:.2f}\nM={statistics.median(d):.2f}",
-                        ha="center", va="top", fontsize=7)
-        ax.set_xticks(range(1, len(planners) + 1), planners, rotation=20, fontsize=8)
+        for i, (label, cell) in enumerate(columns, 1):
+            data = _per_task(cell, values_of, stat)
+            if len(data) >= MIN_BOX_POINTS:
+                ax.boxplot([data], positions=[i], widths=0.5, showmeans=True)
+            elif data:
+                ax.scatter([i] * len(data), data, s=36, zorder=3)
+            ax.annotate(f"n={len(data)}", (i, 0), xycoords=("data", "axes fraction"), xytext=(0, -30),
+                        textcoords="offset points", ha="center", fontsize=7, color="#555")
+        ax.set_xticks(range(1, len(columns) + 1), [c[0] for c in columns], rotation=15, fontsize=8)
+        ax.set_xlim(0.4, len(columns) + 0.6)
         ax.set_ylim(*ylim)
+        ax.grid(axis="y", alpha=0.3)
         ax.set_title(f"{title} — {model_label(model, synthetic)}", fontsize=9)
+    fig.text(0.01, -0.06, f"n = tasks with a figure; a box needs ≥ {MIN_BOX_POINTS} tasks, fewer are drawn as "
+             "points. Infra errors not counted; failed trials count as percentile 0.", fontsize=7, color="#555")
     return _svg(fig)
 
 
-def _cost_vs_percentile(records: list[TrialRecord]) -> str:
-    import matplotlib.pyplot as plt
-
+def _cost_vs_score(records: list[TrialRecord]) -> str | None:
+    """Mean cost per trial against median percentile, one point per (column, task); None without percentiles."""
+    plt = _pyplot()
     use_dollars = any(r.cost_usd > 0 for r in records)
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    for (model, planner), cell in group_by(records, "model", "planner").items():
-        xs, ys = [], []
-        for _, task_cell in group_by(cell, "task").items():
-            percentiles = percentile_values(task_cell)
-            if not percentiles:
-                continue
-            cost = [r.cost_usd if use_dollars else r.tokens_in + r.tokens_out for r in task_cell]
-            xs.append(statistics.fmean(cost))
-            ys.append(statistics.median(percentiles))
-        if xs:
-            ax.scatter(xs, ys, label=f"{planner} / {model}", s=28)
-    ax.set_xlabel("mean cost per trial ($)" if use_dollars else "mean tokens per trial")
+    fig, ax = plt.subplots(figsize=(6, 3.8))
+    xs_all = []
+    for (model,), mine in group_by(records, "model").items():
+        for label, cell in _columns(mine):
+            xs, ys = [], []
+            for _, task_cell in group_by(cell, "task").items():
+                percentiles = percentile_values(task_cell)
+                if not percentiles:
+                    continue
+                xs.append(statistics.fmean(r.cost_usd if use_dollars else r.tokens_in + r.tokens_out for r in task_cell))
+                ys.append(statistics.median(percentiles))
+            if xs:
+                ax.scatter(xs, ys, label=f"{label} / {model}", s=32)
+                xs_all += xs
+    if not xs_all:
+        plt.close(fig)
+        return None
+    ax.set_ylim(-3, 103)                  # percentiles always on their full scale
+    ax.set_xlim(0, max(xs_all) * 1.15 or 1)   # cost from zero: a lone point is not blown up to fill the axis
+    from matplotlib.ticker import EngFormatter
+
+    ax.xaxis.set_major_formatter(EngFormatter(unit="$" if use_dollars else ""))   # 1.2M, not 1200000
+    ax.set_xlabel("mean cost per trial ($)" if use_dollars else "mean tokens per trial (no prices known)")
     ax.set_ylabel("median leaderboard percentile")
-    ax.set_title("Cost versus percentile (one point per task)", fontsize=9)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    ax.set_title("Cost versus percentile (one point per planner column and task)", fontsize=9)
+    ax.legend(fontsize=7)
     return _svg(fig)
 
 
-def _funnel_plot(records: list[TrialRecord]) -> str:
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+def _funnel_plot(records: list[TrialRecord]) -> str | None:
+    plt = _pyplot()
+    counted = counted_records(records)
+    if not counted:
+        return None
+    names = stage_names()
+    fig, ax = plt.subplots(figsize=(6, 3.8))
     stages = list(range(1, STAGES + 1))
-    for (model, planner), cell in group_by([r for r in records if r.outcome != "infra_error"],
-                                           "model", "planner").items():
-        share = [sum(r.stage_reached >= s for r in cell) / len(cell) for s in stages]
-        ax.plot(stages, share, marker="o", label=f"{planner} / {model}")
-    ax.set_xticks(stages)
-    ax.set_ylim(0, 1.05)
-    ax.set_xlabel("stage")
-    ax.set_ylabel("share of trials reaching it")
-    ax.set_title("Stage funnel", fontsize=9)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7)
+    for (model,), mine in group_by(counted, "model").items():
+        for label, cell in _columns(mine):
+            share = [sum(r.stage_reached >= s for r in cell) / len(cell) for s in stages]
+            ax.plot(stages, share, marker="o", label=f"{label} / {model} (n={len(cell)})")
+    ax.set_xticks(stages, [f"{s} {names.get(s, '')}" for s in stages], rotation=35, ha="right", fontsize=7)
+    ax.set_ylim(-0.03, 1.05)
+    ax.grid(alpha=0.3)
+    ax.set_ylabel("share of counted trials reaching it")
+    ax.set_title("Stage funnel (infra errors not counted)", fontsize=9)
+    ax.legend(fontsize=7)
     return _svg(fig)
+
+
+# ---- extra sections ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ReportSection:
+    """An extra section of index.html and leaderboard.md; ``build(records, seed)`` returns its tables
+    (an empty list leaves the section out)."""
+    title: str
+    build: Callable[[list[TrialRecord], int], list[Table]]
+
+
+# Other modules append here (e.g. pass@k, ratings); each section's tables follow the summary tables.
+REPORT_SECTIONS: list[ReportSection] = []
+
+
+def _section_tables(records: list[TrialRecord], seed: int) -> list[tuple[str, list[Table]]]:
+    out = []
+    for section in REPORT_SECTIONS:
+        tables = section.build(records, seed)
+        if tables:
+            out.append((section.title, tables))
+    return out
 
 
 # ---- pages -------------------------------------------------------------------------------------------
@@ -158,128 +346,201 @@ def _table_html(table: Table) -> str:
     return f"<h3 id='{html.escape(table.key)}'>{html.escape(table.title)}</h3>{table.render('html')}{notes}"
 
 
-def _trials_table(records: list[TrialRecord]) -> str:
+def _num(value: Any, digits: int = 2) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return html.escape(str(value))
+    return str(value) if isinstance(value, int) else f"{value:,.{digits}f}"
+
+
+def _trial_rows(records: list[TrialRecord], labels: dict, prefix: str) -> str:
     rows = []
     for r in records:
-        link = f"<a href='trials/{html.escape(trial_page_name(r))}'>{html.escape(r.task)} · {html.escape(r.planner)}" \
-               f" · {html.escape(r.model)} · t{r.trial:02d}</a>"
-        pct = "n/a" if r.percentile is None else f"{r.percentile:.1f}"
-        rows.append(f"<tr><td>{link}</td><td>{r.outcome}</td><td>{r.stage_reached}</td><td>{pct}</td>"
-                    f"<td>{html.escape(r.stop_reason)}</td></tr>")
-    return ("<table><tr><th>trial</th><th>outcome</th><th>stage</th><th>percentile</th><th>stopped</th></tr>"
-            + "".join(rows) + "</table>")
+        label = labels[(r.model, r.planner, r.config_hash)]
+        link = (f"<a href='{prefix}trials/{html.escape(trial_page_name(r))}'>{html.escape(r.task)} · {html.escape(label)}"
+                f" · {html.escape(r.model)} · t{r.trial:02d}</a>")
+        rows.append(f"<tr><td>{link}</td><td class='{r.outcome}'>{r.outcome}</td><td class='num'>{r.stage_reached}</td>"
+                    f"<td class='num'>{_num(r.percentile, 1)}</td><td class='num'>{_num(r.score, 4)}</td>"
+                    f"<td class='num'>{r.tree_nodes}</td><td class='num'>{r.tokens_in + r.tokens_out:,}</td>"
+                    f"<td class='num'>{_num(r.cost_usd, 4)}</td><td>{html.escape(r.stop_reason[:90])}</td></tr>")
+    return ("<table><tr><th>trial</th><th>outcome</th><th>stage</th><th>percentile</th><th>score</th><th>nodes</th>"
+            "<th>tokens</th><th>cost $</th><th>stopped</th></tr>" + "".join(rows) + "</table>")
 
 
-def _json(value: Any) -> str:
-    return html.escape(json.dumps(value, indent=1, default=str))
+def _task_page(task: str, records: list[TrialRecord], all_records: list[TrialRecord], prov: dict) -> str:
+    """Trials × planner columns of one task: outcome, stage and percentile of every trial."""
+    labels = variant_labels(all_records)
+    columns = sorted({(r.model, r.planner, r.config_hash) for r in records}, key=lambda k: (k[0], *_variant_rank(k[1:])))
+    trials = sorted({r.trial for r in records})
+    cell = {(r.model, r.planner, r.config_hash, r.trial): r for r in records}
+    head = "".join(f"<th>{html.escape(labels[c])}<br><small>{html.escape(c[0])}</small></th>" for c in columns)
+    rows = []
+    for t in trials:
+        tds = []
+        for c in columns:
+            r = cell.get((*c, t))
+            if r is None:
+                tds.append("<td>—</td>")
+                continue
+            pct = "" if r.percentile is None else f" · pct {r.percentile:.1f}"
+            tds.append(f"<td><a class='{r.outcome}' href='../trials/{html.escape(trial_page_name(r))}'>{r.outcome}</a>"
+                       f"<br><small>stage {r.stage_reached}{pct} · {r.tree_nodes} nodes</small></td>")
+        rows.append(f"<tr><th>trial {t}</th>{''.join(tds)}</tr>")
+    synthetic = f"<div class='synthetic'>sim rows are {SYNTHETIC_LABEL}</div>" if any(r.synthetic for r in records) else ""
+    body = (f"<h1>{html.escape(task)}</h1>{_provenance_html(prov, 1)}{synthetic}"
+            f"<h2>Trials × planners</h2><table><tr><th></th>{head}</tr>{''.join(rows)}</table>"
+            f"<p class='note'>Click a cell for the trial's search tree. Infra errors are shown but never counted.</p>"
+            f"<h2>Figures for this task</h2>"
+            + "".join(_table_html(t) for t in build_tables(records) if t.key.split(":")[0] in ("consistency", "percentile")))
+    return _page(f"{task} — mltb", body)
 
 
-def _step_html(step: dict, best: set) -> str:
-    kind = step.get("step_type", "")
-    node = step.get("node_id")
-    classes = "step best" if node in best else "step"
-    head = f"<b>#{step.get('step_number', '')} {html.escape(kind)}</b>" + (f" node {node}" if node is not None else "")
-    if kind == "tool_execution_initiation":
-        calls = step.get("tools_to_execute", [])
-        body = "".join(f"<div>call <code>{html.escape(c.get('tool_name', ''))}</code><pre>{_json(c.get('tool_args', {}))}"
-                       f"</pre></div>" for c in calls)
-    elif kind == "tool_execution_completion":
-        results = step.get("tool_results", [])
-        if any(not r.get("ok", True) for r in results):
-            classes += " fail"
-        body = "".join(f"<pre>{html.escape(str(r.get('content_preview', '')))}</pre>" for r in results)
-    elif kind == "reward_feedback":
-        body = f"stage {step.get('stage')}: {html.escape(str(step.get('feedback', '')))}"
-    elif kind == "llm_call":
-        texts = [c.get("text", "") for c in step.get("candidates", [])]
-        body = f"{step.get('purpose', '')}: " + " | ".join(html.escape(t[:200]) for t in texts[:3])
-    else:
-        body = f"<pre>{_json({k: v for k, v in step.items() if k not in ('step_number', 'timestamp')})}</pre>"
-    return f"<div class='{classes}'>{head}<div>{body}</div></div>"
+_RECORD_FIELDS = ("outcome", "valid", "score", "percentile", "medal", "normalized", "stage_reached", "stage_name",
+                  "stop_reason", "tree_nodes", "tool_calls", "llm_calls", "llm_retries", "tokens_in", "tokens_out",
+                  "cost_usd", "wall_seconds", "tool_seconds", "llm_seconds", "seed", "config_hash", "toolset", "board",
+                  "percentile_note", "error", "feedback")
 
 
-def _trial_page(record: TrialRecord) -> str:
-    steps: list[dict] = []
-    problem = ""
-    if record.trajectory and Path(record.trajectory).is_file():
-        for line in Path(record.trajectory).read_text(encoding="utf-8").splitlines():
-            try:
-                steps.append(json.loads(line))
-            except json.JSONDecodeError:
-                problem = "(some trajectory lines were not JSON and are not shown)"
-    else:
-        problem = "(no trajectory file recorded for this trial)"
-    summary = next((s for s in steps if s.get("step_type") == "search_summary"), {})
-    best = set(summary.get("best_path") or [])
-    tool_of = {s.get("node_id"): c.get("tool_name", "") for s in steps
-               if s.get("step_type") == "tool_execution_initiation" for c in s.get("tools_to_execute", [])[:1]}
-    best_path = " → ".join(f"{n} {tool_of.get(n, '')}".strip() for n in summary.get("best_path") or []) or "n/a"
-    title = f"{record.task} · {record.planner} · {record.model} · trial {record.trial}"
-    fields = {k: v for k, v in record.to_dict().items() if k not in ("extra",)}
+def _trial_page(record: TrialRecord, label: str, prov: dict) -> str:
+    steps, problem = read_steps(record)
+    tree = tree_from_steps(steps)
+    start = next((s for s in steps if s.get("step_type") == "trial_start"), {})
+    title = f"{record.task} · {label} · {record.model} · trial {record.trial}"
+    rows = "".join(f"<tr><th>{k}</th><td>{_num(getattr(record, k), 4) if k not in ('error', 'feedback') else '<pre>' + html.escape(str(getattr(record, k) or '—')) + '</pre>'}</td></tr>"
+                   for k in _RECORD_FIELDS if getattr(record, k) not in (None, "") or k in ("percentile", "score"))
     synthetic = f"<div class='synthetic'>{SYNTHETIC_LABEL}</div>" if record.synthetic else ""
-    body = (f"<p><a href='../index.html'>← leaderboard</a></p><h1>{html.escape(title)}</h1>{synthetic}"
-            f"<table>{''.join(f'<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>' for k, v in fields.items())}"
-            f"</table><h2>Best path</h2><p>{html.escape(best_path)}</p>"
-            f"<h2>Trajectory ({len(steps)} steps)</h2><p class='note'>{problem}</p>"
-            + "".join(_step_html(s, best) for s in steps))
+    prompt = start.get("prompt")
+    prompt_html = (f"<details><summary>Task prompt shown to the model</summary><pre>{html.escape(str(prompt))}</pre></details>"
+                   if prompt else "")
+    note = f"<p class='note'>{html.escape(problem)}</p>" if problem else ""
+    body = (f"<h1>{html.escape(title)}</h1>{_provenance_html(prov, 1)}{synthetic}"
+            f"<p><a href='../tasks/{task_page_name(record.task)}'>← all trials of {html.escape(record.task)}</a></p>"
+            f"<details><summary>Trial record (rounded; exact in results.jsonl)</summary><table>{rows}</table></details>"
+            f"{prompt_html}<h2>Search tree</h2>{note}{tree_page(tree)}")
     return _page(title, body)
 
 
-def build_report(run_dirs: Sequence[Path | str], out_dir: Path | str, seed: int = 0) -> dict[str, Path]:
-    """Merge ``run_dirs`` and write the report into ``out_dir``; returns the written paths by name."""
+def build_report(run_dirs: Sequence[Path | str], out_dir: Path | str | None = None, seed: int = 0) -> dict[str, Path]:
+    """Merge ``run_dirs`` and write the report into ``out_dir`` (default: :func:`default_out_dir`);
+    returns the written paths by name."""
     if not run_dirs:
         raise ValueError("build_report needs at least one run directory")
-    out_dir = Path(out_dir)
+    out_dir = Path(out_dir) if out_dir is not None else default_out_dir(run_dirs)
     records = load_runs([Path(d) for d in run_dirs])
     tables = build_tables(records, seed)
-    (out_dir / "trials").mkdir(parents=True, exist_ok=True)
+    sections = _section_tables(records, seed) if records else []
+    for sub in ("trials", "tasks"):
+        (out_dir / sub).mkdir(parents=True, exist_ok=True)
     synthetic = any(r.synthetic for r in records)
-    sources = ", ".join(str(d) for d in run_dirs)
+    prov = provenance(run_dirs, records)
+    legend = config_legend(records)
+    labels = variant_labels(records)
 
-    markdown = [f"# mltb leaderboard\n\nRuns: {sources} · {len(records)} trial record(s)\n"]
+    commit = prov["git_commit"] or "no git checkout"
+    markdown = [f"# mltb leaderboard\n\nmltb {prov['mltb_version']} · commit {commit} · {prov['generated_utc']} · "
+                f"runs: {', '.join(prov['runs'])} · {len(records)} trial record(s)"
+                + (f" ({prov['superseded']} earlier record(s) of rerun trials superseded: the latest counts)"
+                   if prov["superseded"] else "") + "\n"]
+    if not records:
+        markdown.append("No trial records in these runs.\n")
     if synthetic:
         markdown.append(f"> Rows for `sim` models are {SYNTHETIC_LABEL}.\n")
-    markdown += [f"## {t.title}\n\n{t.render('github')}\n" + "".join(f"\n_{n}_\n" for n in t.notes) for t in tables]
+    if len(legend["hashes"]) > 1:
+        markdown.append("## Configurations\n\n" + "\n".join(
+            f"- `{h}` ({', '.join(e['labels'])}): " + ("; ".join(f"{k}={json.dumps((e['config'] or {}).get(k))}"
+                                                             for k in legend["differing"]) or "configuration unknown")
+            for h, e in legend["hashes"].items()) + "\n")
+    all_tables = tables + [t for _, ts in sections for t in ts]
+    markdown += [f"## {t.title}\n\n{t.render('github')}\n" + "".join(f"\n_{n}_\n" for n in t.notes) for t in all_tables]
     paths = {"leaderboard": out_dir / "leaderboard.md", "summary": out_dir / "summary.json",
              "index": out_dir / "index.html"}
     paths["leaderboard"].write_text("\n".join(markdown), encoding="utf-8")
 
-    summary = {"runs": [str(d) for d in run_dirs], "records": len(records),
-               "tables": [t.to_dict() for t in tables], "cells": cell_figures(records, seed)}
+    summary = {"provenance": prov, "configurations": legend, "runs": [str(d) for d in run_dirs],
+               "records": len(records), "tables": [t.to_dict() for t in all_tables],
+               "cells": cell_figures(records, seed) if records else {}}
     paths["summary"].write_text(json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
 
     plots = []
-    for (model,), cell in group_by(records, "model").items():
-        plots.append(_box_plots(cell, model, any(r.synthetic for r in cell)))
-    if records:
-        plots += [_cost_vs_percentile(records), _funnel_plot(records)]
+    for (model,), cell in group_by(counted_records(records), "model").items():   # infra errors alone: nothing to draw
+        plots.append(_distribution_plots(cell, model, any(r.synthetic for r in cell)))
+    plots += [p for p in (_cost_vs_score(records), _funnel_plot(records)) if p]
     banner = f"<div class='synthetic'>Rows for sim models are {SYNTHETIC_LABEL}.</div>" if synthetic else ""
-    body = (f"<h1>mltb leaderboard</h1><p>Runs: {html.escape(sources)} · {len(records)} trial record(s)</p>{banner}"
-            f"<h2>Plots</h2><div class='plots'>{''.join(plots)}</div>"
-            f"<h2>Tables</h2>{''.join(_table_html(t) for t in tables)}"
-            f"<h2>Trials</h2>{_trials_table(records)}")
+    tasks = sorted({r.task for r in records})
+    task_links = " · ".join(f"<a href='tasks/{task_page_name(t)}'>{html.escape(t)}</a>" for t in tasks)
+    extra = "".join(f"<h2>{html.escape(title)}</h2>{''.join(_table_html(t) for t in ts)}" for title, ts in sections)
+    body = (f"<h1>mltb leaderboard</h1>{_provenance_html(prov)}{banner}"
+            + ("<p class='note'>No trial records in these runs.</p>" if not records else "")
+            + f"<p>Tasks: {task_links or '—'}</p>{_legend_html(legend) if records else ''}"
+            f"<h2>Plots</h2><div class='plots'>{''.join(plots) or '<p>no plots: no records</p>'}</div>"
+            f"<h2>Tables</h2>{''.join(_table_html(t) for t in tables)}{extra}"
+            f"<h2>Trials</h2>{_trial_rows(records, labels, '')}")
     paths["index"].write_text(_page("mltb leaderboard", body), encoding="utf-8")
 
+    for (task,), cell in group_by(records, "task").items():
+        (out_dir / "tasks" / task_page_name(task)).write_text(_task_page(task, cell, records, prov), encoding="utf-8")
     for record in records:
-        (out_dir / "trials" / trial_page_name(record)).write_text(_trial_page(record), encoding="utf-8")
+        label = labels[(record.model, record.planner, record.config_hash)]
+        (out_dir / "trials" / trial_page_name(record)).write_text(_trial_page(record, label, prov), encoding="utf-8")
     return paths
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``mltb report RUN_DIR [RUN_DIR ...] --out DIR``; prints the tables and the written paths."""
-    parser = argparse.ArgumentParser(prog="mltb report", description="merge mltb runs into a leaderboard")
-    parser.add_argument("run_dirs", nargs="+", type=Path, help="run directories (each holds results.jsonl)")
-    parser.add_argument("--out", type=Path, default=Path("reports"), help="output directory (default reports/)")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR",
+                        help="run directories (each holds results.jsonl); two with --compare-runs compares them")
+    parser.add_argument("--out", type=Path, default=None,
+                        help=f"output directory (default: RUN_DIR/{REPORT_DIR}/ of the first run)")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
-    args = parser.parse_args(argv)
-    try:
-        paths = build_report(args.run_dirs, args.out, args.seed)
-    except (FileNotFoundError, ValueError) as exc:
-        parser.error(str(exc))
+
+
+def run(args: argparse.Namespace) -> int:
+    paths = build_report(args.run_dirs, args.out, args.seed)
     print(render_tables(build_tables(load_runs(args.run_dirs), args.seed)))
     for name, path in paths.items():
         print(f"{name}: {path}")
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``mltb report RUN_DIR [RUN_DIR ...] [--out DIR]``; prints the tables and the written paths."""
+    parser = argparse.ArgumentParser(prog="mltb report", description="merge mltb runs into a leaderboard")
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except (FileNotFoundError, ValueError) as exc:
+        parser.error(str(exc))
+    return 2
+
+
+def compare_main(run_a: Path, run_b: Path, out: Path | None = None, seed: int = 0) -> Path:
+    """``mltb compare A B``: print the paired comparison and write ``compare.html`` (default: under A's
+    report directory); returns its path."""
+    from mltb_core.analysis.compare_runs import compare_runs, comparison_html, render_comparison
+
+    a, b = load_runs([run_a]), load_runs([run_b])
+    comparisons = compare_runs(a, b, seed)
+    print(render_comparison(comparisons))
+    out = Path(out) if out is not None else default_out_dir([run_a]) / f"compare-{Path(run_b).resolve().name}.html"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    prov = provenance([run_a, run_b], a + b)
+    out.write_text(_page("mltb run comparison", f"<h1>mltb run comparison</h1>{_provenance_html(prov)}"
+                                               + comparison_html(comparisons, Path(run_a), Path(run_b))),
+                   encoding="utf-8")
+    print(f"comparison: {out}")
+    return out
+
+
+def export_main(run_dirs: Sequence[Path], fmt: str, out: Path | None = None) -> Path:
+    """``mltb export RUN... --format F``: one row per trial, deduplicated as the tables are; returns the path."""
+    from mltb_core.analysis.export import write_export
+
+    records = load_runs(run_dirs)
+    out = Path(out) if out is not None else Path(run_dirs[0]) / f"trials.{fmt}"
+    path = write_export(records, out, fmt)
+    print(f"{len(records)} trial(s) → {path}")
+    return path
 
 
 if __name__ == "__main__":

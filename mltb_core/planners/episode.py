@@ -185,7 +185,21 @@ class Episode:
     def summary(self, best: Node, stop_reason: str) -> dict[str, Any]:
         return {"nodes": self.nodes, "best_node": best.id, "best_stage": best.progress.stage,
                 "best_depth": best.depth, "best_value": round(best.value, 4), "stop_reason": stop_reason,
-                "best_path": [n.id for n in path_to(best)[1:] if n.call is not None]}
+                "best_path": [n.id for n in path_to(best)[1:] if n.call is not None],
+                "tree": tree_nodes(path_to(best)[0])}
+
+
+def tree_nodes(root: Node) -> list[dict[str, Any]]:
+    """Every node's final search statistics (visits, value, reward, stage, parent), for the tree viewer:
+    the per-step lines are written before backpropagation, so only the end of the search knows them."""
+    out, stack = [], [root]
+    while stack:
+        node = stack.pop()
+        out.append({"id": node.id, "parent": node.parent.id if node.parent is not None else None,
+                    "visits": node.visits, "value": node.value, "reward": node.reward,
+                    "stage": node.progress.stage, "ok": node.ok, "dead": node.dead})
+        stack.extend(reversed(node.children))
+    return sorted(out, key=lambda n: n["id"])
 
 
 def _mtime(path: Path) -> int | None:

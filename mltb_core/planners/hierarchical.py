@@ -28,6 +28,7 @@ class HierarchicalMCTS(TreeSearch):
         seeds = [self.ep.root]
         for stage in STAGES:
             self._stage = stage
+            self.ep.trajectory.write("subtask_start", stage=stage.number, name=stage.name, seeds=[s.id for s in seeds])
             solutions: list[Node] = []
             for seed in seeds:
                 wanted = self.config.max_solutions - len(solutions)

@@ -1,0 +1,232 @@
+"""``mltb compare RUN_A RUN_B``: paired comparison of two runs, item by item.
+
+An *item* is a (task, trial seed) both runs hold for the same arm. Arms are (model, planner) pairs
+present in both runs; when the runs share none and each holds exactly one (e.g. ReAct in A, MCTS in
+B on the same seeds), those two are compared. Infra errors are left out of the pairs (counted and
+shown). Per arm, the change B − A:
+
+- validity: paired difference of rates with Newcombe's paired score interval
+  (:func:`mltb_core.analysis.stats.paired_proportion_diff_ci`, as the CI gate uses) and McNemar's exact
+  test (a two-sided binomial test on the discordant pairs);
+- percentile (failed trials count 0, as in the tables; tasks without a comparable percentile and
+  valid trials without one are left out): the median of the paired deltas with a bootstrap interval
+  (:func:`mltb_core.analysis.stats.bootstrap_ci`) and the Wilcoxon signed-rank test (zero deltas dropped);
+- per task: the same figures over that task's items.
+"""
+from __future__ import annotations
+
+import html
+import io
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from tabulate import tabulate
+
+from mltb_core.analysis.results import TrialRecord, group_by, percentile_exclusion
+from mltb_core.analysis.stats import CI, MIN_TRIALS_FOR_MEDIAN_CI, bootstrap_ci, paired_proportion_diff_ci
+
+__all__ = ["PairedFigures", "ArmComparison", "compare_runs", "render_comparison", "comparison_html", "paired_items"]
+
+
+@dataclass
+class PairedFigures:
+    """B − A over ``pairs`` items: validity (difference of rates, McNemar) and percentile (median delta, Wilcoxon)."""
+    pairs: int
+    valid_a: int
+    valid_b: int
+    validity_delta: CI
+    mcnemar_p: float | None
+    percentile_pairs: int
+    percentile_delta: CI
+    wilcoxon_p: float | None
+    deltas: list[float] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pairs": self.pairs, "valid_a": self.valid_a, "valid_b": self.valid_b,
+                "validity_delta": self.validity_delta.to_dict(), "mcnemar_p": self.mcnemar_p,
+                "percentile_pairs": self.percentile_pairs, "percentile_delta": self.percentile_delta.to_dict(),
+                "wilcoxon_p": self.wilcoxon_p, "deltas": self.deltas}
+
+
+@dataclass
+class ArmComparison:
+    label_a: str
+    label_b: str
+    overall: PairedFigures
+    per_task: dict[str, PairedFigures]
+    only_a: int          # counted items of A without a partner in B
+    only_b: int
+    infra_left_out: int  # items left out because one side is an infra error
+
+
+def _arm_label(arm: tuple[str, str]) -> str:
+    return f"{arm[1]} / {arm[0]}"
+
+
+def _arms(records: list[TrialRecord]) -> dict[tuple[str, str], dict[tuple[str, int], TrialRecord]]:
+    """(model, planner) → (task, seed) → record (several config hashes of one item: the last in sort order)."""
+    out: dict[tuple[str, str], dict[tuple[str, int], TrialRecord]] = {}
+    for r in records:
+        out.setdefault((r.model, r.planner), {})[(r.task, r.seed)] = r
+    return out
+
+
+def paired_items(a: list[TrialRecord], b: list[TrialRecord]) -> list[tuple[tuple[str, str], tuple[str, str]]]:
+    """The (arm of A, arm of B) pairs to compare (see the module docstring); empty when none match."""
+    arms_a, arms_b = _arms(a), _arms(b)
+    common = sorted(set(arms_a) & set(arms_b))
+    if common:
+        return [(arm, arm) for arm in common]
+    if len(arms_a) == 1 and len(arms_b) == 1:
+        return [(next(iter(arms_a)), next(iter(arms_b)))]
+    return []
+
+
+def _binom_p(k: int, n: int) -> float | None:
+    if n == 0:
+        return None
+    from scipy.stats import binomtest
+
+    return float(binomtest(k, n, 0.5).pvalue)
+
+
+def _wilcoxon_p(deltas: list[float]) -> float | None:
+    nonzero = [d for d in deltas if d != 0]
+    if not deltas:
+        return None
+    if not nonzero:
+        return 1.0   # every pair tied: no evidence of a difference
+    from scipy.stats import wilcoxon
+
+    return float(wilcoxon(nonzero, zero_method="wilcox").pvalue)
+
+
+def _percentile_of(record: TrialRecord) -> float | None:
+    if not record.valid:
+        return 0.0
+    return None if record.percentile is None else float(record.percentile)
+
+
+def _figures(pairs: list[tuple[TrialRecord, TrialRecord]], comparable: set[str], seed: int) -> PairedFigures:
+    flags = [(ra.valid, rb.valid) for ra, rb in pairs]
+    deltas = []
+    for ra, rb in pairs:
+        if ra.task not in comparable:
+            continue
+        pa, pb = _percentile_of(ra), _percentile_of(rb)
+        if pa is not None and pb is not None:
+            deltas.append(pb - pa)
+    lost = sum(1 for x, y in flags if x and not y)
+    gained = sum(1 for x, y in flags if y and not x)
+    return PairedFigures(pairs=len(pairs), valid_a=sum(x for x, _ in flags), valid_b=sum(y for _, y in flags),
+                         validity_delta=paired_proportion_diff_ci(flags), mcnemar_p=_binom_p(gained, gained + lost),
+                         percentile_pairs=len(deltas), percentile_delta=bootstrap_ci(deltas, "median", seed=seed),
+                         wilcoxon_p=_wilcoxon_p(deltas), deltas=deltas)
+
+
+def compare_runs(a: list[TrialRecord], b: list[TrialRecord], seed: int = 0) -> list[ArmComparison]:
+    """Paired comparisons of runs ``a`` and ``b`` (deduplicated records), one per matched arm."""
+    out = []
+    arms_a, arms_b = _arms(a), _arms(b)
+    for arm_a, arm_b in paired_items(a, b):
+        items_a, items_b = arms_a[arm_a], arms_b[arm_b]
+        shared = sorted(set(items_a) & set(items_b))
+        pairs, infra = [], 0
+        for key in shared:
+            ra, rb = items_a[key], items_b[key]
+            if "infra_error" in (ra.outcome, rb.outcome):
+                infra += 1
+            else:
+                pairs.append((ra, rb))
+        comparable = {task for (task,), cell in group_by([r for p in pairs for r in p], "task").items()
+                      if percentile_exclusion(cell) is None}
+        per_task = {task: _figures([p for p in pairs if p[0].task == task], comparable, seed)
+                    for task in sorted({p[0].task for p in pairs})}
+        counted = lambda items: sum(1 for r in items.values() if r.outcome != "infra_error")  # noqa: E731
+        out.append(ArmComparison(_arm_label(arm_a), _arm_label(arm_b), _figures(pairs, comparable, seed), per_task,
+                                 only_a=counted({k: v for k, v in items_a.items() if k not in items_b}),
+                                 only_b=counted({k: v for k, v in items_b.items() if k not in items_a}),
+                                 infra_left_out=infra))
+    return out
+
+
+def _p(value: float | None) -> str:
+    return "n/a" if value is None else (f"{value:.3f}" if value >= 0.001 else "<0.001")
+
+
+def _median_delta(ci: CI) -> str:
+    """The median delta with its interval, or with a note when too few pairs give no 95 % interval of a median."""
+    if ci.estimate is None:
+        return "n/a"
+    if ci.n < MIN_TRIALS_FOR_MEDIAN_CI:
+        return f"{ci.estimate:.1f} (n={ci.n} < {MIN_TRIALS_FOR_MEDIAN_CI}: no CI)"
+    return ci.format(1)
+
+
+def _rows(name: str, f: PairedFigures) -> list[str]:
+    return [name, str(f.pairs), f"{f.valid_a}/{f.pairs} → {f.valid_b}/{f.pairs}", f.validity_delta.format(2),
+            _p(f.mcnemar_p), str(f.percentile_pairs), _median_delta(f.percentile_delta), _p(f.wilcoxon_p)]
+
+
+HEADERS = ["task", "pairs", "valid A → B", "Δ validity B−A [95% CI]", "McNemar exact p", "pct pairs",
+           "median Δ percentile [95% CI]", "Wilcoxon p"]
+
+
+def render_comparison(comparisons: list[ArmComparison], fmt: str = "simple") -> str:
+    if not comparisons:
+        return "no arm to compare: the runs share no (model, planner) and do not hold one each"
+    blocks = []
+    for c in comparisons:
+        rows = [_rows(task, f) for task, f in c.per_task.items()] + [_rows("all tasks", c.overall)]
+        blocks.append(f"A = {c.label_a}  vs  B = {c.label_b}: paired over (task, seed) items in both runs\n"
+                      + tabulate(rows, headers=HEADERS, tablefmt=fmt, disable_numparse=True)
+                      + f"\nleft out: {c.only_a} item(s) only in A, {c.only_b} only in B, {c.infra_left_out} with an "
+                        "infra error on a side. Percentile: failed trials count 0; tasks without a comparable "
+                        "percentile left out. CIs: Newcombe paired score (validity), bootstrap of the median "
+                        "paired delta (percentile).")
+    return "\n\n".join(blocks)
+
+
+def _delta_plot(comparisons: list[ArmComparison]) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [(c, task, f) for c in comparisons for task, f in c.per_task.items()]
+    fig, ax = plt.subplots(figsize=(7, 0.5 + 0.45 * max(len(rows), 1)))
+    for y, (c, task, f) in enumerate(rows):
+        if f.deltas:
+            ax.scatter(f.deltas, [y] * len(f.deltas), s=22, alpha=0.6, color="#4477aa")
+            ci = f.percentile_delta
+            if ci.n >= MIN_TRIALS_FOR_MEDIAN_CI:
+                ax.plot([ci.low, ci.high], [y, y], color="#222", lw=2)
+            ax.scatter([ci.estimate], [y], marker="D", color="#222", s=30, zorder=3)
+    ax.axvline(0, color="#c0392b", lw=1)
+    ax.set_yticks(range(len(rows)), [f"{task} · {c.label_b} vs {c.label_a}" for c, task, _ in rows], fontsize=8)
+    ax.set_xlabel(f"paired Δ percentile B − A (dots: items; ◆ median; bar: 95% CI when n ≥ {MIN_TRIALS_FOR_MEDIAN_CI})")
+    ax.set_xlim(-105, 105)
+    ax.grid(axis="x", alpha=0.3)
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg", bbox_inches="tight")
+    plt.close(fig)
+    text = buffer.getvalue()
+    return text[text.index("<svg"):]
+
+
+def comparison_html(comparisons: list[ArmComparison], run_a: Path, run_b: Path) -> str:
+    """The comparison as an HTML fragment (plot and one table per arm)."""
+    body = [f"<h2>Run comparison</h2><p>A = {html.escape(str(run_a))}<br>B = {html.escape(str(run_b))}</p>"]
+    if not comparisons:
+        body.append(f"<p class='note'>{html.escape(render_comparison([]))}</p>")
+        return "".join(body)
+    body.append(f"<div class='plots'>{_delta_plot(comparisons)}</div>")
+    for c in comparisons:
+        table = tabulate([_rows(t, f) for t, f in c.per_task.items()] + [_rows("all tasks", c.overall)],
+                         headers=HEADERS, tablefmt="html", disable_numparse=True)
+        body.append(f"<h3>A = {html.escape(c.label_a)} vs B = {html.escape(c.label_b)}</h3>{table}"
+                    f"<p class='note'>left out: {c.only_a} item(s) only in A, {c.only_b} only in B, "
+                    f"{c.infra_left_out} with an infra error on a side</p>")
+    return "".join(body)

@@ -1,0 +1,154 @@
+"""Live progress of a benchmark run, beside pytest's own dots (controller only).
+
+A full suite runs for hours; pytest's dots say neither what it costs nor when it ends. After every
+trial this shows: items done / total, running cost ($ and tokens), valid trials so far and an ETA
+(elapsed time per finished item × items left).
+
+- On a terminal (and not under CI): one status line kept on the terminal's bottom row, apt-style:
+  the scrolling region is shrunk by one row so pytest's output scrolls above it; the region is
+  restored at the end of the session.
+- Otherwise (a pipe, a log file, ``CI`` set): a plain line, at most every ``PLAIN_INTERVAL`` seconds
+  and after the last item, so logs stay short.
+- With ``-v``: also one line per trial with the stage it reached and what it cost.
+
+Hook point: ``pytest_runtest_logreport`` on the controller, reading the teardown report's
+``mltb_record`` user property — the record each worker attaches (see session.attach) and that the
+controller appends to results.jsonl from the same report (Controller.handle_report). Nothing is
+shown until the first record arrives, so sessions without benchmark items print nothing.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from typing import Any
+
+import pytest
+
+from mltb_core.analysis.results import TrialRecord
+
+from .session import RECORD_PROPERTY
+
+__all__ = ["ProgressReporter", "PLAIN_INTERVAL", "format_duration"]
+
+PLAIN_INTERVAL = 30.0   # seconds between plain progress lines
+
+
+def format_duration(seconds: float) -> str:
+    seconds = max(int(round(seconds)), 0)
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m" if hours else (f"{minutes}m{secs:02d}s" if minutes else f"{secs}s")
+
+
+def _record(report: pytest.TestReport) -> TrialRecord | None:
+    for key, value in getattr(report, "user_properties", ()) or ():
+        if key == RECORD_PROPERTY:
+            try:
+                return TrialRecord.from_dict(json.loads(value))
+            except (ValueError, TypeError):
+                return None   # the controller reports a bad record; progress just does not count it
+    return None
+
+
+class ProgressReporter:
+    """Counts finished items and trial records; writes the status line (see the module docstring)."""
+
+    def __init__(self, config: pytest.Config, *, interval: float = PLAIN_INTERVAL, clock=time.monotonic):
+        self.config = config
+        self.interval = interval
+        self.clock = clock
+        self.total: int | None = None
+        self.done = 0
+        self.trials = 0
+        self.valid = 0
+        self.infra = 0
+        self.cost = 0.0
+        self.tokens = 0
+        self.started = clock()
+        self.last_plain: float | None = None
+        self.region_set = False
+
+    # ---- what is known ----------------------------------------------------------------------------
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if not hasattr(self.config, "workerinput") and session.items:
+            self.total = len(session.items)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node, ids: list[str]) -> None:
+        self.total = max(self.total or 0, len(ids))
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "teardown":
+            return
+        self.done += 1
+        record = _record(report)
+        if record is None:
+            if self.trials:
+                self._show(None)
+            return
+        self.trials += 1
+        self.valid += int(record.valid)
+        self.infra += int(record.outcome == "infra_error")
+        self.cost += record.cost_usd
+        self.tokens += record.tokens_in + record.tokens_out
+        self._show(record)
+
+    # ---- what is shown ----------------------------------------------------------------------------
+    def status(self) -> str:
+        total = self.total if self.total is not None else "?"
+        elapsed = self.clock() - self.started
+        eta = "?"
+        if self.total and self.done:
+            eta = format_duration(elapsed / self.done * max(self.total - self.done, 0))
+        infra = f" · {self.infra} infra error(s)" if self.infra else ""
+        return (f"mltb: {self.done}/{total} items · {self.valid}/{self.trials} trials valid{infra} · "
+                f"${self.cost:.4f} · {self.tokens:,} tokens · elapsed {format_duration(elapsed)} · ETA {eta}")
+
+    def _terminal(self):
+        return self.config.pluginmanager.get_plugin("terminalreporter")
+
+    def _live(self, terminal) -> bool:
+        return bool(getattr(terminal, "isatty", False)) and not os.environ.get("CI")
+
+    def _show(self, record: TrialRecord | None) -> None:
+        terminal = self._terminal()
+        if terminal is None:
+            return
+        if record is not None and self.config.getoption("verbose", 0) > 0:
+            stage = f"stage {record.stage_reached}/10" + (f" ({record.stage_name})" if record.stage_name else "")
+            terminal.write_line(f"    mltb: {record.task} · {record.planner} · t{record.trial}: {record.outcome}, {stage}, "
+                                f"${record.cost_usd:.4f}, {record.tokens_in + record.tokens_out:,} tokens, "
+                                f"{record.wall_seconds:.1f} s")
+        if self._live(terminal):
+            self._bottom_line(terminal, self.status())
+            return
+        now = self.clock()
+        finished = self.total is not None and self.done >= self.total
+        if finished or self.last_plain is None or now - self.last_plain >= self.interval:
+            self.last_plain = now
+            terminal.write_line(self.status())
+
+    def _bottom_line(self, terminal, text: str) -> None:
+        """Write ``text`` on the reserved bottom row (reserving it on first use), cursor restored."""
+        cols, rows = shutil.get_terminal_size()
+        if rows < 3:
+            return
+        if not self.region_set:
+            # two newlines leave an empty row above the reserved one; the cursor goes back to it
+            terminal.write("\n\n\x1b7" + f"\x1b[1;{rows - 1}r" + "\x1b8\x1b[1A", flush=True)
+            self.region_set = True
+        terminal.write(f"\x1b7\x1b[{rows};1H\x1b[2K{text[:cols - 1]}\x1b8", flush=True)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_terminal_summary(self, terminalreporter) -> Any:
+        """Give the bottom row back before the summary, and leave the final figures as a plain line."""
+        if self.region_set:
+            _, rows = shutil.get_terminal_size()
+            terminalreporter.write(f"\x1b7\x1b[r\x1b[{rows};1H\x1b[2K\x1b8", flush=True)
+            self.region_set = False
+        if self.trials:
+            terminalreporter.write_line(self.status().replace(" · ETA 0s", ""))
+        yield

@@ -1,0 +1,54 @@
+"""compare_runs.py / `mltb compare A B`: paired deltas over shared (task, seed) items."""
+import pytest
+
+from mltb_core.analysis.compare_runs import compare_runs, render_comparison
+from mltb_core.analysis.results import TrialRecord
+from mltb_core.cli import main as cli_main
+
+from test_reports import make_run
+
+
+def rec(planner, seed, valid, percentile=None, outcome=None, task="spaceship-titanic"):
+    return TrialRecord(task=task, planner=planner, model="m", trial=seed, seed=seed, config_hash="h",
+                       outcome=outcome or ("valid" if valid else "planner_failure"), valid=valid,
+                       percentile=percentile if valid else None)
+
+
+def test_paired_deltas_tests_and_left_out_items():
+    a = [rec("react", s, s % 2 == 0, 50.0) for s in range(10)] + [rec("react", 10, True, 50.0)]
+    b = [rec("mcts", s, True, 60.0 + s) for s in range(10)] + [rec("mcts", 11, True, 60.0),
+                                                                rec("mcts", 0, False, outcome="infra_error")]
+    b = [r for r in b if not (r.seed == 0 and r.outcome == "valid")]
+    (c,) = compare_runs(a, b)
+    assert (c.label_a, c.label_b) == ("react / m", "mcts / m")        # one arm each: compared
+    assert c.infra_left_out == 1 and c.only_a == 1 and c.only_b == 1
+    f = c.overall
+    assert f.pairs == 9 and (f.valid_a, f.valid_b) == (4, 9)
+    assert f.mcnemar_p == pytest.approx(2 * 0.5 ** 5)                 # 5 discordant, all one way
+    # percentile: invalid A trials count 0, so deltas are 60+s-0 (odd s) and 10+s (even s)
+    assert f.deltas == [61.0 + s - 1 if s % 2 else 10.0 + s for s in range(1, 10)]
+    assert f.wilcoxon_p is not None and f.wilcoxon_p < 0.01
+    assert f.percentile_delta.low <= f.percentile_delta.estimate <= f.percentile_delta.high
+    assert f.validity_delta.estimate == pytest.approx(5 / 9)
+    assert "all tasks" in render_comparison([c])
+
+
+def test_identical_runs_show_no_difference():
+    a = [rec("react", s, True, 40.0 + s) for s in range(8)]
+    (c,) = compare_runs(a, a)
+    assert c.overall.wilcoxon_p == 1.0 and c.overall.mcnemar_p is None and c.overall.percentile_delta.estimate == 0
+
+
+def test_nothing_to_pair_is_said():
+    a = [rec("react", 0, True, 1.0), rec("lats", 0, True, 1.0)]
+    b = [rec("mcts", 0, True, 1.0), rec("x", 0, True, 1.0)]
+    assert compare_runs(a, b) == [] and "no arm to compare" in render_comparison([])
+
+
+def test_cli_compare_writes_html_under_run_a(tmp_path, capsys):
+    make_run(tmp_path / "a", "react")
+    make_run(tmp_path / "b", "react")
+    assert cli_main(["compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
+    out = tmp_path / "a" / "report" / "compare-b.html"
+    assert "<svg" in out.read_text() and "Wilcoxon" in out.read_text()
+    assert "A = react / sim" in capsys.readouterr().out
