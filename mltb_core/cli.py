@@ -313,16 +313,25 @@ _RUN_SWITCHES = ("reward_shaping", "feedback", "tool_masking", "decomposition")
 
 
 def _check_model(model: str) -> None:
-    """Reject an unknown model string up front (building a backend is cheap: servers start lazily)."""
-    from mltb_core.llm import UnknownModelError, make_backend
+    """Reject an unknown model string, or one that cannot run here (no API key, no price, no local
+    model), up front; print the registry's notes (e.g. an unpriced model on a custom server at $0)."""
+    from mltb_core.llm.backends import preflight
+    from mltb_core.llm.prices import PriceTableError
 
     try:
-        backend = make_backend(model, cache=None)
-    except UnknownModelError as exc:
+        checked = preflight([model])
+    except PriceTableError as exc:
         raise UsageError(str(exc)) from None
-    except Exception:  # noqa: BLE001 - e.g. a missing local model: run_trial reports it as infra_error
-        return
-    backend.close()
+    if checked.problems:
+        raise UsageError("; ".join(checked.problems))
+    for note in checked.notes:
+        print(f"mltb: note: {note}", file=sys.stderr)
+
+
+def _model_forms() -> list[str]:
+    from mltb_core.llm.backends import model_forms
+
+    return model_forms()
 
 
 def _ranged(option: str) -> Callable[[str], Any]:
@@ -499,7 +508,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = add("run", cmd_run, "run one trial (task, planner, model, seed) and print its outcome", [*common, board])
     sub.add_argument("--task", required=True)
     sub.add_argument("--planner", required=True, help="react, lats, mcts_outcome, mcts_shaped, hierarchical_mcts")
-    sub.add_argument("--model", required=True, help="openai:<model>, local, local:/path.gguf, sim, sim:<skill>")
+    sub.add_argument("--model", required=True, help="a model string: " + ", ".join(_model_forms()))
     sub.add_argument("--seed", type=_ranged("seed"), default=0, help="base seed (default 0)")
     sub.add_argument("--trial", type=_ranged("trial"), default=0, help="trial number (default 0)")
     sub.add_argument("--out", default="runs/cli", metavar="DIR", help="run directory (default runs/cli)")

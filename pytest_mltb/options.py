@@ -16,11 +16,11 @@ import pytest
 from mltb_core.config import EnvironmentValueError, OptionValueError, check_environment, option_range, parse_option
 from mltb_core.bench.tasks import DEFAULT_BOARD, check_board
 from mltb_core.toolkit.registry import check_toolset
+from mltb_core.llm.backends import DEFAULT_MODEL
 
-__all__ = ["OPTIONS", "Option", "Settings", "add_options", "resolve_settings", "validate_model_name",
+__all__ = ["OPTIONS", "Option", "Settings", "add_options", "resolve_settings",
            "DEFAULT_MODEL", "ALL_PLANNERS"]
 
-DEFAULT_MODEL = "local"
 ALL_PLANNERS = "all"
 RUNS_DIR = "mltb-runs"
 
@@ -203,20 +203,3 @@ def default_run_dir(rootpath: Path, resume: bool) -> Path:
             return existing[-1]
     return runs / time.strftime("%Y%m%d-%H%M%S")
 
-
-def validate_model_name(model: str) -> str | None:
-    """Why ``model`` is not a valid model string, or None when it is (checked without building a backend)."""
-    kind, sep, arg = model.partition(":")
-    if kind == "local":
-        return None
-    if kind == "openai":
-        return None if arg.strip() else "'openai:' needs a model id, e.g. openai:gpt-4o"
-    if kind == "sim":
-        if not sep:
-            return None
-        try:
-            skill = float(arg)
-        except ValueError:
-            return f"sim skill {arg!r} is not a number"
-        return None if 0.0 <= skill <= 1.0 else f"sim skill {skill} is outside [0, 1]"
-    return f"no backend called {kind!r}"
