@@ -19,7 +19,7 @@ from typing import Any, Sequence
 from mltb_core.analysis.compare import cell_figures
 from mltb_core.analysis.results import (RESULTS_FILE, SYNTHETIC_LABEL, TrialRecord, consistency_values, group_by, latest_records,
                       model_label, percentile_values, read_records)
-from mltb_core.analysis.tables import PLANNER_ORDER, STAGES, Table, build_tables, render_tables
+from mltb_core.analysis.tables import PLANNER_ORDER, Table, build_tables, render_tables
 
 __all__ = ["build_report", "main", "load_runs", "trial_page_name"]
 
@@ -131,8 +131,10 @@ def _cost_vs_percentile(records: list[TrialRecord]) -> str:
 def _funnel_plot(records: list[TrialRecord]) -> str:
     import matplotlib.pyplot as plt
 
+    from mltb_core.planners.rewards import REWARD_STAGES  # pandas: only when a report is drawn
+
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    stages = list(range(1, STAGES + 1))
+    stages = list(range(1, len(REWARD_STAGES) + 1))
     for (model, planner), cell in group_by([r for r in records if r.outcome != "infra_error"],
                                            "model", "planner").items():
         share = [sum(r.stage_reached >= s for r in cell) / len(cell) for s in stages]

@@ -19,7 +19,7 @@ from sklearn import metrics as skm
 
 from mltb_core.toolkit.registry import PAPER, ToolContext, ToolInputError, make_get_and_set_tool, make_get_tool, make_set_tool
 from mltb_core.toolkit.sandbox import resolve_read, resolve_write
-from mltb_core.toolkit.tools.loading import TRACKING_COLUMN, require_frame
+from mltb_core.toolkit.validation import TRACKING_COLUMN, require_frame
 
 __all__ = [
     "evaluate_regression_model", "evaluate_classification_model", "predict_target", "save_model", "load_model",
