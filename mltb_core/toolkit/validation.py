@@ -15,7 +15,8 @@ import pandas as pd
 from mltb_core.toolkit.registry import ToolInputError
 
 __all__ = ["TRACKING_COLUMN", "SUGGESTION_CUTOFF", "MAX_SUGGESTIONS", "MAX_LISTED_COLUMNS", "close_matches",
-           "require_frame", "as_column_list", "require_columns", "missing_columns_message", "require_name"]
+           "require_frame", "as_column_list", "require_columns", "missing_columns_message", "require_name",
+           "require_model"]
 
 # Added by concatenate_train_test: 1 on train rows, 0 on test rows; never a feature.
 TRACKING_COLUMN = "_is_train"
@@ -77,3 +78,11 @@ def require_name(name: Any, param: str = "name") -> str:
     if not isinstance(name, str) or not name.strip():
         raise ToolInputError(f"'{param}' must be a non-empty column name, got {name!r}")
     return name
+
+
+def require_model(model: Any, method: str = "predict", param: str = "model") -> Any:
+    """``model`` when it has ``method`` (a fitted estimator); else a tool error saying what to bind."""
+    if not hasattr(model, method):
+        raise ToolInputError(f"'{param}' must be a fitted model with a {method}() method, got {type(model).__name__}"
+                             " (bind the estimator, e.g. the output of a fit_* or tune_* tool)")
+    return model
