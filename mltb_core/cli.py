@@ -17,12 +17,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from mltb_core.analysis.results import SYNTHETIC_LABEL  # light (json, filelock)
 from mltb_core.bench.tasks import BOARDS, DEFAULT_BOARD  # light (tomllib only); heavier modules are imported per command
 
 __all__ = ["main", "UsageError", "build_parser"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-SYNTHETIC_LABEL = "(synthetic policy, not an LLM)"
 
 
 class UsageError(Exception):
