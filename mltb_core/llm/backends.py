@@ -21,10 +21,8 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
-from urllib.parse import urlparse
 
 from mltb_core.llm.base import LLMBackend, UnknownModelError
 
@@ -122,7 +120,9 @@ def register_backend(spec: BackendSpec | type[BackendSpec], name: str | None = N
     return _registry[name]
 
 
-def _entry_points() -> list[metadata.EntryPoint]:
+def _entry_points() -> list[Any]:
+    from importlib import metadata  # ~0.1 s: only when a model string is first read
+
     found = list(metadata.entry_points(group=ENTRY_POINT_GROUP))
     names = {ep.name for ep in found}
     found += [metadata.EntryPoint(name, value, ENTRY_POINT_GROUP)
@@ -282,6 +282,8 @@ def custom_openai_base_url() -> str | None:
     url = os.environ.get("OPENAI_BASE_URL", "").strip()
     if not url:
         return None
+    from urllib.parse import urlparse
+
     host = (urlparse(url).hostname or "").lower()
     return None if host == OPENAI_API_HOST or host.endswith("." + OPENAI_API_HOST) else url
 
