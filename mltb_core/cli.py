@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from mltb_core.analysis.results import SYNTHETIC_LABEL  # light (json, filelock)
 from mltb_core.bench.tasks import BOARDS, DEFAULT_BOARD  # light (tomllib only); heavier modules are imported per command
 
 __all__ = ["main", "UsageError", "build_parser"]
@@ -26,7 +27,6 @@ EXIT_CODES_HELP = """exit codes:
   0  success (a trial or replay that ran, whatever its outcome)
   1  failure: an invalid submission (score), an infrastructure error (run), an expert that failed
   2  usage error: a bad argument, name, file or MLTB_* variable (the message names it)"""
-SYNTHETIC_LABEL = "(synthetic policy, not an LLM)"
 
 
 class UsageError(Exception):
@@ -309,16 +309,25 @@ def cmd_expert(args: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------------------- run
 def _check_model(model: str) -> None:
-    """Reject an unknown model string up front (building a backend is cheap: servers start lazily)."""
-    from mltb_core.llm import UnknownModelError, make_backend
+    """Reject an unknown model string, or one that cannot run here (no API key, no price, no local
+    model), up front; print the registry's notes (e.g. an unpriced model on a custom server at $0)."""
+    from mltb_core.llm.backends import preflight
+    from mltb_core.llm.prices import PriceTableError
 
     try:
-        backend = make_backend(model, cache=None)
-    except UnknownModelError as exc:
+        checked = preflight([model])
+    except PriceTableError as exc:
         raise UsageError(str(exc)) from None
-    except Exception:  # noqa: BLE001 - e.g. a missing local model: run_trial reports it as infra_error
-        return
-    backend.close()
+    if checked.problems:
+        raise UsageError("; ".join(checked.problems))
+    for note in checked.notes:
+        print(f"mltb: note: {note}", file=sys.stderr)
+
+
+def _model_forms() -> list[str]:
+    from mltb_core.llm.backends import model_forms
+
+    return model_forms()
 
 
 def _ranged(option: str) -> Callable[[str], Any]:
@@ -527,7 +536,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = add("run", cmd_run, "run one trial (task, planner, model, seed) and print its outcome", [*common])
     sub.add_argument("--task", required=True)
     sub.add_argument("--planner", required=True, help="react, lats, mcts_outcome, mcts_shaped, hierarchical_mcts")
-    sub.add_argument("--model", required=True, help="openai:<model>, local, local:/path.gguf, sim, sim:<skill>")
+    sub.add_argument("--model", required=True, help="a model string: " + ", ".join(_model_forms()))
     # every other option comes from the one settings table, exactly as pytest registers it
     run_settings = settings_for("run")
     add_settings(sub.add_argument, [s for s in run_settings if s.name != "out"], ini=False)

@@ -17,6 +17,7 @@ from typing import Any
 
 from mltb_core.bench.tasks import BOARDS, DEFAULT_BOARD
 from mltb_core.toolkit.registry import DEFAULT_TOOLSET, TOOLSETS
+from mltb_core.llm.backends import DEFAULT_MODEL
 
 __all__ = ["TrialConfig", "trial_seed", "Range", "OptionValueError", "FIELD_RANGES", "RUN_RANGES",
            "OPTION_FIELDS", "option_range", "parse_option", "check_option", "EnvironmentValueError",
@@ -293,7 +294,7 @@ SESSION_SETTINGS: tuple[Setting, ...] = (
     Setting("planner", "planner(s): comma list of react, lats, mcts_outcome, mcts_shaped, hierarchical_mcts, "
                        "or 'all'", default="all", front_ends=PYTEST_ONLY),
     Setting("model", "model(s), comma list: local, local:/x.gguf, openai:<model>, sim, sim:<skill>",
-            default="local", front_ends=PYTEST_ONLY),
+            default=DEFAULT_MODEL, front_ends=PYTEST_ONLY),
     Setting("task", "task slug(s), comma list", front_ends=PYTEST_ONLY, unset_text="every offline task"),
     # mltb's subcommands share their own repeatable --tasks-dir (same spelling, a list)
     Setting("tasks_dir", "extra directories of task specs (an os.pathsep list, like MLTB_TASKS_DIR)",

@@ -10,10 +10,10 @@ import pytest
 
 from mltb_core.config import TrialConfig, trial_fields
 
-from .options import ALL_PLANNERS, Settings, validate_model_name
+from .options import ALL_PLANNERS, Settings
 
 __all__ = ["Case", "planner_names", "resolve_planners", "resolve_models", "resolve_tasks", "build_cases",
-           "model_id", "case_id", "trial_config", "check_task_inputs", "check_model_prices"]
+           "model_id", "case_id", "trial_config", "check_task_inputs", "check_models"]
 
 CASE_FIXTURE = "mltb_case"
 
@@ -45,14 +45,14 @@ def resolve_planners(settings: Settings) -> list[str]:
 
 def resolve_models(settings: Settings) -> list[str]:
     """The model list; malformed model strings are usage errors naming the valid forms."""
-    from mltb_core.llm import MODEL_FORMS
+    from mltb_core.llm.backends import model_problem
 
     models = settings.models
     if not models:
         raise pytest.UsageError("mltb: --model is empty")
-    problems = [f"{m!r} ({why})" for m in models if (why := validate_model_name(m))]
+    problems = [why for m in models if (why := model_problem(m))]
     if problems:
-        raise pytest.UsageError(f"mltb: unknown model(s) {', '.join(problems)}; valid forms: {', '.join(MODEL_FORMS)}")
+        raise pytest.UsageError("mltb: " + "; ".join(problems))
     return models
 
 
@@ -99,35 +99,26 @@ def check_task_inputs(tasks: list) -> None:
             raise pytest.UsageError(f"mltb: task {task.slug!r} ({task.spec_path}): {exc}") from None
 
 
-def check_model_prices(models: list[str]) -> None:
-    """Usage error when an ``openai:`` model has no entry in the price table (or the table is broken)."""
-    from mltb_core.llm.prices import PriceTableError, load_price_table
+def check_models(models: list[str]) -> list[str]:
+    """One usage error listing whatever the models lack before a run (API key, price, package, model
+    file); returns the notes to show (e.g. an unpriced model on a custom server counted at $0)."""
+    from mltb_core.llm.backends import preflight
+    from mltb_core.llm.prices import PriceTableError
 
-    paid = [m.partition(":")[2] for m in models if m.partition(":")[0] == "openai"]
-    if not paid:
-        return
     try:
-        table = load_price_table()
-        for model in paid:
-            table.price(model)
-    except PriceTableError as exc:
+        checked = preflight(models)
+    except PriceTableError as exc:   # the table itself is broken
         raise pytest.UsageError(f"mltb: {exc}") from None
+    if checked.problems:
+        raise pytest.UsageError("mltb: " + "; ".join(checked.problems))
+    return checked.notes
 
 
 def model_id(model: str) -> str:
-    """An id-safe model name: ``openai:gpt-4o`` → ``openai-gpt-4o``, ``sim:0.6`` → ``sim0.6``,
-    ``local:/models/x.gguf`` → ``local-x``."""
-    kind, sep, arg = model.partition(":")
-    if not sep:
-        text = kind
-    elif kind == "sim":
-        text = f"sim{arg}"
-    elif kind == "local":
-        stem = re.split(r"[\\/]", arg.rstrip("/\\"))[-1]
-        text = f"local-{stem.removesuffix('.gguf')}"
-    else:
-        text = f"{kind}-{arg}"
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")
+    """An id-safe model name (one definition: :func:`mltb_core.llm.backends.model_id`)."""
+    from mltb_core.llm.backends import model_id as registry_model_id
+
+    return registry_model_id(model)
 
 
 def case_id(task: str, planner: str, model: str, trial: int) -> str:

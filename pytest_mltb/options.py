@@ -18,10 +18,10 @@ from mltb_core.config import (EnvironmentValueError, SettingValueError, add_sett
                               read_environment, settings_for)
 from mltb_core.config import resolve_settings as resolve
 
-__all__ = ["OPTIONS", "Settings", "add_options", "resolve_settings", "validate_model_name",
-           "DEFAULT_MODEL", "ALL_PLANNERS"]
+from mltb_core.llm.backends import DEFAULT_MODEL
 
-DEFAULT_MODEL = "local"
+__all__ = ["OPTIONS", "Settings", "add_options", "resolve_settings", "DEFAULT_MODEL", "ALL_PLANNERS"]
+
 ALL_PLANNERS = "all"
 RUNS_DIR = "mltb-runs"
 
@@ -121,20 +121,3 @@ def default_run_dir(rootpath: Path, resume: bool) -> Path:
             return existing[-1]
     return runs / time.strftime("%Y%m%d-%H%M%S")
 
-
-def validate_model_name(model: str) -> str | None:
-    """Why ``model`` is not a valid model string, or None when it is (checked without building a backend)."""
-    kind, sep, arg = model.partition(":")
-    if kind == "local":
-        return None
-    if kind == "openai":
-        return None if arg.strip() else "'openai:' needs a model id, e.g. openai:gpt-4o"
-    if kind == "sim":
-        if not sep:
-            return None
-        try:
-            skill = float(arg)
-        except ValueError:
-            return f"sim skill {arg!r} is not a number"
-        return None if 0.0 <= skill <= 1.0 else f"sim skill {skill} is outside [0, 1]"
-    return f"no backend called {kind!r}"

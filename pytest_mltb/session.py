@@ -23,8 +23,9 @@ from mltb_core.analysis.results import (RESULTS_FILE, TRAJECTORY_DIR, ResultsFil
                                append_records, check_results_file, latest_records, problem_lines, record_json,
                                scan_records)
 from mltb_core.analysis.tables import render_summary
+from mltb_core.llm.backends import is_synthetic, parse_model
 
-from .collection import (Case, case_id, check_model_prices, check_task_inputs, resolve_models, resolve_planners,
+from .collection import (Case, case_id, check_models, check_task_inputs, resolve_models, resolve_planners,
                          resolve_tasks, trial_config)
 from .options import Settings, default_run_dir
 
@@ -218,7 +219,10 @@ class Controller:
         if self.settings.explicit("planner"):
             resolve_planners(self.settings)
         if self.settings.explicit("model"):
-            check_model_prices(resolve_models(self.settings))
+            terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+            for note in check_models(resolve_models(self.settings)):
+                if terminal is not None:
+                    terminal.write_line(f"mltb: note: {note}")
         if self.settings.explicit("task") or self.settings.explicit("tasks_dir"):
             check_task_inputs(resolve_tasks(self.settings))
         # --compare and --fail-on-regression are read when the settings are resolved (options.py)
@@ -266,7 +270,7 @@ class Controller:
         why = str(report.longrepr).strip().splitlines()[0] if report.longrepr else "worker crashed"
         record = TrialRecord(task=case.task, planner=case.planner, model=case.model, trial=case.trial,
                              seed=config.trial_seed, config_hash=config.config_hash(), outcome="infra_error",
-                             stop_reason="worker crashed", synthetic=case.model.partition(":")[0] == "sim",
+                             stop_reason="worker crashed", synthetic=is_synthetic(case.model),
                              error=f"{why} (killed, segfault or out of memory)")
         append_records(self.results_path, [record])
         self.received += 1
@@ -350,7 +354,7 @@ class Controller:
         instead of starting and stopping one per trial; the last release stops it. A failure to start
         is not fatal here: the trials then report it as an infrastructure error.
         """
-        local = sorted({m.partition(":")[2] for m in models if m.partition(":")[0] == "local"})
+        local = sorted({ref.arg for ref in map(parse_model, models) if ref.kind == "local"})
         if not local:
             return
         from mltb_core.llm.local import LocalServer, default_model_path

@@ -10,7 +10,7 @@ from mltb_core.planners import PLANNERS, UnknownPlannerError, get_planner_class
 from mltb_core.planners.lats import parse_score
 from mltb_core.planners.masking import subtask_tools
 from mltb_core.planners.tree import Node, backpropagate, uct_select
-from mltb_core.planners.rewards import STAGES
+from mltb_core.planners.rewards import REWARD_STAGES
 from mltb_core.toolkit.scratchpad import Scratchpad
 from mltb_core.bench.tasks import get_task, load_tasks
 from mltb_core.planners.trajectory import read_trajectory, tool_calls_from_trajectory
@@ -72,7 +72,7 @@ def test_masking_offers_each_subtask_its_tools():
     assert "fit_lightgbm_classifier" in modeling and "read_data" not in modeling
     cleaning = subtask_tools("data_cleaning")
     assert "fillna_with_median" in cleaning and "split_combined_into_train_test" not in cleaning
-    assert all(subtask_tools(s.name) for s in STAGES)
+    assert all(subtask_tools(s.name) for s in REWARD_STAGES)
 
 
 def _run(tmp_path, planner, model="sim:0.9", task="spaceship-titanic", **kw):
@@ -115,7 +115,7 @@ def test_hierarchical_masking_only_ever_calls_the_subtasks_tools(tmp_path):
     record = _run(tmp_path, "hierarchical_mcts", model="sim:0.6")
     steps = list(read_trajectory(Path(record.trajectory)))
     executed = [s["tools_to_execute"][0]["tool_name"] for s in steps if s["step_type"] == "tool_execution_initiation"]
-    allowed = set().union(*(subtask_tools(s.name) for s in STAGES))
+    allowed = set().union(*(subtask_tools(s.name) for s in REWARD_STAGES))
     assert executed and set(executed) <= allowed
     start = steps[0]
     assert start["step_type"] == "trial_start" and start["feedback"] is True and "Spaceship" in start["prompt"]

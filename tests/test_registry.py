@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 import mltb_core.toolkit.tools  # noqa: F401  (registers the toolset)
-from mltb_core.toolkit.registry import (PAPER, REGISTRY, STAGES, ToolCall, ToolCallError, ToolContext, ToolRegistry,
+from mltb_core.toolkit.registry import (PAPER, REGISTRY, TOOL_STAGES, ToolCall, ToolCallError, ToolContext, ToolRegistry,
                                 ToolReturn, UnknownToolsetError, build_tool, execute, make_get_and_set_tool,
                                 make_get_tool, make_set_tool)
 from mltb_core.toolkit.scratchpad import Scratchpad
@@ -36,7 +36,7 @@ def test_every_paper_tool_and_the_extras_are_registered():
 
 @pytest.mark.parametrize("tool", list(REGISTRY), ids=lambda t: t.name)
 def test_every_tool_has_doc_stages_and_a_valid_openai_schema(tool):
-    assert tool.doc and tool.stages and set(tool.stages) <= set(STAGES)
+    assert tool.doc and tool.stages and set(tool.stages) <= set(TOOL_STAGES)
     schema = tool.schema()
     json.dumps(schema)
     fn = schema["function"]

@@ -8,7 +8,7 @@ from mltb_core.config import TrialConfig
 from mltb_core.planners.episode import Episode
 from mltb_core.planners.tree import path_to
 from mltb_core.toolkit.registry import ToolContext
-from mltb_core.planners.rewards import STAGES, StageContext, stage_index
+from mltb_core.planners.rewards import REWARD_STAGES, StageContext, stage_index
 from mltb_core.bench.splits import prepare_split
 from mltb_core.bench.tasks import get_task
 from mltb_core.runner.trial import prepare_agent_data
@@ -107,7 +107,7 @@ def test_feedback_can_be_switched_off(spaceship):
 
 
 def test_stage_names_match_the_paper_subtasks():
-    assert [s.number for s in STAGES] == list(range(1, 11))
+    assert [s.number for s in REWARD_STAGES] == list(range(1, 11))
     assert stage_index("modeling") == 9
     with pytest.raises(KeyError):
         stage_index("cooking")

@@ -165,7 +165,7 @@ def _proposals(ep, node, system, tools, extra=()):
 def test_same_state_same_proposals_whichever_planner_asks(node_at_cleaning):
     """Each planner's own propose prompt at the same node (tools unmasked): identical candidates."""
     from mltb_core.planners import PLANNERS
-    from mltb_core.planners.rewards import STAGES
+    from mltb_core.planners.rewards import REWARD_STAGES
 
     ep, config, node = node_at_cleaning
     tools = ep.tool_schemas()
@@ -174,25 +174,25 @@ def test_same_state_same_proposals_whichever_planner_asks(node_at_cleaning):
         if name == "react":
             continue
         planner = cls(ep, config.with_(planner=name))
-        planner._stage = STAGES[node.progress.stage]          # hierarchical: the subtask this node is in
+        planner._stage = REWARD_STAGES[node.progress.stage]          # hierarchical: the subtask this node is in
         planner._seed_depth = 0
         assert planner.allowed_for(node) is None               # masking off: the same tools for everyone
         answers[name] = _proposals(ep, node, planner.system_for(node), tools, planner.extra_messages(node))
     assert len({str(a) for a in answers.values()}) == 1, answers
     # and the prompts really differ: hierarchical asks with its subtask prompt
-    assert prompts.subtask_system(STAGES[node.progress.stage].name) != prompts.EXPANSION_SYSTEM
+    assert prompts.subtask_system(REWARD_STAGES[node.progress.stage].name) != prompts.EXPANSION_SYSTEM
 
 
 def test_masking_changes_the_answer_only_through_the_tools_it_removes(node_at_cleaning):
     """Hierarchical masking offers fewer tools: that information (not the planner's identity) changes the
     answer; the same masked tool list under another planner's prompt gives the same answer."""
     from mltb_core.planners.masking import subtask_tools
-    from mltb_core.planners.rewards import STAGES
+    from mltb_core.planners.rewards import REWARD_STAGES
 
     ep, config, node = node_at_cleaning
-    allowed = subtask_tools(STAGES[node.progress.stage].name, ep.registry)
+    allowed = subtask_tools(REWARD_STAGES[node.progress.stage].name, ep.registry)
     masked = ep.tool_schemas(allowed)
-    hierarchical = _proposals(ep, node, prompts.subtask_system(STAGES[node.progress.stage].name), masked)
+    hierarchical = _proposals(ep, node, prompts.subtask_system(REWARD_STAGES[node.progress.stage].name), masked)
     shaped = _proposals(ep, node, prompts.EXPANSION_SYSTEM, masked)
     assert hierarchical == shaped
     assert all(json.loads(k)["tool_name"] in allowed for cand in hierarchical for k in cand)

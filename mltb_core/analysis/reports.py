@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence
 from mltb_core.analysis.compare import cell_figures
 from mltb_core.analysis.results import (RESULTS_FILE, SYNTHETIC_LABEL, TrialRecord, consistency_values, counted_records,
                                         group_by, latest_records, model_label, percentile_values, read_records)
-from mltb_core.analysis.tables import PLANNER_ORDER, STAGES, Table, build_tables, render_tables, variant_labels
+from mltb_core.analysis.tables import PLANNER_ORDER, Table, build_tables, render_tables, variant_labels
 from mltb_core.analysis.treeview import TREE_CSS, tree_from_steps, tree_page
 
 __all__ = ["build_report", "main", "load_runs", "trial_page_name", "task_page_name", "provenance",
@@ -103,7 +103,7 @@ def task_page_name(task: str) -> str:
 
 
 def stage_names() -> dict[int, str]:
-    from mltb_core.planners.rewards import STAGES as STAGE_DEFS
+    from mltb_core.planners.rewards import REWARD_STAGES as STAGE_DEFS
 
     return {s.number: s.name for s in STAGE_DEFS}
 
@@ -299,7 +299,9 @@ def _funnel_plot(records: list[TrialRecord]) -> str | None:
         return None
     names = stage_names()
     fig, ax = plt.subplots(figsize=(6, 3.8))
-    stages = list(range(1, STAGES + 1))
+    from mltb_core.planners.rewards import REWARD_STAGES  # pandas: only when a report is drawn
+
+    stages = list(range(1, len(REWARD_STAGES) + 1))
     for (model,), mine in group_by(counted, "model").items():
         for label, cell in _columns(mine):
             share = [sum(r.stage_reached >= s for r in cell) / len(cell) for s in stages]

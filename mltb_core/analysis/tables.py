@@ -29,12 +29,11 @@ from mltb_core.analysis.results import (SYNTHETIC_LABEL, TrialRecord, counted_re
                       percentile_cell)
 from mltb_core.analysis.stats import CI, RateSample, TrialSample, bootstrap_ci, clustered_ci, wilson_interval
 
-__all__ = ["Table", "PLANNER_ORDER", "STAGES", "build_tables", "render_tables", "render_summary",
+__all__ = ["Table", "PLANNER_ORDER", "build_tables", "render_tables", "render_summary",
            "consistency_table", "percentile_table", "cost_table", "funnel_table", "infra_table", "variant_labels"]
 
 # The paper's column order; planners not listed follow alphabetically.
 PLANNER_ORDER = ("react", "lats", "mcts_outcome", "mcts_shaped", "hierarchical_mcts")
-STAGES = 10
 
 
 @dataclass
@@ -238,13 +237,15 @@ def funnel_table(records: list[TrialRecord]) -> Table:
     for r in records:
         if r.stage_name and r.stage_reached:
             stage_names.setdefault(r.stage_reached, r.stage_name)
-    headers = ["model", "planner", "trials"] + [f"≥{s}" for s in range(1, STAGES + 1)]
+    from mltb_core.planners.rewards import REWARD_STAGES  # lazily: it imports pandas
+
+    headers = ["model", "planner", "trials"] + [f"≥{s}" for s in range(1, len(REWARD_STAGES) + 1)]
     rows = []
     for model, synthetic in _models(records):
         mine = counted_records(r for r in records if r.model == model)
         for planner, h in _variants(mine):
             cell = [r for r in mine if (r.planner, r.config_hash) == (planner, h)]
-            reached = [sum(1 for r in cell if r.stage_reached >= s) for s in range(1, STAGES + 1)]
+            reached = [sum(1 for r in cell if r.stage_reached >= s) for s in range(1, len(REWARD_STAGES) + 1)]
             rows.append([model_label(model, synthetic), labels[(model, planner, h)], str(len(cell))]
                         + [str(n) for n in reached])
     notes = ["stages: " + "; ".join(f"{s} {stage_names[s]}" for s in sorted(stage_names))] if stage_names else []

@@ -1,8 +1,8 @@
 """Token prices (USD per 1M input/output tokens) from an editable TOML table.
 
-The table is ``fixtures/prices.toml`` unless ``MLTB_PRICES`` (or an explicit path) names
-another. A model missing from the table is an error at backend construction, so a run never
-silently reports $0 for a paid model.
+The table is ``fixtures/prices.toml``, extended (entries replaced by name) by the table that
+``MLTB_PRICES`` (or an explicit path) names. A model missing from the table is an error at backend
+construction, so a run never silently reports $0 for a paid model.
 """
 from __future__ import annotations
 
@@ -64,8 +64,16 @@ class PriceTable:
 
 
 def load_price_table(path: str | os.PathLike | None = None) -> PriceTable:
-    """Load the table at ``path``, else ``$MLTB_PRICES``, else the bundled ``fixtures/prices.toml``."""
-    chosen = Path(path or os.environ.get(PRICES_ENV) or DEFAULT_PRICES)
+    """The bundled ``fixtures/prices.toml`` extended by the table at ``path``, else at ``$MLTB_PRICES``."""
+    table = _read_table(DEFAULT_PRICES)
+    extra = path or os.environ.get(PRICES_ENV)
+    if not extra or Path(extra).resolve() == DEFAULT_PRICES.resolve():
+        return table
+    user = _read_table(Path(extra))
+    return PriceTable({**table.prices, **user.prices}, user.path)
+
+
+def _read_table(chosen: Path) -> PriceTable:
     try:
         data = tomllib.loads(chosen.read_text(encoding="utf-8"))
     except FileNotFoundError:

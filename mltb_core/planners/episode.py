@@ -165,8 +165,8 @@ class Episode:
             parts.append(prompts.scratchpad_note(listing))
         if self.feedback:
             if node.progress.newly_passed:
-                from mltb_core.planners.rewards import STAGES
-                done = ", ".join(STAGES[i - 1].title for i in node.progress.newly_passed)
+                from mltb_core.planners.rewards import REWARD_STAGES
+                done = ", ".join(REWARD_STAGES[i - 1].title for i in node.progress.newly_passed)
                 parts.append(f"Stage check: completed ({done}).")
             if node.progress.feedback:
                 parts.append(f"Stage check: {node.progress.feedback}")

@@ -8,7 +8,7 @@ subtask ends the search with "No Solution Found".
 from __future__ import annotations
 
 from mltb_core.llm import prompts
-from mltb_core.planners.rewards import STAGES
+from mltb_core.planners.rewards import REWARD_STAGES
 from mltb_core.planners.base import SearchResult, register
 from mltb_core.planners.masking import subtask_tools
 from mltb_core.planners.mcts import TreeSearch
@@ -26,7 +26,7 @@ class HierarchicalMCTS(TreeSearch):
         if not self.decomposition:
             return super().search()
         seeds = [self.ep.root]
-        for stage in STAGES:
+        for stage in REWARD_STAGES:
             self._stage = stage
             self.ep.trajectory.write("subtask_start", stage=stage.number, name=stage.name, seeds=[s.id for s in seeds])
             solutions: list[Node] = []

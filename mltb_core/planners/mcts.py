@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from mltb_core.llm import prompts
-from mltb_core.planners.rewards import STAGES
+from mltb_core.planners.rewards import REWARD_STAGES
 from mltb_core.planners.base import Planner, SearchResult, register
 from mltb_core.planners.masking import subtask_tools
 from mltb_core.planners.tree import Node, backpropagate, uct_select
@@ -56,7 +56,7 @@ class TreeSearch(Planner):
         """With masking outside decomposition: only the next unmet stage's tools."""
         if not self.masking or node.progress.done:
             return None
-        return subtask_tools(STAGES[node.progress.stage].name, self.ep.registry)
+        return subtask_tools(REWARD_STAGES[node.progress.stage].name, self.ep.registry)
 
     def extra_messages(self, node: Node) -> Iterable[str]:
         return ()

@@ -16,10 +16,10 @@ import numpy as np
 import pandas as pd
 
 from mltb_core.toolkit.scratchpad import Scratchpad
+from mltb_core.toolkit.validation import TRACKING_COLUMN
 
-__all__ = ["STAGES", "Stage", "StageContext", "Progress", "PathLog", "advance", "stage_index"]
+__all__ = ["REWARD_STAGES", "Stage", "StageContext", "Progress", "PathLog", "advance", "stage_index"]
 
-TRACKING_COLUMN = "_is_train"
 MAX_CATEGORY_LEVELS = 50
 
 
@@ -30,7 +30,7 @@ class Stage:
     title: str
 
 
-STAGES: tuple[Stage, ...] = (
+REWARD_STAGES: tuple[Stage, ...] = (
     Stage(1, "train_data_loading", "train data loaded"),
     Stage(2, "test_data_loading", "test data loaded"),
     Stage(3, "combine_train_test", "train and test combined"),
@@ -45,10 +45,10 @@ STAGES: tuple[Stage, ...] = (
 
 
 def stage_index(name: str) -> int:
-    for s in STAGES:
+    for s in REWARD_STAGES:
         if s.name == name:
             return s.number
-    raise KeyError(f"unknown stage {name!r}; stages: {[s.name for s in STAGES]}")
+    raise KeyError(f"unknown stage {name!r}; stages: {[s.name for s in REWARD_STAGES]}")
 
 
 @dataclass
@@ -183,11 +183,11 @@ class Progress:
 
     @property
     def done(self) -> bool:
-        return self.stage >= len(STAGES)
+        return self.stage >= len(REWARD_STAGES)
 
     @property
     def stage_name(self) -> str:
-        return STAGES[self.stage - 1].name if self.stage else "none"
+        return REWARD_STAGES[self.stage - 1].name if self.stage else "none"
 
 
 # --------------------------------------------------------------------------- checks
@@ -381,7 +381,7 @@ def advance(ctx: StageContext, previous: Progress, pad: Scratchpad, log: PathLog
     stage, reward, quality = previous.stage, previous.reward, previous.cv_quality
     passed: list[int] = []
     feedback = ""
-    while stage < len(STAGES):
+    while stage < len(REWARD_STAGES):
         ok, why = getattr(checker, f"stage{stage + 1}")()
         if not ok:
             feedback = why

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import re
 import shutil
 import tempfile
 import time
@@ -23,6 +22,7 @@ from filelock import FileLock
 from mltb_core.llm import prompts
 from mltb_core.config import TrialConfig
 from mltb_core.toolkit.limits import limit_threads
+from mltb_core.llm.backends import is_synthetic, model_id
 from mltb_core.toolkit.registry import ToolContext
 from mltb_core.analysis.results import TrialRecord
 from mltb_core.planners.rewards import StageContext
@@ -31,13 +31,6 @@ from mltb_core.planners.trajectory import TrajectoryWriter
 
 __all__ = ["run_trial", "item_id", "model_id", "prepare_agent_data", "solver_paths", "check_grants",
            "ConfinementError"]
-
-
-def model_id(model: str) -> str:
-    """A model string as it appears in test ids and file names: 'openai:gpt-4o' → 'openai-gpt-4o'."""
-    if model.startswith("sim:"):
-        return "sim" + model[4:]
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", model).strip("-")
 
 
 def item_id(task_slug: str, config: TrialConfig) -> str:
@@ -234,7 +227,7 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
     started = time.monotonic()
     seed = config.trial_seed
     base = dict(task=task.slug, planner=config.planner, model=config.model, trial=config.trial, seed=seed,
-                config_hash=config.config_hash(), synthetic=config.model.split(":")[0] == "sim",
+                config_hash=config.config_hash(), synthetic=is_synthetic(config.model),
                 board=config.board, toolset=config.toolset)
     planner_cls = get_planner_class(config.planner)   # unknown names are usage errors: raise
     trajectory_path = out_dir / "trajectories" / f"{ident}.jsonl"

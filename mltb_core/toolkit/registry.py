@@ -36,14 +36,15 @@ from typing import Any, Literal, NamedTuple, Union, get_args, get_origin
 from mltb_core.toolkit.scratchpad import MissingObjectError, Scratchpad, describe_object
 
 __all__ = [
-    "STAGES", "Tool", "ToolCall", "ToolCallError", "ToolContext", "ToolResult", "ToolReturn",
+    "TOOL_STAGES", "Tool", "ToolCall", "ToolCallError", "ToolContext", "ToolResult", "ToolReturn",
     "ToolRegistry", "REGISTRY", "make_get_tool", "make_set_tool", "make_get_and_set_tool",
     "make_override_tool", "execute", "ToolInputError", "TOOLSETS", "DEFAULT_TOOLSET", "PAPER", "check_toolset",
     "UnknownToolsetError",
 ]
 
-# The paper's five workflow stages; tools carry one or more as tags for masking.
-STAGES = ("loading", "cleaning", "features", "modeling", "evaluation")
+# The paper's five workflow stages a tool is tagged with (its ``stages``), for masking; not the ten
+# reward stages (planners.rewards.REWARD_STAGES).
+TOOL_STAGES = ("loading", "cleaning", "features", "modeling", "evaluation")
 KINDS = ("get", "set", "get-set", "override")
 
 # Toolsets a run can offer the model. "paper" is the paper's Table 9 plus get_dataframe_summary and the
@@ -397,9 +398,9 @@ def build_tool(fn: Callable, kind: str, *, stages: Iterable[str] = (), objects: 
     if kind not in KINDS:
         raise ValueError(f"unknown tool kind {kind!r}; expected one of {KINDS}")
     stages = tuple(stages)
-    bad = [s for s in stages if s not in STAGES]
+    bad = [s for s in stages if s not in TOOL_STAGES]
     if bad:
-        raise ValueError(f"tool {fn.__name__}: unknown stage(s) {bad}; expected some of {STAGES}")
+        raise ValueError(f"tool {fn.__name__}: unknown stage(s) {bad}; expected some of {TOOL_STAGES}")
     bad = [t for t in toolsets if t not in TOOLSETS]
     if bad:
         raise ValueError(f"tool {fn.__name__}: unknown toolset(s) {bad}; expected some of {TOOLSETS}")

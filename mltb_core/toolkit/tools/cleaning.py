@@ -12,7 +12,8 @@ import pandas as pd
 
 from mltb_core.toolkit.registry import PAPER, ToolInputError, ToolReturn, make_get_tool, make_override_tool
 from mltb_core.toolkit.safe_eval import compile_lambda, evaluate_condition
-from mltb_core.toolkit.tools.loading import TRACKING_COLUMN, as_column_list, most_frequent, require_columns, require_frame
+from mltb_core.toolkit.tools.loading import most_frequent
+from mltb_core.toolkit.validation import TRACKING_COLUMN, as_column_list, require_columns, require_frame
 
 __all__ = [
     "fillna_with_value", "fillna_with_median", "fillna_with_mean", "fillna_with_mode", "fillna_with_condition",
@@ -21,7 +22,7 @@ __all__ = [
     "cast_integer_columns_to_float", "cast_categorical_columns",
 ]
 
-STAGES = ("cleaning",)
+_CLEANING = ("cleaning",)
 Scalar = str | int | float | bool | None
 
 
@@ -135,7 +136,7 @@ def _conditions(conditions_and_values: Any) -> list[tuple[str, Any]]:
 
 
 # ------------------------------------------------------------------- fillna
-@make_override_tool(toolsets=PAPER, stages=STAGES)
+@make_override_tool(toolsets=PAPER, stages=_CLEANING)
 def fillna_with_value(df: pd.DataFrame, columns: str | list[str], value: Scalar) -> pd.DataFrame:
     """Fill missing values with a specific value.
 
@@ -165,7 +166,7 @@ def fillna_with_value(df: pd.DataFrame, columns: str | list[str], value: Scalar)
     return _with_note(df, _fill_many(df, {col: value for col in names}), names)
 
 
-@make_override_tool(toolsets=PAPER, stages=STAGES)
+@make_override_tool(toolsets=PAPER, stages=_CLEANING)
 def fillna_with_median(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd.DataFrame:
     """Fill missing values with median of the column.
 
@@ -189,7 +190,7 @@ def fillna_with_median(df: pd.DataFrame, columns: str | list[str] | None = None)
     return _fill_with_statistic(df, columns, "median", "fillna_with_median")
 
 
-@make_override_tool(toolsets=PAPER, stages=STAGES)
+@make_override_tool(toolsets=PAPER, stages=_CLEANING)
 def fillna_with_mean(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd.DataFrame:
     """Fill missing values with mean of the column.
 
@@ -213,7 +214,7 @@ def fillna_with_mean(df: pd.DataFrame, columns: str | list[str] | None = None) -
     return _fill_with_statistic(df, columns, "mean", "fillna_with_mean")
 
 
-@make_override_tool(toolsets=PAPER, stages=STAGES)
+@make_override_tool(toolsets=PAPER, stages=_CLEANING)
 def fillna_with_mode(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd.DataFrame:
     """Fill missing values with mode of the column.
 
@@ -242,7 +243,7 @@ def fillna_with_mode(df: pd.DataFrame, columns: str | list[str] | None = None) -
     return _with_note(df, _fill_many(df, fills), names)
 
 
-@make_override_tool(toolsets=PAPER, stages=STAGES)
+@make_override_tool(toolsets=PAPER, stages=_CLEANING)
 def fillna_with_condition(df: pd.DataFrame, target_column: str, condition: str, fill_value: Scalar) -> pd.DataFrame:
     """Fill missing values in a column based on a condition.
 
@@ -277,7 +278,7 @@ def fillna_with_condition(df: pd.DataFrame, target_column: str, condition: str, 
     return _with_note(df, _missing_fill(df, target_column, fill_value, only=mask), [target_column])
 
 
-@make_override_tool(toolsets=PAPER, stages=STAGES)
+@make_override_tool(toolsets=PAPER, stages=_CLEANING)
 def fillna_with_multiple_conditions(df: pd.DataFrame, target_column: str,
                                     conditions_and_values: list | dict) -> pd.DataFrame:
     """Fill missing values in a column based on multiple conditions.
@@ -321,7 +322,7 @@ def fillna_with_multiple_conditions(df: pd.DataFrame, target_column: str,
 _AGGREGATIONS = ("mean", "median", "mode", "min", "max", "sum", "first", "last")
 
 
-@make_override_tool(toolsets=PAPER, stages=STAGES)
+@make_override_tool(toolsets=PAPER, stages=_CLEANING)
 def fillna_with_conditional_aggregation(df: pd.DataFrame, target_column: str, condition_column: str,
                                         condition_values: Scalar | list | None = None,
                                         agg_func: str = "mean") -> pd.DataFrame:
@@ -375,7 +376,7 @@ def fillna_with_conditional_aggregation(df: pd.DataFrame, target_column: str, co
     return _with_note(df, _missing_fill(df, target_column, fill, only=groups.isin(wanted)), [target_column])
 
 
-@make_override_tool(toolsets=PAPER, stages=STAGES)
+@make_override_tool(toolsets=PAPER, stages=_CLEANING)
 def fillna_with_custom_function(df: pd.DataFrame, target_column: str, condition: str | None,
                                 custom_func: str) -> pd.DataFrame:
     """Fill missing values using a custom function based on a condition.
@@ -421,7 +422,7 @@ def fillna_with_custom_function(df: pd.DataFrame, target_column: str, condition:
 
 
 # ----------------------------------------------------------------- drop rows
-@make_override_tool(toolsets=PAPER, stages=STAGES)
+@make_override_tool(toolsets=PAPER, stages=_CLEANING)
 def drop_rows_with_missing(df: pd.DataFrame, columns: str | list[str] | None = None,
                            threshold: int | float | None = None) -> pd.DataFrame:
     """Drop rows with missing values.
@@ -471,7 +472,7 @@ def drop_rows_with_missing(df: pd.DataFrame, columns: str | list[str] | None = N
     return ToolReturn(out, note)
 
 
-@make_get_tool(toolsets=PAPER, stages=STAGES)
+@make_get_tool(toolsets=PAPER, stages=_CLEANING)
 def get_missing_summary(df: pd.DataFrame) -> str:
     """Get a summary of missing values in the DataFrame.
 
@@ -532,7 +533,7 @@ def _cast_all(df: pd.DataFrame, mapping: dict[str, str]) -> pd.DataFrame:
     return df.assign(**{str(col): _cast(df[col], type_name) for col, type_name in mapping.items()})
 
 
-@make_override_tool(toolsets=PAPER, stages=STAGES + ("features",))
+@make_override_tool(toolsets=PAPER, stages=_CLEANING + ("features",))
 def cast_columns(df: pd.DataFrame, column_type_mapping: dict) -> pd.DataFrame:
     """Cast columns to specified data types.
 
@@ -561,7 +562,7 @@ def cast_columns(df: pd.DataFrame, column_type_mapping: dict) -> pd.DataFrame:
     return _cast_all(df, column_type_mapping)
 
 
-@make_override_tool(toolsets=PAPER, stages=STAGES + ("features",))
+@make_override_tool(toolsets=PAPER, stages=_CLEANING + ("features",))
 def cast_numeric_columns(df: pd.DataFrame, columns: str | list[str] | None = None,
                          target_type: str = "float") -> pd.DataFrame:
     """Cast numeric columns to specified type.
@@ -590,7 +591,7 @@ def cast_numeric_columns(df: pd.DataFrame, columns: str | list[str] | None = Non
     return _cast_all(df, {c: target_type for c in names})
 
 
-@make_override_tool(toolsets=PAPER, stages=STAGES + ("features",))
+@make_override_tool(toolsets=PAPER, stages=_CLEANING + ("features",))
 def cast_integer_columns_to_float(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd.DataFrame:
     """Cast integer columns to float type.
 
@@ -623,7 +624,7 @@ def cast_integer_columns_to_float(df: pd.DataFrame, columns: str | list[str] | N
     return _cast_all(df, {c: "float64" for c in names})
 
 
-@make_override_tool(toolsets=PAPER, stages=STAGES + ("features",))
+@make_override_tool(toolsets=PAPER, stages=_CLEANING + ("features",))
 def cast_categorical_columns(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd.DataFrame:
     """Cast categorical columns to category type.
 

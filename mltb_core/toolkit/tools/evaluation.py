@@ -19,7 +19,7 @@ from sklearn import metrics as skm
 
 from mltb_core.toolkit.registry import PAPER, ToolContext, ToolInputError, make_get_and_set_tool, make_get_tool, make_set_tool
 from mltb_core.toolkit.sandbox import resolve_read, resolve_write
-from mltb_core.toolkit.tools.loading import TRACKING_COLUMN, require_frame
+from mltb_core.toolkit.validation import TRACKING_COLUMN, require_frame, require_model
 
 __all__ = [
     "evaluate_regression_model", "evaluate_classification_model", "predict_target", "save_model", "load_model",
@@ -88,14 +88,8 @@ def align_features(model: Any, X: Any) -> Any:
     return X.set_axis(columns, axis=1)[names] if columns != names else X
 
 
-def _require_model(model: Any, method: str = "predict") -> None:
-    if not hasattr(model, method):
-        raise ToolInputError(f"'model' must be a fitted model with a {method}() method, got {type(model).__name__}"
-                             " (bind the estimator, e.g. the output of a fit_* or tune_* tool)")
-
-
 def _predict(model: Any, X: Any) -> np.ndarray:
-    _require_model(model)
+    require_model(model)
     pred = np.asarray(model.predict(align_features(model, X)))
     return pred.ravel() if pred.ndim == 2 and pred.shape[1] == 1 else pred
 
@@ -271,7 +265,7 @@ def predict_target(model: Any, X_data: pd.DataFrame, model_name: str = "model",
     X = align_features(model, X_data)
     if not return_probabilities:
         return pd.Series(_predict(model, X), index=X_data.index, name=model_name)
-    _require_model(model, "predict_proba")
+    require_model(model, "predict_proba")
     proba = np.asarray(model.predict_proba(X))
     classes = list(getattr(model, "classes_", range(proba.shape[1])))
     if proba.ndim == 2 and proba.shape[1] == 2:
@@ -305,7 +299,7 @@ def save_model(model: Any, ctx: ToolContext, filepath: str = "model.pkl") -> str
     """
     if not str(filepath).lower().endswith(PICKLE_SUFFIXES):
         raise ToolInputError(f"filepath {filepath!r} must end with one of {PICKLE_SUFFIXES}")
-    _require_model(model)
+    require_model(model)
     path = resolve_write(ctx, filepath)
     try:
         payload = pickle.dumps(model, protocol=pickle.HIGHEST_PROTOCOL)

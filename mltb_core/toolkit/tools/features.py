@@ -10,7 +10,6 @@ Model-written expressions, conditions and lambdas only go through
 """
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -19,10 +18,11 @@ import numpy as np
 import pandas as pd
 
 from mltb_core.toolkit.registry import PAPER, ToolInputError, ToolReturn, make_get_and_set_tool, make_get_tool, make_override_tool
+from mltb_core.toolkit.validation import TRACKING_COLUMN, as_column_list, require_columns, require_frame, require_name
 from mltb_core.toolkit.safe_eval import compile_lambda, evaluate_condition, evaluate_expression
 
 __all__ = [
-    "TRACKING_COLUMN", "MAX_ONE_HOT_LEVELS", "MAX_ONE_HOT_NEW_COLUMNS", "MAX_REGEX_LENGTH",
+    "MAX_ONE_HOT_LEVELS", "MAX_ONE_HOT_NEW_COLUMNS", "MAX_REGEX_LENGTH",
     "create_numeric_feature", "create_categorical_feature", "create_conditional_feature",
     "extract_string_pattern", "split_string_column", "create_group_aggregation", "get_group_aggregation",
     "create_rolling_feature", "create_lag_feature", "create_lead_feature", "extract_datetime_features",
@@ -31,7 +31,6 @@ __all__ = [
     "rename_feature", "get_unique_values", "filter_dataframe",
 ]
 
-TRACKING_COLUMN = "_is_train"
 # Memory guard for one-hot encoding: a 10k-row frame with thousands of dummies is
 # slow to fit and usually a mistake (an id or free-text column).
 MAX_ONE_HOT_LEVELS = 200
@@ -56,45 +55,6 @@ NORMALIZE_METHODS = ("standard", "minmax", "robust", "maxabs")
 
 
 # ----------------------------------------------------------------------- helpers
-def _require_frame(df: Any, param: str = "df") -> pd.DataFrame:
-    if not isinstance(df, pd.DataFrame):
-        raise ToolInputError(f"'{param}' must be a DataFrame, got {type(df).__name__}")
-    return df
-
-
-def _as_list(columns: str | Iterable[str] | None, param: str = "columns") -> list[str] | None:
-    if columns is None:
-        return None
-    if isinstance(columns, str):
-        return [columns]
-    if isinstance(columns, (list, tuple)) and all(isinstance(c, str) for c in columns):
-        return list(columns)
-    raise ToolInputError(f"'{param}' must be a column name or a list of column names, got {columns!r}")
-
-
-def _missing_columns_message(df: pd.DataFrame, missing: list[str]) -> str:
-    existing = [str(c) for c in df.columns]
-    parts = []
-    for name in missing:
-        close = difflib.get_close_matches(str(name), existing, n=3, cutoff=0.6)
-        close += [c for c in existing if str(name).lower() == c.lower() and c not in close]
-        parts.append(f"{name!r}" + (f" (did you mean {', '.join(map(repr, close))}?)" if close else ""))
-    shown = ", ".join(existing[:40]) + (" ..." if len(existing) > 40 else "")
-    return f"column(s) not found: {'; '.join(parts)}. Available columns: {shown}"
-
-
-def _require_columns(df: pd.DataFrame, columns: Iterable[str]) -> None:
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise ToolInputError(_missing_columns_message(df, missing))
-
-
-def _require_name(name: Any, param: str = "name") -> str:
-    if not isinstance(name, str) or not name.strip():
-        raise ToolInputError(f"'{param}' must be a non-empty column name, got {name!r}")
-    return name
-
-
 def _with_columns(df: pd.DataFrame, new: dict[str, Any]) -> pd.DataFrame:
     """A new frame with ``new`` columns added or replaced; ``df`` is untouched (copy-on-write)."""
     if len(new) > 20:  # many columns: build the frame once instead of inserting one by one (fragmentation)
@@ -200,8 +160,8 @@ def create_numeric_feature(df: pd.DataFrame, name: str, expression: str) -> pd.D
      "func_kwargs": {"name": "TotalSpend", "expression": "RoomService + FoodCourt + Spa"},
      "output": "combined"}}
     """
-    df = _require_frame(df)
-    _require_name(name)
+    df = require_frame(df)
+    require_name(name)
     values = _as_series(evaluate_expression(expression, df), df, f"expression {expression!r}")
     if pd.api.types.is_bool_dtype(values):
         values = values.astype(np.int8)
@@ -257,9 +217,9 @@ def create_categorical_feature(df: pd.DataFrame, name: str, source_column: str, 
      "func_kwargs": {"name": "PlanetCode", "source_column": "HomePlanet",
      "mapping": {"Earth": 0, "Europa": 1, "Mars": 2}}, "output": "combined"}}
     """
-    df = _require_frame(df)
-    _require_name(name)
-    _require_columns(df, [source_column])
+    df = require_frame(df)
+    require_name(name)
+    require_columns(df, [source_column], "source_column")
     if not isinstance(mapping, dict) or not mapping:
         raise ToolInputError(f"'mapping' must be a non-empty dictionary of source value -> new value, got {mapping!r}")
     source = df[source_column]
@@ -303,8 +263,8 @@ def create_conditional_feature(df: pd.DataFrame, name: str, condition: str, true
      "func_kwargs": {"name": "IsChild", "condition": "Age < 18", "true_value": 1, "false_value": 0},
      "output": "combined"}}
     """
-    df = _require_frame(df)
-    _require_name(name)
+    df = require_frame(df)
+    require_name(name)
     mask = evaluate_condition(condition, df).to_numpy(dtype=bool)
     if true_value is None or false_value is None:
         # None means "missing": build as objects so the other value keeps its type, then infer.
@@ -361,9 +321,9 @@ def extract_string_pattern(df: pd.DataFrame, name: str, source_column: str, patt
      "func_kwargs": {"name": "Title", "source_column": "Name", "pattern": "([A-Za-z]+)\\\\.", "group": 1},
      "output": "combined"}}
     """
-    df = _require_frame(df)
-    _require_name(name)
-    _require_columns(df, [source_column])
+    df = require_frame(df)
+    require_name(name)
+    require_columns(df, [source_column], "source_column")
     regex = _compile_safe_regex(pattern)
     if isinstance(group, int) and not isinstance(group, bool):
         if not 0 <= group <= regex.groups:
@@ -421,9 +381,9 @@ def split_string_column(df: pd.DataFrame, name_prefix: str, source_column: str, 
      "func_kwargs": {"name_prefix": "Cabin", "source_column": "Cabin", "delimiter": "/",
      "indices": [0, 1, 2]}, "output": "combined"}}
     """
-    df = _require_frame(df)
-    _require_name(name_prefix, "name_prefix")
-    _require_columns(df, [source_column])
+    df = require_frame(df)
+    require_name(name_prefix, "name_prefix")
+    require_columns(df, [source_column], "source_column")
     if not isinstance(delimiter, str) or not delimiter:
         raise ToolInputError(f"'delimiter' must be a non-empty string, got {delimiter!r}")
     if isinstance(max_splits, bool) or not isinstance(max_splits, int):
@@ -449,10 +409,10 @@ def split_string_column(df: pd.DataFrame, name_prefix: str, source_column: str, 
 
 
 def _grouped(df: pd.DataFrame, group_column: str | list[str], agg_column: str, agg_func: str):
-    groups = _as_list(group_column, "group_column")
+    groups = as_column_list(group_column, "group_column")
     if not groups:
         raise ToolInputError("'group_column' must name at least one column")
-    _require_columns(df, groups + [agg_column])
+    require_columns(df, groups + [agg_column])
     _check_choice(agg_func, AGG_FUNCS, "agg_func")
     if agg_func not in ("count", "nunique", "first", "last") and not pd.api.types.is_numeric_dtype(df[agg_column]):
         raise ToolInputError(f"agg_func {agg_func!r} needs a numeric 'agg_column'; {agg_column!r} has dtype "
@@ -489,8 +449,8 @@ def create_group_aggregation(df: pd.DataFrame, name: str, group_column: str | li
      "func_kwargs": {"name": "GroupSize", "group_column": "Group", "agg_column": "PassengerId",
      "agg_func": "count"}, "output": "combined"}}
     """
-    df = _require_frame(df)
-    _require_name(name)
+    df = require_frame(df)
+    require_name(name)
     grouped, _ = _grouped(df, group_column, agg_column, agg_func)
     return _with_columns(df, {name: grouped.transform(agg_func)})
 
@@ -521,7 +481,7 @@ def get_group_aggregation(df: pd.DataFrame, group_column: str | list[str], agg_c
     {"tool_name": "get_group_aggregation", "tool_args": {"bindings": {"df": "train"},
      "func_kwargs": {"group_column": "HomePlanet", "agg_column": "Transported", "agg_func": "mean"}}}
     """
-    df = _require_frame(df)
+    df = require_frame(df)
     grouped, _ = _grouped(df, group_column, agg_column, agg_func)
     return grouped.agg(agg_func).reset_index()
 
@@ -557,9 +517,9 @@ def create_rolling_feature(df: pd.DataFrame, name: str, source_column: str, wind
      "func_kwargs": {"name": "Sales_roll7", "source_column": "Sales", "window": 7, "agg_func": "mean"},
      "output": "sales"}}
     """
-    df = _require_frame(df)
-    _require_name(name)
-    _require_columns(df, [source_column])
+    df = require_frame(df)
+    require_name(name)
+    require_columns(df, [source_column], "source_column")
     window = _check_positive_int(window, "window")
     _check_choice(agg_func, ROLLING_FUNCS, "agg_func")
     source = df[source_column]
@@ -570,9 +530,9 @@ def create_rolling_feature(df: pd.DataFrame, name: str, source_column: str, wind
 
 
 def _shifted(df: pd.DataFrame, name: str, source_column: str, periods: int) -> pd.DataFrame:
-    df = _require_frame(df)
-    _require_name(name)
-    _require_columns(df, [source_column])
+    df = require_frame(df)
+    require_name(name)
+    require_columns(df, [source_column], "source_column")
     return _with_columns(df, {name: df[source_column].shift(periods)})
 
 
@@ -662,9 +622,9 @@ def extract_datetime_features(df: pd.DataFrame, datetime_column: str,
      "func_kwargs": {"datetime_column": "pickup_datetime", "features": ["year", "month", "hour", "dayofweek"]},
      "output": "combined"}}
     """
-    df = _require_frame(df)
-    _require_columns(df, [datetime_column])
-    parts = list(DEFAULT_DATETIME_PARTS) if features is None else _as_list(features, "features")
+    df = require_frame(df)
+    require_columns(df, [datetime_column], "datetime_column")
+    parts = list(DEFAULT_DATETIME_PARTS) if features is None else as_column_list(features, "features")
     unknown = [p for p in parts if p not in DATETIME_PARTS]
     if unknown or not parts:
         raise ToolInputError(f"unknown datetime feature(s) {unknown}; choose from {list(DATETIME_PARTS)}")
@@ -715,9 +675,9 @@ def create_time_delta(df: pd.DataFrame, name: str, start_column: str, end_column
      "func_kwargs": {"name": "trip_minutes", "start_column": "pickup_datetime",
      "end_column": "dropoff_datetime", "unit": "min"}, "output": "trips"}}
     """
-    df = _require_frame(df)
-    _require_name(name)
-    _require_columns(df, [start_column, end_column])
+    df = require_frame(df)
+    require_name(name)
+    require_columns(df, [start_column, end_column])
     if unit not in TIME_UNITS:
         raise ToolInputError(f"'unit' must be one of D, h, min, s, W; got {unit!r}")
     delta = _to_datetime(df, end_column) - _to_datetime(df, start_column)
@@ -755,12 +715,12 @@ def apply_custom_function(df: pd.DataFrame, name: str, source_columns: str | lis
      "func_kwargs": {"name": "Cabin_deck", "source_columns": "Cabin",
      "func": "lambda x: x.split('/')[0] if isinstance(x, str) else None"}, "output": "combined"}}
     """
-    df = _require_frame(df)
-    _require_name(name)
-    columns = _as_list(source_columns, "source_columns")
+    df = require_frame(df)
+    require_name(name)
+    columns = as_column_list(source_columns, "source_columns")
     if not columns:
         raise ToolInputError("'source_columns' must name at least one column")
-    _require_columns(df, columns)
+    require_columns(df, columns, "source_columns")
     if not isinstance(func, str):
         raise ToolInputError(f"'func' must be a lambda written as a string, e.g. \"lambda x: x * 2\"; got {func!r}")
     fn = compile_lambda(func)
@@ -776,10 +736,10 @@ def apply_custom_function(df: pd.DataFrame, name: str, source_columns: str | lis
 # -------------------------------------------------------------------- encoders
 def _encodable_columns(df: pd.DataFrame, columns: str | list[str] | None) -> list[str]:
     """Explicit columns (checked) or every text/category column; never the tracking column."""
-    chosen = _as_list(columns)
+    chosen = as_column_list(columns)
     if chosen is None:
         return _categorical_columns(df)
-    _require_columns(df, chosen)
+    require_columns(df, chosen)
     if TRACKING_COLUMN in chosen:
         raise ToolInputError(f"{TRACKING_COLUMN!r} is the train/test tracking column and must not be encoded")
     return chosen
@@ -811,7 +771,7 @@ def _one_hot(df: pd.DataFrame, columns: list[str], drop_first: bool, prefix: Any
     if isinstance(prefix, list) and len(prefix) != len(columns):
         raise ToolInputError(f"'prefix' has {len(prefix)} entries but {len(columns)} columns are encoded")
     if isinstance(prefix, dict):
-        _require_columns(df, list(prefix))
+        require_columns(df, list(prefix))
     if prefix is not None and not isinstance(prefix, (str, list, dict)):
         raise ToolInputError(f"'prefix' must be a string, a list or a dict, got {prefix!r}")
     return pd.get_dummies(df, columns=columns, drop_first=bool(drop_first), prefix=prefix, dtype=np.uint8)
@@ -868,7 +828,7 @@ def one_hot_encode(df: pd.DataFrame, columns: str | list[str] | None = None, dro
     {"tool_name": "one_hot_encode", "tool_args": {"bindings": {"df": "combined"},
      "func_kwargs": {"columns": ["HomePlanet", "Destination"], "drop_first": true}, "output": "combined"}}
     """
-    df = _require_frame(df)
+    df = require_frame(df)
     return _one_hot(df, _encodable_columns(df, columns), drop_first, prefix)
 
 
@@ -897,7 +857,7 @@ def label_encode(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd
     {"tool_name": "label_encode", "tool_args": {"bindings": {"df": "combined"},
      "func_kwargs": {"columns": ["Cabin_deck", "Cabin_side"]}, "output": "combined"}}
     """
-    df = _require_frame(df)
+    df = require_frame(df)
     return _label_encode(df, _encodable_columns(df, columns))
 
 
@@ -929,7 +889,7 @@ def encode_all_categorical_columns(df: pd.DataFrame, method: str = "one_hot", dr
     {"tool_name": "encode_all_categorical_columns", "tool_args": {"bindings": {"df": "combined"},
      "func_kwargs": {"method": "one_hot", "drop_first": true}, "output": "combined"}}
     """
-    df = _require_frame(df)
+    df = require_frame(df)
     _check_choice(method, ("one_hot", "label"), "method")
     columns = _categorical_columns(df)
     if method == "label":
@@ -989,12 +949,12 @@ def normalize_features(df: pd.DataFrame, columns: str | list[str] | None = None,
     {"tool_name": "normalize_features", "tool_args": {"bindings": {"df": "combined"},
      "func_kwargs": {"columns": ["Age", "TotalSpend"], "method": "standard"}, "output": "combined"}}
     """
-    df = _require_frame(df)
-    chosen = _as_list(columns)
+    df = require_frame(df)
+    chosen = as_column_list(columns)
     if chosen is None:
         chosen = _numeric_columns(df)
     else:
-        _require_columns(df, chosen)
+        require_columns(df, chosen)
         if TRACKING_COLUMN in chosen:
             raise ToolInputError(f"{TRACKING_COLUMN!r} is the train/test tracking column and must not be normalized")
     return _normalize(df, chosen, method)
@@ -1024,7 +984,7 @@ def normalize_all_numerical_columns(df: pd.DataFrame, method: str = "standard") 
     {"tool_name": "normalize_all_numerical_columns", "tool_args": {"bindings": {"df": "X_train"},
      "func_kwargs": {"method": "standard"}, "output": "X_train"}}
     """
-    df = _require_frame(df)
+    df = require_frame(df)
     return _normalize(df, _numeric_columns(df), method)
 
 
@@ -1053,11 +1013,11 @@ def drop_feature(df: pd.DataFrame, column: str | list[str]) -> pd.DataFrame:
     {"tool_name": "drop_feature", "tool_args": {"bindings": {"df": "combined"},
      "func_kwargs": {"column": ["Name", "Cabin"]}, "output": "combined"}}
     """
-    df = _require_frame(df)
-    columns = _as_list(column, "column")
+    df = require_frame(df)
+    columns = as_column_list(column, "column")
     if not columns:
         raise ToolInputError("'column' must name at least one column")
-    _require_columns(df, columns)
+    require_columns(df, columns, "column")
     return df.drop(columns=columns)
 
 
@@ -1082,11 +1042,11 @@ def get_features(df: pd.DataFrame, columns: str | list[str]) -> pd.DataFrame:
     {"tool_name": "get_features", "tool_args": {"bindings": {"df": "combined"},
      "func_kwargs": {"columns": ["Age", "TotalSpend", "CryoSleep"]}, "output": "selected"}}
     """
-    df = _require_frame(df)
-    chosen = _as_list(columns)
+    df = require_frame(df)
+    chosen = as_column_list(columns)
     if not chosen:
         raise ToolInputError("'columns' must name at least one column")
-    _require_columns(df, chosen)
+    require_columns(df, chosen)
     duplicates = sorted({c for c in chosen if chosen.count(c) > 1})
     if duplicates:
         raise ToolInputError(f"'columns' lists {duplicates} more than once")
@@ -1116,15 +1076,15 @@ def rename_feature(df: pd.DataFrame, old_name: str | list[str], new_name: str | 
     {"tool_name": "rename_feature", "tool_args": {"bindings": {"df": "combined"},
      "func_kwargs": {"old_name": "Cabin_0", "new_name": "Deck"}, "output": "combined"}}
     """
-    df = _require_frame(df)
-    old = _as_list(old_name, "old_name") or []
-    new = _as_list(new_name, "new_name") or []
+    df = require_frame(df)
+    old = as_column_list(old_name, "old_name") or []
+    new = as_column_list(new_name, "new_name") or []
     if not old or len(old) != len(new):
         raise ToolInputError(f"'old_name' and 'new_name' must have the same number of names "
                              f"(got {len(old)} and {len(new)})")
-    _require_columns(df, old)
+    require_columns(df, old, "old_name")
     for name in new:
-        _require_name(name, "new_name")
+        require_name(name, "new_name")
     kept = [c for c in df.columns if c not in old]
     clashes = sorted({n for n in new if n in kept or new.count(n) > 1})
     if clashes:
@@ -1157,8 +1117,8 @@ def get_unique_values(df: pd.DataFrame, column: str, sort: bool = True, include_
     {"tool_name": "get_unique_values", "tool_args": {"bindings": {"df": "train"},
      "func_kwargs": {"column": "HomePlanet", "sort": true, "include_counts": true}}}
     """
-    df = _require_frame(df)
-    _require_columns(df, [column])
+    df = require_frame(df)
+    require_columns(df, [column], "column")
     counts = df[column].value_counts(dropna=False, sort=False)
     table = pd.DataFrame({column: counts.index.to_numpy(), "count": counts.to_numpy()})
     if sort:
@@ -1193,7 +1153,7 @@ def filter_dataframe(df: pd.DataFrame, condition: str) -> pd.DataFrame:
     {"tool_name": "filter_dataframe", "tool_args": {"bindings": {"df": "combined"},
      "func_kwargs": {"condition": "_is_train == 1"}, "output": "train_part"}}
     """
-    df = _require_frame(df)
+    df = require_frame(df)
     mask = evaluate_condition(condition, df)
     out = df[mask.to_numpy(dtype=bool)]
     return ToolReturn(out, f"Kept {len(out)} of {len(df)} rows.")

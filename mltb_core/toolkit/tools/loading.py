@@ -1,11 +1,10 @@
 """Data loading tools: read CSVs, combine/split train and test, features/target, frame summaries.
 
-Also home of the small column helpers every tool module shares
-(:func:`as_column_list`, :func:`require_columns`, :func:`require_frame`).
+Also home of the value helpers the cleaning tools share (:func:`most_frequent`, :func:`placeholder_value`);
+input checks live in :mod:`mltb_core.toolkit.validation`.
 """
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 from typing import Any
 
@@ -22,54 +21,18 @@ from mltb_core.toolkit.registry import (
     make_set_tool,
 )
 from mltb_core.toolkit.sandbox import resolve_read
+from mltb_core.toolkit.validation import TRACKING_COLUMN, as_column_list, require_columns, require_frame
 
 __all__ = [
-    "TRACKING_COLUMN", "as_column_list", "require_columns", "require_frame",
     "read_data", "concatenate_train_test", "split_combined_into_train_test",
     "convert_dataframe_to_features_target", "convert_to_dataframe", "concatenate_dataframes",
     "join_dataframes", "get_dataframe_summary", "get_dataframe_dtypes_summary",
 ]
 
-TRACKING_COLUMN = "_is_train"
 SUMMARY_STAGES = ("loading", "cleaning", "features")
 
 
 # -------------------------------------------------------------- shared helpers
-def require_frame(obj: Any, param: str = "df") -> pd.DataFrame:
-    """Fail clearly when a binding names something that is not a DataFrame."""
-    if not isinstance(obj, pd.DataFrame):
-        raise ToolInputError(f"'{param}' must be a DataFrame, got {type(obj).__name__}"
-                             + (f" with shape {obj.shape}" if hasattr(obj, "shape") else ""))
-    return obj
-
-
-def as_column_list(columns: str | Iterable[str] | None) -> list[str] | None:
-    """Accept one column name or a list of names (models use both)."""
-    if columns is None:
-        return None
-    if isinstance(columns, str):
-        return [columns]
-    if isinstance(columns, dict):
-        raise ToolInputError(f"columns must be a name or a list of names, got a mapping {columns!r}")
-    return list(columns)
-
-
-def require_columns(df: pd.DataFrame, columns: str | Iterable[str] | None, param: str = "columns") -> list[str]:
-    """Return the requested columns, or raise listing unknown names and their close matches."""
-    wanted = as_column_list(columns) or []
-    present = set(df.columns)
-    missing = [c for c in wanted if c not in present]
-    if missing:
-        names = [str(c) for c in df.columns]
-        hints = []
-        for name in missing:
-            close = difflib.get_close_matches(str(name), names, n=3, cutoff=0.5)
-            hints.append(f"{name!r}" + (f" (did you mean {', '.join(map(repr, close))}?)" if close else ""))
-        shown = ", ".join(names[:50]) + (" ..." if len(names) > 50 else "")
-        raise ToolInputError(f"unknown column(s) in {param}: {'; '.join(hints)}. Available columns: {shown}")
-    return wanted
-
-
 def most_frequent(series: pd.Series) -> Any:
     """Most frequent non-missing value (None when the column is empty)."""
     modes = series.mode(dropna=True)

@@ -29,6 +29,7 @@ from sklearn.utils.multiclass import type_of_target
 
 from mltb_core.toolkit import limits
 from mltb_core.toolkit.registry import PAPER, ToolContext, ToolInputError, ToolReturn, make_get_and_set_tool
+from mltb_core.toolkit.validation import require_frame
 
 __all__ = ["PreparedClassifier", "PreparedRegressor", "ModelSpec", "MODEL_SPECS", "FIT_TOOLS", "TUNE_TOOLS",
            "MAX_CATEGORY_LEVELS", "CLASSIFICATION_METRICS", "REGRESSION_METRICS"]
@@ -232,8 +233,7 @@ MODEL_SPECS = _specs()
 def _as_features(X: Any) -> pd.DataFrame:
     if isinstance(X, pd.Series):
         X = X.to_frame()
-    if not isinstance(X, pd.DataFrame):
-        raise ToolInputError(f"X_train must be a DataFrame of features, got {type(X).__name__}")
+    X = require_frame(X, "X_train")
     if X.shape[0] == 0 or X.shape[1] == 0:
         raise ToolInputError(f"X_train is empty (shape {X.shape})")
     duplicated = sorted({str(c) for c in X.columns[X.columns.duplicated()]})

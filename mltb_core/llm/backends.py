@@ -1,0 +1,385 @@
+"""The backend registry: the one place that knows what a model string means.
+
+A model string is ``<backend>`` or ``<backend>:<argument>`` (``sim``, ``sim:0.6``, ``local``,
+``local:/m/x.gguf``, ``openai:gpt-4o``). Each backend is a :class:`BackendSpec` subclass named with
+``@backend("<name>")`` that says how its argument is parsed and validated, its id in test ids and file
+names, its price, whether it is synthetic (not an LLM), what it needs before a run (``preflight``) and
+how to build the :class:`~mltb_core.llm.base.LLMBackend` for one trial.
+
+Backends are found through the entry-point group ``mltb.backends`` — the built-ins below exactly
+like a third party's::
+
+    # pyproject.toml of your package
+    [project.entry-points."mltb.backends"]
+    mine = "my_pkg.mltb_backend:MyBackend"     # a @backend("mine") BackendSpec subclass
+
+(:func:`register_backend` registers one from code, e.g. a conftest.) This module imports no backend
+implementation until one is built, so parsing model strings at collection stays cheap.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from mltb_core.llm.base import LLMBackend, UnknownModelError
+
+__all__ = ["ENTRY_POINT_GROUP", "DEFAULT_MODEL", "BackendSpec", "ModelRef", "Preflight", "backend",
+           "register_backend", "get_backend", "available_backends", "parse_model", "model_problem", "model_id",
+           "is_synthetic", "model_forms", "preflight", "custom_openai_base_url", "BackendRegistryError"]
+
+ENTRY_POINT_GROUP = "mltb.backends"
+DEFAULT_MODEL = "local"
+OPENAI_API_HOST = "api.openai.com"
+
+# The built-ins' entry points, as pyproject.toml declares them; used as well when the installed
+# metadata predates them (an editable install made before they were declared).
+_BUILTIN_ENTRY_POINTS = {"openai": "mltb_core.llm.backends:OpenAISpec",
+                         "local": "mltb_core.llm.backends:LocalSpec",
+                         "sim": "mltb_core.llm.backends:SimSpec"}
+
+
+class BackendRegistryError(RuntimeError):
+    """A backend entry point is broken, or two backends claim one name."""
+
+
+def _id_safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")
+
+
+class BackendSpec:
+    """How one backend's model strings are read, named, priced, checked and built.
+
+    Subclass it, name it with ``@backend("name")`` and override what differs; the defaults suit a
+    free backend that takes its argument as plain text.
+    """
+
+    name: str = ""
+    forms: tuple[str, ...] = ()        # how its model strings look, for help and error messages
+    synthetic: bool = False            # True: not an LLM (tables say so)
+
+    def parse(self, arg: str) -> Any:
+        """The parsed argument (``arg`` is "" for a bare ``name``); raise ValueError naming the problem."""
+        return arg
+
+    def model_id(self, arg: str, value: Any) -> str:
+        """The model as it appears in test ids and file names (made id-safe by the registry)."""
+        return f"{self.name}-{arg}" if arg else self.name
+
+    def price(self, value: Any, table: Any = None) -> tuple[Any, str | None]:
+        """``(Price, note or None)``; raise PriceTableError when the run must not start."""
+        from mltb_core.llm.prices import FREE
+
+        return FREE, None
+
+    def preflight(self, value: Any) -> list[str]:
+        """What this model lacks before a run can start (missing key, package, file); [] when ready."""
+        return []
+
+    def build(self, value: Any, *, model: str, seed: int, cache: Any, price_table: Any, **opts: Any) -> LLMBackend:
+        raise NotImplementedError(f"backend {self.name!r} must implement build()")
+
+
+def backend(name: str) -> Callable[[type[BackendSpec]], type[BackendSpec]]:
+    """Name a :class:`BackendSpec` subclass; the registry finds it through its entry point."""
+    if not re.fullmatch(r"[a-z][a-z0-9_-]*", name or ""):
+        raise ValueError(f"backend name {name!r} must be lower-case letters, digits, '_' or '-'")
+
+    def name_it(cls: type[BackendSpec]) -> type[BackendSpec]:
+        if not (isinstance(cls, type) and issubclass(cls, BackendSpec)):
+            raise TypeError(f"@backend({name!r}) decorates a BackendSpec subclass, got {cls!r}")
+        cls.name = name
+        cls.forms = cls.forms or (name, f"{name}:<argument>")
+        return cls
+    return name_it
+
+
+_registry: dict[str, BackendSpec] = {}
+_loaded = False
+
+
+def register_backend(spec: BackendSpec | type[BackendSpec], name: str | None = None) -> BackendSpec:
+    """Register a backend (a spec or its class); the same spec twice is a no-op, another under a
+    taken name an error."""
+    if isinstance(spec, type):
+        spec = spec()
+    if not isinstance(spec, BackendSpec):
+        raise BackendRegistryError(f"a backend must be a BackendSpec, got {spec!r}")
+    name = name or spec.name
+    if not name:
+        raise BackendRegistryError(f"{type(spec).__name__} has no name: decorate it with @backend('<name>')")
+    if spec.name != name:
+        raise BackendRegistryError(f"entry point {name!r} loads backend {spec.name!r}; the names must match")
+    held = _registry.get(name)
+    if held is not None and type(held) is not type(spec):
+        raise BackendRegistryError(f"backend name {name!r} is claimed by both {type(held).__module__}."
+                                   f"{type(held).__qualname__} and {type(spec).__module__}.{type(spec).__qualname__}")
+    _registry.setdefault(name, spec)
+    return _registry[name]
+
+
+def _entry_points() -> list[Any]:
+    from importlib import metadata  # ~0.1 s: only when a model string is first read
+
+    found = list(metadata.entry_points(group=ENTRY_POINT_GROUP))
+    names = {ep.name for ep in found}
+    found += [metadata.EntryPoint(name, value, ENTRY_POINT_GROUP)
+              for name, value in _BUILTIN_ENTRY_POINTS.items() if name not in names]
+    return found
+
+
+def _load_entry_points() -> None:
+    global _loaded
+    if _loaded:
+        return
+    for ep in _entry_points():
+        try:
+            loaded = ep.load()
+        except Exception as exc:  # noqa: BLE001 - a broken plug-in names itself, it does not hide
+            raise BackendRegistryError(f"backend entry point {ep.name} = {ep.value!r} "
+                                       f"(group {ENTRY_POINT_GROUP}) failed to load: {exc}") from exc
+        register_backend(loaded, ep.name)
+    _loaded = True
+
+
+def reload_backends() -> None:
+    """Forget what was loaded and read the entry points again (after installing a plug-in)."""
+    global _loaded
+    _registry.clear()
+    _loaded = False
+
+
+def available_backends() -> dict[str, BackendSpec]:
+    _load_entry_points()
+    return dict(sorted(_registry.items()))
+
+
+def get_backend(name: str) -> BackendSpec | None:
+    return available_backends().get(name)
+
+
+def model_forms() -> list[str]:
+    return [form for spec in available_backends().values() for form in spec.forms]
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """A parsed, validated model string."""
+    text: str
+    kind: str
+    arg: str
+    value: Any
+    spec: BackendSpec = field(repr=False, compare=False)
+
+    @property
+    def id(self) -> str:
+        return _id_safe(self.spec.model_id(self.arg, self.value)) or self.kind
+
+    @property
+    def synthetic(self) -> bool:
+        return self.spec.synthetic
+
+    def price(self, table: Any = None) -> tuple[Any, str | None]:
+        return self.spec.price(self.value, table)
+
+    def build(self, *, seed: int = 0, cache: Any = None, price_table: Any = None, **opts: Any) -> LLMBackend:
+        return self.spec.build(self.value, model=self.text, seed=seed, cache=cache, price_table=price_table, **opts)
+
+
+def parse_model(model: str) -> ModelRef:
+    """Parse and validate ``model``; :class:`UnknownModelError` names the problem and the valid forms."""
+    text = model.strip() if isinstance(model, str) else ""
+    why = None
+    if not text:
+        why = "empty model string"
+    else:
+        kind, _, arg = text.partition(":")
+        spec = get_backend(kind)
+        if spec is None:
+            why = f"no backend called {kind!r}"
+        else:
+            try:
+                return ModelRef(text, kind, arg, spec.parse(arg), spec)
+            except ValueError as exc:
+                why = str(exc)
+    raise UnknownModelError(f"unknown model {model!r}: {why}. Valid forms: {', '.join(model_forms())}")
+
+
+def model_problem(model: str) -> str | None:
+    """Why ``model`` is not a valid model string (the whole message), or None."""
+    try:
+        parse_model(model)
+    except UnknownModelError as exc:
+        return str(exc)
+    return None
+
+
+def model_id(model: str) -> str:
+    """``model`` as it appears in test ids and file names: ``openai:gpt-4o`` → ``openai-gpt-4o``,
+    ``sim:0.6`` → ``sim0.6``, ``local:/models/x.gguf`` → ``local-x``."""
+    return parse_model(model).id
+
+
+def is_synthetic(model: str) -> bool:
+    """True when ``model`` names a synthetic policy (not an LLM); False for unknown strings."""
+    try:
+        return parse_model(model).synthetic
+    except UnknownModelError:
+        return False
+
+
+@dataclass
+class Preflight:
+    """What a run with these models lacks (``problems``: refuse to start) and should know (``notes``)."""
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def preflight(models: list[str], price_table: Any = None) -> Preflight:
+    """Check every model before a run: valid string, distinct ids, price, requirements (keys, packages, files)."""
+    from mltb_core.llm.prices import PriceTableError
+
+    result = Preflight()
+    seen: dict[str, str] = {}
+    for model in models:
+        try:
+            ref = parse_model(model)
+        except UnknownModelError as exc:
+            result.problems.append(str(exc))
+            continue
+        if seen.setdefault(ref.id, model) != model:
+            result.problems.append(f"models {seen[ref.id]!r} and {model!r} share the id {ref.id!r}; "
+                                   f"their results would mix")
+        try:
+            _, note = ref.price(price_table)
+            if note:
+                result.notes.append(note)
+        except PriceTableError as exc:
+            result.problems.append(str(exc))
+        result.problems += [f"{model}: {why}" for why in ref.spec.preflight(ref.value)]
+    return result
+
+
+def _as_cache(cache: Any) -> Any:
+    """``None``/``False`` → no cache; a ResponseCache as is; ``True`` → default dir; a path → that dir."""
+    from mltb_core.llm.cache import ResponseCache
+
+    if cache is None or cache is False:
+        return None
+    if isinstance(cache, ResponseCache):
+        return cache if cache.enabled else None
+    if cache is True:
+        return ResponseCache()
+    if isinstance(cache, (str, os.PathLike)):
+        return ResponseCache(cache)
+    raise TypeError(f"cache must be None, a bool, a directory or a ResponseCache, got {type(cache).__name__}")
+
+
+def custom_openai_base_url() -> str | None:
+    """``$OPENAI_BASE_URL`` when it points at a server other than OpenAI's (vLLM, llama.cpp, a proxy)."""
+    url = os.environ.get("OPENAI_BASE_URL", "").strip()
+    if not url:
+        return None
+    from urllib.parse import urlparse
+
+    host = (urlparse(url).hostname or "").lower()
+    return None if host == OPENAI_API_HOST or host.endswith("." + OPENAI_API_HOST) else url
+
+
+# ------------------------------------------------------------------ the built-in backends
+@backend("openai")
+class OpenAISpec(BackendSpec):
+    forms = ("openai:<model> (e.g. openai:gpt-4o)",)
+
+    def parse(self, arg: str) -> str:
+        if not arg.strip():
+            raise ValueError("'openai:' needs a model id, e.g. openai:gpt-4o")
+        return arg.strip()
+
+    def price(self, value: str, table: Any = None) -> tuple[Any, str | None]:
+        from mltb_core.llm.prices import FREE, PriceTable, UnknownPriceError, load_price_table
+
+        table = table if isinstance(table, PriceTable) else load_price_table(table)
+        try:
+            return table.price(value), None
+        except UnknownPriceError:
+            server = custom_openai_base_url()
+            if server is None:
+                raise
+            # A self-hosted model costs nothing per token; say so once rather than refuse to run.
+            return FREE, f"openai:{value} has no price; counted at $0 on the custom server {server}"
+
+    def preflight(self, value: str) -> list[str]:
+        if os.environ.get("OPENAI_API_KEY") or custom_openai_base_url():
+            return []
+        return ["no API key: set OPENAI_API_KEY (or OPENAI_BASE_URL to an OpenAI-compatible server)"]
+
+    def build(self, value: str, *, model: str, seed: int, cache: Any, price_table: Any, **opts: Any) -> LLMBackend:
+        from mltb_core.llm.openai_backend import OpenAIBackend
+
+        if "price" not in opts:
+            opts["price"] = self.price(value, price_table)[0]
+        return OpenAIBackend(value, seed=seed, cache=_as_cache(cache), **opts)
+
+
+@backend("local")
+class LocalSpec(BackendSpec):
+    forms = ("local", "local:/path/model.gguf")
+
+    def parse(self, arg: str) -> str | None:
+        return arg or None
+
+    def model_id(self, arg: str, value: str | None) -> str:
+        if value is None:
+            return "local"
+        return "local-" + re.split(r"[\\/]", value.rstrip("/\\"))[-1].removesuffix(".gguf")
+
+    def preflight(self, value: str | None) -> list[str]:
+        from mltb_core.llm.local import LocalModelUnavailable, _require_llama_cpp, default_model_path
+
+        problems = []
+        try:
+            _require_llama_cpp()
+        except LocalModelUnavailable as exc:
+            problems.append(str(exc))
+        try:
+            path = Path(value) if value else default_model_path()
+            if not path.is_file():
+                problems.append(f"local model file {path} does not exist")
+        except LocalModelUnavailable as exc:
+            problems.append(str(exc))
+        return problems
+
+    def build(self, value: str | None, *, model: str, seed: int, cache: Any, price_table: Any,
+              **opts: Any) -> LLMBackend:
+        from mltb_core.llm.local import LocalBackend
+
+        return LocalBackend(value, seed=seed, cache=_as_cache(cache), **opts)
+
+
+@backend("sim")
+class SimSpec(BackendSpec):
+    forms = ("sim", "sim:<skill 0..1> (e.g. sim:0.7)")
+    synthetic = True
+    default_skill = 0.7
+
+    def parse(self, arg: str) -> float:
+        if not arg:
+            return self.default_skill
+        try:
+            skill = float(arg)
+        except ValueError:
+            raise ValueError(f"sim skill {arg!r} is not a number") from None
+        if not 0.0 <= skill <= 1.0:
+            raise ValueError(f"sim skill {skill} is outside [0, 1]")
+        return skill
+
+    def model_id(self, arg: str, value: float) -> str:
+        return f"sim{arg}"
+
+    def build(self, value: float, *, model: str, seed: int, cache: Any, price_table: Any, **opts: Any) -> LLMBackend:
+        from mltb_core.llm.sim import SimPolicy
+
+        return SimPolicy(value, seed, **opts)
