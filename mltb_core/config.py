@@ -14,7 +14,18 @@ from mltb_core.toolkit.registry import DEFAULT_TOOLSET
 
 __all__ = ["TrialConfig", "trial_seed", "Range", "OptionValueError", "FIELD_RANGES", "RUN_RANGES",
            "OPTION_FIELDS", "option_range", "parse_option", "check_option", "EnvironmentValueError",
-           "check_environment"]
+           "check_environment", "CONTEXT_MODES", "check_context"]
+
+# What each LLM request carries of the path: every tool result whole (the paper's behaviour) or older
+# results cut to their first lines (fewer input tokens per call; see prompts.trim_observation).
+CONTEXT_MODES = ("full", "trimmed")
+
+
+def check_context(value: Any) -> str:
+    """ValueError naming the option when ``value`` is not one of CONTEXT_MODES."""
+    if value not in CONTEXT_MODES:
+        raise ValueError(f"context: expected one of {', '.join(CONTEXT_MODES)}, got {value!r}")
+    return value
 
 
 class OptionValueError(ValueError):
@@ -163,6 +174,9 @@ class TrialConfig:
     # which tools the model is offered: "paper" (the paper's Table 9 toolset) or "extended" (adds helpers
     # such as create_submission); see registry.TOOLSETS
     toolset: str = DEFAULT_TOOLSET
+    # what each LLM request carries: "full" (every tool result whole: today's, the paper's behaviour) or
+    # "trimmed" (older tool results cut to their first lines); see CONTEXT_MODES
+    context: str = "full"
     # execution
     max_features: int = 1000      # stage 5 bound on the feature count
     llm_cache: bool = True
@@ -174,8 +188,7 @@ class TrialConfig:
 
     def __post_init__(self) -> None:
         check_board(self.board)
-
-    def __post_init__(self) -> None:
+        check_context(self.context)
         for name in FIELD_RANGES:
             value = getattr(self, name)
             if value is not None or name not in _optional_fields():
