@@ -12,6 +12,8 @@ what OpenAI bills at the cached-input rate (from 1,024 shared tokens).
 """
 from __future__ import annotations
 
+import json
+import os.path
 from typing import Any
 
 # -- planners ------------------------------------------------------------------------
@@ -25,8 +27,9 @@ TOOL_CALL_FORMAT = (
 
 # -- the shared preamble (first system message of every request) -----------------------
 PREAMBLE_INTRO = ("This conversation is about the Kaggle competition described below and the tools listed after "
-                  "it; the instructions for your role follow them. When asked to act, " + TOOL_CALL_FORMAT[0].lower()
-                  + TOOL_CALL_FORMAT[1:])
+                  "it; the instructions for your role follow them. Relative file paths name files in your own "
+                  "working directory (your sandbox), where files are written. When asked to act, "
+                  + TOOL_CALL_FORMAT[0].lower() + TOOL_CALL_FORMAT[1:])
 TASK_HEADER = "=== The competition ==="
 TOOLS_HEADER = "=== The tools (name: what it does; its parameters come with the function schemas) ==="
 PREAMBLE_END = "=== End of tools ==="
@@ -61,6 +64,23 @@ def task_section(preamble: str) -> str:
     """The task description inside a :func:`shared_preamble` (the whole text if it is not one)."""
     body = preamble.split(TASK_HEADER + "\n", 1)[-1]
     return body.split("\n\n" + TOOLS_HEADER, 1)[0]
+
+
+def render_chat(messages: list[dict[str, Any]]) -> str:
+    """The messages as one chatml-like text, in order (what a server's chat template evaluates; used to
+    measure the prefix requests share). Tool calls are rendered as their JSON."""
+    parts = []
+    for message in messages:
+        body = str(message.get("content") or "")
+        if message.get("tool_calls"):
+            body += json.dumps(message["tool_calls"], sort_keys=True, default=str)
+        parts.append(f"<|im_start|>{message.get('role')}\n{body}<|im_end|>\n")
+    return "".join(parts)
+
+
+def shared_prefix_length(texts: list[str]) -> int:
+    """Characters at the start that every text in ``texts`` shares."""
+    return len(os.path.commonprefix(list(texts))) if texts else 0
 
 
 # -- planner instructions (second system message) ---------------------------------------
@@ -117,13 +137,24 @@ def scratchpad_note(names_and_kinds: str) -> str:
 
 
 # -- context trimming (``--context trimmed``) ---------------------------------------------
-# The last TRIMMED_FULL_OBSERVATIONS tool results stay whole; older ones keep their first
+# Tool schemas are sent with the first paragraph of their descriptions (compact_schema). The last TRIMMED_FULL_OBSERVATIONS tool results stay whole; older ones keep their first
 # TRIMMED_FIRST_LINES lines (at most TRIMMED_LINE_CHARS characters each) and this marker.
 TRIMMED_FULL_OBSERVATIONS = 3
 TRIMMED_FIRST_LINES = 2
 TRIMMED_LINE_CHARS = 200
 TRIMMED_MARKER = "[... {lines} more lines cut: older result, trimmed context]"
 SCRATCHPAD_HEADER = "Scratchpad objects now available:"
+
+
+def compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A tool's function schema with its description cut to the first paragraph (the trimmed context).
+
+    The parameters stay whole; the long part of a description is its worked example, and a failed call
+    returns the tool's full documentation anyway.
+    """
+    function = dict(schema.get("function", schema))
+    function["description"] = (function.get("description") or "").strip().split("\n\n")[0]
+    return {**schema, "function": function} if "function" in schema else function
 
 
 def trim_observation(text: str) -> str:
@@ -165,5 +196,6 @@ def all_prompts() -> dict[str, Any]:
         "trimmed_context": {"full_observations": TRIMMED_FULL_OBSERVATIONS, "first_lines": TRIMMED_FIRST_LINES,
                             "line_chars": TRIMMED_LINE_CHARS, "marker": TRIMMED_MARKER,
                             "rule": "older tool results cut to their first lines; the last result carries the "
-                                    "whole scratchpad listing with columns"},
+                                    "whole scratchpad listing with columns; tool schemas keep the first paragraph "
+                                    "of their descriptions"},
     }

@@ -69,8 +69,12 @@ class Episode:
         self.tool_calls = 0
         self.tool_seconds = 0.0
         self.nodes = 0
-        self.task_prompt = task.prompt(data_dir, self.tool_ctx.sandbox / SUBMISSION_FILE)
+        # The submission path is relative (tools write relative paths into the trial's own sandbox): an
+        # absolute sandbox path would differ per planner and trial and break the shared prompt prefix.
+        self.task_prompt = task.prompt(data_dir, Path(SUBMISSION_FILE))
         self._schemas = {t.name: t.schema() for t in self.registry}
+        if config.context == "trimmed":
+            self._schemas = {name: prompts.compact_schema(s) for name, s in self._schemas.items()}
         # First system message of every request: depends on the task and the toolset only (stable prefix).
         self.preamble = prompts.shared_preamble(self.task_prompt, list(self._schemas.values()))
         self.root = Node(Scratchpad())
