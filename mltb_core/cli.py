@@ -348,6 +348,8 @@ def _trial_config(args: argparse.Namespace):
     fields.update({name: False for name in _RUN_SWITCHES if getattr(args, f"no_{name}")})
     if args.toolset is not None:
         fields["toolset"] = args.toolset
+    if args.context is not None:
+        fields["context"] = args.context
     try:
         return TrialConfig.from_dict(fields)
     except (TypeError, ValueError) as exc:
@@ -379,6 +381,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from mltb_core.planners import UnknownPlannerError, get_planner_class
     from mltb_core.analysis.results import RESULTS_FILE, ResultsFileError, append_records, check_results_file
     from mltb_core.runner.trial import run_trial, write_prompts
+    from mltb_core.analysis.estimate import estimate_cost
 
     task = _task(args.task, args)
     _require_offline(task)
@@ -395,6 +398,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     out.mkdir(parents=True, exist_ok=True)
     write_prompts(out)
+    estimate = estimate_cost([(task, config)])
+    if estimate is not None:
+        print(estimate.line(), file=sys.stderr)
     record = run_trial(task, config, out)
     append_records(out / RESULTS_FILE, [record])
     if args.json:
@@ -448,6 +454,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``mltb`` argument parser (one subparser per command)."""
     from mltb_core.config import option_range
     from mltb_core.toolkit.registry import DEFAULT_TOOLSET, TOOLSETS
+    from mltb_core.config import CONTEXT_MODES
 
     parser = _Parser(prog="mltb", description="ML-Tool-Bench: tools, tasks, grading, replays and trials.")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -509,6 +516,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help=f"{help_text}: {allowed}" if help_text else allowed)
     sub.add_argument("--toolset", choices=TOOLSETS,
                      help=f"tools offered to the model (default {DEFAULT_TOOLSET}: the paper's Table 9 set)")
+    sub.add_argument("--context", choices=CONTEXT_MODES,
+                     help="what each LLM request carries: full (default, the paper's) or trimmed (older tool "
+                          "results cut to their first lines)")
     sub.add_argument("--no-cache", action="store_true", help="do not use the LLM response cache")
     for switch in _RUN_SWITCHES:
         sub.add_argument(f"--no-{switch.replace('_', '-')}", action="store_true",

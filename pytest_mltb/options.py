@@ -13,7 +13,8 @@ from typing import Any, Callable
 
 import pytest
 
-from mltb_core.config import EnvironmentValueError, OptionValueError, check_environment, option_range, parse_option
+from mltb_core.config import (EnvironmentValueError, OptionValueError, check_context, check_environment, option_range,
+                               parse_option)
 from mltb_core.bench.tasks import DEFAULT_BOARD, check_board
 from mltb_core.toolkit.registry import check_toolset
 
@@ -78,6 +79,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("run_max_seconds", "wall seconds for the whole run: no new trial starts after"),
     Option("toolset", "tools offered to the model: 'paper' (the paper's Table 9 set, default) or 'extended' "
                       "(adds helpers such as create_submission)", check_toolset),
+    Option("context", "what each LLM request carries: 'full' (every tool result whole, the paper's; default) or "
+                      "'trimmed' (older tool results cut to their first lines, tool descriptions to their first "
+                      "paragraph)", check_context),
     Option("reward_shaping", "shaped rewards on/off (default: the planner's own)", _bool, switch=True),
     Option("feedback", "stage feedback to the model on/off", _bool, switch=True),
     Option("tool_masking", "tool masking on/off (default: the planner's own)", _bool, switch=True),
