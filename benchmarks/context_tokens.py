@@ -124,9 +124,12 @@ def main(argv: list[str] | None = None) -> int:
 
     results = run_trials(tasks, planners, args.seeds, args.skill)
     table = []
-    figures = [Figure("shared prefix across planners and trials (chars)", str(prefix["shared_chars"]),
-                      target=f">= preamble end {prefix['preamble_chars']}",
-                      met=prefix["shared_chars"] >= prefix["preamble_chars"])]
+    figures = [Figure("shared prefix of the first requests (chars)", f"{prefix['shared_chars']:,}",
+                      target=f">= end of the shared preamble ({prefix['preamble_chars']:,})",
+                      met=prefix["shared_chars"] >= prefix["preamble_chars"],
+                      note=f"{prefix['requests']} requests: {args.prefix_planners.replace(',', ', ')} x trials 0, 1 "
+                           f"on {tasks[0]}; ~{prefix['shared_chars'] // 4:,} tokens; shortest request "
+                           f"{prefix['min_request_chars']:,} chars")]
     for slug in tasks:
         for planner in planners:
             per = {}
@@ -135,12 +138,19 @@ def main(argv: list[str] | None = None) -> int:
                 tokens = [r["tokens_in"] for r in cell]
                 calls = sum(r["calls"] for r in cell)
                 per[context] = statistics.mean(tokens)
+                figures.append(Figure(f"{slug} {planner} {context}: input tokens per trial",
+                                      f"{statistics.mean(tokens):,.0f}",
+                                      note=f"n={len(cell)} trials, range {min(tokens):,}-{max(tokens):,}; "
+                                           f"{sum(tokens) / max(calls, 1):,.0f} per call, "
+                                           f"{calls / len(cell):.1f} calls per trial, "
+                                           f"{sum(r['valid'] for r in cell)}/{len(cell)} valid"))
                 table.append([slug, planner, context, len(cell), f"{statistics.mean(tokens):,.0f}",
                               f"{min(tokens):,}-{max(tokens):,}", f"{sum(tokens) / max(calls, 1):,.0f}",
                               f"{calls / len(cell):.1f}", f"{sum(r['valid'] for r in cell)}/{len(cell)}",
                               f"{statistics.mean(r['seconds'] for r in cell):.0f}"])
             figures.append(Figure(f"{slug} {planner}: input tokens per trial, trimmed / full",
-                                  f"{per['trimmed'] / per['full']:.2f}"))
+                                  f"{per['trimmed'] / per['full']:.2f}",
+                                  note="ratio of the means; the sim's path length differs between the two"))
     print(f"Input tokens per trial, sim:{args.skill:g} (synthetic policy, NOT an LLM), default budgets, "
           f"{args.seeds} trials per cell:")
     print(tabulate(table, headers=["task", "planner", "context", "n", "tokens in / trial (mean)", "range",

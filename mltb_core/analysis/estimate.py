@@ -25,9 +25,10 @@ from mltb_core.toolkit.registry import REGISTRY
 __all__ = ["CostEstimate", "estimate_cost", "calls_per_trial", "tokens_per_call", "prefix_tokens", "CHARS_PER_TOKEN"]
 
 CHARS_PER_TOKEN = 4
-# History carried per call, per step on the path, in tokens: the mean over the sim runs of
-# benchmarks/context_tokens.py (reports/benchmarks.md): a tool call plus its result and scratchpad listing.
-HISTORY_TOKENS_PER_STEP = {"full": 400, "trimmed": 150}
+# History a call carries per step of its path, in tokens (a tool call, its result, the scratchpad listing),
+# fitted to benchmarks/context_tokens.py (reports/benchmarks.md): with the default budgets the sim's calls
+# averaged 29-31k input tokens (full) and 21-22k (trimmed) on spaceship-titanic and playground-series-s4e1.
+HISTORY_TOKENS_PER_STEP = {"full": 220, "trimmed": 130}
 OUTPUT_TOKENS_PER_CANDIDATE = 120     # one tool call with a line of reasoning
 HIERARCHICAL_STAGES = 10
 
