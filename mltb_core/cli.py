@@ -391,6 +391,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from mltb_core.planners import UnknownPlannerError, get_planner_class
     from mltb_core.analysis.results import RESULTS_FILE, ResultsFileError, append_records, check_results_file
     from mltb_core.runner.trial import run_trial, write_prompts
+    from mltb_core.analysis.estimate import estimate_cost
 
     task = _task(args.task, args)
     _require_offline(task)
@@ -407,6 +408,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     out.mkdir(parents=True, exist_ok=True)
     write_prompts(out)
+    estimate = estimate_cost([(task, config)])
+    if estimate is not None:
+        print(estimate.line(), file=sys.stderr)
     record = run_trial(task, config, out)
     append_records(out / RESULTS_FILE, [record])
     if args.json:

@@ -23,7 +23,11 @@ __all__ = ["TrialConfig", "trial_seed", "Range", "OptionValueError", "FIELD_RANG
            "OPTION_FIELDS", "option_range", "parse_option", "check_option", "EnvironmentValueError",
            "check_environment", "Setting", "SettingValueError", "option", "SETTINGS", "TRIAL_SETTINGS",
            "SESSION_SETTINGS", "SETTINGS_BY_NAME", "settings_for", "add_settings", "read_environment",
-           "resolve_settings", "trial_fields", "parse_bool", "ENVIRONMENT", "EnvironmentVariable"]
+           "resolve_settings", "trial_fields", "parse_bool", "ENVIRONMENT", "EnvironmentVariable", "CONTEXT_MODES"]
+
+# What each LLM request carries of the path: every tool result whole (the paper's behaviour) or older
+# results cut to their first lines (fewer input tokens per call; see prompts.trim_observation).
+CONTEXT_MODES = ("full", "trimmed")
 
 
 class OptionValueError(ValueError):
@@ -227,6 +231,10 @@ class TrialConfig:
     toolset: str = option(DEFAULT_TOOLSET, "tools offered to the model: 'paper' is the paper's Table 9 set, "
                                            "'extended' adds helpers such as create_submission",
                           choices=tuple(TOOLSETS))
+    # what each LLM request carries of the path (see prompts.trim_observation)
+    context: str = option("full", "what each LLM request carries: 'full' (every tool result whole, the paper's) "
+                                  "or 'trimmed' (older tool results cut to their first lines, tool descriptions "
+                                  "to their first paragraph)", choices=CONTEXT_MODES)
     # execution
     max_features: int = option(1000, "stage 5 bound on the feature count", range=_AT_LEAST_1)
     llm_cache: bool = option(True, "on-disk LLM response cache", switch=True, hashed=False)

@@ -233,7 +233,23 @@ class Controller:
         if self.settings.resume:
             lines.append(f"mltb: --resume: {len(self.skip)} trial(s) already recorded for this configuration "
                          f"will be skipped")
+        estimate = self.cost_estimate()
+        if estimate is not None:
+            lines.append(f"mltb: {estimate.line()}")
         return lines
+
+    def cost_estimate(self):
+        """The run's estimated dollar cost from its budgets (None for free models), printed before it starts."""
+        from mltb_core.analysis.estimate import estimate_cost
+        from .collection import trial_config
+
+        try:
+            tasks = {task.slug: task for task in resolve_tasks(self.settings)}
+            cases = WorkerContext(self.config, self.settings, self.run_dir, set()).cases()
+        except pytest.UsageError:
+            return None
+        return estimate_cost((tasks[c.task], trial_config(self.settings, c.planner, c.model, c.trial))
+                             for c in cases if c.id not in self.skip)
 
     # ---- records -------------------------------------------------------------------------------------
     def handle_report(self, report: pytest.TestReport) -> None:

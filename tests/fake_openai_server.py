@@ -42,6 +42,8 @@ class Step:
     fill_n: bool = True
     prompt_tokens: int = 10
     completion_tokens: int = 5
+    cached_tokens: int | None = None          # usage.prompt_tokens_details.cached_tokens (OpenAI)
+    timings: dict[str, Any] | None = None     # llama.cpp's non-standard top-level "timings"
 
     def body(self, request: dict[str, Any]) -> str:
         if self.raw_body is not None:
@@ -52,12 +54,15 @@ class Step:
             messages = (messages * wanted)[:max(wanted, len(messages))]
         choices = [{"index": i, "finish_reason": "tool_calls" if m.get("tool_calls") else "stop",
                     "message": {"role": "assistant", **m}} for i, m in enumerate(messages)]
-        return json.dumps({
-            "id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
-            "model": request.get("model", "fake"), "choices": choices,
-            "usage": {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
-                      "total_tokens": self.prompt_tokens + self.completion_tokens},
-        })
+        usage: dict[str, Any] = {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                                 "total_tokens": self.prompt_tokens + self.completion_tokens}
+        if self.cached_tokens is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": self.cached_tokens}
+        body: dict[str, Any] = {"id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
+                                "model": request.get("model", "fake"), "choices": choices, "usage": usage}
+        if self.timings is not None:
+            body["timings"] = self.timings
+        return json.dumps(body)
 
 
 def tool_call_reply(name: str, arguments: dict[str, Any] | str, *, content: str | None = None,

@@ -177,6 +177,39 @@ def test_bundled_prices_cover_the_paper_models():
     assert table.price("gpt-4o-mini-2024-07-18") == table.price("gpt-4o-mini")
 
 
+def test_bundled_prices_have_a_cached_input_rate_below_the_input_rate():
+    table = load_price_table()
+    for model in ("gpt-4o", "gpt-4o-mini", "gpt-4.1", "gpt-4.1-mini", "gpt-4.1-nano", "o4-mini"):
+        price = table.price(model)
+        assert price.cached_input_per_m is not None and 0 < price.cached_rate < price.input_per_m, model
+
+
+@pytest.mark.parametrize("step_usage", [
+    {"cached_tokens": 600_000},                              # OpenAI: usage.prompt_tokens_details
+    {"timings": {"cache_n": 600_000, "prompt_n": 400_000}},  # llama.cpp server: timings.cache_n
+])
+def test_server_cached_tokens_are_counted_and_billed_at_the_cached_rate(server, step_usage):
+    server.enqueue(content_reply("x", prompt_tokens=1_000_000, completion_tokens=100_000, **step_usage),
+                   content_reply("y", prompt_tokens=1_000_000, completion_tokens=100_000))
+    backend = backend_for(server, model="gpt-4.1-mini")
+    usage = backend.complete(MESSAGES, []).usage
+    assert usage.cached_input_tokens == 600_000
+    # 400k fresh input at 0.40 + 600k cached at 0.10 + 100k output at 1.60 (USD per 1M)
+    assert usage.cost_usd == pytest.approx(0.4 * 0.40 + 0.6 * 0.10 + 0.1 * 1.60)
+    plain = backend.complete(MESSAGES + [{"role": "user", "content": "again"}], []).usage
+    assert plain.cached_input_tokens == 0 and plain.cost_usd == pytest.approx(0.40 + 0.1 * 1.60)
+    assert backend.usage.cached_input_tokens == 600_000
+
+
+def test_a_price_without_cached_rate_bills_cached_tokens_as_input(tmp_path, monkeypatch, server):
+    table = tmp_path / "mine.toml"
+    table.write_text('[models."gpt-9"]\ninput = 1.0\noutput = 2.0\n')
+    monkeypatch.setenv("MLTB_PRICES", str(table))
+    server.enqueue(content_reply("x", prompt_tokens=1_000_000, completion_tokens=0, cached_tokens=999_999))
+    usage = backend_for(server, model="gpt-9").complete(MESSAGES, []).usage
+    assert usage.cached_input_tokens == 999_999 and usage.cost_usd == pytest.approx(1.0)
+
+
 def test_unpriced_model_fails_at_construction():
     with pytest.raises(UnknownPriceError, match=r"'gpt-9'.*prices.toml.*MLTB_PRICES"):
         make_backend("openai:gpt-9", api_key="k")
@@ -192,7 +225,9 @@ def test_user_price_table_from_env(tmp_path, monkeypatch, server):
 
 
 @pytest.mark.parametrize("text,match", [
-    ('[models."m"]\ninput = 1.0\n', r"entry 'm' must have exactly"),
+    ('[models."m"]\ninput = 1.0\n', r"entry 'm' must have 'input' and 'output'"),
+    ('[models."m"]\ninput = 1.0\noutput = 1.0\ncache = 0.5\n', r"may have 'cached_input'"),
+    ('[models."m"]\ninput = 1.0\noutput = 1.0\ncached_input = -0.5\n', r"entry 'm' field 'cached_input'"),
     ('[models."m"]\ninput = -1.0\noutput = 1.0\n', r"entry 'm' field 'input'"),
     ('[models."m"]\ninput = "cheap"\noutput = 1.0\n', r"entry 'm' field 'input'"),
     ("models = [\n", "not valid TOML"),

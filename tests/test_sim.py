@@ -14,10 +14,11 @@ from mltb_core.bench.tasks import get_task
 TOOLS = [t.schema() for t in mltb_core.toolkit.tools.REGISTRY]
 
 
-def _messages(task_slug="spaceship-titanic", history=()):
+def _messages(task_slug="spaceship-titanic", history=(), system=prompts.EXPANSION_SYSTEM):
+    """A request as the episode lays it out: shared preamble, the planner's instructions, the path."""
     task = get_task(task_slug)
-    msgs = [{"role": "system", "content": prompts.EXPANSION_SYSTEM},
-            {"role": "user", "content": task.prompt(Path("/data/x"), Path("/sandbox/y/submission.csv"))}]
+    preamble = prompts.shared_preamble(task.prompt(Path("/data/x"), Path("/sandbox/y/submission.csv")), TOOLS)
+    msgs = [{"role": "system", "content": preamble}, {"role": "system", "content": system}]
     for i, (text, call, observation) in enumerate(history):
         msgs.append({"role": "assistant", "content": text, "tool_calls": [
             {"id": f"c{i}", "type": "function", "function": {"name": call["tool_name"],
@@ -76,7 +77,7 @@ def test_masked_tools_are_never_proposed():
 
 
 def test_plays_a_noisy_judge_for_lats():
-    msgs = [{"role": "system", "content": prompts.LATS_EVALUATOR_SYSTEM}] + _messages()[1:] + [
+    msgs = _messages(system=prompts.LATS_EVALUATOR_SYSTEM) + [
         {"role": "user", "content": prompts.EVALUATOR_REQUEST}]
     text = SimPolicy(0.5, seed=0).complete(msgs, [], n=1).candidates[0].text
     assert "Score:" in text
@@ -89,7 +90,7 @@ _BAD = {"tool_name": "fillna_with_median", "tool_args": {"bindings": {"df": "not
 
 
 def _judged_score(history, seed, system=prompts.LATS_EVALUATOR_SYSTEM):
-    msgs = [{"role": "system", "content": system}] + _messages(history=history)[1:] + [
+    msgs = _messages(history=history, system=system) + [
         {"role": "user", "content": prompts.EVALUATOR_REQUEST}]
     text = SimPolicy(0.5, seed=seed).complete(msgs, [], n=1).candidates[0].text
     return int(text.rsplit("Score:", 1)[1])

@@ -130,3 +130,23 @@ def test_a_valid_trial_without_percentile_is_named_not_counted_as_zero():
     records = [trial("t", "react", 0, True, 70.0), trial("t", "react", 1, True, None), trial("t", "react", 2, False)]
     cell = percentile_table(records)[0].rows[0][1]
     assert cell.startswith("35.0 [") and "n=2, 1 valid, 1 valid unscored" in cell   # median of (70, 0)
+
+
+def test_cost_table_shows_server_cached_input_tokens_per_cell_and_in_total():
+    from mltb_core.analysis.tables import cost_table
+
+    records = [TrialRecord(task="alpha", planner="react", model="openai:gpt-4.1-mini", trial=t, seed=t,
+                           config_hash="h", outcome="valid", valid=True, tokens_in=1000, tokens_in_cached=600 + t,
+                           tokens_out=50, llm_calls=3, cost_usd=0.001) for t in range(2)]
+    records.append(TrialRecord(task="alpha", planner="mcts_shaped", model="openai:gpt-4.1-mini", trial=0, seed=0,
+                               config_hash="h", outcome="valid", valid=True, tokens_in=500, tokens_out=20))
+    table = cost_table(records)
+    column = table.headers.index("cached in")
+    assert table.headers[column - 1] == "tokens in"
+    rows = {(row[1], row[2]): row for row in table.rows}
+    assert rows[("react", "alpha")][column] == "1201"
+    assert rows[("mcts_shaped", "alpha")][column] == "0"
+    assert table.rows[-1][0] == "total" and table.rows[-1][column] == "1201"
+    # and the column survives a JSON round trip of the records
+    again = [TrialRecord.from_dict(r.to_dict()) for r in records]
+    assert cost_table(again).rows == table.rows

@@ -93,6 +93,9 @@ class TrialRecord:
     stop_reason: str = ""
     feedback: str = ""
     tokens_in: int = 0
+    # the part of tokens_in the model's server took from its prompt cache (billed at the cached-input rate;
+    # 0 where the server does not say, e.g. llama-cpp-python)
+    tokens_in_cached: int = 0
     tokens_out: int = 0
     llm_calls: int = 0
     llm_retries: int = 0

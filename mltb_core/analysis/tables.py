@@ -200,12 +200,14 @@ def percentile_table(records: list[TrialRecord], seed: int = 0) -> list[Table]:
     return tables
 
 
-_COST_HEADERS = ["model", "planner", "task", "trials", "tokens in", "tokens out", "LLM calls", "cost $",
-                 "wall s"]
+# "cached in": the part of "tokens in" the server served from its prompt cache (cheaper; 0 where unreported)
+_COST_HEADERS = ["model", "planner", "task", "trials", "tokens in", "cached in", "tokens out", "LLM calls",
+                 "cost $", "wall s"]
 
 
 def _cost_row(label: list[str], records: list[TrialRecord]) -> list:
     return label + [str(len(records)), str(sum(r.tokens_in for r in records)),
+                    str(sum(r.tokens_in_cached for r in records)),
                     str(sum(r.tokens_out for r in records)), str(sum(r.llm_calls for r in records)),
                     f"{sum(r.cost_usd for r in records):.4f}", f"{sum(r.wall_seconds for r in records):.1f}"]
 

@@ -40,10 +40,14 @@ class UnknownModelError(ValueError):
 
 @dataclass
 class Usage:
-    """What calls cost. ``cached_*`` keep the original usage of responses served from cache."""
+    """What calls cost. ``cached_*`` keep the original usage of responses replayed from mltb's own response
+    cache; ``cached_input_tokens`` is different: the part of ``prompt_tokens`` the *server* served from its
+    prompt/KV cache (OpenAI ``prompt_tokens_details.cached_tokens``, llama.cpp ``timings.cache_n``), billed
+    at the price table's cached-input rate."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_input_tokens: int = 0
     calls: int = 0
     cost_usd: float = 0.0
     seconds: float = 0.0

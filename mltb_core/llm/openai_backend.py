@@ -17,7 +17,7 @@ from mltb_core.llm.base import Candidate, InfraError, LLMBackend, LLMResponse, U
 from mltb_core.llm.cache import ResponseCache
 from mltb_core.llm.prices import Price, PriceTable, load_price_table
 
-__all__ = ["OpenAIBackend", "RetryableResponseError", "RETRY_ENV", "check_retry_env"]
+__all__ = ["OpenAIBackend", "RetryableResponseError", "RETRY_ENV", "check_retry_env", "server_cached_tokens"]
 
 
 class RetryableResponseError(Exception):
@@ -163,8 +163,9 @@ class OpenAIBackend(LLMBackend):
             if response.usage is not None:
                 usage.prompt_tokens += response.usage.prompt_tokens or 0
                 usage.completion_tokens += response.usage.completion_tokens or 0
+            usage.cached_input_tokens += server_cached_tokens(response)
             candidates.extend(self._candidate(choice.message) for choice in response.choices[:wanted])
-        usage.cost_usd = self.price.cost(usage.prompt_tokens, usage.completion_tokens)
+        usage.cost_usd = self.price.cost(usage.prompt_tokens, usage.completion_tokens, usage.cached_input_tokens)
         usage.seconds = time.perf_counter() - start
         return LLMResponse(candidates, usage)
 
@@ -173,6 +174,25 @@ class OpenAIBackend(LLMBackend):
         native = [(call.function.name, call.function.arguments)
                   for call in (message.tool_calls or []) if getattr(call, "function", None) is not None]
         return candidate_from_message(message.content, native)
+
+
+def server_cached_tokens(response: Any) -> int:
+    """Prompt tokens the server took from its prompt cache, as far as it says.
+
+    OpenAI (and llama.cpp's server since early 2026) report ``usage.prompt_tokens_details.cached_tokens``;
+    llama.cpp's server also reports ``timings.cache_n`` (a non-standard top-level field); servers that say
+    neither (llama-cpp-python's ``llama_cpp.server``) count as 0. Never more than ``prompt_tokens``.
+    """
+    usage = getattr(response, "usage", None)
+    details = getattr(usage, "prompt_tokens_details", None) if usage is not None else None
+    cached = getattr(details, "cached_tokens", None) if details is not None else None
+    if cached is None:
+        timings = (getattr(response, "model_extra", None) or {}).get("timings")
+        cached = timings.get("cache_n") if isinstance(timings, dict) else None
+    if isinstance(cached, bool) or not isinstance(cached, int) or cached < 0:
+        return 0
+    prompt = getattr(usage, "prompt_tokens", None) if usage is not None else None
+    return min(cached, prompt) if isinstance(prompt, int) else cached
 
 
 # The retry policy's environment variables: name -> (number type, default).

@@ -1,4 +1,8 @@
-"""Token prices (USD per 1M input/output tokens) from an editable TOML table.
+"""Token prices (USD per 1M input/cached-input/output tokens) from an editable TOML table.
+
+``cached_input`` is what the provider bills for prompt tokens served from its prompt cache (OpenAI:
+``usage.prompt_tokens_details.cached_tokens``, a part of ``prompt_tokens``); without it in an entry,
+cached tokens cost the full input rate.
 
 The table is ``fixtures/prices.toml``, extended (entries replaced by name) by the table that
 ``MLTB_PRICES`` (or an explicit path) names. A model missing from the table is an error at backend
@@ -18,6 +22,7 @@ __all__ = ["Price", "PriceTable", "PriceTableError", "UnknownPriceError", "load_
            "DEFAULT_PRICES", "PRICES_ENV"]
 
 DEFAULT_PRICES = FIXTURES / "prices.toml"
+PRICE_FIELDS = ("input", "output", "cached_input")   # in Price's field order
 PRICES_ENV = "MLTB_PRICES"
 
 
@@ -33,9 +38,18 @@ class UnknownPriceError(PriceTableError):
 class Price:
     input_per_m: float
     output_per_m: float
+    cached_input_per_m: float | None = None   # None: cached input costs the full input rate
 
-    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        return (prompt_tokens * self.input_per_m + completion_tokens * self.output_per_m) / 1_000_000
+    @property
+    def cached_rate(self) -> float:
+        return self.input_per_m if self.cached_input_per_m is None else self.cached_input_per_m
+
+    def cost(self, prompt_tokens: int, completion_tokens: int, cached_input_tokens: int = 0) -> float:
+        """USD for a call; ``cached_input_tokens`` are the part of ``prompt_tokens`` the server served
+        from its prompt cache."""
+        cached = min(max(cached_input_tokens, 0), prompt_tokens)
+        return ((prompt_tokens - cached) * self.input_per_m + cached * self.cached_rate
+                + completion_tokens * self.output_per_m) / 1_000_000
 
 
 FREE = Price(0.0, 0.0)
@@ -59,8 +73,8 @@ class PriceTable:
             f"'input' and 'output' (USD per 1M tokens), or point {PRICES_ENV} at your own table. "
             f"Known: {', '.join(sorted(self.prices))}")
 
-    def cost(self, model: str, prompt_tokens: int, completion_tokens: int) -> float:
-        return self.price(model).cost(prompt_tokens, completion_tokens)
+    def cost(self, model: str, prompt_tokens: int, completion_tokens: int, cached_input_tokens: int = 0) -> float:
+        return self.price(model).cost(prompt_tokens, completion_tokens, cached_input_tokens)
 
 
 def load_price_table(path: str | os.PathLike | None = None) -> PriceTable:
@@ -85,11 +99,14 @@ def _read_table(chosen: Path) -> PriceTable:
         raise PriceTableError(f"price table {chosen} needs a [models.\"<name>\"] table per model")
     prices: dict[str, Price] = {}
     for name, entry in models.items():
-        if not isinstance(entry, dict) or set(entry) != {"input", "output"}:
-            raise PriceTableError(f"price table {chosen}: entry {name!r} must have exactly 'input' and 'output' "
-                                  f"(USD per 1M tokens), got {entry!r}")
+        if not isinstance(entry, dict) or not {"input", "output"} <= set(entry) <= set(PRICE_FIELDS):
+            raise PriceTableError(f"price table {chosen}: entry {name!r} must have 'input' and 'output' and may "
+                                  f"have 'cached_input' (USD per 1M tokens), got {entry!r}")
         values = []
-        for side in ("input", "output"):
+        for side in PRICE_FIELDS:
+            if side not in entry:
+                values.append(None)
+                continue
             value = entry[side]
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
                     or value < 0:

@@ -3,9 +3,17 @@
 The texts follow the paper's Appendix H. ``all_prompts()`` returns them all so a
 run can write them next to its results (reproducibility: reviewers asked for the
 exact prompts).
+
+Every request starts with the same system message, :func:`shared_preamble`: the call format,
+the task description and the tool catalogue, identical byte for byte for every planner, trial and
+worker of one task and toolset. The planner's own instructions come second (a second system
+message), then the path's history. A shared prefix is what lets llama.cpp reuse its KV cache and
+what OpenAI bills at the cached-input rate (from 1,024 shared tokens).
 """
 from __future__ import annotations
 
+import json
+import os.path
 from typing import Any
 
 # -- planners ------------------------------------------------------------------------
@@ -17,16 +25,74 @@ TOOL_CALL_FORMAT = (
     '"func_kwargs": {"columns": ["Age"]}, "output": "combined"}}'
 )
 
+# -- the shared preamble (first system message of every request) -----------------------
+PREAMBLE_INTRO = ("This conversation is about the Kaggle competition described below and the tools listed after "
+                  "it; the instructions for your role follow them. Relative file paths name files in your own "
+                  "working directory (your sandbox), where files are written. When asked to act, "
+                  + TOOL_CALL_FORMAT[0].lower() + TOOL_CALL_FORMAT[1:])
+TASK_HEADER = "=== The competition ==="
+TOOLS_HEADER = "=== The tools (name: what it does; its parameters come with the function schemas) ==="
+PREAMBLE_END = "=== End of tools ==="
+CATALOGUE_SUMMARY_CHARS = 90
+
+
+def tool_summary(schema: dict[str, Any]) -> str:
+    """The first sentence of a tool's description, at most CATALOGUE_SUMMARY_CHARS characters."""
+    function = schema.get("function", schema)
+    first = (function.get("description") or "").strip().split("\n")[0].split(". ")[0].rstrip(".")
+    if len(first) > CATALOGUE_SUMMARY_CHARS:
+        first = first[:CATALOGUE_SUMMARY_CHARS - 3].rstrip() + "..."
+    return first
+
+
+def tool_catalogue(schemas: list[dict[str, Any]]) -> str:
+    """One ``- name: summary`` line per tool, in the registry's order (stable across calls)."""
+    return "\n".join(f"- {s.get('function', s)['name']}: {tool_summary(s)}" for s in schemas)
+
+
+def shared_preamble(task_prompt: str, schemas: list[dict[str, Any]]) -> str:
+    """The first system message: identical for every planner, trial and worker of a task and toolset.
+
+    ``schemas`` is the trial's whole toolset (never a masked subset: masking is in the ``tools`` of the
+    request, after this prefix), so the preamble depends on the task and the toolset only.
+    """
+    return (f"{PREAMBLE_INTRO}\n\n{TASK_HEADER}\n{task_prompt.rstrip()}\n\n{TOOLS_HEADER}\n"
+            f"{tool_catalogue(schemas)}\n{PREAMBLE_END}")
+
+
+def task_section(preamble: str) -> str:
+    """The task description inside a :func:`shared_preamble` (the whole text if it is not one)."""
+    body = preamble.split(TASK_HEADER + "\n", 1)[-1]
+    return body.split("\n\n" + TOOLS_HEADER, 1)[0]
+
+
+def render_chat(messages: list[dict[str, Any]]) -> str:
+    """The messages as one chatml-like text, in order (what a server's chat template evaluates; used to
+    measure the prefix requests share). Tool calls are rendered as their JSON."""
+    parts = []
+    for message in messages:
+        body = str(message.get("content") or "")
+        if message.get("tool_calls"):
+            body += json.dumps(message["tool_calls"], sort_keys=True, default=str)
+        parts.append(f"<|im_start|>{message.get('role')}\n{body}<|im_end|>\n")
+    return "".join(parts)
+
+
+def shared_prefix_length(texts: list[str]) -> int:
+    """Characters at the start that every text in ``texts`` shares."""
+    return len(os.path.commonprefix(list(texts))) if texts else 0
+
+
+# -- planner instructions (second system message) ---------------------------------------
 REACT_SYSTEM = (
-    "You are a Data Scientist tasked with solving the Kaggle competition provided below, with the tools "
+    "You are a Data Scientist tasked with solving the Kaggle competition provided above, with the tools "
     "available to you. Think step by step about what to do next, then act by calling a tool; you will see "
-    "the tool's result before your next step. " + TOOL_CALL_FORMAT
+    "the tool's result before your next step."
 )
 
 EXPANSION_SYSTEM = (
-    "You are a Data Scientist tasked with solving the Kaggle competition provided below, with the tools "
-    "available to you. Propose tool candidates that would help solve the problem at the current stage. "
-    + TOOL_CALL_FORMAT
+    "You are a Data Scientist tasked with solving the Kaggle competition provided above, with the tools "
+    "available to you. Propose tool candidates that would help solve the problem at the current stage."
 )
 
 LATS_EVALUATOR_SYSTEM = (
@@ -62,12 +128,45 @@ SUBTASK_PREFIXES: dict[str, str] = {
 def subtask_system(stage_name: str) -> str:
     """The paper's hierarchical system prompt: ``{subtask_description}. Propose tool candidates ...``."""
     return (f"{SUBTASK_PREFIXES[stage_name]} Propose tool candidates that would help solve the problem at the "
-            f"current stage. {TOOL_CALL_FORMAT}")
+            "current stage.")
 
 
 def scratchpad_note(names_and_kinds: str) -> str:
     """Shown after each tool result so the model knows which names it may bind."""
-    return f"Scratchpad objects now available:\n{names_and_kinds}" if names_and_kinds else ""
+    return f"{SCRATCHPAD_HEADER}\n{names_and_kinds}" if names_and_kinds else ""
+
+
+# -- context trimming (``--context trimmed``) ---------------------------------------------
+# Tool schemas are sent with the first paragraph of their descriptions (compact_schema). The last TRIMMED_FULL_OBSERVATIONS tool results stay whole; older ones keep their first
+# TRIMMED_FIRST_LINES lines (at most TRIMMED_LINE_CHARS characters each) and this marker.
+TRIMMED_FULL_OBSERVATIONS = 3
+TRIMMED_FIRST_LINES = 2
+TRIMMED_LINE_CHARS = 200
+TRIMMED_MARKER = "[... {lines} more lines cut: older result, trimmed context]"
+SCRATCHPAD_HEADER = "Scratchpad objects now available:"
+
+
+def compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A tool's function schema with its description cut to the first paragraph (the trimmed context).
+
+    The parameters stay whole; the long part of a description is its worked example, and a failed call
+    returns the tool's full documentation anyway.
+    """
+    function = dict(schema.get("function", schema))
+    function["description"] = (function.get("description") or "").strip().split("\n\n")[0]
+    return {**schema, "function": function} if "function" in schema else function
+
+
+def trim_observation(text: str) -> str:
+    """An older tool result cut to its first lines (the trimmed context). Deterministic, so a cut
+    observation is the same text in every later request (the KV cache keeps it)."""
+    lines = text.splitlines()
+    kept = [line if len(line) <= TRIMMED_LINE_CHARS else line[:TRIMMED_LINE_CHARS] + "..."
+            for line in lines[:TRIMMED_FIRST_LINES]]
+    rest = len(lines) - len(kept)
+    if rest <= 0 and all(len(line) <= TRIMMED_LINE_CHARS for line in lines):
+        return text
+    return "\n".join(kept + ([TRIMMED_MARKER.format(lines=rest)] if rest > 0 else []))
 
 
 NO_TOOL_CALL = "Your reply contained no valid tool call{detail}. Call exactly one tool using the required format."
@@ -78,6 +177,7 @@ REFLECTION_REQUEST = "Reflect on this failed trajectory."
 
 def all_prompts() -> dict[str, Any]:
     return {
+        "shared_preamble": shared_preamble("{task description}", [{"name": "{tool}", "description": "{summary}"}]),
         "react_system": REACT_SYSTEM,
         "expansion_system": EXPANSION_SYSTEM,
         "lats_evaluator_system": LATS_EVALUATOR_SYSTEM,
@@ -87,4 +187,15 @@ def all_prompts() -> dict[str, Any]:
         "no_tool_call": NO_TOOL_CALL,
         "evaluator_request": EVALUATOR_REQUEST,
         "reflection_request": REFLECTION_REQUEST,
+        "message_order": ["system: shared_preamble (task description and tool catalogue)",
+                          "system: the planner's instructions (react_system, expansion_system, subtask_system, "
+                          "lats_evaluator_system or lats_reflection_system)",
+                          "user: reflections_header + reflections (LATS, when there are any)",
+                          "the path's history: assistant tool calls and tool results",
+                          "user: evaluator_request or reflection_request (LATS judge and reflector)"],
+        "trimmed_context": {"full_observations": TRIMMED_FULL_OBSERVATIONS, "first_lines": TRIMMED_FIRST_LINES,
+                            "line_chars": TRIMMED_LINE_CHARS, "marker": TRIMMED_MARKER,
+                            "rule": "older tool results cut to their first lines; the last result carries the "
+                                    "whole scratchpad listing with columns; tool schemas keep the first paragraph "
+                                    "of their descriptions"},
     }

@@ -7,12 +7,13 @@ so they travel in the message history like an LLM's context does.
 
 Assumptions (every planner-ordering figure measured with ``sim`` rests on them):
 
-1. **Planner-agnostic.** It reads the task prompt, the names of the offered tools, its own earlier
-   replies, tool results and errors, stage feedback and reflections on earlier failures, i.e. what the
-   messages *say*. It never reads the system prompt, so which planner asks, or how it words its
+1. **Planner-agnostic.** It reads the shared preamble (the first system message: task description and
+   tool catalogue), the names of the offered tools, its own earlier replies, tool results and errors,
+   stage feedback and reflections on earlier failures, i.e. what the messages *say*. It never reads the
+   planner's instructions (the later system messages), so which planner asks, or how it words its
    instructions, changes no choice. Every choice is drawn from an RNG seeded by (policy seed, skill,
-   request seed, the conversation after the system prompt, the offered tool names, candidate index):
-   the same context gives the same candidates whichever planner wraps it.
+   request seed, the preamble, the conversation after the system messages, the offered tool names,
+   candidate index): the same context gives the same candidates whichever planner wraps it.
 2. **One fixed pipeline**, in order: load train, load test, inspect, combine train+test, fill numeric
    gaps (median), fill the rest (mode; drops columns still missing), drop id/name-like columns, expand
    a datetime column, label-encode categoricals, split back, train features/target, test features,
@@ -160,9 +161,10 @@ class SimPolicy(LLMBackend):
                   seed: int | None) -> LLMResponse:
         start = time.perf_counter()
         state = self._read(messages, tools)
-        # The system prompt (the planner's instructions) is left out: the same context draws the same choices
-        # whichever planner asks (assumption 1). The offered tools are information, so they count.
-        context = [self.seed, self.skill, seed, messages[1:], sorted(state.offered)]
+        # The planner's instructions (system messages after the preamble) are left out: the same context draws
+        # the same choices whichever planner asks (assumption 1). The offered tools are information, so they count.
+        start = _conversation_start(messages)
+        context = [self.seed, self.skill, seed, messages[:1], messages[start:], sorted(state.offered)]
         digest = hashlib.sha256(_portable(json.dumps(context, sort_keys=True, default=str),
                                           state.info).encode()).hexdigest()
         candidates = []
@@ -183,17 +185,18 @@ class SimPolicy(LLMBackend):
 
     # -- reading the context --------------------------------------------------------------
     def _read(self, messages: list[dict], tools: list[dict]) -> State:
-        system = str(messages[0].get("content", "")) if messages else ""
+        start = _conversation_start(messages)
+        instructions = " ".join(str(m.get("content") or "") for m in messages[1:start])
         last_user = next((str(m.get("content") or "") for m in reversed(messages) if m.get("role") == "user"), "")
-        # Only the request's form is read from the system prompt: does it ask for a score?
-        judge_request = not tools and bool(SCORE_REQUEST.search(system) or SCORE_REQUEST.search(last_user))
-        info = parse_task_prompt(str(messages[1].get("content", "")) if len(messages) > 1 else "")
+        # Only the request's form is read from the instructions: does it ask for a score?
+        judge_request = not tools and bool(SCORE_REQUEST.search(instructions) or SCORE_REQUEST.search(last_user))
+        info = parse_task_prompt(prompts.task_section(str(messages[0].get("content") or "")) if messages else "")
         history: list[Step] = []
         done: list[str] = []
         doing = ""
         reflections = False
         pending: ToolCall | None = None
-        for msg in messages[2:]:
+        for msg in messages[start:]:
             role, content = msg.get("role"), str(msg.get("content") or "")
             if role == "assistant":
                 notes = NOTES.search(content)
@@ -218,9 +221,9 @@ class SimPolicy(LLMBackend):
                     history.append(Step(None, content))
         objects: dict[str, str] = {}
         for step in history:  # later listings win; a line with columns is kept until the name is rewritten
-            if "Scratchpad objects now available:" not in step.observation:
+            if prompts.SCRATCHPAD_HEADER not in step.observation:
                 continue
-            listing = step.observation.split("Scratchpad objects now available:", 1)[1]
+            listing = step.observation.split(prompts.SCRATCHPAD_HEADER, 1)[1]
             for line in listing.split("\n\n", 1)[0].splitlines():
                 m = re.match(r"- ([^:]+): (.*)", line.strip())
                 if m and ("columns=[" in m.group(2) or m.group(1) not in objects):
@@ -523,6 +526,14 @@ class SimPolicy(LLMBackend):
 
 
 # --------------------------------------------------------------------------- helpers
+def _conversation_start(messages: list[dict]) -> int:
+    """Index of the first message after the leading system messages (preamble, then instructions)."""
+    start = 1 if messages else 0   # the first message is the preamble, whatever its role
+    while start < len(messages) and messages[start].get("role") == "system":
+        start += 1
+    return start
+
+
 def parse_task_prompt(text: str) -> TaskInfo:
     """What the policy needs from the task prompt: paths, id column, target, problem kind."""
     info = TaskInfo()

@@ -26,6 +26,8 @@ from mltb_core.planners.tree import Node, path_to
 
 __all__ = ["Episode", "BudgetExhausted", "Budget"]
 
+STAGE_CHECK = "Stage check: "
+
 
 class BudgetExhausted(Exception):
     """A search budget ran out; the planner stops cleanly and returns its best node."""
@@ -67,8 +69,14 @@ class Episode:
         self.tool_calls = 0
         self.tool_seconds = 0.0
         self.nodes = 0
-        self.task_prompt = task.prompt(data_dir, self.tool_ctx.sandbox / SUBMISSION_FILE)
+        # The submission path is relative (tools write relative paths into the trial's own sandbox): an
+        # absolute sandbox path would differ per planner and trial and break the shared prompt prefix.
+        self.task_prompt = task.prompt(data_dir, Path(SUBMISSION_FILE))
         self._schemas = {t.name: t.schema() for t in self.registry}
+        if config.context == "trimmed":
+            self._schemas = {name: prompts.compact_schema(s) for name, s in self._schemas.items()}
+        # First system message of every request: depends on the task and the toolset only (stable prefix).
+        self.preamble = prompts.shared_preamble(self.task_prompt, list(self._schemas.values()))
         self.root = Node(Scratchpad())
         self.best: Node = self.root   # furthest stage reached so far (ties: the shallower)
 
@@ -80,21 +88,48 @@ class Episode:
         return [s for name, s in self._schemas.items() if name in allowed]
 
     def messages(self, node: Node, system: str, extra: Iterable[str] = ()) -> list[dict[str, Any]]:
-        """The chat history of the root→node path, OpenAI style."""
-        msgs: list[dict[str, Any]] = [{"role": "system", "content": system},
-                                      {"role": "user", "content": self.task_prompt}]
+        """The chat history of the root→node path, OpenAI style.
+
+        Order, longest shared part first: the shared preamble (task, tool catalogue), the planner's
+        ``system`` instructions, ``extra`` user turns, then the path. With ``context="trimmed"`` tool
+        results older than the last :data:`prompts.TRIMMED_FULL_OBSERVATIONS` are cut to their first
+        lines and the last one lists every scratchpad object with its columns.
+        """
+        msgs: list[dict[str, Any]] = [{"role": "system", "content": self.preamble},
+                                      {"role": "system", "content": system}]
         msgs += [{"role": "user", "content": text} for text in extra]
-        for step in path_to(node)[1:]:
+        steps = path_to(node)[1:]
+        trimmed = self.config.context == "trimmed"
+        for index, step in enumerate(steps):
+            observation = step.observation
+            if trimmed:
+                if index == len(steps) - 1:
+                    observation = self._with_full_listing(step)
+                elif index < len(steps) - prompts.TRIMMED_FULL_OBSERVATIONS:
+                    observation = prompts.trim_observation(observation)
             if step.call is None:
                 msgs.append({"role": "assistant", "content": step.assistant_text or ""})
-                msgs.append({"role": "user", "content": step.observation})
+                msgs.append({"role": "user", "content": observation})
                 continue
             msgs.append({"role": "assistant", "content": step.assistant_text or None, "tool_calls": [{
                 "id": step.call_id, "type": "function",
                 "function": {"name": step.call.tool_name,
                              "arguments": json.dumps(step.call.to_dict()["tool_args"], default=str)}}]})
-            msgs.append({"role": "tool", "tool_call_id": step.call_id, "content": step.observation})
+            msgs.append({"role": "tool", "tool_call_id": step.call_id, "content": observation})
         return msgs
+
+    def _with_full_listing(self, node: Node) -> str:
+        """``node``'s observation with its scratchpad listing replaced by every object and its columns
+        (the trimmed context's summary of the current state: older listings were cut)."""
+        names = node.pad.names()
+        if not names:
+            return node.observation
+        listing = prompts.scratchpad_note("\n".join(self._describe(node, n, columns=True) for n in names))
+        parts = [p for p in node.observation.split("\n\n") if not p.startswith(prompts.SCRATCHPAD_HEADER)]
+        # The listing goes where _observation puts it: after the tool's message, before stage checks.
+        checks = [i for i, p in enumerate(parts) if p.startswith(STAGE_CHECK)]
+        at = checks[0] if checks else len(parts)
+        return "\n\n".join(parts[:at] + [listing] + parts[at:])
 
     # -- the model -------------------------------------------------------------------
     def propose(self, node: Node, system: str, n: int, allowed: Iterable[str] | None = None,
@@ -167,17 +202,17 @@ class Episode:
             if node.progress.newly_passed:
                 from mltb_core.planners.rewards import REWARD_STAGES
                 done = ", ".join(REWARD_STAGES[i - 1].title for i in node.progress.newly_passed)
-                parts.append(f"Stage check: completed ({done}).")
+                parts.append(f"{STAGE_CHECK}completed ({done}).")
             if node.progress.feedback:
-                parts.append(f"Stage check: {node.progress.feedback}")
+                parts.append(f"{STAGE_CHECK}{node.progress.feedback}")
         return "\n\n".join(parts)
 
     @staticmethod
-    def _describe(node: Node, name: str) -> str:
-        """One listing line; columns only for what this step wrote (keeps the context short)."""
+    def _describe(node: Node, name: str, columns: bool = False) -> str:
+        """One listing line; columns only for what this step wrote (keeps the context short) or if asked."""
         obj = node.pad.get(name)
         line = f"- {name}: {describe_object(obj)}"
-        if name in node.pad.local_names:
+        if columns or name in node.pad.local_names:
             cols = describe_columns(obj)
             line += f" {cols}" if cols else ""
         return line

@@ -117,7 +117,8 @@ def _search(task: Task, config: TrialConfig, llm: Any, stage_ctx: StageContext, 
                 else None,
                 "stage": best.progress.stage, "stage_name": best.progress.stage_name,
                 "feedback": best.progress.feedback, "stop_reason": result.stop_reason,
-                "tokens_in": usage.prompt_tokens, "tokens_out": usage.completion_tokens, "llm_calls": usage.calls,
+                "tokens_in": usage.prompt_tokens, "tokens_in_cached": usage.cached_input_tokens,
+                "tokens_out": usage.completion_tokens, "llm_calls": usage.calls,
                 "llm_retries": usage.retries, "cost_usd": usage.cost_usd, "llm_seconds": usage.seconds,
                 "cached_llm_calls": usage.cached_calls, "tool_calls": episode.tool_calls,
                 "tree_nodes": episode.nodes, "tool_seconds": episode.tool_seconds, "best_depth": best.depth,
@@ -129,7 +130,7 @@ def _search(task: Task, config: TrialConfig, llm: Any, stage_ctx: StageContext, 
         writer.close()   # the backend is closed by the parent (a local server is its reference)
 
 
-_NUMBERS = {"stage": int, "tokens_in": int, "tokens_out": int, "llm_calls": int, "llm_retries": int,
+_NUMBERS = {"stage": int, "tokens_in": int, "tokens_in_cached": int, "tokens_out": int, "llm_calls": int, "llm_retries": int,
             "cost_usd": float, "llm_seconds": float, "cached_llm_calls": int, "tool_calls": int, "tree_nodes": int,
             "tool_seconds": float, "best_depth": int}
 _TEXTS = ("stage_name", "feedback", "stop_reason")
@@ -302,7 +303,7 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
             **(grade.row_bootstrap_fields() if grade else {}),
             stage_reached=found["stage"], stage_name=found["stage_name"],
             stop_reason=found["stop_reason"], feedback=feedback_text[:500],
-            tokens_in=found["tokens_in"], tokens_out=found["tokens_out"],
+            tokens_in=found["tokens_in"], tokens_in_cached=found["tokens_in_cached"], tokens_out=found["tokens_out"],
             llm_calls=found["llm_calls"], llm_retries=found["llm_retries"], cost_usd=found["cost_usd"],
             tool_calls=found["tool_calls"], tree_nodes=found["tree_nodes"],
             wall_seconds=time.monotonic() - started, tool_seconds=found["tool_seconds"],
