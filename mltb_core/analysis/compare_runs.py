@@ -208,6 +208,7 @@ def _delta_plot(comparisons: list[ArmComparison]) -> str:
     ax.set_yticks(range(len(rows)), [f"{task} · {c.label_b} vs {c.label_a}" for c, task, _ in rows], fontsize=8)
     ax.set_xlabel(f"paired Δ percentile B − A (dots: items; ◆ median; bar: 95% CI when n ≥ {MIN_TRIALS_FOR_MEDIAN_CI})")
     ax.set_xlim(-105, 105)
+    ax.invert_yaxis()   # rows in the tables' order, top to bottom
     ax.grid(axis="x", alpha=0.3)
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", bbox_inches="tight")

@@ -158,15 +158,16 @@ def config_legend(records: list[TrialRecord]) -> dict[str, Any]:
             "differing": differing}
 
 
-def _provenance_html(prov: dict[str, Any], depth: int = 0) -> str:
+def _provenance_html(prov: dict[str, Any], depth: int = 0, links: bool = True) -> str:
     commit = prov["git_commit"] or "no git checkout"
     runs = ", ".join(prov["runs"])
     home = "../" * depth
     return (f"<p class='prov'>mltb {html.escape(prov['mltb_version'])} · commit {html.escape(commit)} · generated "
             f"{html.escape(prov['generated_utc'])} · {prov['records']} trial record(s) from {html.escape(runs)}"
             + (f" ({prov['superseded']} earlier record(s) of rerun trials superseded: the latest counts)"
-               if prov.get("superseded") else "") + " · "
-            f"<a href='{home}index.html'>leaderboard</a> · <a href='{home}index.html#configs'>configurations</a></p>")
+               if prov.get("superseded") else "")
+            + (f" · <a href='{home}index.html'>leaderboard</a> · <a href='{home}index.html#configs'>configurations</a>"
+               if links else "") + "</p>")
 
 
 def _legend_html(legend: dict[str, Any]) -> str:
@@ -527,7 +528,7 @@ def compare_main(run_a: Path, run_b: Path, out: Path | None = None, seed: int = 
     out = Path(out) if out is not None else default_out_dir([run_a]) / f"compare-{Path(run_b).resolve().name}.html"
     out.parent.mkdir(parents=True, exist_ok=True)
     prov = provenance([run_a, run_b], a + b)
-    out.write_text(_page("mltb run comparison", f"<h1>mltb run comparison</h1>{_provenance_html(prov)}"
+    out.write_text(_page("mltb run comparison", f"<h1>mltb run comparison</h1>{_provenance_html(prov, links=False)}"
                                                + comparison_html(comparisons, Path(run_a), Path(run_b))),
                    encoding="utf-8")
     print(f"comparison: {out}")
