@@ -45,8 +45,21 @@ def test_parquet_without_pyarrow_names_the_package(tmp_path, monkeypatch):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_pyarrow)
-    with pytest.raises(ExportError, match="pip install pyarrow"):
+    with pytest.raises(ExportError, match=r"pip install 'mltb\[export\]'"):
         write_export([], tmp_path / "t.parquet", "parquet")
+
+
+def test_parquet_round_trips_one_row_per_trial(tmp_path):
+    # pyarrow comes with the `export` (and `dev`) extra
+    make_run(tmp_path / "run", "react", trials=3)
+    make_run(tmp_path / "run", "react", trials=3)                     # rerun: deduplicated like the tables
+    assert cli_main(["export", str(tmp_path / "run"), "--format", "parquet"]) == 0
+    frame = pd.read_parquet(tmp_path / "run" / "trials.parquet")
+    jsonl = write_export(load_runs([tmp_path / "run"]), tmp_path / "t.jsonl", "jsonl")
+    rows = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    assert len(frame) == len(rows) == 3
+    assert [None if pd.isna(v) else v for v in frame["percentile"]] == [r["percentile"] for r in rows]
+    assert json.loads(frame["extra"][0]) == rows[0]["extra"]
 
 
 def test_unknown_format_and_missing_run_are_usage_errors(tmp_path, capsys):

@@ -52,8 +52,8 @@ def write_export(records: Sequence[TrialRecord], path: Path, fmt: str) -> Path:
             import pyarrow as pa
             import pyarrow.parquet as pq
         except ImportError:
-            # not a dependency of the `report` extra: ~100 MB for one optional format
-            raise ExportError("parquet export needs pyarrow, which is not installed (pip install pyarrow); "
+            # its own extra: ~100 MB for one optional format
+            raise ExportError("parquet export needs pyarrow, which is not installed (pip install 'mltb[export]'); "
                               "--format csv or jsonl need nothing extra") from None
         table = pa.Table.from_pylist([{**r, "extra": json.dumps(r["extra"], sort_keys=True)} for r in rows])
         pq.write_table(table, path)
