@@ -14,15 +14,15 @@ from typing import Any
 
 import pytest
 
-from mltb_core.config import (EnvironmentValueError, SettingValueError, add_settings, check_environment,
-                              read_environment, settings_for)
+from mltb_core.config import (SETTINGS_BY_NAME, EnvironmentValueError, SettingValueError, add_settings,
+                              check_environment, read_environment, settings_for)
 from mltb_core.config import resolve_settings as resolve
 
 __all__ = ["OPTIONS", "Settings", "add_options", "resolve_settings", "validate_model_name",
            "DEFAULT_MODEL", "ALL_PLANNERS"]
 
 DEFAULT_MODEL = "local"
-ALL_PLANNERS = "all"
+ALL_PLANNERS = SETTINGS_BY_NAME["planner"].default   # "all": every registered planner
 RUNS_DIR = "mltb-runs"
 
 
