@@ -14,15 +14,15 @@ from typing import Any
 
 import pytest
 
-from mltb_core.config import (EnvironmentValueError, SettingValueError, add_settings, check_environment,
-                              read_environment, settings_for)
+from mltb_core.config import (SETTINGS_BY_NAME, EnvironmentValueError, SettingValueError, add_settings,
+                              check_environment, read_environment, settings_for)
 from mltb_core.config import resolve_settings as resolve
 
 from mltb_core.llm.backends import DEFAULT_MODEL
 
 __all__ = ["OPTIONS", "Settings", "add_options", "resolve_settings", "DEFAULT_MODEL", "ALL_PLANNERS"]
 
-ALL_PLANNERS = "all"
+ALL_PLANNERS = SETTINGS_BY_NAME["planner"].default   # "all": every registered planner
 RUNS_DIR = "mltb-runs"
 
 

@@ -135,3 +135,16 @@ def test_tasks_dir_is_a_path_list_like_mltb_tasks_dir(tmp_path):
     first, second = tmp_path / "a", tmp_path / "b"
     assert Settings({"tasks_dir": f"{first}{os.pathsep}{second}"}).task_dirs == [str(first), str(second)]
     assert Settings({"tasks_dir": None}).task_dirs == []
+
+
+def test_every_mltb_variable_the_core_names_is_in_the_table():
+    # a variable read somewhere in mltb_core is a setting's or listed (with its meaning) in config.ENVIRONMENT
+    from pathlib import Path
+
+    import mltb_core
+    from mltb_core.config import ENVIRONMENT
+
+    known = {s.env for s in SETTINGS} | {v.name for v in ENVIRONMENT}
+    named = {name for path in Path(mltb_core.__file__).parent.rglob("*.py")
+             for name in re.findall(r"[\"'](MLTB_[A-Z_]+)[\"']", path.read_text(encoding="utf-8"))}
+    assert named and named <= known, sorted(named - known)
