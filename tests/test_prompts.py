@@ -170,3 +170,16 @@ def test_all_prompts_expose_the_layout_and_the_trimming_rule():
     assert everything["message_order"][0].startswith("system: shared_preamble")
     assert everything["trimmed_context"]["full_observations"] == prompts.TRIMMED_FULL_OBSERVATIONS
     json.dumps(everything)   # written next to a run's results
+
+
+def test_context_option_reaches_the_trial_config_and_bad_values_are_named():
+    from pytest_mltb.collection import trial_config
+    from pytest_mltb.options import OPTIONS, Settings
+
+    option = next(opt for opt in OPTIONS if opt.name == "context")
+    assert option.env == "MLTB_CONTEXT" and option.convert("trimmed") == "trimmed"
+    with pytest.raises(ValueError, match="context: expected one of full, trimmed"):
+        option.convert("half")
+    defaults = {opt.name: opt.default for opt in OPTIONS}
+    assert trial_config(Settings(defaults), "react", "sim", 0).context == "full"
+    assert trial_config(Settings({**defaults, "context": "trimmed"}), "react", "sim", 0).context == "trimmed"
