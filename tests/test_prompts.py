@@ -1,5 +1,6 @@
 """Prompt layout: one shared prefix for every planner and trial; the trimmed context; the config switch."""
 import json
+import time
 
 import pytest
 
@@ -150,7 +151,9 @@ def test_the_sim_reads_a_trimmed_context_and_still_follows_its_pipeline(workspac
     data_dir = workspace[3]
     ep, _ = _episode(workspace, "mcts_shaped", context="trimmed")
     node = _walk(ep, _steps(data_dir))
+    before = time.perf_counter()
     response = SimPolicy(1.0, seed=2).complete(ep.messages(node, prompts.EXPANSION_SYSTEM), ep.tool_schemas(), n=3)
+    assert 0 <= response.usage.seconds <= time.perf_counter() - before   # the call's own time, not a clock value
     for candidate in response.candidates:
         [call] = candidate.tool_calls
         assert set(call.bindings.values()) <= set(node.pad.names()), call
