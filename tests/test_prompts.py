@@ -1,5 +1,6 @@
 """Prompt layout: one shared prefix for every planner and trial; the trimmed context; the config switch."""
 import json
+import time
 
 import pytest
 
@@ -150,7 +151,9 @@ def test_the_sim_reads_a_trimmed_context_and_still_follows_its_pipeline(workspac
     data_dir = workspace[3]
     ep, _ = _episode(workspace, "mcts_shaped", context="trimmed")
     node = _walk(ep, _steps(data_dir))
+    before = time.perf_counter()
     response = SimPolicy(1.0, seed=2).complete(ep.messages(node, prompts.EXPANSION_SYSTEM), ep.tool_schemas(), n=3)
+    assert 0 <= response.usage.seconds <= time.perf_counter() - before   # the call's own time, not a clock value
     for candidate in response.candidates:
         [call] = candidate.tool_calls
         assert set(call.bindings.values()) <= set(node.pad.names()), call
@@ -170,3 +173,16 @@ def test_all_prompts_expose_the_layout_and_the_trimming_rule():
     assert everything["message_order"][0].startswith("system: shared_preamble")
     assert everything["trimmed_context"]["full_observations"] == prompts.TRIMMED_FULL_OBSERVATIONS
     json.dumps(everything)   # written next to a run's results
+
+
+def test_context_option_reaches_the_trial_config_and_bad_values_are_named():
+    from pytest_mltb.collection import trial_config
+    from pytest_mltb.options import OPTIONS, Settings
+
+    option = next(opt for opt in OPTIONS if opt.name == "context")
+    assert option.env == "MLTB_CONTEXT" and option.convert("trimmed") == "trimmed"
+    with pytest.raises(ValueError, match="context: expected one of full, trimmed"):
+        option.convert("half")
+    defaults = {opt.name: opt.default for opt in OPTIONS}
+    assert trial_config(Settings(defaults), "react", "sim", 0).context == "full"
+    assert trial_config(Settings({**defaults, "context": "trimmed"}), "react", "sim", 0).context == "trimmed"

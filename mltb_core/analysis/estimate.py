@@ -19,8 +19,6 @@ from mltb_core.bench.tasks import SUBMISSION_FILE
 from mltb_core.config import TrialConfig
 from mltb_core.llm import prompts
 from mltb_core.llm.prices import Price, PriceTable, UnknownPriceError, load_price_table
-import mltb_core.toolkit.tools  # noqa: F401  (registers the tools the schemas come from)
-from mltb_core.toolkit.registry import REGISTRY
 
 __all__ = ["CostEstimate", "estimate_cost", "calls_per_trial", "tokens_per_call", "prefix_tokens", "CHARS_PER_TOKEN"]
 
@@ -64,6 +62,10 @@ def calls_per_trial(config: TrialConfig) -> int:
 
 
 def _schemas(config: TrialConfig) -> list[dict[str, Any]]:
+    # Imported here: the tools pull in the ML libraries, which a free run's header must not wait for.
+    import mltb_core.toolkit.tools  # noqa: F401  (registers the tools the schemas come from)
+    from mltb_core.toolkit.registry import REGISTRY
+
     schemas = [tool.schema() for tool in REGISTRY.for_toolset(config.toolset)]
     if config.context == "trimmed":
         schemas = [prompts.compact_schema(s) for s in schemas]

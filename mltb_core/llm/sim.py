@@ -163,8 +163,8 @@ class SimPolicy(LLMBackend):
         state = self._read(messages, tools)
         # The planner's instructions (system messages after the preamble) are left out: the same context draws
         # the same choices whichever planner asks (assumption 1). The offered tools are information, so they count.
-        start = _conversation_start(messages)
-        context = [self.seed, self.skill, seed, messages[:1], messages[start:], sorted(state.offered)]
+        turns = _conversation_start(messages)
+        context = [self.seed, self.skill, seed, messages[:1], messages[turns:], sorted(state.offered)]
         digest = hashlib.sha256(_portable(json.dumps(context, sort_keys=True, default=str),
                                           state.info).encode()).hexdigest()
         candidates = []
