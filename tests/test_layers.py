@@ -74,3 +74,15 @@ def test_the_check_catches_upward_and_pytest_imports():
     found = _violations(probe, "mltb_core.bench.probe")
     assert len(found) == 3 and "planners" in found[0] and "runner" in found[1] and "pytest" in found[2]
     assert _violations("from . import tasks\nfrom ..toolkit import registry\n", "mltb_core.planners.probe") == []
+
+
+def test_the_public_api_resolves_and_importing_the_package_stays_light():
+    import subprocess
+    import sys
+
+    for name in mltb_core.__all__:
+        assert getattr(mltb_core, name) is not None, name
+    # a bare `import mltb_core` (what the pytest plugin pays in every run) loads none of the layers
+    code = "import sys, mltb_core; print(sorted(m for m in sys.modules if m.startswith('mltb_core.')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
