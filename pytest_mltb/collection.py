@@ -1,4 +1,9 @@
-"""Which items exist: name validation, the (task, planner, model, trial) cases and their ids."""
+"""Which items exist: name validation, the (task, planner, model, trial) cases, their ids and markers.
+
+The case list of a process is built once (:func:`plan_for`) and shared by parametrisation, resume,
+crash records and the summary. Heavy core modules (planners, tasks) are imported inside functions: this
+module is imported by every pytest run in the environment.
+"""
 from __future__ import annotations
 
 import re
@@ -12,7 +17,7 @@ from mltb_core.config import OPTION_FIELDS, TrialConfig
 
 from .options import ALL_PLANNERS, Settings, validate_model_name
 
-__all__ = ["Case", "planner_names", "resolve_planners", "resolve_models", "resolve_tasks", "build_cases",
+__all__ = ["Case", "Plan", "plan_for", "model_kind", "case_marker_names", "planner_names", "resolve_planners", "resolve_models", "resolve_tasks", "build_cases",
            "model_id", "case_id", "trial_config", "check_task_inputs", "check_model_prices"]
 
 CASE_FIXTURE = "mltb_case"
@@ -130,6 +135,12 @@ def model_id(model: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")
 
 
+def model_kind(model: str) -> str:
+    """The backend kind of a model string: ``openai:gpt-4o`` → ``openai``, ``sim:0.6`` → ``sim``, ``local`` →
+    ``local`` (the part before the first colon; the backend registry of mltb_core.llm will own this)."""
+    return model.partition(":")[0]
+
+
 def case_id(task: str, planner: str, model: str, trial: int) -> str:
     return f"{task}-{planner}-{model_id(model)}-t{trial:02d}"
 
@@ -145,6 +156,12 @@ class Case:
     @property
     def id(self) -> str:
         return case_id(self.task, self.planner, self.model, self.trial)
+
+
+def case_marker_names(case: Case) -> tuple[str, str, str]:
+    """The markers of a case's item: planner, model kind and task (dashes → underscores), so that
+    ``-m "mcts_shaped and not sim and spaceship_titanic"`` selects items."""
+    return case.planner, model_kind(case.model), re.sub(r"\W", "_", case.task)
 
 
 def build_cases(tasks: list, planners: list[str], models: list[str], trials: int) -> list[Case]:
@@ -167,3 +184,61 @@ def trial_config(settings: Settings, planner: str, model: str, trial: int) -> Tr
         return TrialConfig(planner=planner, model=model, trial=trial, **overrides)
     except ValueError as exc:
         raise pytest.UsageError(f"mltb: bad trial configuration: {exc}") from None
+
+
+class Plan:
+    """The cases of this run in collection order, with the TrialConfig each one runs with."""
+
+    def __init__(self, cases: list[Case], configs: dict[str, TrialConfig], models: list[str]):
+        self.cases = tuple(cases)
+        self.configs = configs          # by case id
+        self.models = tuple(models)
+        self._by_id = {c.id: c for c in self.cases}
+
+    def case(self, case_id: str) -> Case | None:
+        return self._by_id.get(case_id)
+
+    def config(self, case: Case) -> TrialConfig:
+        return self.configs[case.id]
+
+    def config_hashes(self) -> list[str]:
+        return sorted({config.config_hash() for config in self.configs.values()})
+
+    def case_of_nodeid(self, nodeid: str) -> Case | None:
+        """The case of an item's node id (``...::test_x[<case id>]``), or None for other items."""
+        if not nodeid.endswith("]") or "[" not in nodeid:
+            return None
+        return self.case(nodeid.rsplit("[", 1)[-1][:-1])
+
+
+_PLAN = pytest.StashKey[Plan]()
+_MARKERS = pytest.StashKey[set]()
+
+
+def plan_for(config: pytest.Config, settings: Settings) -> Plan:
+    """This process's Plan, built on first use: names resolved (unknown ones are usage errors), every
+    case's TrialConfig built once (through the ``mltb_trial_config`` hook) and its markers registered."""
+    plan = config.stash.get(_PLAN, None)
+    if plan is not None:
+        return plan
+    models = resolve_models(settings)
+    cases = build_cases(resolve_tasks(settings), resolve_planners(settings), models, settings.trials)
+    configs = {}
+    for case in cases:
+        base = trial_config(settings, case.planner, case.model, case.trial)
+        configs[case.id] = config.hook.mltb_trial_config(case=case, config=base) or base
+    plan = Plan(cases, configs, models)
+    register_markers(config, plan)
+    config.stash[_PLAN] = plan
+    return plan
+
+
+def register_markers(config: pytest.Config, plan: Plan) -> None:
+    """Register the plan's planner, model-kind and task markers (so ``--strict-markers`` accepts them)."""
+    registered = config.stash.setdefault(_MARKERS, set())
+    what = ("planner", "model kind", "task")
+    for case in plan.cases:
+        for kind, name in zip(what, case_marker_names(case)):
+            if name not in registered:
+                registered.add(name)
+                config.addinivalue_line("markers", f"{name}: mltb benchmark items of the {kind} {name!r}")
