@@ -217,7 +217,7 @@ _MARKERS = pytest.StashKey[set]()
 
 def plan_for(config: pytest.Config, settings: Settings) -> Plan:
     """This process's Plan, built on first use: names resolved (unknown ones are usage errors), every
-    case's TrialConfig built once (through the ``mltb_trial_config`` hook) and its markers registered."""
+    case's TrialConfig built once (through the ``pytest_mltb_trial_config`` hook) and its markers registered."""
     plan = config.stash.get(_PLAN, None)
     if plan is not None:
         return plan
@@ -226,7 +226,7 @@ def plan_for(config: pytest.Config, settings: Settings) -> Plan:
     configs = {}
     for case in cases:
         base = trial_config(settings, case.planner, case.model, case.trial)
-        configs[case.id] = config.hook.mltb_trial_config(case=case, config=base) or base
+        configs[case.id] = config.hook.pytest_mltb_trial_config(case=case, config=base) or base
     plan = Plan(cases, configs, models)
     register_markers(config, plan)
     config.stash[_PLAN] = plan

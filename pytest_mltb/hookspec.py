@@ -5,12 +5,14 @@ Implement them like any pytest hook, e.g. in a ``conftest.py`` next to the bench
     import pytest
 
     @pytest.hookimpl(wrapper=True)
-    def mltb_run_trial(case, config):
+    def pytest_mltb_run_trial(case, config):
         record = yield              # the real trial (or the next implementation)
         record.extra["host"] = "ci-7"
         return record
 
-A conftest in the rootdir is loaded by xdist workers too, so the hooks run wherever the items run.
+Their names start with ``pytest_`` because pytest only looks for hook implementations under that
+prefix (as ``pytest_benchmark_*`` and ``pytest_xdist_*`` do). A conftest in the rootdir is loaded by
+xdist workers too, so the hooks run wherever the items run.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ hookspec = pluggy.HookspecMarker("pytest")
 
 
 @hookspec(firstresult=True)
-def mltb_trial_config(case, config):
+def pytest_mltb_trial_config(case, config):
     """Return a ``TrialConfig`` to use for ``case`` instead of ``config`` (built from the options), or None.
 
     Called once per case and process, when the case list is built. The records carry the hash of the
@@ -29,7 +31,7 @@ def mltb_trial_config(case, config):
 
 
 @hookspec(firstresult=True)
-def mltb_run_trial(case, task, config, out_dir, split):
+def pytest_mltb_run_trial(case, task, config, out_dir, split):
     """Run one attempt of ``case``'s trial and return its ``TrialRecord``.
 
     ``task`` is the case's ``Task``, ``config`` its ``TrialConfig``, ``out_dir`` the attempt's work
@@ -40,7 +42,7 @@ def mltb_run_trial(case, task, config, out_dir, split):
     """
 
 
-def mltb_record_written(record, run_dir):
+def pytest_mltb_record_written(record, run_dir):
     """``record`` (a ``TrialRecord``) was appended to ``<run_dir>/results.jsonl``.
 
     Called in the controller (the process that owns the run directory), after the trajectory was

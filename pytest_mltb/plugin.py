@@ -115,7 +115,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.hookimpl(trylast=True)
-def mltb_run_trial(case, task, config, out_dir, split):
+def pytest_mltb_run_trial(case, task, config, out_dir, split):
     """The default trial: ``mltb_core.runner.trial.run_trial`` (conftests may wrap or replace it)."""
     from mltb_core.runner.trial import run_trial
 

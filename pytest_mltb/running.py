@@ -18,12 +18,13 @@ class InfraErrorOutcome(Exception):
 
 
 def run_case(config: pytest.Config, case: Case, trial_config, task, work_dir: Path, retries: int, split=None):
-    """Run one trial through the ``mltb_run_trial`` hook, retrying infrastructure errors ``retries`` times."""
+    """Run one trial through the ``pytest_mltb_run_trial`` hook, retrying infrastructure errors ``retries`` times."""
     for attempt in range(1, retries + 2):
         out_dir = work_dir / f"attempt{attempt}" if attempt > 1 else work_dir
-        record = config.hook.mltb_run_trial(case=case, task=task, config=trial_config, out_dir=out_dir, split=split)
+        record = config.hook.pytest_mltb_run_trial(case=case, task=task, config=trial_config, out_dir=out_dir,
+                                                   split=split)
         if record is None:
-            raise RuntimeError("mltb: no mltb_run_trial implementation returned a record")
+            raise RuntimeError("mltb: no pytest_mltb_run_trial implementation returned a record")
         record.extra["attempts"] = attempt
         # percentiles of invalid trials count as 0 only where a leaderboard exists (see results.py)
         record.extra.setdefault("leaderboard", bool(task.leaderboard) and task.source != "replica")

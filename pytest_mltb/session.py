@@ -130,7 +130,7 @@ class Controller:
     def _write(self, record, trajectory_text: str | None) -> None:
         self.book.write(record, trajectory_text)
         self.received += 1
-        self.config.hook.mltb_record_written(record=record, run_dir=self.run_dir)
+        self.config.hook.pytest_mltb_record_written(record=record, run_dir=self.run_dir)
 
     def record_crash(self, report: pytest.TestReport) -> None:
         """xdist lost a worker while it ran ``report``'s item: record an infra error for that case and

@@ -1,7 +1,7 @@
 """pytester tests of the mltb plugin: collection, ids, usage errors, xdist equality, resume, gating, junitxml.
 
 Most runs replace the trial by a fast deterministic fake: a conftest in the pytester directory (so it is
-active in xdist workers too) implements the plugin's ``mltb_run_trial`` hook, as a user's conftest
+active in xdist workers too) implements the plugin's ``pytest_mltb_run_trial`` hook, as a user's conftest
 would; the end-to-end runs use the real trial with the sim policy.
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ from pathlib import Path
 from mltb_core.analysis.results import TrialRecord
 
 
-def mltb_run_trial(task, config, out_dir):
+def pytest_mltb_run_trial(task, config, out_dir):
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     key = f"{task.slug}-{config.planner}-{config.trial}"

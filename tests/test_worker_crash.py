@@ -1,4 +1,4 @@
-"""A worker that dies under xdist (a conftest's ``mltb_run_trial`` hook SIGKILLs it): its item is an ERROR
+"""A worker that dies under xdist (a conftest's ``pytest_mltb_run_trial`` hook SIGKILLs it): its item is an ERROR
 recorded as an infrastructure error, the other items finish, results.jsonl stays valid JSONL."""
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import pytest
 
 
 @pytest.hookimpl(tryfirst=True)
-def mltb_run_trial(case):
+def pytest_mltb_run_trial(case):
     if case.id.endswith("-t01"):
         os.kill(os.getpid(), signal.SIGKILL)
 '''
