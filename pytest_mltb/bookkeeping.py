@@ -14,12 +14,15 @@ class RunBook:
     """Reads and appends ``<run_dir>/results.jsonl``; only the controller writes it."""
 
     def __init__(self, run_dir: Path):
-        from mltb_core.analysis.results import RESULTS_FILE
-
         self.run_dir = run_dir
-        self.results_path = run_dir / RESULTS_FILE
         self.unreadable: list = []
         self._existing: list | None = None
+
+    @property
+    def results_path(self) -> Path:
+        from mltb_core.analysis.results import RESULTS_FILE   # analysis imports pandas: only when needed
+
+        return self.run_dir / RESULTS_FILE
 
     def read_existing(self) -> list:
         """The records already in the file, read once. A directory or an unreadable file is a usage

@@ -15,7 +15,7 @@ import pytest
 
 from mltb_core.config import OPTION_FIELDS, TrialConfig
 
-from .options import ALL_PLANNERS, Settings, validate_model_name
+from .options import ALL_PLANNERS, Settings, check_trial_environment, validate_model_name
 
 __all__ = ["Case", "Plan", "plan_for", "model_kind", "case_marker_names", "planner_names", "resolve_planners", "resolve_models", "resolve_tasks", "build_cases",
            "model_id", "case_id", "trial_config", "check_task_inputs", "check_model_prices"]
@@ -221,6 +221,7 @@ def plan_for(config: pytest.Config, settings: Settings) -> Plan:
     plan = config.stash.get(_PLAN, None)
     if plan is not None:
         return plan
+    check_trial_environment()
     models = resolve_models(settings)
     cases = build_cases(resolve_tasks(settings), resolve_planners(settings), models, settings.trials)
     configs = {}

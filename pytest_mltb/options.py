@@ -168,13 +168,18 @@ class Settings:
         return _split(self.values["task"])
 
 
-def resolve_settings(config: pytest.Config) -> Settings:
-    """Read every option (cli > env > ini > default) and convert it; bad values (and MLTB_* environment
-    variables that do not parse) are usage errors."""
+def check_trial_environment() -> None:
+    """MLTB_* environment variables that do not parse are usage errors. Called when a run uses the
+    benchmark (the checks import the data layer: pandas), not in every pytest run of the environment."""
     try:
         check_environment()
     except EnvironmentValueError as exc:
         raise pytest.UsageError(f"mltb: {exc}") from None
+
+
+def resolve_settings(config: pytest.Config) -> Settings:
+    """Read every option (cli > env > ini > default) and convert it; bad values are usage errors (MLTB_*
+    variables read by the core: :func:`check_trial_environment`)."""
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     for opt in OPTIONS:

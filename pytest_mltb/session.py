@@ -53,11 +53,14 @@ class Controller:
         self.planner_failures = 0
         self.other_failures = 0    # errors (infra included) and failures of anything but a trial
         if self.engaged:
-            # Read the results file now (a directory or unreadable file is a usage error before
-            # anything runs) and, for --resume, what to skip (xdist hands it to the workers).
+            # Build the plan now (unknown names are usage errors, and its markers are registered
+            # for --markers and --strict-markers), read the results file (a directory or unreadable
+            # file is a usage error before anything runs) and, for --resume, what to skip (xdist
+            # hands it to the workers).
+            plan = self.plan()
             self.book.read_existing()
             if settings.resume:
-                self.skip = self.book.done_case_ids(self.plan())
+                self.skip = self.book.done_case_ids(plan)
 
     def plan(self) -> Plan:
         return plan_for(self.config, self.settings)
