@@ -28,33 +28,36 @@ def pytest_command(with_plugin: bool) -> list[str]:
     return [sys.executable, "-m", "pytest", "--co", "-q", "-p", "no:cacheprovider", *plugin]
 
 
-def wall_seconds(command: list[str], cwd: Path, env: dict[str, str]) -> float:
+def timed_run(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds user+sys) of one run; CPU time is the steadier figure on a loaded box."""
     start = time.perf_counter()
-    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
+    child = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    output = child.stdout.read()
+    _, status, usage = os.wait4(child.pid, 0)
     elapsed = time.perf_counter() - start
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
-    return elapsed
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed ({child.returncode}):\n{output.decode(errors='replace')}")
+    return elapsed, usage.ru_utime + usage.ru_stime
 
 
-def heaviest_imports(cwd: Path, env: dict[str, str], top: int = 5) -> list[tuple[str, float]]:
-    """Top-level modules imported in a ``pytest --co`` run with the plugin and not without it, by
-    cumulative import time (ms)."""
-    def imported(with_plugin: bool) -> dict[str, float]:
+def extra_imports(cwd: Path, env: dict[str, str]) -> tuple[float, list[str]]:
+    """Self import time (ms, ``python -X importtime``) summed over the modules a ``pytest --co`` run imports
+    with the plugin and not without it, and the top-level packages among them."""
+    def imported(with_plugin: bool) -> dict[str, int]:
         done = subprocess.run([sys.executable, "-X", "importtime", *pytest_command(with_plugin)[1:]],
                               cwd=cwd, env=env, capture_output=True, text=True)
-        times: dict[str, float] = {}
+        times: dict[str, int] = {}
         for line in done.stderr.splitlines():
-            if not line.startswith("import time:") or "|" not in line:
-                continue
-            _, cumulative, name = line.split("|")
-            if cumulative.strip().isdigit():
-                times[name.strip()] = int(cumulative) / 1000
+            if line.startswith("import time:") and line.count("|") == 2:
+                self_us, _, name = line[len("import time:"):].split("|")
+                if self_us.strip().isdigit():
+                    times[name.strip()] = int(self_us)
         return times
 
     without = imported(False)
-    extra = {name: ms for name, ms in imported(True).items() if name not in without and "." not in name}
-    return sorted(extra.items(), key=lambda kv: -kv[1])[:top]
+    extra = {name: us for name, us in imported(True).items() if name not in without}
+    return sum(extra.values()) / 1000, sorted({name.split(".")[0] for name in extra})
 
 
 def main() -> None:
@@ -67,23 +70,24 @@ def main() -> None:
         project = Path(tmp)
         (project / "test_nothing.py").write_text("def test_nothing():\n    pass\n")
         (project / "pytest.ini").write_text("[pytest]\n")
-        wall_seconds(pytest_command(True), project, env)   # warm the file cache once for both
-        with_plugin, without = [], []
+        timed_run(pytest_command(True), project, env)   # warm the file cache once for both
+        runs = {True: [], False: []}
         for _ in range(args.runs):
-            with_plugin.append(wall_seconds(pytest_command(True), project, env))
-            without.append(wall_seconds(pytest_command(False), project, env))
-        imports = heaviest_imports(project, env)
-    cost = statistics.median(with_plugin) - statistics.median(without)
-    note = f"median of {args.runs} runs each, empty project (1 trivial test), pytest --co -q"
-    figures = [
-        Figure("pytest --co with mltb", f"{statistics.median(with_plugin):.3f} s", note=note),
-        Figure("pytest --co with -p no:mltb", f"{statistics.median(without):.3f} s", note=note),
-        Figure("plugin cost per pytest run", f"{cost:+.3f} s", f"<= {TARGET_SECONDS} s", cost <= TARGET_SECONDS,
-               note=f"spread with: {min(with_plugin):.3f}-{max(with_plugin):.3f} s, "
-                    f"without: {min(without):.3f}-{max(without):.3f} s"),
-        Figure("top-level modules the plugin imports", ", ".join(f"{n} {ms:.0f} ms" for n, ms in imports) or "none",
-               note="python -X importtime, cumulative"),
-    ]
+            for with_plugin in (True, False):
+                runs[with_plugin].append(timed_run(pytest_command(with_plugin), project, env))
+        import_ms, packages = extra_imports(project, env)
+    note = f"median of {args.runs} interleaved runs each, empty project (1 trivial test), pytest --co -q"
+    figures = []
+    for index, what in ((1, "CPU"), (0, "wall")):
+        with_plugin = statistics.median(r[index] for r in runs[True])
+        without = statistics.median(r[index] for r in runs[False])
+        cost = with_plugin - without
+        figures.append(Figure(f"plugin cost per pytest run ({what})", f"{cost:+.3f} s", f"<= {TARGET_SECONDS} s",
+                              cost <= TARGET_SECONDS,
+                              note=f"{with_plugin:.3f} s with mltb, {without:.3f} s with -p no:mltb; {note}"))
+    figures.append(Figure("import time the plugin adds", f"{import_ms:.0f} ms",
+                          note=f"python -X importtime, self times of the modules only the mltb run imports; "
+                               f"packages: {', '.join(packages) or 'none'}"))
     emit("Plugin cost when no benchmark item is collected", figures, args.json)
 
 
