@@ -1,4 +1,9 @@
-"""Which items exist: name validation, the (task, planner, model, trial) cases and their ids."""
+"""Which items exist: name validation, the (task, planner, model, trial) cases, their ids and markers.
+
+The case list of a process is built once (:func:`plan_for`) and shared by parametrisation, resume,
+crash records and the summary. Heavy core modules (planners, tasks) are imported inside functions: this
+module is imported by every pytest run in the environment.
+"""
 from __future__ import annotations
 
 import re
@@ -10,10 +15,11 @@ import pytest
 
 from mltb_core.config import TrialConfig, trial_fields
 
-from .options import ALL_PLANNERS, Settings
+from .options import ALL_PLANNERS, Settings, check_trial_environment
 
-__all__ = ["Case", "planner_names", "resolve_planners", "resolve_models", "resolve_tasks", "build_cases",
-           "model_id", "case_id", "trial_config", "check_task_inputs", "check_models"]
+__all__ = ["Case", "Plan", "plan_for", "model_kind", "case_marker_names", "planner_names", "resolve_planners",
+           "resolve_models", "resolve_tasks", "build_cases", "model_id", "case_id", "trial_config",
+           "check_task_inputs", "check_models"]
 
 CASE_FIXTURE = "mltb_case"
 
@@ -121,6 +127,13 @@ def model_id(model: str) -> str:
     return registry_model_id(model)
 
 
+def model_kind(model: str) -> str:
+    """The backend of a model string (``openai:gpt-4o`` → ``openai``), as the backend registry parses it."""
+    from mltb_core.llm.backends import parse_model
+
+    return parse_model(model).kind
+
+
 def case_id(task: str, planner: str, model: str, trial: int) -> str:
     return f"{task}-{planner}-{model_id(model)}-t{trial:02d}"
 
@@ -138,6 +151,12 @@ class Case:
         return case_id(self.task, self.planner, self.model, self.trial)
 
 
+def case_marker_names(case: Case) -> tuple[str, str, str]:
+    """The markers of a case's item: planner, model kind and task (dashes → underscores), so that
+    ``-m "mcts_shaped and not sim and spaceship_titanic"`` selects items."""
+    return case.planner, model_kind(case.model), re.sub(r"\W", "_", case.task)
+
+
 def build_cases(tasks: list, planners: list[str], models: list[str], trials: int) -> list[Case]:
     """Every combination in a fixed order: task, planner, model, trial (as given; defaults are sorted)."""
     return [Case(task.slug, planner, model, trial)
@@ -151,3 +170,62 @@ def trial_config(settings: Settings, planner: str, model: str, trial: int) -> Tr
         return TrialConfig(**{**trial_fields(settings.values), "planner": planner, "model": model, "trial": trial})
     except ValueError as exc:
         raise pytest.UsageError(f"mltb: bad trial configuration: {exc}") from None
+
+
+class Plan:
+    """The cases of this run in collection order, with the TrialConfig each one runs with."""
+
+    def __init__(self, cases: list[Case], configs: dict[str, TrialConfig], models: list[str]):
+        self.cases = tuple(cases)
+        self.configs = configs          # by case id
+        self.models = tuple(models)
+        self._by_id = {c.id: c for c in self.cases}
+
+    def case(self, case_id: str) -> Case | None:
+        return self._by_id.get(case_id)
+
+    def config(self, case: Case) -> TrialConfig:
+        return self.configs[case.id]
+
+    def config_hashes(self) -> list[str]:
+        return sorted({config.config_hash() for config in self.configs.values()})
+
+    def case_of_nodeid(self, nodeid: str) -> Case | None:
+        """The case of an item's node id (``...::test_x[<case id>]``), or None for other items."""
+        if not nodeid.endswith("]") or "[" not in nodeid:
+            return None
+        return self.case(nodeid.rsplit("[", 1)[-1][:-1])
+
+
+_PLAN = pytest.StashKey[Plan]()
+_MARKERS = pytest.StashKey[set]()
+
+
+def plan_for(config: pytest.Config, settings: Settings) -> Plan:
+    """This process's Plan, built on first use: names resolved (unknown ones are usage errors), every
+    case's TrialConfig built once (through the ``pytest_mltb_trial_config`` hook) and its markers registered."""
+    plan = config.stash.get(_PLAN, None)
+    if plan is not None:
+        return plan
+    check_trial_environment()
+    models = resolve_models(settings)
+    cases = build_cases(resolve_tasks(settings), resolve_planners(settings), models, settings.trials)
+    configs = {}
+    for case in cases:
+        base = trial_config(settings, case.planner, case.model, case.trial)
+        configs[case.id] = config.hook.pytest_mltb_trial_config(case=case, config=base) or base
+    plan = Plan(cases, configs, models)
+    register_markers(config, plan)
+    config.stash[_PLAN] = plan
+    return plan
+
+
+def register_markers(config: pytest.Config, plan: Plan) -> None:
+    """Register the plan's planner, model-kind and task markers (so ``--strict-markers`` accepts them)."""
+    registered = config.stash.setdefault(_MARKERS, set())
+    what = ("planner", "model kind", "task")
+    for case in plan.cases:
+        for kind, name in zip(what, case_marker_names(case)):
+            if name not in registered:
+                registered.add(name)
+                config.addinivalue_line("markers", f"{name}: mltb benchmark items of the {kind} {name!r}")

@@ -82,14 +82,22 @@ class Settings:
         return [part for part in str(self.values["tasks_dir"] or "").split(os.pathsep) if part.strip()]
 
 
-def resolve_settings(config: pytest.Config) -> Settings:
-    """Read every option (cli > env > ini > default) and convert it; bad values (and MLTB_* environment
-    variables that do not parse) are usage errors."""
+def check_trial_environment() -> None:
+    """MLTB_* environment variables that do not parse are usage errors. Called when a run uses the
+    benchmark (the checks import the data layer: pandas), not in every pytest run of the environment."""
     try:
         check_environment()
+    except EnvironmentValueError as exc:
+        raise pytest.UsageError(f"mltb: {exc}") from None
+
+
+def resolve_settings(config: pytest.Config) -> Settings:
+    """Read every option (cli > env > ini > default) and convert it; bad values are usage errors (MLTB_*
+    variables read by the core: :func:`check_trial_environment`)."""
+    try:
         values, sources = resolve(OPTIONS, {opt.name: config.getoption("mltb_" + opt.name, None) for opt in OPTIONS},
                                   read_environment(OPTIONS), config.getini)
-    except (EnvironmentValueError, SettingValueError) as exc:
+    except SettingValueError as exc:
         raise pytest.UsageError(f"mltb: {exc}") from None
     _check_gate(values)
     return Settings(values, sources)

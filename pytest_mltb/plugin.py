@@ -1,27 +1,44 @@
-"""pytest plugin entry point (``pytest11: mltb``): hooks and fixtures only; the work is in
-options.py (settings), collection.py (cases, ids, names) and session.py (running, recording, summary).
+"""pytest plugin entry point (``pytest11: mltb``): hooks and fixtures only. The work is in options.py
+(settings), collection.py (cases, ids, markers), running.py (one trial on a worker), transport.py
+(records worker → controller), session.py (the controller) with bookkeeping.py (run directory,
+resume), gating.py (baseline, regression exit) and servers.py (local model server lifetime).
+Extension hooks for conftest files and plugins: hookspec.py.
 
 Process roles: without xdist one process is both controller and worker. With xdist the controller
 (no ``config.workerinput``) owns the run directory, results.jsonl, the summary and the exit status;
 workers collect and run items and send records back inside their reports.
+
+This module is imported by every pytest run in the environment: it imports no mltb_core module
+beyond what the options need; the rest is imported inside the hooks that run when benchmark items
+are collected or an mltb option is given.
 """
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from .collection import CASE_FIXTURE, Case
 from .options import add_options, resolve_settings
-from .progress import ProgressReporter
-from .session import (Controller, InfraErrorOutcome, WorkerContext, attach, failure_message, run_case)
 
-CONTROLLER = pytest.StashKey[Controller]()
-CONTEXT = pytest.StashKey[WorkerContext]()
+if TYPE_CHECKING:
+    from .collection import Case
+    from .running import WorkerContext
+    from .session import Controller
+
+CASE_FIXTURE = "mltb_case"
+CONTROLLER = pytest.StashKey["Controller"]()
+CONTEXT = pytest.StashKey["WorkerContext"]()
 
 
 def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from . import hookspec
+
+    pluginmanager.add_hookspecs(hookspec)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -30,11 +47,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    from .running import WorkerContext
+
     settings = resolve_settings(config)
     if _is_worker(config):
         run_dir = Path(config.workerinput["mltb_run_dir"])
         skip = set(config.workerinput.get("mltb_skip", ()))
     else:
+        from .session import Controller
+
         controller = Controller(config, settings)
         config.stash[CONTROLLER] = controller
         config.pluginmanager.register(ControllerHooks(controller), "mltb-controller")
@@ -61,13 +82,23 @@ def pytest_collection(session: pytest.Session) -> None:
     controller = session.config.stash.get(CONTROLLER, None)
     if controller is not None:
         controller.session = session
-        controller.validate_names()
+        controller.validate()
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if CASE_FIXTURE in metafunc.fixturenames:
-        cases = metafunc.config.stash[CONTEXT].cases()
-        metafunc.parametrize(CASE_FIXTURE, cases, ids=[c.id for c in cases])
+    if CASE_FIXTURE not in metafunc.fixturenames:
+        return
+    plan = metafunc.config.stash[CONTEXT].plan()
+    from .collection import case_marker_names
+
+    metafunc.parametrize(CASE_FIXTURE, [
+        pytest.param(case, id=case.id, marks=[getattr(pytest.mark, name) for name in case_marker_names(case)])
+        for case in plan.cases])
+
+
+def _case_of(item: pytest.Item) -> Case | None:
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get(CASE_FIXTURE) if callspec is not None else None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -77,11 +108,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     keep, done = [], []
     for item in items:
-        case = getattr(item, "callspec", None) and item.callspec.params.get(CASE_FIXTURE)
-        (done if isinstance(case, Case) and case.id in skip else keep).append(item)
+        case = _case_of(item)
+        (done if case is not None and getattr(case, "id", None) in skip else keep).append(item)
     if done:
         config.hook.pytest_deselected(items=done)
         items[:] = keep
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_mltb_run_trial(case, task, config, out_dir, split):
+    """The default trial: ``mltb_core.runner.trial.run_trial`` (conftests may wrap or replace it)."""
+    from mltb_core.runner.trial import run_trial
+
+    return run_trial(task, config, out_dir, split=split)
 
 
 class ControllerHooks:
@@ -102,7 +141,7 @@ class ControllerHooks:
         self.controller.note_collected(ids)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        self.controller.note_collected([item.nodeid for item in session.items])
+        self.controller.note_collected([item.nodeid for item in session.items if _case_of(item) is not None])
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -119,7 +158,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         try:
             controller.finish(session)
         finally:
-            controller.stop_local_server()
+            controller.servers.stop()
 
 
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
@@ -153,10 +192,15 @@ def mltb_split(mltb_task, mltb_context: WorkerContext):
 
 
 @pytest.fixture
-def mltb_record(request: pytest.FixtureRequest, mltb_case: Case, mltb_split, mltb_context: WorkerContext):
+def mltb_record(request: pytest.FixtureRequest, mltb_case: Case, mltb_task, mltb_split,
+                mltb_context: WorkerContext):
     """Run the trial (in setup, so an infrastructure error makes the item ERROR, not fail) and attach
     its record and trajectory to the report."""
-    record = run_case(mltb_case, mltb_context.settings, mltb_context.work_dir(mltb_case), mltb_split)
+    from .running import InfraErrorOutcome, failure_message, run_case
+    from .transport import attach
+
+    record = run_case(request.config, mltb_case, mltb_context.plan().config(mltb_case), mltb_task,
+                      mltb_context.work_dir(mltb_case), mltb_context.settings.infra_retries, mltb_split)
     attach(request.node, record)
     if record.outcome == "infra_error":
         raise InfraErrorOutcome(failure_message(record))
@@ -166,6 +210,8 @@ def mltb_record(request: pytest.FixtureRequest, mltb_case: Case, mltb_split, mlt
 @pytest.fixture
 def mltb_check():
     """``mltb_check(record)`` fails the test with a few-line message unless the submission is valid."""
+    from .running import failure_message
+
     def check(record) -> None:
         if not record.valid:
             pytest.fail(failure_message(record), pytrace=False)

@@ -1,7 +1,8 @@
 """pytester tests of the mltb plugin: collection, ids, usage errors, xdist equality, resume, gating, junitxml.
 
-Most runs replace ``run_trial`` by a fast deterministic fake (a conftest in the pytester directory,
-so it is active in xdist workers too); one end-to-end run uses the real trial with the sim policy.
+Most runs replace the trial by a fast deterministic fake: a conftest in the pytester directory (so it is
+active in xdist workers too) implements the plugin's ``pytest_mltb_run_trial`` hook, as a user's conftest
+would; the end-to-end runs use the real trial with the sim policy.
 """
 from __future__ import annotations
 
@@ -21,17 +22,16 @@ def test_challenge(mltb_case, mltb_split, mltb_record, mltb_check):
     mltb_check(mltb_record)
 '''
 
-# A fake run_trial: outcome and figures are a pure function of the trial seed, so any process
+# A fake trial: outcome and figures are a pure function of the trial seed, so any process
 # order gives the same records. MLTB_FAKE_INFRA / MLTB_FAKE_INTERRUPT name case ids (task-planner-trial)
 # that hit an infra error / a Ctrl-C; MLTB_FAKE_BROKEN makes every trial fail (an injected regression).
 FAKE_CONFTEST = '''
 import os
 from pathlib import Path
-import pytest_mltb.session as session
 from mltb_core.analysis.results import TrialRecord
 
 
-def fake_run_trial(task, config, out_dir, split=None):
+def pytest_mltb_run_trial(task, config, out_dir):
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     key = f"{task.slug}-{config.planner}-{config.trial}"
@@ -51,9 +51,6 @@ def fake_run_trial(task, config, out_dir, split=None):
         tokens_in=seed % 1000, tokens_out=seed % 100, llm_calls=1 + seed % 7, cost_usd=0.0,
         wall_seconds=0.0, trajectory=str(trajectory), synthetic=config.model.startswith("sim"),
         error="server down" if infra else None)
-
-
-session.trial_runner = fake_run_trial
 '''
 
 TASK = "spaceship-titanic"

@@ -1,4 +1,4 @@
-"""A worker that dies under xdist (SIGKILL via the MLTB_FAULT_KILL test hook): its item is an ERROR
+"""A worker that dies under xdist (a conftest's ``pytest_mltb_run_trial`` hook SIGKILLs it): its item is an ERROR
 recorded as an infrastructure error, the other items finish, results.jsonl stays valid JSONL."""
 from __future__ import annotations
 
@@ -13,10 +13,24 @@ def test_challenge(mltb_case, mltb_split, mltb_record, mltb_check):
     mltb_check(mltb_record)
 '''
 
+# Fault injection lives here, not in the plugin: the worker about to run the second trial kills itself.
+KILL_CONFTEST = '''
+import os
+import signal
 
-def test_killed_worker_is_an_infra_error_and_the_run_finishes(pytester, tmp_path, monkeypatch):
+import pytest
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_mltb_run_trial(case):
+    if case.id.endswith("-t01"):
+        os.kill(os.getpid(), signal.SIGKILL)
+'''
+
+
+def test_killed_worker_is_an_infra_error_and_the_run_finishes(pytester, tmp_path):
     pytester.makepyfile(test_challenges=SUITE)
-    monkeypatch.setenv("MLTB_FAULT_KILL", "-t01")       # the second trial's worker SIGKILLs itself
+    pytester.makeconftest(KILL_CONFTEST)
     run_dir = tmp_path / "run"
     result = pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", "-n", "2", "--task=spaceship-titanic", "--model=sim", "--planner=react",

@@ -1,0 +1,86 @@
+"""The run directory: results.jsonl, trajectories beside it, what ``--resume`` skips (controller side)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .collection import Case, Plan, case_id
+
+__all__ = ["RunBook"]
+
+
+class RunBook:
+    """Reads and appends ``<run_dir>/results.jsonl``; only the controller writes it."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = run_dir
+        self.unreadable: list = []
+        self._existing: list | None = None
+
+    @property
+    def results_path(self) -> Path:
+        from mltb_core.analysis.results import RESULTS_FILE   # analysis imports pandas: only when needed
+
+        return self.run_dir / RESULTS_FILE
+
+    def read_existing(self) -> list:
+        """The records already in the file, read once. A directory or an unreadable file is a usage
+        error before anything runs; lines that are not records are kept in ``unreadable`` (reported,
+        then skipped, so --resume reruns their trials) instead of crashing the run."""
+        if self._existing is None:
+            from mltb_core.analysis.results import ResultsFileError, check_results_file, scan_records
+
+            try:
+                check_results_file(self.results_path)
+                self._existing, self.unreadable = scan_records(self.results_path)
+            except ResultsFileError as exc:
+                raise pytest.UsageError(f"mltb: {exc}") from None
+        return self._existing
+
+    def done_case_ids(self, plan: Plan) -> set[str]:
+        """Cases of ``plan`` already recorded with a real outcome (infra errors are rerun) under the
+        configuration that case runs with now."""
+        from mltb_core.analysis.results import latest_records
+
+        done = set()
+        for record in latest_records(self.read_existing()):
+            case = plan.case(case_id(record.task, record.planner, record.model, record.trial))
+            if case and record.outcome != "infra_error" and record.config_hash == plan.config(case).config_hash():
+                done.add(case.id)
+        return done
+
+    def write(self, record, trajectory_text: str | None) -> None:
+        """Append ``record``; its trajectory (if any) goes to ``trajectories/<hash>/<case id>.jsonl``."""
+        from mltb_core.analysis.results import TRAJECTORY_DIR, append_records
+
+        if trajectory_text is not None:
+            relative = (Path(TRAJECTORY_DIR) / record.config_hash
+                        / f"{case_id(record.task, record.planner, record.model, record.trial)}.jsonl")
+            target = self.run_dir / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(trajectory_text, encoding="utf-8")
+            record.trajectory = relative.as_posix()
+        append_records(self.results_path, [record])
+
+    @staticmethod
+    def crash_record(case: Case, config, why: str):
+        """The infrastructure-error record of a case whose worker died while running it."""
+        from mltb_core.analysis.results import TrialRecord
+        from mltb_core.llm.backends import is_synthetic
+
+        return TrialRecord(task=case.task, planner=case.planner, model=case.model, trial=case.trial,
+                           seed=config.trial_seed, config_hash=config.config_hash(), outcome="infra_error",
+                           stop_reason="worker crashed", synthetic=is_synthetic(case.model),
+                           error=f"{why} (killed, segfault or out of memory)")
+
+    def run_records(self, plan: Plan | None) -> list:
+        """This run's records: the plan's cases under their configuration, deduplicated (latest wins)."""
+        from mltb_core.analysis.results import latest_records, scan_records
+
+        if plan is None or not self.results_path.is_file():
+            return []
+        # Unreadable lines were reported at start-up; lines this run appended are whole.
+        wanted = {c.id: plan.config(c).config_hash() for c in plan.cases}
+        return [r for r in latest_records(scan_records(self.results_path)[0])
+                if wanted.get(case_id(r.task, r.planner, r.model, r.trial)) == r.config_hash]

@@ -1,0 +1,52 @@
+"""Baseline save and compare at the end of a run, and the exit status the regression gate decides."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+__all__ = ["Gate"]
+
+
+class Gate:
+    """``--save-baseline`` / ``--compare`` / ``--fail-on-regression`` (controller side)."""
+
+    def __init__(self, settings):
+        self.settings = settings
+        self.comparison = None
+        self.baseline_written: Path | None = None
+
+    @property
+    def requested(self) -> bool:
+        return bool(self.settings.save_baseline or self.settings.compare)
+
+    def finish(self, session: pytest.Session, records: list, other_failures: int) -> None:
+        """Write the baseline and run the comparison; a regression sets exit status 1 (an underpowered
+        comparison does not: the summary says so loudly, see mltb_core.analysis.compare)."""
+        from mltb_core.analysis.compare import (compare_to_baseline, load_baseline, parse_regression_spec,
+                                                save_baseline)
+
+        settings = self.settings
+        if settings.save_baseline and records:
+            self.baseline_written = Path(settings.save_baseline)
+            save_baseline(self.baseline_written, records, seed=settings.seed)
+        if settings.compare:
+            thresholds = parse_regression_spec(settings.fail_on_regression) if settings.fail_on_regression else {}
+            self.comparison = compare_to_baseline(load_baseline(Path(settings.compare)), records, thresholds,
+                                                  seed=settings.seed)
+            # Under --compare the gate decides: planner failures are benchmark results (they are in
+            # consistency), so they alone do not fail the session; errors and other failures do.
+            if self.comparison.failed:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            elif session.exitstatus == pytest.ExitCode.TESTS_FAILED and not other_failures:
+                session.exitstatus = pytest.ExitCode.OK
+
+    def summary(self, terminal) -> None:
+        if self.baseline_written:
+            terminal.write_line(f"\nbaseline written to {self.baseline_written}")
+        if self.comparison is not None:
+            # red: a regression beyond noise (exit 1); yellow: the gate could not measure some drops (exit 0)
+            failed, underpowered = self.comparison.failed, bool(self.comparison.underpowered)
+            terminal.write_line("")
+            terminal.write_line(self.comparison.render(), red=failed, yellow=underpowered and not failed,
+                                bold=failed or underpowered)

@@ -1,0 +1,71 @@
+"""Running one case in the process that runs its item (an xdist worker, or the only process)."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from .collection import Case
+
+__all__ = ["InfraErrorOutcome", "WorkerContext", "run_case", "failure_message", "INFRA_BACKOFF_SECONDS"]
+
+INFRA_BACKOFF_SECONDS = 0.5
+
+
+class InfraErrorOutcome(Exception):
+    """Raised in the trial fixture so pytest reports an ERROR, not a failure."""
+
+
+def run_case(config: pytest.Config, case: Case, trial_config, task, work_dir: Path, retries: int, split=None):
+    """Run one trial through the ``pytest_mltb_run_trial`` hook, retrying infrastructure errors ``retries`` times."""
+    for attempt in range(1, retries + 2):
+        out_dir = work_dir / f"attempt{attempt}" if attempt > 1 else work_dir
+        record = config.hook.pytest_mltb_run_trial(case=case, task=task, config=trial_config, out_dir=out_dir,
+                                                   split=split)
+        if record is None:
+            raise RuntimeError("mltb: no pytest_mltb_run_trial implementation returned a record")
+        record.extra["attempts"] = attempt
+        # percentiles of invalid trials count as 0 only where a leaderboard exists (see results.py)
+        record.extra.setdefault("leaderboard", bool(task.leaderboard) and task.source != "replica")
+        if record.outcome != "infra_error":
+            break
+        if attempt <= retries:
+            time.sleep(INFRA_BACKOFF_SECONDS * attempt)
+    return record
+
+
+def failure_message(record) -> str:
+    """A few lines: what the trial reached and why it stopped."""
+    lines = [f"{record.outcome}: reached stage {record.stage_reached}/10"
+             + (f" ({record.stage_name})" if record.stage_name else "")
+             + f"; stopped: {record.stop_reason or 'unknown'}"]
+    if record.feedback:
+        feedback = record.feedback.strip().splitlines()
+        lines.append("feedback: " + " / ".join(feedback[:3])[:300])
+    if record.error:
+        lines.append("error: " + record.error.strip().splitlines()[-1][:300])
+    lines.append(f"{record.tool_calls} tool calls, {record.llm_calls} LLM calls, {record.wall_seconds:.1f}s")
+    return "\n".join(lines)
+
+
+class WorkerContext:
+    """What every process that runs items needs: settings, the run directory, the cases to skip, and
+    the plan (built once per process, on first use)."""
+
+    def __init__(self, config: pytest.Config, settings, run_dir: Path, skip: set[str]):
+        self.config = config
+        self.settings = settings
+        self.run_dir = run_dir
+        self.skip = skip
+
+    def plan(self):
+        from .collection import plan_for
+
+        return plan_for(self.config, self.settings)
+
+    def cases(self) -> list[Case]:
+        return list(self.plan().cases)
+
+    def work_dir(self, case: Case) -> Path:
+        return self.run_dir / "work" / case.id
