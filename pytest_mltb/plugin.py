@@ -54,6 +54,7 @@ def pytest_configure(config: pytest.Config) -> None:
         run_dir = Path(config.workerinput["mltb_run_dir"])
         skip = set(config.workerinput.get("mltb_skip", ()))
     else:
+        from .progress import ProgressReporter
         from .session import Controller
 
         controller = Controller(config, settings)

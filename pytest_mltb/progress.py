@@ -22,13 +22,15 @@ import json
 import os
 import shutil
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from mltb_core.analysis.results import TrialRecord
 
-from .session import RECORD_PROPERTY
+from .transport import RECORD_PROPERTY
+
+if TYPE_CHECKING:
+    from mltb_core.analysis.results import TrialRecord
 
 __all__ = ["ProgressReporter", "PLAIN_INTERVAL", "format_duration"]
 
@@ -42,10 +44,12 @@ def format_duration(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m" if hours else (f"{minutes}m{secs:02d}s" if minutes else f"{secs}s")
 
 
-def _record(report: pytest.TestReport) -> TrialRecord | None:
+def _record(report: pytest.TestReport) -> "TrialRecord | None":
     for key, value in getattr(report, "user_properties", ()) or ():
         if key == RECORD_PROPERTY:
             try:
+                from mltb_core.analysis.results import TrialRecord
+
                 return TrialRecord.from_dict(json.loads(value))
             except (ValueError, TypeError):
                 return None   # the controller reports a bad record; progress just does not count it
@@ -113,7 +117,7 @@ class ProgressReporter:
     def _live(self, terminal) -> bool:
         return bool(getattr(terminal, "isatty", False)) and not os.environ.get("CI")
 
-    def _show(self, record: TrialRecord | None) -> None:
+    def _show(self, record: "TrialRecord | None") -> None:
         terminal = self._terminal()
         if terminal is None:
             return

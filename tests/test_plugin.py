@@ -77,7 +77,8 @@ def summary_of(result: pytest.RunResult) -> str:
     return "\n".join(lines[:end]).strip()
 
 
-def test_ids_order_and_k_selection(suite):
+def test_ids_order_and_k_selection(suite, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-collect-only")     # checked up front; nothing is called
     result = run(suite, "--collect-only", "-q", "--planner=react,mcts_shaped", "--model=sim,openai:gpt-4o,sim:0.6",
                  "--trials=2")
     ids = [line.split("[", 1)[1].rstrip("]") for line in result.stdout.lines if "test_challenge[" in line]

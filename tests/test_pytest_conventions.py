@@ -43,7 +43,9 @@ def test_dash_m_planner_runs_only_that_planners_items(suite, tmp_path):
     assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), result.stdout.str()[-2000:]
     outcomes = result.parseoutcomes()
     assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 2
-    assert outcomes["deselected"] == 8                 # the 4 other planners x 2 trials
+    from mltb_core.planners import PLANNERS
+
+    assert outcomes["deselected"] == (len(PLANNERS) - 1) * 2       # the other planners x 2 trials
     assert recorded(tmp_path) == [("mcts_shaped", 0), ("mcts_shaped", 1)]
 
 
@@ -55,7 +57,8 @@ def test_dash_m_planner_runs_only_that_planners_items(suite, tmp_path):
     ("openai and not lats", [f"{TASK}-react-openai-gpt-4o-t00", f"{TASK}-mcts_shaped-openai-gpt-4o-t00"]),
     ("mcts_shaped and local", []),
 ])
-def test_items_carry_planner_model_kind_and_task_markers(suite, expression, expected):
+def test_items_carry_planner_model_kind_and_task_markers(suite, expression, expected, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-collect-only")     # the key is checked up front; nothing is called
     result = run(suite, "--collect-only", "-q", "--strict-markers", "--planner=react,lats,mcts_shaped",
                  "--model=sim,openai:gpt-4o", "-m", expression)
     assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED), result.stderr.str()
@@ -96,11 +99,16 @@ def test_stepwise_stops_at_the_first_failure_and_resumes_there(suite, tmp_path):
     assert resumed[0].trial == records[-1].trial              # --sw starts again at that item
 
 
-def test_node_ids_are_stable_across_runs_and_processes(suite):
-    args = ["--collect-only", "-q", "--planner=all", "--model=sim,sim:0.6,openai:gpt-4o,local:/models/x.gguf",
-            "--trials=2"]
+def test_node_ids_are_stable_across_runs_and_processes(suite, monkeypatch):
+    from mltb_core.planners import PLANNERS
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-collect-only")     # checked up front; nothing is called
+    gguf = suite.path / "models" / "x.gguf"
+    gguf.parent.mkdir()
+    gguf.write_bytes(b"GGUF")                                   # only its existence is checked at collection
+    args = ["--collect-only", "-q", "--planner=all", f"--model=sim,sim:0.6,openai:gpt-4o,local:{gguf}", "--trials=2"]
     first, second = run(suite, *args), run(suite, *args)
-    assert item_ids(first) == item_ids(second) and len(item_ids(first)) == 5 * 4 * 2
+    assert item_ids(first) == item_ids(second) and len(item_ids(first)) == len(PLANNERS) * 4 * 2
     assert len(set(item_ids(first))) == len(item_ids(first))
 
 
