@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 checkout="$PWD"
 tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
 venv="$tmp/venv"
 python -m venv "$venv"
 "$venv/bin/python" -m pip install -q --upgrade pip
