@@ -498,7 +498,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub = add("run", cmd_run, "run one trial (task, planner, model, seed) and print its outcome", [*common, board])
     sub.add_argument("--task", required=True)
-    sub.add_argument("--planner", required=True, help="react, lats, mcts_outcome, mcts_shaped, hierarchical_mcts")
+    sub.add_argument("--planner", required=True, help="react, lats, mcts_outcome, mcts_shaped, hierarchical_mcts, automind, mle_star, agent_k")
     sub.add_argument("--model", required=True, help="openai:<model>, local, local:/path.gguf, sim, sim:<skill>")
     sub.add_argument("--seed", type=_ranged("seed"), default=0, help="base seed (default 0)")
     sub.add_argument("--trial", type=_ranged("trial"), default=0, help="trial number (default 0)")

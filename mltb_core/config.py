@@ -95,6 +95,12 @@ FIELD_RANGES: dict[str, Range] = {
     "threads": _AT_LEAST_1,
     "tool_time_limit": _POSITIVE,
     "temperature": Range(float, 0, 2, why="the OpenAI API's range"),
+    "num_drafts": _AT_LEAST_1,
+    "debug_prob": Range(float, 0, 1, why="a probability"),
+    "greedy_prob": Range(float, 0, 1, why="a probability"),
+    "max_debug_depth": _AT_LEAST_0,
+    "refine_iterations": _AT_LEAST_1,
+    "stage_attempts": _AT_LEAST_1,
 }
 # Session-level options of the pytest plugin (not part of a trial's configuration).
 RUN_RANGES: dict[str, Range] = {
@@ -171,6 +177,14 @@ class TrialConfig:
     temperature: float = 0.7
     # grading: the Kaggle board percentiles and medals are read from (public as in the paper, or private)
     board: str = DEFAULT_BOARD
+    # whole-pipeline planners (automind, mle_star) and the staged scaffold (agent_k); see PLANNER_KNOB_DEFAULTS
+    num_drafts: int = 3           # automind: initial drafts before improving or debugging
+    debug_prob: float = 0.5       # automind: chance to debug a buggy solution when one is debuggable
+    greedy_prob: float = 0.8      # automind: chance to improve the best solution (else a random valid one)
+    max_debug_depth: int = 3      # automind/mle_star: debug rounds before a buggy solution is dead
+    refine_iterations: int = 3    # mle_star: inner refinement steps of the block with the largest effect
+    stage_attempts: int = 4       # agent_k: LLM calls a stage may use before its unit test counts as failed
+    agent_memory: bool = False    # agent_k: show what worked on earlier tasks of the same run
 
     def __post_init__(self) -> None:
         check_board(self.board)
@@ -202,8 +216,17 @@ class TrialConfig:
     def config_hash(self) -> str:
         """Hash of the knobs shared by all trials of a configuration (not planner/model/trial/cache)."""
         data = {k: v for k, v in self.to_dict().items()
-                if k not in ("planner", "model", "trial", "llm_cache", "threads")}
+                if k not in ("planner", "model", "trial", "llm_cache", "threads")
+                and not (k in PLANNER_KNOB_DEFAULTS and v == PLANNER_KNOB_DEFAULTS[k])}
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
+
+
+# Knobs added after hashes were published: hashed only when changed from these defaults, so existing
+# configurations keep their hashes (and agent_memory enters the hash only when it is on).
+PLANNER_KNOB_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(TrialConfig)
+                                         if f.name in ("num_drafts", "debug_prob", "greedy_prob", "max_debug_depth",
+                                                       "refine_iterations", "stage_attempts",
+                                                       "agent_memory")}
 
 
 class EnvironmentValueError(ValueError):

@@ -59,8 +59,8 @@ class Option:
 
 
 OPTIONS: tuple[Option, ...] = (
-    Option("planner", "planner(s): comma list of react, lats, mcts_outcome, mcts_shaped, hierarchical_mcts, or "
-                      "'all'", default=ALL_PLANNERS),
+    Option("planner", "planner(s): comma list of react, lats, mcts_outcome, mcts_shaped, hierarchical_mcts, "
+                      "automind, mle_star, agent_k, or 'all'", default=ALL_PLANNERS),
     Option("model", "model(s), comma list: local, local:/x.gguf, openai:<model>, sim, sim:<skill>",
            default=DEFAULT_MODEL),
     Option("task", "task slug(s), comma list (default: every task whose data is available offline)"),

@@ -33,7 +33,8 @@ __all__ = ["Table", "PLANNER_ORDER", "STAGES", "build_tables", "render_tables", 
            "consistency_table", "percentile_table", "cost_table", "funnel_table", "infra_table", "variant_labels"]
 
 # The paper's column order; planners not listed follow alphabetically.
-PLANNER_ORDER = ("react", "lats", "mcts_outcome", "mcts_shaped", "hierarchical_mcts")
+PLANNER_ORDER = ("react", "lats", "mcts_outcome", "mcts_shaped", "hierarchical_mcts", "automind", "mle_star",
+                 "agent_k")
 STAGES = 10
 
 
