@@ -19,6 +19,7 @@ from typing import Any, Sequence
 from mltb_core.analysis.compare import cell_figures
 from mltb_core.analysis.results import (RESULTS_FILE, SYNTHETIC_LABEL, TrialRecord, consistency_values, group_by, latest_records,
                       model_label, percentile_values, read_records)
+from mltb_core.analysis.ranking import ranking_html
 from mltb_core.analysis.tables import PLANNER_ORDER, STAGES, Table, build_tables, render_tables
 
 __all__ = ["build_report", "main", "load_runs", "trial_page_name"]
@@ -256,7 +257,7 @@ def build_report(run_dirs: Sequence[Path | str], out_dir: Path | str, seed: int 
     banner = f"<div class='synthetic'>Rows for sim models are {SYNTHETIC_LABEL}.</div>" if synthetic else ""
     body = (f"<h1>mltb leaderboard</h1><p>Runs: {html.escape(sources)} · {len(records)} trial record(s)</p>{banner}"
             f"<h2>Plots</h2><div class='plots'>{''.join(plots)}</div>"
-            f"<h2>Tables</h2>{''.join(_table_html(t) for t in tables)}"
+            f"<h2>Tables</h2>{''.join(_table_html(t) for t in tables)}{ranking_html(records, seed)}"
             f"<h2>Trials</h2>{_trials_table(records)}")
     paths["index"].write_text(_page("mltb leaderboard", body), encoding="utf-8")
 

@@ -357,28 +357,36 @@ def pairwise_outcomes(scores: dict[str, dict[str, float]]) -> list[tuple[str, st
     return games
 
 
-def _bradley_terry(players: list[str], games: list[tuple[str, str, float]], iters: int = 200) -> np.ndarray:
-    """Log-strengths by the MM algorithm (Hunter 2004), lightly regularised by one tie against a
-    virtual average player each, so planners that won or lost everything keep finite ratings."""
+def _win_matrices(players: list[str], scores: dict[str, dict[str, float]]) -> tuple[np.ndarray, np.ndarray]:
+    """Per task: wins[t, i, j] (1, 0.5 for a tie, 0) and games[t, i, j] (1 when both have a score)."""
     index = {p: i for i, p in enumerate(players)}
-    m = len(players)
-    wins = np.full(m, 0.5)                    # the half win of the virtual tie
-    pair_games = np.zeros((m, m))
-    for a, b, result in games:
-        ia, ib = index[a], index[b]
-        wins[ia] += result
-        wins[ib] += 1.0 - result
-        pair_games[ia, ib] += 1
-        pair_games[ib, ia] += 1
-    strength = np.ones(m)
+    tasks = sorted(scores)
+    wins = np.zeros((len(tasks), len(players), len(players)))
+    games = np.zeros_like(wins)
+    for t, task in enumerate(tasks):
+        for a, b, result in pairwise_outcomes({task: scores[task]}):
+            ia, ib = index[a], index[b]
+            wins[t, ia, ib], wins[t, ib, ia] = result, 1.0 - result
+            games[t, ia, ib] = games[t, ib, ia] = 1.0
+    return wins, games
+
+
+def _bradley_terry(wins: np.ndarray, games: np.ndarray, iters: int = 2000) -> np.ndarray:
+    """Log-strengths by the MM algorithm (Hunter 2004), for a batch: wins/games of shape (..., m, m).
+
+    Regularised by one tie against a virtual average player each, so a planner that won or lost
+    everything keeps a finite rating.
+    """
+    total_wins = wins.sum(axis=-1) + 0.5
+    strength = np.ones(total_wins.shape)
     for _ in range(iters):
-        denom = (pair_games / (strength[:, None] + strength[None, :])).sum(axis=1) + 1.0 / (strength + 1.0)
-        new = wins / denom
-        new /= np.exp(np.mean(np.log(new)))
-        if np.allclose(new, strength, rtol=1e-9, atol=0):
-            strength = new
-            break
+        pair = strength[..., :, None] + strength[..., None, :]
+        new = total_wins / ((games / pair).sum(axis=-1) + 1.0 / (strength + 1.0))
+        new /= np.exp(np.mean(np.log(new), axis=-1, keepdims=True))
+        change = np.max(np.abs(new / strength - 1.0))
         strength = new
+        if change < 1e-9:
+            break
     return np.log(strength)
 
 
@@ -395,23 +403,16 @@ def bradley_terry_ratings(scores: dict[str, dict[str, float]], *, replicates: in
     if not players:
         return []
     scale = 400.0 / math.log(10.0)
-    games = pairwise_outcomes(scores)
-    point = _bradley_terry(players, games) * scale
-    tasks = sorted(scores)
+    wins, games = _win_matrices(players, scores)
+    point = _bradley_terry(wins.sum(axis=0), games.sum(axis=0)) * scale
     rng = np.random.default_rng(seed)
-    draws = np.empty((replicates, len(players)))
-    for r in range(replicates):
-        pick = rng.integers(0, len(tasks), len(tasks))
-        resampled: list[tuple[str, str, float]] = []
-        for i in pick:
-            resampled += pairwise_outcomes({tasks[i]: scores[tasks[i]]})
-        draws[r] = _bradley_terry(players, resampled) * scale
+    counts = np.stack([np.bincount(rng.integers(0, len(wins), len(wins)), minlength=len(wins))
+                       for _ in range(replicates)]).astype(float)
+    draws = _bradley_terry(np.tensordot(counts, wins, 1), np.tensordot(counts, games, 1)) * scale
     lows, highs = np.quantile(draws, [(1 - level) / 2, 1 - (1 - level) / 2], axis=0)
-    out = []
-    for i, p in enumerate(players):
-        won = sum(res if a == p else 1.0 - res for a, b, res in games if p in (a, b))
-        played = sum(1 for a, b, _ in games if p in (a, b))
-        out.append(Rating(p, float(point[i]), float(lows[i]), float(highs[i]), won, played))
+    won, played = wins.sum(axis=(0, 2)), games.sum(axis=(0, 2))
+    out = [Rating(p, float(point[i]), float(lows[i]), float(highs[i]), float(won[i]), int(played[i]))
+           for i, p in enumerate(players)]
     return sorted(out, key=lambda r: -r.estimate)
 
 
