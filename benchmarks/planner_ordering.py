@@ -38,7 +38,8 @@ DEFAULT_TASKS = "spaceship-titanic,playground-series-s4e1,playground-series-s3e1
 DEFAULT_BUDGET = 30
 DEFAULT_ITERATIONS = 1000
 TITLES = {"react": "ReAct", "lats": "LATS", "mcts_outcome": "MCTS-Outcome", "mcts_shaped": "MCTS-Shaped",
-          "hierarchical_mcts": "Hierarchical MCTS"}
+          "hierarchical_mcts": "Hierarchical MCTS", "automind": "AutoMind", "mle_star": "MLE-STAR",
+          "agent_k": "Agent K"}
 
 # What ended a trial, from its stop_reason (planners/*.py and planners/episode.py word them).
 STOP_KINDS = (

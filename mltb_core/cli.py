@@ -539,7 +539,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub = add("run", cmd_run, "run one trial (task, planner, model, seed) and print its outcome", [*common])
     sub.add_argument("--task", required=True)
-    sub.add_argument("--planner", required=True, help="react, lats, mcts_outcome, mcts_shaped, hierarchical_mcts")
+    from mltb_core.analysis.tables import PLANNER_ORDER
+
+    sub.add_argument("--planner", required=True, help="one of: " + ", ".join(PLANNER_ORDER))
     sub.add_argument("--model", required=True, help="a model string: " + ", ".join(_model_forms()))
     # every other option comes from the one settings table, exactly as pytest registers it
     run_settings = settings_for("run")

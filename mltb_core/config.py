@@ -244,6 +244,20 @@ class TrialConfig:
     # grading: the Kaggle board percentiles and medals are read from
     board: str = option(DEFAULT_BOARD, "Kaggle leaderboard for percentiles and medals: public (as in the "
                                        "paper) or private", choices=tuple(BOARDS))
+    # whole-solution planners (automind, mle_star) and the staged scaffold (agent_k)
+    num_drafts: int = option(3, "automind: initial drafts before improving or debugging", range=_AT_LEAST_1)
+    debug_prob: float = option(0.5, "automind: chance to debug a buggy solution when one is debuggable",
+                               range=Range(float, 0, 1, why="a probability"))
+    greedy_prob: float = option(0.8, "automind: chance to improve the best solution (else a random valid one)",
+                                range=Range(float, 0, 1, why="a probability"))
+    max_debug_depth: int = option(3, "automind/mle_star: debug rounds before a buggy solution is dead",
+                                  range=_AT_LEAST_0)
+    refine_iterations: int = option(3, "mle_star: refinement steps of the block with the largest effect",
+                                    range=_AT_LEAST_1)
+    # 8, not 4: with the paper toolset writing the submission alone takes 4 calls after predicting
+    stage_attempts: int = option(8, "agent_k: LLM calls a stage may use before its unit test counts as failed",
+                                 range=_AT_LEAST_1)
+    agent_memory: bool = option(False, "agent_k: show what worked on earlier tasks of the same run", switch=True)
 
     def __post_init__(self) -> None:
         for setting in TRIAL_SETTINGS:

@@ -16,7 +16,7 @@ from mltb_core.bench.tasks import get_task, load_tasks
 from mltb_core.planners.trajectory import read_trajectory, tool_calls_from_trajectory
 from mltb_core.runner.trial import run_trial
 
-ALL = ["react", "lats", "mcts_outcome", "mcts_shaped", "hierarchical_mcts"]
+ALL = ["react", "lats", "mcts_outcome", "mcts_shaped", "hierarchical_mcts", "automind", "mle_star", "agent_k"]
 
 
 def _node(parent=None):

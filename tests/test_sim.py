@@ -172,13 +172,16 @@ def test_same_state_same_proposals_whichever_planner_asks(node_at_cleaning):
     tools = ep.tool_schemas()
     answers = {"react": _proposals(ep, node, prompts.REACT_SYSTEM, tools)}
     for name, cls in PLANNERS.items():
-        if name == "react":
+        if name == "react" or not hasattr(cls, "system_for"):   # whole-solution/staged planners: their prompts below
             continue
         planner = cls(ep, config.with_(planner=name))
         planner._stage = REWARD_STAGES[node.progress.stage]          # hierarchical: the subtask this node is in
         planner._seed_depth = 0
         assert planner.allowed_for(node) is None               # masking off: the same tools for everyone
         answers[name] = _proposals(ep, node, planner.system_for(node), tools, planner.extra_messages(node))
+    for system in (prompts.AUTOMIND_DRAFT_SYSTEM, prompts.AUTOMIND_IMPROVE_SYSTEM, prompts.AUTOMIND_DEBUG_SYSTEM,
+                   prompts.MLE_STAR_REFINE_SYSTEM, prompts.AGENT_K_STAGE_SYSTEM):
+        answers[system[:60]] = _proposals(ep, node, system, tools)
     assert len({str(a) for a in answers.values()}) == 1, answers
     # and the prompts really differ: hierarchical asks with its subtask prompt
     assert prompts.subtask_system(REWARD_STAGES[node.progress.stage].name) != prompts.EXPANSION_SYSTEM

@@ -106,3 +106,71 @@ def test_paired_diff_cancels_shared_row_noise():
     assert independent.high - independent.low > 4
     with pytest.raises(ValueError, match="paired samples differ"):
         diff_ci(TrialSample([1.0]), base, paired=True, shared_rows=False)
+
+
+# ---- the seed papers' statistics (issue 12) ---------------------------------------------------------
+def test_pass_at_k_matches_enumerating_every_k_subset():
+    import itertools
+    import math as _math
+    from mltb_core.analysis.stats import pass_at_k
+
+    for n in range(1, 8):
+        for c in range(n + 1):
+            outcomes = [1] * c + [0] * (n - c)
+            for k in range(1, n + 1):
+                subsets = list(itertools.combinations(outcomes, k))
+                assert pass_at_k(n, c, k) == pytest.approx(sum(any(s) for s in subsets) / _math.comb(n, k))
+    assert pass_at_k(3, 1, 10) is None
+    with pytest.raises(ValueError):
+        pass_at_k(3, 4, 1)
+
+
+def test_bradley_terry_orders_by_pairwise_wins_and_its_interval_holds_the_estimate():
+    from mltb_core.analysis.stats import bradley_terry_ratings, pairwise_outcomes
+
+    scores = {f"t{i}": {"a": 0.9, "b": 0.5 + 0.1 * (i % 2), "c": 0.55 - 0.1 * (i % 2)} for i in range(6)}
+    assert ("a", "b", 1.0) in pairwise_outcomes({"t": {"a": 1, "b": 0}})
+    assert pairwise_outcomes({"t": {"a": 1, "b": 1}}) == [("a", "b", 0.5)]
+    ratings = bradley_terry_ratings(scores, replicates=300, seed=1)
+    assert [r.player for r in ratings][0] == "a" and sum(r.estimate for r in ratings) == pytest.approx(0, abs=1e-6)
+    for r in ratings:
+        assert r.low <= r.estimate + 1e-3 and r.estimate <= r.high + 1e-3 and r.games == 12   # Elo points
+    b, c = next(r for r in ratings if r.player == "b"), next(r for r in ratings if r.player == "c")
+    assert b.wins == c.wins == 3 and b.estimate == pytest.approx(c.estimate, abs=1e-6)   # split 3-3 with each other
+    assert bradley_terry_ratings(scores, replicates=300, seed=1) == ratings                # seeded: deterministic
+
+
+def test_friedman_uses_scipy_and_holm_is_monotone():
+    from scipy import stats as ss
+
+    from mltb_core.analysis.stats import friedman_test, holm
+
+    scores = {f"t{i}": {"a": 0.9 - 0.01 * i, "b": 0.5, "c": 0.3 + 0.05 * i} for i in range(8)}
+    result = friedman_test(scores)
+    table = [[scores[t][p] for t in sorted(scores)] for p in ("a", "b", "c")]
+    assert result.p_value == pytest.approx(ss.friedmanchisquare(*table).pvalue)
+    assert result.mean_ranks["a"] == 1.0 and result.critical_difference > 0
+    adjusted = holm({"x": 0.01, "y": 0.04, "z": 0.03})
+    assert adjusted == pytest.approx({"x": 0.03, "z": 0.06, "y": 0.06})
+    assert friedman_test({"t": {"a": 1.0, "b": 0.0}}).statistic is None   # 2 planners: ranks only
+
+
+def test_ranking_section_has_pass_at_k_rating_and_a_cd_diagram():
+    from mltb_core.analysis.ranking import ranking_html, ranking_markdown
+    from mltb_core.analysis.results import TrialRecord
+
+    records = []
+    for t, task in enumerate(("t1", "t2", "t3")):
+        for p, planner in enumerate(("react", "automind", "agent_k")):
+            for trial in range(3):
+                valid = (trial + p + t) % 3 != 0
+                records.append(TrialRecord(task=task, planner=planner, model="sim:0.5", trial=trial, seed=trial,
+                                           config_hash="h", outcome="valid" if valid else "planner_failure",
+                                           valid=valid, normalized=0.2 * (p + 1) if valid else None,
+                                           percentile=40.0 if valid and task == "t1" else None,
+                                           medal="bronze" if valid and planner == "agent_k" else None))
+    text, figure = ranking_markdown(records, cd_link="cd.svg")
+    assert "pass@3" in text and "### Rating" in text and "Friedman test over 3 task(s) × 3 planners" in text
+    assert "![critical-difference diagram](cd.svg)" in text and figure.lstrip().startswith("<?xml")
+    assert "| t1     | agent_k   |   3 | 2/3" in text            # medals only on the task with a board
+    assert "<svg" in ranking_html(records)

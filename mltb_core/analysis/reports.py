@@ -28,6 +28,7 @@ from typing import Any, Callable, Sequence
 from mltb_core.analysis.compare import cell_figures
 from mltb_core.analysis.results import (RESULTS_FILE, SYNTHETIC_LABEL, TrialRecord, consistency_values, counted_records,
                                         group_by, latest_records, model_label, percentile_values, read_records)
+from mltb_core.analysis.ranking import ranking_html
 from mltb_core.analysis.tables import PLANNER_ORDER, Table, build_tables, render_tables, variant_labels
 from mltb_core.analysis.treeview import TREE_CSS, tree_from_steps, tree_page
 
@@ -477,7 +478,7 @@ def build_report(run_dirs: Sequence[Path | str], out_dir: Path | str | None = No
             + ("<p class='note'>No trial records in these runs.</p>" if not records else "")
             + f"<p>Tasks: {task_links or '—'}</p>{_legend_html(legend) if records else ''}"
             f"<h2>Plots</h2><div class='plots'>{''.join(plots) or '<p>no plots: no records</p>'}</div>"
-            f"<h2>Tables</h2>{''.join(_table_html(t) for t in tables)}{extra}"
+            f"<h2>Tables</h2>{''.join(_table_html(t) for t in tables)}{ranking_html(records, seed)}{extra}"
             f"<h2>Trials</h2>{_trial_rows(records, labels, '')}")
     paths["index"].write_text(_page("mltb leaderboard", body), encoding="utf-8")
 

@@ -28,7 +28,8 @@ from scipy import stats as _scipy_stats
 __all__ = ["CI", "bootstrap_ci", "median", "mean", "STATISTICS", "wilson_interval", "proportion_diff_ci",
            "paired_proportion_diff_ci", "TrialSample", "RateSample", "clustered_ci", "diff_ci", "z_value",
            "trials_needed_for_rate_drop", "powered_half_width", "POWER", "MIN_TRIALS_FOR_MEDIAN_CI",
-           "DEFAULT_LEVEL", "DEFAULT_RESAMPLES"]
+           "DEFAULT_LEVEL", "DEFAULT_RESAMPLES", "PASS_AT_K", "pass_at_k", "Rating", "pairwise_outcomes",
+           "bradley_terry_ratings", "FriedmanResult", "friedman_test", "holm"]
 
 DEFAULT_RESAMPLES = 2000
 DEFAULT_LEVEL = 0.95
@@ -307,3 +308,169 @@ def diff_ci(current: TrialSample, baseline: TrialSample, *, paired: bool, shared
     diffs = current.draws(rng, resamples, trials, rows) - baseline.draws(rng, resamples, trials, rows)
     low, high = _percentile_bounds(diffs, level)
     return CI(current.estimate() - baseline.estimate(), low, high, min(current.n, baseline.n), level)
+
+
+# --------------------------------------------------------------------- the seed papers' statistics
+# pass@k (Agent K, AIDE), Bradley-Terry ratings of planners, and the Friedman test with a post-hoc across
+# tasks (Demšar 2006: the critical-difference diagram). The tests are scipy's; only the bookkeeping is here.
+PASS_AT_K = (1, 3, 10)
+
+
+def pass_at_k(n: int, c: int, k: int) -> float | None:
+    """Unbiased pass@k from ``n`` trials with ``c`` successes: 1 - C(n-c, k) / C(n, k); None when k > n."""
+    if not 0 <= c <= n:
+        raise ValueError(f"pass@k needs 0 <= successes <= trials, got c={c}, n={n}")
+    if k < 1:
+        raise ValueError(f"pass@k needs k >= 1, got {k}")
+    if k > n:
+        return None
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+@dataclass(frozen=True)
+class Rating:
+    """A planner's Bradley-Terry strength on the Elo scale (400 points = 10:1 odds), with a bootstrap CI."""
+    player: str
+    estimate: float
+    low: float
+    high: float
+    wins: float
+    games: int
+
+
+def pairwise_outcomes(scores: dict[str, dict[str, float]]) -> list[tuple[str, str, float]]:
+    """Per task, every pair of planners with scores on it: (a, b, 1 / 0.5 / 0 from a's side).
+
+    ``scores`` maps task → planner → a per-task figure where higher is better (e.g. the mean normalized
+    score of its trials); ties count half a win each.
+    """
+    games = []
+    for task in sorted(scores):
+        row = scores[task]
+        names = sorted(row)
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                sa, sb = row[a], row[b]
+                games.append((a, b, 1.0 if sa > sb else 0.0 if sa < sb else 0.5))
+    return games
+
+
+def _win_matrices(players: list[str], scores: dict[str, dict[str, float]]) -> tuple[np.ndarray, np.ndarray]:
+    """Per task: wins[t, i, j] (1, 0.5 for a tie, 0) and games[t, i, j] (1 when both have a score)."""
+    index = {p: i for i, p in enumerate(players)}
+    tasks = sorted(scores)
+    wins = np.zeros((len(tasks), len(players), len(players)))
+    games = np.zeros_like(wins)
+    for t, task in enumerate(tasks):
+        for a, b, result in pairwise_outcomes({task: scores[task]}):
+            ia, ib = index[a], index[b]
+            wins[t, ia, ib], wins[t, ib, ia] = result, 1.0 - result
+            games[t, ia, ib] = games[t, ib, ia] = 1.0
+    return wins, games
+
+
+def _bradley_terry(wins: np.ndarray, games: np.ndarray, iters: int = 2000) -> np.ndarray:
+    """Log-strengths by the MM algorithm (Hunter 2004), for a batch: wins/games of shape (..., m, m).
+
+    Regularised by one tie against a virtual average player each, so a planner that won or lost
+    everything keeps a finite rating.
+    """
+    total_wins = wins.sum(axis=-1) + 0.5
+    strength = np.ones(total_wins.shape)
+    for _ in range(iters):
+        pair = strength[..., :, None] + strength[..., None, :]
+        new = total_wins / ((games / pair).sum(axis=-1) + 1.0 / (strength + 1.0))
+        new /= np.exp(np.mean(np.log(new), axis=-1, keepdims=True))
+        change = np.max(np.abs(new / strength - 1.0))
+        strength = new
+        if change < 1e-9:
+            break
+    return np.log(strength)
+
+
+def bradley_terry_ratings(scores: dict[str, dict[str, float]], *, replicates: int = 1000, seed: int = 0,
+                          level: float = DEFAULT_LEVEL) -> list[Rating]:
+    """Bradley-Terry ratings of planners from per-task pairwise outcomes, best first.
+
+    Elo scale: 400 / ln 10 per unit of log-strength, mean 0 over the planners. The interval is a
+    percentile bootstrap that resamples *tasks* (the games of one task stay together), so it reflects
+    which tasks were drawn.
+    """
+    _check_level(level)
+    players = sorted({p for row in scores.values() for p in row})
+    if not players:
+        return []
+    scale = 400.0 / math.log(10.0)
+    wins, games = _win_matrices(players, scores)
+    point = _bradley_terry(wins.sum(axis=0), games.sum(axis=0)) * scale
+    rng = np.random.default_rng(seed)
+    counts = np.stack([np.bincount(rng.integers(0, len(wins), len(wins)), minlength=len(wins))
+                       for _ in range(replicates)]).astype(float)
+    draws = _bradley_terry(np.tensordot(counts, wins, 1), np.tensordot(counts, games, 1)) * scale
+    lows, highs = np.quantile(draws, [(1 - level) / 2, 1 - (1 - level) / 2], axis=0)
+    won, played = wins.sum(axis=(0, 2)), games.sum(axis=(0, 2))
+    out = [Rating(p, float(point[i]), float(lows[i]), float(highs[i]), float(won[i]), int(played[i]))
+           for i, p in enumerate(players)]
+    return sorted(out, key=lambda r: -r.estimate)
+
+
+@dataclass(frozen=True)
+class FriedmanResult:
+    """Friedman test over tasks (blocks) × planners, mean ranks (1 = best) and Nemenyi's critical difference."""
+    planners: tuple[str, ...]
+    tasks: tuple[str, ...]
+    mean_ranks: dict[str, float]
+    statistic: float | None
+    p_value: float | None
+    critical_difference: float | None
+    posthoc: dict[tuple[str, str], float]     # Wilcoxon signed-rank p-values, Holm-adjusted
+    alpha: float = 0.05
+
+    def significant_pairs(self) -> list[tuple[str, str]]:
+        return [pair for pair, p in self.posthoc.items() if p < self.alpha]
+
+
+def friedman_test(scores: dict[str, dict[str, float]], alpha: float = 0.05) -> FriedmanResult:
+    """Friedman test across the tasks on which every planner has a score (higher is better).
+
+    scipy.stats.friedmanchisquare needs at least 3 planners; with fewer, only the mean ranks are given.
+    The post-hoc is Wilcoxon signed-rank per pair (scipy.stats.wilcoxon) with Holm's step-down
+    adjustment (Benavoli et al. 2016 recommend it over rank-based post-hocs); the Nemenyi critical
+    difference (Demšar 2006, q from scipy.stats.studentized_range) is given for the CD diagram.
+    """
+    planners = sorted({p for row in scores.values() for p in row})
+    tasks = sorted(t for t, row in scores.items() if all(p in row for p in planners))
+    k, n = len(planners), len(tasks)
+    if n == 0 or k == 0:
+        return FriedmanResult(tuple(planners), tuple(tasks), {}, None, None, None, {}, alpha)
+    table = np.array([[scores[t][p] for p in planners] for t in tasks], dtype=float)
+    ranks = np.vstack([_scipy_stats.rankdata(-row) for row in table])    # 1 = best, ties averaged
+    mean_ranks = {p: float(ranks[:, j].mean()) for j, p in enumerate(planners)}
+    statistic = p_value = cd = None
+    if k >= 3 and n >= 2:
+        if np.all(table == table[:, :1]):
+            statistic, p_value = 0.0, 1.0    # every planner tied on every task: no evidence of a difference
+        else:
+            res = _scipy_stats.friedmanchisquare(*table.T)
+            statistic, p_value = float(res.statistic), float(res.pvalue)
+        q = _scipy_stats.studentized_range.ppf(1 - alpha, k, np.inf) / math.sqrt(2.0)
+        cd = float(q * math.sqrt(k * (k + 1) / (6.0 * n)))
+    raw: dict[tuple[str, str], float] = {}
+    for i, a in enumerate(planners):
+        for j in range(i + 1, k):
+            diff = table[:, i] - table[:, j]
+            raw[(a, planners[j])] = 1.0 if np.all(diff == 0) else float(_scipy_stats.wilcoxon(diff).pvalue)
+    return FriedmanResult(tuple(planners), tuple(tasks), mean_ranks, statistic, p_value, cd, holm(raw), alpha)
+
+
+def holm(p_values: dict) -> dict:
+    """Holm's step-down adjustment of a family of p-values (monotone, capped at 1)."""
+    ordered = sorted(p_values.items(), key=lambda kv: kv[1])
+    m = len(ordered)
+    out, running = {}, 0.0
+    for i, (key, p) in enumerate(ordered):
+        running = max(running, min(1.0, (m - i) * p))
+        out[key] = running
+    return out

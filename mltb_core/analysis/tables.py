@@ -27,13 +27,16 @@ from tabulate import tabulate
 
 from mltb_core.analysis.results import (SYNTHETIC_LABEL, TrialRecord, counted_records, group_by, latest_records, model_label,
                       percentile_cell)
-from mltb_core.analysis.stats import CI, RateSample, TrialSample, bootstrap_ci, clustered_ci, wilson_interval
+from mltb_core.analysis.stats import (PASS_AT_K, CI, RateSample, TrialSample, bootstrap_ci, clustered_ci, pass_at_k,
+                                      wilson_interval)
 
 __all__ = ["Table", "PLANNER_ORDER", "build_tables", "render_tables", "render_summary",
-           "consistency_table", "percentile_table", "cost_table", "funnel_table", "infra_table", "variant_labels"]
+           "consistency_table", "pass_at_k_table", "percentile_table", "cost_table", "funnel_table", "infra_table",
+           "variant_labels"]
 
-# The paper's column order; planners not listed follow alphabetically.
-PLANNER_ORDER = ("react", "lats", "mcts_outcome", "mcts_shaped", "hierarchical_mcts")
+# The paper's column order, then the whole-solution planners; planners not listed follow alphabetically.
+PLANNER_ORDER = ("react", "lats", "mcts_outcome", "mcts_shaped", "hierarchical_mcts", "automind", "mle_star",
+                 "agent_k")
 
 
 @dataclass
@@ -267,12 +270,33 @@ def infra_table(records: list[TrialRecord]) -> Table | None:
                  ["task", "model", "planner", "errors", "first error"], rows)
 
 
+def pass_at_k_cell(records: list[TrialRecord]) -> str:
+    """'0.40 / 0.78 / -': unbiased pass@1 / @3 / @10 of a cell's counted trials ('-' where k > n)."""
+    counted = counted_records(records)
+    valid = sum(1 for r in counted if r.valid)
+    return " / ".join(_fmt(pass_at_k(len(counted), valid, k)).replace("n/a", "-") for k in PASS_AT_K)
+
+
+def pass_at_k_table(records: list[TrialRecord]) -> list[Table]:
+    """pass@k per task × planner (k = 1, 3, 10 where the trial count allows), one table per model."""
+    tables = []
+    ks = "/".join(f"@{k}" for k in PASS_AT_K)
+    for model, synthetic, tasks, variants, headers, cells in _per_model(records):
+        rows = [[task, *[pass_at_k_cell(cells.get((task, p, h), [])) if cells.get((task, p, h)) else "n/a"
+                         for p, h in variants]] for task in tasks]
+        tables.append(Table(f"pass_at_k:{model}", f"pass{ks} per task — {model_label(model, synthetic)}"
+                            f"{_settings(records)}", ["task", *headers], rows,
+                            _notes(synthetic, "pass@k = 1 - C(n-c, k)/C(n, k) over a cell's n counted trials with c "
+                                              "valid (unbiased); '-' where k > n")))
+    return tables
+
+
 def build_tables(records: Iterable[TrialRecord], seed: int = 0) -> list[Table]:
     """All summary tables for a set of records (deduplicated and sorted first)."""
     records = latest_records(records)
     if not records:
         return []
-    tables = consistency_table(records, seed) + percentile_table(records, seed)
+    tables = consistency_table(records, seed) + pass_at_k_table(records) + percentile_table(records, seed)
     tables += [cost_table(records), funnel_table(records)]
     infra = infra_table(records)
     if infra is not None:

@@ -175,6 +175,70 @@ EVALUATOR_REQUEST = "Grade the trajectory above for the challenge. Reply with a 
 REFLECTION_REQUEST = "Reflect on this failed trajectory."
 
 
+# -- whole-pipeline planners (AutoMind, MLE-STAR) and the staged scaffold (Agent K) ------------------
+_PIPELINE_ROLE = ("You are a Data Scientist tasked with solving the Kaggle competition provided above, with the tools "
+                  "available to you. ")
+
+AUTOMIND_DRAFT_SYSTEM = (
+    _PIPELINE_ROLE + "Draft a complete solution: a pipeline of tool calls from loading the data to writing the "
+    "submission file. Call the pipeline's next tool now; the solution is scored by its model's cross-validation. "
+)
+
+AUTOMIND_IMPROVE_SYSTEM = (
+    _PIPELINE_ROLE + "Improve a working solution with one atomic change. Your call replaces the pipeline's next "
+    "step (call the same tool with other arguments, or a better tool writing the same object), is inserted before "
+    "it (any other tool), or skips it (call the step after it); the rest of the pipeline is then re-run as it was. "
+)
+
+AUTOMIND_DEBUG_SYSTEM = (
+    _PIPELINE_ROLE + "The solution below failed. Read the error, fix the failing step and continue the pipeline "
+    "until the submission file is written. "
+)
+
+
+def _tried(tried: list[str]) -> str:
+    return ("\nAlready tried here (propose something else):\n" + "\n".join(f"- {t}" for t in tried)) if tried else ""
+
+
+def improve_request(pipeline: str, step: int, score: float | None, tried: list[str] | None = None) -> str:
+    shown = f"{score:.4f}" if score is not None else "unknown"
+    return (f"The working solution (CV score {shown}, higher is better) runs these calls:\n{pipeline}\n"
+            f"Your next call edits step {step} of it.{_tried(tried or [])}")
+
+
+def debug_request(error: str) -> str:
+    return f"The previous attempt at this solution failed: {error}"
+
+
+MLE_STAR_REFINE_SYSTEM = (
+    _PIPELINE_ROLE + "An ablation study found the pipeline block named below to have the largest effect on the "
+    "cross-validation score. Refine that block: your call replaces the block's next step or adds one to it; the "
+    "rest of the pipeline is then re-run as it was. "
+)
+
+
+def refine_request(pipeline: str, block: str, effects: str, step: int, tried: list[str] | None = None) -> str:
+    return (f"The pipeline:\n{pipeline}\nAblation (CV change when the block is removed or replaced by a "
+            f"baseline): {effects}. Refine the {block} block; your next call edits step {step}.{_tried(tried or [])}")
+
+
+AGENT_K_STAGE_SYSTEM = (
+    "You are a Data Scientist following a staged plan for the Kaggle competition provided above, with the tools available to you. "
+    "The current stage, its unit test and the test's last result are given below; call a tool that makes the "
+    "test pass. "
+)
+
+
+def stage_request(title: str, number: int, last_result: str) -> str:
+    return (f"Stage {number} of 10: {title}. Unit test: the stage check for '{title}' passes. "
+            f"Last test result: {last_result or 'not run yet'}")
+
+
+AGENT_K_TUNE_REQUEST = ("Stage 9 (modeling) passed with a fitted model. Tune it: call a tune_* tool on the same "
+                        "train features and target.")
+MEMORY_HEADER = "What worked on earlier tasks of this run (pipelines whose submissions were valid):"
+
+
 def all_prompts() -> dict[str, Any]:
     return {
         "shared_preamble": shared_preamble("{task description}", [{"name": "{tool}", "description": "{summary}"}]),
@@ -187,6 +251,17 @@ def all_prompts() -> dict[str, Any]:
         "no_tool_call": NO_TOOL_CALL,
         "evaluator_request": EVALUATOR_REQUEST,
         "reflection_request": REFLECTION_REQUEST,
+        "automind_draft_system": AUTOMIND_DRAFT_SYSTEM,
+        "automind_improve_system": AUTOMIND_IMPROVE_SYSTEM,
+        "automind_debug_system": AUTOMIND_DEBUG_SYSTEM,
+        "improve_request": improve_request("1. read_data(...)", 1, None),
+        "debug_request": debug_request("<error>"),
+        "mle_star_refine_system": MLE_STAR_REFINE_SYSTEM,
+        "refine_request": refine_request("1. read_data(...)", "<block>", "<effects>", 1),
+        "agent_k_stage_system": AGENT_K_STAGE_SYSTEM,
+        "stage_request": stage_request("<stage>", 1, "<result>"),
+        "agent_k_tune_request": AGENT_K_TUNE_REQUEST,
+        "memory_header": MEMORY_HEADER,
         "message_order": ["system: shared_preamble (task description and tool catalogue)",
                           "system: the planner's instructions (react_system, expansion_system, subtask_system, "
                           "lats_evaluator_system or lats_reflection_system)",

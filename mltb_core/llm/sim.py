@@ -21,8 +21,9 @@ Assumptions (every planner-ordering figure measured with ``sim`` rests on them):
    submission. With ``create_submission`` offered (extended toolset) one call writes the file; without
    it (paper toolset) it takes the id column from the test data (``get_features``), names the
    predictions after the target (``convert_to_dataframe``), joins them (``concatenate_dataframes``,
-   axis=1) and saves the frame (``save_dataframe_to_csv``). No feature engineering beyond that, no tuning:
-   its leaderboard figures are a floor, not an LLM's.
+   axis=1) and saves the frame (``save_dataframe_to_csv``). No feature engineering beyond that, and no
+   tuning unless the chosen ``fit_*`` tool is not offered but the same model's ``tune_*`` tool is (then it
+   calls that): its leaderboard figures are a floor, not an LLM's.
 3. **Skill sets the error rates**, per proposed step: mistake probability 0.6 × (1 − skill), times 0.75
    when reflections on earlier failures are in the context; mistakes are the ones agents make (wrong
    object names, objects passed as plain values, wrong file paths, skipped cleaning/encoding, dropping
@@ -414,6 +415,9 @@ class SimPolicy(LLMBackend):
             kind = "regressor" if info.regression else "classifier"
             name = f"fit_{family}_{kind}" if family != "linear" else (
                 "fit_linear_regressor" if info.regression else "fit_logistic_regressor")
+            tuned = "tune_" + name.removeprefix("fit_")
+            if name not in state.offered and tuned in state.offered:
+                name = tuned   # the plain fit is not offered, the same model's tuning is: use that
             return ToolCall(name, {"X_train": roles.get("X_train", "X_train"), "y_train": roles.get("y_train", "y_train")},
                             {"cv": 3}, "model")
         if step == "predict":

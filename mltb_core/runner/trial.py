@@ -293,6 +293,9 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
         # Files are shared by all branches of a tree: put back the answer's own submission.
         _restore_submission(sandbox / SUBMISSION_FILE, found["submission"])
         valid = bool(grade and grade.valid)
+        if config.agent_memory:   # the solver's own validity check (stage 10), never the graded labels
+            from mltb_core.planners.agent_k import remember
+            remember(task.slug, trajectory_path, found["stage"] >= 10)
         feedback_text = found["feedback"] or ("" if valid else (grade.reason if grade else ""))
         return TrialRecord(
             **base, outcome="valid" if valid else "planner_failure", valid=valid,

@@ -1,0 +1,213 @@
+"""Ranking planners across tasks, as the seed papers do: pass@k, medal rates, a Bradley-Terry rating,
+a Friedman test with a Wilcoxon-Holm post-hoc and a critical-difference (CD) diagram.
+
+:func:`ranking_markdown` / :func:`ranking_html` return the report section and the CD diagram (SVG);
+the reports module adds the section with one call. Every figure says what it is computed over.
+"""
+from __future__ import annotations
+
+import html
+import io
+from collections.abc import Callable, Iterable
+
+from tabulate import tabulate
+
+from mltb_core.analysis.results import TrialRecord, counted_records
+from mltb_core.analysis.stats import (PASS_AT_K, FriedmanResult, Rating, bradley_terry_ratings, friedman_test,
+                                      pass_at_k, wilson_interval)
+
+__all__ = ["task_scores", "medal_rows", "pass_at_k_rows", "cd_diagram_svg", "ranking_markdown", "ranking_html",
+           "entry_key"]
+
+MEDALS = ("gold", "silver", "bronze")
+
+
+def entry_key(records: Iterable[TrialRecord]) -> Callable[[TrialRecord], str]:
+    """What is ranked: the planner, or 'planner · model' when the records hold several models."""
+    models = {r.model for r in records}
+    return (lambda r: r.planner) if len(models) <= 1 else (lambda r: f"{r.planner} · {r.model}")
+
+
+def _cells(records: Iterable[TrialRecord], key: Callable[[TrialRecord], str]) -> dict[str, dict[str, list]]:
+    out: dict[str, dict[str, list]] = {}
+    for r in counted_records(records):
+        out.setdefault(r.task, {}).setdefault(key(r), []).append(r)
+    return out
+
+
+def task_scores(records: Iterable[TrialRecord], key: Callable[[TrialRecord], str]) -> dict[str, dict[str, float]]:
+    """Task → entry → mean over its counted trials of the normalized score, an invalid trial counting 0.
+
+    A valid trial without a normalized score is left out; an entry with no value left has no score on
+    the task (and takes no part in that task's comparisons).
+    """
+    scores: dict[str, dict[str, float]] = {}
+    for task, row in _cells(records, key).items():
+        for entry, rs in row.items():
+            values = [float(r.normalized) if r.valid else 0.0 for r in rs if not r.valid or r.normalized is not None]
+            if values and any(r.normalized is not None for rr in row.values() for r in rr):
+                scores.setdefault(task, {})[entry] = sum(values) / len(values)
+    return scores
+
+
+def pass_at_k_rows(records: Iterable[TrialRecord], key: Callable[[TrialRecord], str]) -> list[list]:
+    rows = []
+    for task, row in sorted(_cells(records, key).items()):
+        for entry, rs in sorted(row.items()):
+            n, c = len(rs), sum(1 for r in rs if r.valid)
+            rows.append([task, entry, n, c, *[_fmt(pass_at_k(n, c, k)) for k in PASS_AT_K]])
+    return rows
+
+
+def medal_rows(records: Iterable[TrialRecord], key: Callable[[TrialRecord], str]) -> list[list]:
+    """Any-medal and gold rates on tasks graded against a Kaggle board (some trial has a percentile)."""
+    rows = []
+    for task, row in sorted(_cells(records, key).items()):
+        if not any(r.percentile is not None for rs in row.values() for r in rs):
+            continue   # no leaderboard: no medals to win
+        for entry, rs in sorted(row.items()):
+            n = len(rs)
+            medal = sum(1 for r in rs if r.medal in MEDALS)
+            gold = sum(1 for r in rs if r.medal == "gold")
+            rows.append([task, entry, n, f"{medal}/{n} {wilson_interval(medal, n).format()}",
+                         f"{gold}/{n} {wilson_interval(gold, n).format()}"])
+    return rows
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _rating_rows(ratings: list[Rating], names: dict[str, str]) -> list[list]:
+    return [[names.get(r.player, r.player), f"{r.estimate:+.0f}", f"[{r.low:+.0f}, {r.high:+.0f}]",
+             f"{r.wins:g}/{r.games}"] for r in ratings]
+
+
+def cd_diagram_svg(result: FriedmanResult, names: dict[str, str] | None = None) -> str | None:
+    """Demšar's critical-difference diagram: mean ranks on an axis, groups within the Nemenyi CD joined."""
+    if result.critical_difference is None or not result.mean_ranks:
+        return None
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = names or {}
+    k = len(result.planners)
+    ordered = sorted(result.mean_ranks.items(), key=lambda kv: kv[1])
+    fig, ax = plt.subplots(figsize=(7.5, 1.2 + 0.32 * k))
+    ax.set_xlim(0.6, k + 0.4)
+    ax.set_ylim(-(k // 2 + 2.5), 2.2)
+    ax.axis("off")
+    ax.hlines(0, 1, k, color="black", lw=1)
+    for rank in range(1, k + 1):
+        ax.vlines(rank, 0, 0.15, color="black", lw=1)
+        ax.text(rank, 0.3, str(rank), ha="center", va="bottom", fontsize=9)
+    cd = result.critical_difference
+    ax.hlines(1.3, 1, 1 + cd, color="firebrick", lw=2)
+    ax.text(1 + cd / 2, 1.45, f"CD = {cd:.2f} (Nemenyi, α={result.alpha})", ha="center", va="bottom", fontsize=8)
+    half = (k + 1) // 2
+    for i, (player, rank) in enumerate(ordered):
+        label = f"{names.get(player, player)} ({rank:.2f})"
+        left = i < half
+        y = -(i + 1) * 0.6 if left else -(k - i) * 0.6
+        x_text = 0.65 if left else k + 0.35
+        ax.plot([rank, rank, x_text], [0, y, y], color="black", lw=0.8)
+        ax.text(x_text, y + 0.05, label, ha="left" if left else "right", va="bottom", fontsize=8)
+    # Groups: maximal runs of planners whose mean ranks lie within the CD of each other.
+    groups, level = [], 0
+    for i in range(k):
+        j = i
+        while j + 1 < k and ordered[j + 1][1] - ordered[i][1] <= cd:
+            j += 1
+        if j > i and not any(g[0] <= i and j <= g[1] for g in groups):
+            groups.append((i, j))
+    for i, j in groups:
+        y = -0.25 - 0.18 * level
+        ax.hlines(y, ordered[i][1] - 0.03, ordered[j][1] + 0.03, color="steelblue", lw=3)
+        level += 1
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg", bbox_inches="tight")
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def _friedman_text(result: FriedmanResult, names: dict[str, str]) -> list[str]:
+    n, k = len(result.tasks), len(result.planners)
+    if result.statistic is None:
+        return [f"Friedman test: not run (needs ≥ 3 planners and ≥ 2 tasks where all have a score; have {k} "
+                f"and {n})."]
+    ranks = ", ".join(f"{names.get(p, p)} {r:.2f}" for p, r in sorted(result.mean_ranks.items(), key=lambda kv: kv[1]))
+    sig = result.significant_pairs()
+    pairs = "; ".join(f"{names.get(a, a)} vs {names.get(b, b)} (p={result.posthoc[(a, b)]:.3f})" for a, b in sig)
+    return [f"Friedman test over {n} task(s) × {k} planners (scipy.stats.friedmanchisquare on the per-task "
+            f"normalized scores): χ² = {result.statistic:.2f}, p = {result.p_value:.3g}. Mean ranks (1 = best): "
+            f"{ranks}. Nemenyi critical difference at α = {result.alpha}: {result.critical_difference:.2f}.",
+            "Post-hoc: Wilcoxon signed-rank per pair (scipy.stats.wilcoxon), Holm-adjusted: "
+            + (f"pairs differing at α = {result.alpha}: {pairs}." if sig else
+               f"no pair differs at α = {result.alpha}" + (f" (with {n} tasks the smallest possible two-sided "
+                                                           "Wilcoxon p is "
+                                                           f"{2 / 2 ** n:.3f} before adjustment)." if n < 10 else "."))]
+
+
+def _sections(records: list[TrialRecord], key, seed: int, names: dict[str, str]):
+    scores = task_scores(records, key)
+    ratings = bradley_terry_ratings(scores, seed=seed)
+    result = friedman_test(scores)
+    return scores, ratings, result
+
+
+RATING_NOTE = ("Bradley-Terry rating on the Elo scale (400 points = 10:1 odds; mean 0), fitted to per-task pairwise "
+               "outcomes: on each task the planner with the higher mean normalized score wins the pair, equal "
+               "scores tie. 95 % interval: bootstrap over tasks (1,000 resamples), so it reflects which tasks were "
+               "drawn; with few tasks it is wide.")
+
+
+def ranking_markdown(records: Iterable[TrialRecord], key: Callable[[TrialRecord], str] | None = None, seed: int = 0,
+                     names: dict[str, str] | None = None, cd_link: str | None = None) -> tuple[str, str | None]:
+    """The ranking section in markdown, and the CD diagram as SVG text (None when it cannot be drawn)."""
+    records = counted_records(records)
+    key = key or entry_key(records)
+    names = names or {}
+    scores, ratings, result = _sections(records, key, seed, names)
+    ks = [f"pass@{k}" for k in PASS_AT_K]
+    lines = ["## Ranking across tasks", "",
+             f"Computed over {len(records)} counted trial(s) on {len(scores)} task(s).", "",
+             "### pass@k", "",
+             "Unbiased estimator 1 − C(n−c, k)/C(n, k) over a cell's n counted trials with c valid; '-' where k > n.",
+             "", tabulate(pass_at_k_rows(records, key), headers=["task", "planner", "n", "valid", *ks],
+                          tablefmt="github"), ""]
+    medals = medal_rows(records, key)
+    lines += ["### Medals", ""]
+    lines += ([tabulate(medals, headers=["task", "planner", "n", "any medal [95 % CI]", "gold [95 % CI]"],
+                        tablefmt="github"), "", "Tasks graded against a bundled Kaggle leaderboard only."]
+              if medals else ["No task in these records has a leaderboard, so no medals."])
+    lines += ["", "### Rating", "", RATING_NOTE, ""]
+    lines += [tabulate(_rating_rows(ratings, names), headers=["planner", "rating", "95 % CI", "wins/games"],
+                       tablefmt="github")] if ratings else ["No scores to rate."]
+    lines += ["", "### Friedman test and critical-difference diagram", ""] + _friedman_text(result, names)
+    figure = cd_diagram_svg(result, names)
+    if figure is not None and cd_link:
+        lines += ["", f"![critical-difference diagram]({cd_link})"]
+    return "\n".join(lines), figure
+
+
+def ranking_html(records: Iterable[TrialRecord], seed: int = 0) -> str:
+    """The same section for the HTML report, the CD diagram inline."""
+    text, figure = ranking_markdown(records, seed=seed)
+    blocks = []
+    for part in text.split("\n\n"):
+        if part.startswith("### "):
+            blocks.append(f"<h3>{html.escape(part[4:])}</h3>")
+        elif part.startswith("## "):
+            blocks.append(f"<h2>{html.escape(part[3:])}</h2>")
+        elif part.startswith("|"):
+            rows = [[c.strip() for c in line.strip("|").split("|")] for line in part.splitlines()
+                    if not set(line) <= set("|-: ")]
+            head = "".join(f"<th>{html.escape(c)}</th>" for c in rows[0])
+            body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows[1:])
+            blocks.append(f"<table><tr>{head}</tr>{body}</table>")
+        else:
+            blocks.append(f"<p>{html.escape(part)}</p>")
+    if figure is not None:
+        blocks.append(f"<div class='plots'>{figure}</div>")
+    return "".join(blocks)
