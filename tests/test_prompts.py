@@ -180,9 +180,9 @@ def test_context_option_reaches_the_trial_config_and_bad_values_are_named():
     from pytest_mltb.options import OPTIONS, Settings
 
     option = next(opt for opt in OPTIONS if opt.name == "context")
-    assert option.env == "MLTB_CONTEXT" and option.convert("trimmed") == "trimmed"
-    with pytest.raises(ValueError, match="context: expected one of full, trimmed"):
-        option.convert("half")
+    assert option.env == "MLTB_CONTEXT" and option.parse("trimmed", "--context") == "trimmed"
+    with pytest.raises(ValueError, match="--context: 'half' is not allowed: expected one of full, trimmed"):
+        option.parse("half", "--context")
     defaults = {opt.name: opt.default for opt in OPTIONS}
     assert trial_config(Settings(defaults), "react", "sim", 0).context == "full"
     assert trial_config(Settings({**defaults, "context": "trimmed"}), "react", "sim", 0).context == "trimmed"

@@ -1,6 +1,6 @@
 """Agent K over tool calls: the ten stages as a scaffold, each with a unit test, retried until it passes.
 
-The scaffold walks the ten stages of :data:`mltb_core.planners.rewards.STAGES` in order. A stage's
+The scaffold walks the ten stages of :data:`mltb_core.planners.rewards.REWARD_STAGES` in order. A stage's
 unit test is its stage check (``rewards.advance``: e.g. "no missing values", "a fitted model with a
 CV score"); the model is asked for calls, with the stage, its test and the test's last result in the
 request, and only the stage's tools offered (tool masking, on by default), until the test passes or
@@ -22,7 +22,7 @@ from typing import Any
 from mltb_core.llm import prompts
 from mltb_core.planners.base import Planner, SearchResult, register
 from mltb_core.planners.masking import subtask_tools
-from mltb_core.planners.rewards import STAGES, Stage
+from mltb_core.planners.rewards import REWARD_STAGES, Stage
 from mltb_core.planners.tree import Node
 
 __all__ = ["AgentK", "remember", "memory_notes", "MEMORY_NOTES"]
@@ -109,7 +109,7 @@ class AgentK(Planner):
 
     def search(self) -> SearchResult:
         node = self.ep.root
-        for stage in STAGES:
+        for stage in REWARD_STAGES:
             node, attempts = self.run_stage(stage, node)
             if node.progress.stage < stage.number:
                 return SearchResult(self.ep.best, f"unit test of stage {stage.number} ({stage.name}) failed "
