@@ -160,6 +160,8 @@ class TrialConfig:
     feedback: bool | None = None
     tool_masking: bool | None = None
     decomposition: bool | None = None
+    # state-aware JSON schema per LLM call (toolkit/constraints.py); None = on for local models only
+    constrained_calls: bool | None = None
     # which tools the model is offered: "paper" (the paper's Table 9 toolset) or "extended" (adds helpers
     # such as create_submission); see registry.TOOLSETS
     toolset: str = DEFAULT_TOOLSET
@@ -202,8 +204,14 @@ class TrialConfig:
     def config_hash(self) -> str:
         """Hash of the knobs shared by all trials of a configuration (not planner/model/trial/cache)."""
         data = {k: v for k, v in self.to_dict().items()
-                if k not in ("planner", "model", "trial", "llm_cache", "threads")}
+                if k not in ("planner", "model", "trial", "llm_cache", "threads")
+                and not (k in _HASHED_WHEN_SET and v is None)}
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
+
+
+# Fields added after results were recorded: hashed only when set, so the hashes of earlier runs
+# (resume, baselines) stay valid while a run that sets them gets a hash of its own.
+_HASHED_WHEN_SET = frozenset({"constrained_calls"})
 
 
 class EnvironmentValueError(ValueError):

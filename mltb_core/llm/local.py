@@ -39,6 +39,7 @@ from mltb_core.llm.base import InfraError
 from mltb_core.llm.cache import ResponseCache, default_cache_dir
 from mltb_core.llm.openai_backend import OpenAIBackend
 from mltb_core.llm.prices import FREE
+from mltb_core.toolkit.constraints import OBJECT_NAME
 
 __all__ = ["LocalBackend", "LocalServer", "LocalModelUnavailable", "LocalServerError", "default_model_path",
            "INSTALL_HINT", "process_server", "release_process_servers", "worker_servers", "current_partition"]
@@ -381,14 +382,12 @@ def tool_catalogue(tools: list[dict[str, Any]], detail_budget: int = CATALOGUE_D
 def call_schema(tools: list[dict[str, Any]]) -> dict[str, Any]:
     """JSON schema of one paper-format call to one of ``tools`` (becomes a llama.cpp grammar)."""
     names = [t.get("function", t)["name"] for t in tools]
-    # Object names are identifiers: without this a tiny model rambles inside a string until max_tokens.
-    object_name = {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"}
     return {"type": "object", "properties": {
         "tool_name": {"type": "string", "enum": names},
         "tool_args": {"type": "object", "properties": {
-            "bindings": {"type": "object", "additionalProperties": object_name},
+            "bindings": {"type": "object", "additionalProperties": OBJECT_NAME},
             "func_kwargs": {"type": "object"},
-            "output": object_name},
+            "output": OBJECT_NAME},
             "required": ["bindings", "func_kwargs", "output"]}},
         "required": ["tool_name", "tool_args"]}
 
@@ -432,7 +431,9 @@ def chatml_messages(messages: list[dict[str, Any]], tools: list[dict[str, Any]])
 class LocalBackend(OpenAIBackend):
     """SmolLM2 (or ``model_path``) through the shared llama.cpp server; free, ``supports_n=False``.
 
-    ``constrained=False`` sends the chat untouched with native ``tools`` and no grammar.
+    ``constrained=False`` sends the chat untouched with native ``tools`` and no grammar. Constrained,
+    the reply follows the state-aware call schema when the episode sends one (TrialConfig's
+    ``constrained_calls``, on by default here), else :func:`call_schema` (any offered tool name).
     ``keep_server`` (default) keeps this process's server reference after ``close`` until the process
     exits (:func:`release_process_servers`), so the next trial finds the server and its prefix warm.
     ``base_url`` points at an already running OpenAI-compatible server (no LocalServer then).
@@ -474,13 +475,16 @@ class LocalBackend(OpenAIBackend):
             self.base_url = self.server.acquire()  # started lazily: building a backend stays cheap
         return super().client
 
+    constrains_by_default = True
+
     def _request(self, messages: list[dict], tools: list[dict], n: int, temperature: float,
-                 seed: int | None) -> dict[str, Any]:
+                 seed: int | None, schema: dict[str, Any] | None = None) -> dict[str, Any]:
         if not self.constrained:
-            return super()._request(messages, tools, n, temperature, seed)
+            return super()._request(messages, tools, n, temperature, seed, schema)
+        # The catalogue of every offered tool stays in the prompt (a stable prefix); the schema narrows the reply.
         kwargs = super()._request(chatml_messages(messages, tools), [], n, temperature, seed)
         if tools:
-            kwargs["response_format"] = {"type": "json_object", "schema": call_schema(tools)}
+            kwargs["response_format"] = {"type": "json_object", "schema": schema or call_schema(tools)}
         return kwargs
 
     def close(self) -> None:

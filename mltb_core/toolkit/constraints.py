@@ -72,6 +72,22 @@ def readable_files(*roots: Path | None) -> list[str]:
     return list(names)[:MAX_FILES]
 
 
+# llama-cpp-python's grammar converter needs an item schema for every array (an empty one fails).
+_SCALAR: dict[str, Any] = {"anyOf": [{"type": "string"}, {"type": "number"}, {"type": "boolean"}]}
+
+
+def _with_array_items(schema: Any) -> Any:
+    """``schema`` with a scalar item schema on arrays that have none (JSON-schema equivalent enough)."""
+    if isinstance(schema, list):
+        return [_with_array_items(part) for part in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: _with_array_items(v) if k not in ("enum", "const") else v for k, v in schema.items()}
+    if out.get("type") == "array" and not out.get("items"):
+        out["items"] = _SCALAR
+    return out
+
+
 def _restrict_strings(schema: dict[str, Any], values: list[str]) -> dict[str, Any]:
     """``schema`` with every string leaf turned into an enum of ``values`` (arrays keep their shape)."""
     if schema == {}:
@@ -121,7 +137,7 @@ def _tool_branches(tool: Tool, pad: Scratchpad, files: list[str]) -> list[dict[s
         kw_required = []
         for param in tool.value_params:
             p = sig.parameters[param]
-            prop = dict(_json_schema(hints.get(param, p.annotation)) or {})
+            prop = _with_array_items(dict(_json_schema(hints.get(param, p.annotation)) or {}))
             owner = _column_owner(tool, param, frame_params)
             if owner is not None and columns_of[owner]:
                 prop = _restrict_strings(prop, columns_of[owner])
