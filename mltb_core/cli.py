@@ -309,7 +309,7 @@ _RUN_BUDGETS = {"max_iterations": "search iterations / ReAct steps", "max_depth"
                 "expansion_k": "candidates proposed per expansion", "exploration": "UCT exploration weight",
                 "max_llm_calls": None, "max_tokens": None, "max_cost": "dollar budget",
                 "max_seconds": "wall-time budget", "threads": None, "max_features": None, "temperature": None}
-_RUN_SWITCHES = ("reward_shaping", "feedback", "tool_masking", "decomposition")
+_RUN_SWITCHES = ("reward_shaping", "feedback", "tool_masking", "decomposition", "constrained_calls")
 
 
 def _check_model(model: str) -> None:

@@ -82,6 +82,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("feedback", "stage feedback to the model on/off", _bool, switch=True),
     Option("tool_masking", "tool masking on/off (default: the planner's own)", _bool, switch=True),
     Option("decomposition", "subtask decomposition on/off (default: the planner's own)", _bool, switch=True),
+    Option("constrained_calls", "state-aware constrained calls on/off (default: on for local models)", _bool,
+           switch=True),
     Option("llm_cache", "on-disk LLM response cache on/off", _bool, True, switch=True),
     Option("out", "run directory (default mltb-runs/<timestamp>, or the newest one with --resume)",
            flag_name="--mltb-out"),
