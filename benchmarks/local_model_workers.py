@@ -91,7 +91,9 @@ def describe(label: str, results: list[dict]) -> tuple[float, Figure]:
     per_worker = "; ".join(f"worker {r['worker']}: cold {r['cold']:.1f} s, warm "
                            f"{', '.join(f'{s:.1f}' for s in r['warm'])} s ({r['prompt_tokens']} prompt tokens, "
                            f"{r['threads']} prompt threads)" for r in results)
-    return median, Figure(f"warm call, {label}", f"{median:.2f} s median over {len(warm)} calls", note=per_worker)
+    figure = Figure(f"warm call, {label}", f"{median:.2f} s median over {len(warm)} calls", note=per_worker)
+    print(f"{figure.name}: {figure.value} - {figure.note}", flush=True)  # each phase as soon as it is measured
+    return median, figure
 
 
 def main() -> None:
