@@ -61,7 +61,9 @@ def test_bindings_name_existing_objects_of_the_right_kind():
 
 def test_tools_whose_inputs_do_not_exist_are_not_offered():
     empty = call_schema(PAPER, Scratchpad(), ["train.csv", "test.csv"])
-    assert sorted(b["properties"]["tool_name"]["const"] for b in empty["anyOf"]) == ["load_model", "read_data"]
+    assert [b["properties"]["tool_name"]["const"] for b in empty["anyOf"]] == ["read_data"]  # no model file yet
+    [load] = branches(call_schema(PAPER, Scratchpad(), ["train.csv", "model.pkl"]), "load_model")
+    assert load["properties"]["func_kwargs"]["properties"]["filepath"] == {"enum": ["model.pkl"]}
     frames_only = call_schema(PAPER, Scratchpad(objects={"df": pd.DataFrame({"a": [1]})}), [])
     names = {b["properties"]["tool_name"]["const"] for b in frames_only["anyOf"]}
     assert "fillna_with_median" in names and "predict_target" not in names and "fit_xgboost_classifier" not in names
@@ -117,7 +119,7 @@ def test_file_arguments_name_readable_files(tmp_path):
     assert files == ["model.pkl", "test.csv", "train.csv"]
     schema = call_schema(PAPER, state(), files)
     [read] = branches(schema, "read_data")
-    assert read["properties"]["func_kwargs"]["properties"]["filepath"] == {"enum": files}
+    assert read["properties"]["func_kwargs"]["properties"]["filepath"] == {"enum": ["test.csv", "train.csv"]}
     [write] = branches(schema, "save_model")  # a file to be written does not exist yet: any name
     assert write["properties"]["func_kwargs"]["properties"]["filepath"] == {"type": "string"}
 

@@ -11,7 +11,8 @@ refer to):
   parameter is a model: see :func:`object_accepts`);
 - column arguments (:data:`COLUMN_PARAMS`) are restricted to the columns of the frame they refer to;
 - a ``filepath`` read by a tool that takes no objects (``read_data``, ``load_model``) is one of the
-  readable files; other values keep the type their signature gives (numbers, booleans, enums).
+  readable files of a kind that tool opens (:data:`READ_SUFFIXES`), and the tool is not offered
+  when there is none; other values keep the type their signature gives (numbers, booleans, enums).
 
 Only what exists goes in: no task knowledge (the target is in a schema only as a column of a bound
 frame). llama.cpp turns the schema into a grammar; OpenAI servers get the per-tool argument schemas
@@ -30,6 +31,8 @@ import pandas as pd
 
 from mltb_core.toolkit.registry import Tool, _json_schema
 from mltb_core.toolkit.scratchpad import Scratchpad
+from mltb_core.toolkit.tools.evaluation import PICKLE_SUFFIXES
+from mltb_core.toolkit.tools.loading import _READERS
 
 __all__ = ["call_schema", "arguments_by_tool", "object_accepts", "readable_files", "COLUMN_PARAMS",
            "OBJECT_NAME", "MAX_FRAME_BRANCHES", "MAX_FILES"]
@@ -47,6 +50,11 @@ COLUMN_PARAMS: dict[str, str | None] = {
 # One branch per choice of the bound frame(s) up to this many; past it the columns of every candidate frame.
 MAX_FRAME_BRANCHES = 8
 MAX_FILES = 50          # readable files offered (the data directory holds a handful)
+# The file kinds each file-reading tool opens (its own checks): a CSV is never offered to load_model.
+READ_SUFFIXES: dict[str, tuple[str, ...]] = {
+    "read_data": tuple(s for s in _READERS if s != ".gz") + (".csv.gz", ".tsv.gz"),
+    "load_model": PICKLE_SUFFIXES,
+}
 _MODEL_PARAMS = ("model",)  # untyped (Any) parameters that take a fitted estimator
 
 
@@ -141,8 +149,11 @@ def _tool_branches(tool: Tool, pad: Scratchpad, files: list[str]) -> list[dict[s
             owner = _column_owner(tool, param, frame_params)
             if owner is not None and columns_of[owner]:
                 prop = _restrict_strings(prop, columns_of[owner])
-            elif param == "filepath" and not tool.object_params and files:
-                prop = {"enum": files}
+            elif param == "filepath" and not tool.object_params:
+                readable = [f for f in files if f.lower().endswith(READ_SUFFIXES.get(tool.name, ("",)))]
+                if not readable:
+                    return []  # nothing this tool could open exists
+                prop = {"enum": readable}
             kwargs[param] = prop
             if p.default is inspect.Parameter.empty:
                 kw_required.append(param)
