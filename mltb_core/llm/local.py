@@ -55,6 +55,10 @@ DEFAULT_GENERATION_THREADS = 1
 # past this many characters each tool gets one short line instead.
 CATALOGUE_DETAIL_BUDGET = 4000
 SUMMARY_CHARS = 60
+# A live server that does not answer /v1/models within this many seconds is replaced as wedged. Not
+# less: on a loaded 2-core box a server busy with a long prompt took over 2 s to answer, and a joining
+# process that killed it as wedged broke the trials of every other user mid-call.
+WEDGED_AFTER = 30.0
 
 
 class LocalModelUnavailable(RuntimeError):
@@ -241,7 +245,7 @@ class LocalServer:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         with self._lock:
             state = self._read_state()
-            if state and _pid_alive(state["pid"]) and _ready(state["port"]):
+            if state and _pid_alive(state["pid"]) and _ready(state["port"], timeout=WEDGED_AFTER):
                 # Users are tracked by pid, so references of killed runs don't keep the server forever.
                 state["users"] = _live_users(state) + [os.getpid()]
             else:
