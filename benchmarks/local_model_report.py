@@ -187,6 +187,8 @@ def write_report(out: Path, report: Path, args: argparse.Namespace) -> str:
               "parse* = replies that gave a tool call; *tool calls that execute* = executed calls that "
               "returned without error; *replies that execute* = the same over every reply; *LLM calls/s* = LLM "
               "calls over summed trial wall time.", "", "## Per cell: where the trials stop", ""] + details
+    if args.notes:
+        lines += ["## Notes", "", Path(args.notes).read_text().strip(), ""]
     text = "\n".join(lines) + "\n"
     report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text(text)
@@ -202,6 +204,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("/tmp/mltb-local-model-report"))
     parser.add_argument("--report", type=Path, default=ROOT / "reports" / "local-model.md")
     parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--notes", type=Path, help="markdown appended under 'Notes' (figures measured by hand)")
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
