@@ -43,13 +43,14 @@ def worker(index: int, workers: int, trials: int, budget: int, max_seconds: floa
     from mltb_core.runner.trial import run_trial
 
     task = get_task(TASK)
+    done = {(r["record"]["planner"], r["constrained"], r["record"]["trial"]) for r in load_rows(out)}
     # Held here for the whole run: the trials' solver processes join it and find the prefix warm.
     server = LocalServer(default_model_path())
     server.acquire()
     try:
         for number, (planner, constrained, trial) in enumerate(jobs(trials)):
-            if number % workers != index:
-                continue
+            if number % workers != index or (planner, constrained, trial) in done:
+                continue  # another worker's, or already recorded by an earlier (interrupted) run
             config = TrialConfig(planner=planner, model="local", trial=trial, max_llm_calls=budget,
                                  max_seconds=max_seconds, constrained_calls=constrained, llm_cache=False)
             start = time.monotonic()
