@@ -227,6 +227,10 @@ class TrialConfig:
     tool_masking: bool | None = option(None, "tool masking on/off", switch=True, unset_text=_PLANNERS_OWN)
     decomposition: bool | None = option(None, "subtask decomposition on/off", switch=True,
                                         unset_text=_PLANNERS_OWN)
+    # state-aware JSON schema per LLM call (toolkit/constraints.py); None = on for local models only
+    constrained_calls: bool | None = option(None, "state-aware constrained tool calls (a per-node JSON schema: "
+                                                  "existing objects, columns and files only)", switch=True,
+                                            unset_text="on for local models, off otherwise")
     # which tools the model is offered; see registry.TOOLSETS
     toolset: str = option(DEFAULT_TOOLSET, "tools offered to the model: 'paper' is the paper's Table 9 set, "
                                            "'extended' adds helpers such as create_submission",

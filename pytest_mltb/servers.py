@@ -5,7 +5,7 @@ __all__ = ["LocalServers"]
 
 
 class LocalServers:
-    """Hold the shared llama.cpp server for the whole run when a ``local`` model is selected.
+    """Hold the llama.cpp servers for the whole run when a ``local`` model is selected (one per xdist worker).
 
     LocalServer is refcounted through a state file, so the workers' backends join this server instead
     of starting and stopping one per trial; the last release stops it. A failure to start is not fatal
@@ -16,16 +16,17 @@ class LocalServers:
         self.held: list = []
         self.errors: list[str] = []
 
-    def start(self, models) -> None:
+    def start(self, models, workers: int = 0) -> None:
+        """Start (or join) the servers: one per xdist worker (``workers`` > 0), each with its share of the
+        cores, so every worker keeps its own warm prompt prefix; one without xdist."""
         from mltb_core.llm.backends import parse_model
 
         local = sorted({ref.arg for ref in map(parse_model, models) if ref.kind == "local"})
         if not local:
             return
-        from mltb_core.llm.local import LocalServer, default_model_path
+        from mltb_core.llm.local import default_model_path, worker_servers
 
-        for path in local:
-            server = LocalServer(path or default_model_path())
+        for path, server in [(p, s) for p in local for s in worker_servers(p or default_model_path(), workers)]:
             try:
                 server.acquire()
             except Exception as exc:  # noqa: BLE001 - reported, and every trial will say it again

@@ -84,7 +84,9 @@ class Controller:
             from mltb_core.runner.trial import write_prompts
 
             write_prompts(self.run_dir)  # the exact prompts travel with the results
-            self.servers.start(plan.models)
+            dist = getattr(self.config.option, "dist", "no")
+            workers = len(self.config.option.tx or ()) if dist != "no" else 0
+            self.servers.start(plan.models, workers)
 
     def validate(self) -> None:
         """Usage errors for names and files the user gave, before collection (defaults are valid by

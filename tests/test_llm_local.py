@@ -15,7 +15,8 @@ from fake_openai_server import FakeOpenAIServer, content_reply
 from mltb_core.llm import make_backend
 from mltb_core.llm.local import (DEFAULT_MAX_TOKENS, LocalBackend, LocalModelUnavailable, LocalServer,
                                  LocalServerError, _pid_alive, _ready, call_schema, chatml_messages,
-                                 llama_server_command, release_process_servers, tool_catalogue)
+                                 llama_server_command, release_process_servers, tool_catalogue,
+                                 worker_servers)
 
 FAKE_SERVER = Path(__file__).with_name("fake_openai_server.py")
 TOOLS = [{"type": "function", "function": {
@@ -259,3 +260,27 @@ def test_a_user_killed_without_releasing_does_not_keep_the_server_alive(model_fi
     assert server.state()["users"] == [os.getpid()]      # ...and the dead user's reference is gone
     server.release()
     assert server.state() is None and not _pid_alive(state["pid"])
+
+
+def test_each_xdist_worker_gets_its_own_server_with_its_share_of_the_cores(model_file, tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+    servers = []
+    for worker in ("gw0", "gw1"):
+        monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
+        servers.append(LocalServer(model_file, cache_dir=tmp_path, command=fake_command, n_threads_batch=None))
+    first, second = servers
+    assert first.state_path != second.state_path
+    cores = len(os.sched_getaffinity(0))
+    assert first.n_threads_batch == second.n_threads_batch == max(cores // 2, 1)
+    # The controller's pre-started servers are the ones the workers join.
+    assert [s.state_path for s in worker_servers(model_file, 2, cache_dir=tmp_path)] == [first.state_path,
+                                                                                         second.state_path]
+    assert worker_servers(model_file, 0, cache_dir=tmp_path)[0].n_threads_batch == cores
+    try:
+        first.acquire()
+        second.acquire()
+        assert first.port != second.port and first.state()["pid"] != second.state()["pid"]
+    finally:
+        first.release()
+        second.release()
+    assert first.state() is None and second.state() is None

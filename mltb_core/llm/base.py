@@ -120,6 +120,11 @@ class LLMBackend:
 
     name: str = "base"
     synthetic: bool = False
+    # Whether _generate takes a ``call_schema`` (the JSON schema of the next call, see
+    # toolkit/constraints.py); other backends ignore the schema. ``constrains_by_default``: whether
+    # TrialConfig.constrained_calls=None means on (the embedded model, which cannot do without).
+    accepts_call_schema: bool = False
+    constrains_by_default: bool = False
 
     def __init__(self, name: str | None = None, *, cache: ResponseCache | None = None, seed: int = 0) -> None:
         if name is not None:
@@ -129,21 +134,29 @@ class LLMBackend:
         self.usage = Usage()
 
     def complete(self, messages: list[dict], tools: list[dict], n: int = 1, temperature: float = 0.7,
-                 seed: int | None = None) -> LLMResponse:
-        """Propose ``n`` candidate next steps for the chat ``messages`` given the tool schemas ``tools``."""
+                 seed: int | None = None, call_schema: dict | None = None) -> LLMResponse:
+        """Propose ``n`` candidate next steps for the chat ``messages`` given the tool schemas ``tools``
+        (and, for backends that accept one, the JSON schema ``call_schema`` a reply must follow)."""
         if n < 1:
             raise ValueError(f"n must be at least 1, got {n}")
+        if not self.accepts_call_schema:
+            call_schema = None
         key = None
         if self.cache is not None:
             start = time.perf_counter()
-            key = self.cache.key(self.name, messages, tools, n, temperature, seed, self.seed)
+            # The schema changes the reply; folded into the tools so keys without one stay as they were.
+            keyed_tools = tools if call_schema is None else [*tools, {"call_schema": call_schema}]
+            key = self.cache.key(self.name, messages, keyed_tools, n, temperature, seed, self.seed)
             hit = self.cache.get(key)
             if hit is not None:
                 hit.usage = hit.usage.as_cached(time.perf_counter() - start)
                 hit.cached = True
                 self.usage = self.usage + hit.usage
                 return hit
-        response = self._generate(messages, tools, n, temperature, seed)
+        if call_schema is None:
+            response = self._generate(messages, tools, n, temperature, seed)
+        else:
+            response = self._generate(messages, tools, n, temperature, seed, call_schema=call_schema)
         self.usage = self.usage + response.usage
         if key is not None:
             self.cache.put(key, response)

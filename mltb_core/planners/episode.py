@@ -17,6 +17,7 @@ from typing import Any
 from mltb_core.llm import prompts
 from mltb_core.config import TrialConfig
 from mltb_core.llm.base import Candidate, LLMBackend, Usage
+from mltb_core.toolkit.constraints import call_schema, readable_files
 from mltb_core.toolkit.registry import REGISTRY, ToolContext, ToolRegistry, execute
 from mltb_core.planners.rewards import StageContext, advance, check_submission, read_submission_snapshot
 from mltb_core.toolkit.scratchpad import Scratchpad, describe_columns, describe_object
@@ -77,6 +78,9 @@ class Episode:
             self._schemas = {name: prompts.compact_schema(s) for name, s in self._schemas.items()}
         # First system message of every request: depends on the task and the toolset only (stable prefix).
         self.preamble = prompts.shared_preamble(self.task_prompt, list(self._schemas.values()))
+        # State-aware constrained calls (toolkit/constraints.py): unset means the backend's default.
+        self.constrained = (config.constrained_calls if config.constrained_calls is not None
+                            else llm.constrains_by_default)
         self.root = Node(Scratchpad())
         self.best: Node = self.root   # furthest stage reached so far (ties: the shallower)
 
@@ -137,14 +141,21 @@ class Episode:
         """Ask the model for ``n`` candidate next steps from ``node`` (one budgeted LLM request)."""
         self.budget.check(self.usage)
         allowed = list(allowed) if allowed is not None else None
+        schema = self.call_schema(node, allowed) if self.constrained else None
         response = self.llm.complete(self.messages(node, system, extra), self.tool_schemas(allowed), n=n,
-                                     temperature=self.config.temperature)
+                                     temperature=self.config.temperature, call_schema=schema)
         self.usage = self.usage + response.usage
-        self.trajectory.write("llm_call", node_id=node.id, purpose="propose", n=n,
+        self.trajectory.write("llm_call", node_id=node.id, purpose="propose", n=n, constrained=schema is not None,
                               candidates=[{"text": c.text[:300], "tool_calls": [t.to_dict() for t in c.tool_calls],
                                            "error": c.error} for c in response.candidates],
                               usage=response.usage.to_dict())
         return response.candidates
+
+    def call_schema(self, node: Node, allowed: Iterable[str] | None = None) -> dict[str, Any] | None:
+        """The JSON schema of a call from ``node``: only tools, objects, columns and files that exist there."""
+        allowed = set(allowed) if allowed is not None else None
+        tools = [t for t in self.registry if allowed is None or t.name in allowed]
+        return call_schema(tools, node.pad, readable_files(self.tool_ctx.sandbox, self.tool_ctx.data_dir))
 
     def ask(self, node: Node, system: str, request: str, purpose: str) -> str:
         """A plain-text request about the path (LATS evaluation and reflection)."""
