@@ -34,6 +34,24 @@ DEFAULT_TASKS = ("spaceship-titanic,playground-series-s4e1,playground-series-s3e
 WHOLE_SOLUTION = ("automind", "mle_star")
 
 
+KNOBS = {"": ("max_depth", "expansion_k"), "automind": ("num_drafts", "debug_prob", "greedy_prob", "max_debug_depth"),
+         "mle_star": ("refine_iterations",), "agent_k": ("stage_attempts", "agent_memory")}
+
+
+def knob_values() -> dict:
+    """The TrialConfig defaults of the knobs the report names (recorded in the meta file at run time)."""
+    from mltb_core.config import TrialConfig
+
+    config = TrialConfig(planner="react", model="sim")
+    return {name: getattr(config, name) for names in KNOBS.values() for name in names}
+
+
+def _knob_text(meta: dict) -> str:
+    values = meta.get("knobs") or knob_values()
+    return "; ".join((f"{group}: " if group else "") + ", ".join(f"{n} {values[n]}" for n in names)
+                     for group, names in KNOBS.items())
+
+
 def render(records, tasks, planners, meta: dict, cd_path: Path) -> str:
     counted = counted_records(records)
     titles = [po.TITLES.get(p, p) for p in planners]
@@ -85,9 +103,8 @@ def render(records, tasks, planners, meta: dict, cd_path: Path) -> str:
         f"(**n = {meta['seeds']} trials per cell**); {len(records)} trials, {len(records) - len(counted)} "
         "infrastructure error(s) (excluded).",
         f"- Toolset `{meta['toolset']}`. Every planner: `max_llm_calls={meta['max_llm_calls']}`, "
-        f"`max_iterations={meta['max_iterations']}`; other knobs at TrialConfig defaults (max_depth 40, "
-        "expansion_k 3; automind: num_drafts 3, debug_prob 0.5, greedy_prob 0.8, max_debug_depth 3; mle_star: "
-        "refine_iterations 3; agent_k: stage_attempts 4, memory off). Whole-solution planners re-execute "
+        f"`max_iterations={meta['max_iterations']}`; other knobs at TrialConfig defaults ({_knob_text(meta)}). "
+        "Whole-solution planners re-execute "
         "unchanged steps without LLM calls, so at equal LLM calls they run more tool calls (table below).",
         "- Normalized score per task and planner: the mean over its trials of the task's normalized score, an "
         "invalid trial counting 0 (`mltb_core.analysis.results.normalized_values`).",
@@ -148,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         command = "python benchmarks/planner_comparison.py " + " ".join(argv if argv is not None else sys.argv[1:])
         meta = {"command": command.strip(), "wall_seconds": time.time() - start, "jobs": args.jobs, "model": model,
                 "seeds": args.seeds, "toolset": args.toolset, "max_llm_calls": args.max_llm_calls,
-                "max_iterations": args.max_iterations}
+                "max_iterations": args.max_iterations, "knobs": knob_values()}
         meta_path.write_text(json.dumps(meta, indent=1))
     report = render(records, tasks, planners, meta, out.parent / f"{out.name}-cd.svg")
     out.with_suffix(".md").write_text(report)
