@@ -10,14 +10,16 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any
 
+from mltb_core import environment
 from mltb_core.bench.tasks import BOARDS, DEFAULT_BOARD
 from mltb_core.toolkit.registry import DEFAULT_TOOLSET, TOOLSETS
 from mltb_core.llm.backends import DEFAULT_MODEL
+# declared in mltb_core.environment (the lowest layer, so every module can read through it)
+from mltb_core.environment import ENVIRONMENT, EnvironmentVariable
 
 __all__ = ["TrialConfig", "trial_seed", "Range", "OptionValueError", "FIELD_RANGES", "RUN_RANGES",
            "OPTION_FIELDS", "option_range", "parse_option", "check_option", "EnvironmentValueError",
@@ -345,6 +347,9 @@ SESSION_SETTINGS: tuple[Setting, ...] = (
 # Every setting, session ones first; names are unique (a test checks it).
 SETTINGS: tuple[Setting, ...] = SESSION_SETTINGS + TRIAL_SETTINGS
 SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+# Each setting's MLTB_<NAME> is declared with the other variables mltb reads (environment.read refuses others).
+environment.declare_settings(environment.EnvironmentVariable(s.env, s.help, s.default_text, (__name__,))
+                             for s in SETTINGS)
 
 # Derived views for callers that check one number (FIELD_RANGES is keyed by TrialConfig field).
 FIELD_RANGES: dict[str, Range] = {s.field: s.range for s in TRIAL_SETTINGS if s.range is not None}
@@ -380,9 +385,11 @@ def add_settings(add_option: Callable[..., Any], settings: Iterable[Setting], de
 
 
 def read_environment(settings: Iterable[Setting], environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The ``MLTB_*`` variables of ``settings`` that are set (and not empty): the one place they are read."""
-    env = os.environ if environ is None else environ
-    return {s.name: env[s.env] for s in settings if env.get(s.env, "") != ""}
+    """The ``MLTB_*`` variables of ``settings`` that are set (and not empty), read through
+    :func:`mltb_core.environment.read` (``environ``: a mapping to read instead, for callers that have one)."""
+    get = environment.read if environ is None else environ.get
+    values = {s.name: get(s.env) for s in settings}
+    return {name: raw for name, raw in values.items() if raw is not None and raw != ""}
 
 
 def resolve_settings(settings: Iterable[Setting], cli: Mapping[str, Any], env: Mapping[str, str],
@@ -452,7 +459,7 @@ class EnvironmentValueError(ValueError):
 def _check_data_source() -> None:
     from mltb_core.bench.datasources import DATA_SOURCES, SOURCE_ENV
 
-    raw = os.environ.get(SOURCE_ENV, "")
+    raw = environment.read(SOURCE_ENV)
     if raw and raw not in DATA_SOURCES:
         raise ValueError(f"{SOURCE_ENV}={raw!r}: expected one of {', '.join(DATA_SOURCES)}")
 
@@ -478,40 +485,12 @@ def check_environment() -> None:
             raise EnvironmentValueError(f"bad environment variable {exc}") from None
     # every setting's MLTB_* variable too, whichever front end (or subcommand) is running
     for setting in SETTINGS:
-        raw = os.environ.get(setting.env, "")
+        raw = environment.read(setting.env)
         if raw:
             try:
                 setting.parse(raw, setting.env)
             except SettingValueError as exc:
                 raise EnvironmentValueError(f"bad value for {setting.env}={raw!r}: {exc.detail}") from None
-
-
-@dataclass(frozen=True)
-class EnvironmentVariable:
-    """A process-wide ``MLTB_*`` variable that is not a setting (every setting has its own, see Setting.env).
-
-    These are read by the low layers (bench, toolkit, llm) that config.py sits above; this table is
-    where they are listed, with what they mean, so docs and ``mltb --help`` show one list.
-    """
-    name: str
-    meaning: str
-    default: str
-
-
-ENVIRONMENT: tuple[EnvironmentVariable, ...] = (
-    # Two caches, two variables: prepared train/test splits (data) and LLM responses (replies).
-    EnvironmentVariable("MLTB_CACHE", "split cache: prepared train/test splits and downloaded data",
-                        "~/.cache/mltb"),
-    EnvironmentVariable("MLTB_CACHE_DIR", "LLM response cache (distinct from MLTB_CACHE, the split cache; "
-                                          "keep the two apart)", "~/.cache/mltb"),
-    EnvironmentVariable("MLTB_DATA_SOURCE", "override every task's data source: original or kaggle",
-                        "the task spec's source"),
-    EnvironmentVariable("MLTB_PRICES", "price table TOML for openai: models", "fixtures/prices.toml"),
-    EnvironmentVariable("MLTB_TOOL_MEMORY_LIMIT", "memory budget of one trial's tools (0/off: none)", "6 GiB"),
-    EnvironmentVariable("MLTB_LLM_MAX_RETRIES", "retries of a failed OpenAI request", "4"),
-    EnvironmentVariable("MLTB_LLM_TIMEOUT", "seconds per OpenAI request", "60"),
-    EnvironmentVariable("MLTB_LLM_BACKOFF", "base seconds of the retry backoff", "1"),
-)
 
 
 def _optional_fields() -> frozenset[str]:

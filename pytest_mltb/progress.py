@@ -19,7 +19,6 @@ shown until the first record arrives, so sessions without benchmark items print 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 from typing import TYPE_CHECKING, Any
@@ -115,7 +114,9 @@ class ProgressReporter:
         return self.config.pluginmanager.get_plugin("terminalreporter")
 
     def _live(self, terminal) -> bool:
-        return bool(getattr(terminal, "isatty", False)) and not os.environ.get("CI")
+        from mltb_core.environment import read as read_environment
+
+        return bool(getattr(terminal, "isatty", False)) and not read_environment("CI")
 
     def _show(self, record: "TrialRecord | None") -> None:
         terminal = self._terminal()

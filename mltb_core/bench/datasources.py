@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from mltb_core.bench.fixtures import FIXTURES
+from mltb_core.environment import read as read_environment
 
 __all__ = [
     "DATA_DIR", "DATA_SOURCES", "BUILDERS", "DataSourceError", "KaggleUnavailableError", "default_cache_dir",
@@ -61,7 +62,7 @@ def default_cache_dir(cache_dir: Path | str | None = None) -> Path:
     """``cache_dir``, else env ``MLTB_CACHE``, else ``~/.cache/mltb``."""
     if cache_dir is not None:
         return Path(cache_dir).expanduser()
-    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "mltb").expanduser()
+    return Path(read_environment(CACHE_ENV) or Path.home() / ".cache" / "mltb").expanduser()
 
 
 def raw_data_dir(task) -> Path:
@@ -349,7 +350,7 @@ def resolve_source(task, source: str | None = None) -> str:
     ``original`` applies to tasks with an ``original_builder``; other tasks keep their own source (as
     ``bundled`` does for a replica task), so one environment setting can cover a whole run.
     """
-    chosen = source or os.environ.get(SOURCE_ENV) or task.source
+    chosen = source or read_environment(SOURCE_ENV) or task.source
     if chosen not in DATA_SOURCES:
         raise DataSourceError(f"unknown data source {chosen!r} (from {'argument' if source else SOURCE_ENV}); "
                               f"expected {', '.join(DATA_SOURCES)}")

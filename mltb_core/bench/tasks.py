@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from mltb_core.bench.fixtures import FIXTURES
+from mltb_core.environment import read as read_environment
 
 __all__ = [
     "SUBMISSION_FILE", "TASKS_DIR", "PROBLEM_TYPES", "PREDICTIONS", "SOURCES", "KNOWN_METRICS",
@@ -465,7 +466,7 @@ def _scoring(path: Path, raw: Any, metric: str) -> dict[str, Any]:
 
 def _spec_dirs(extra_dirs: Iterable[Path | str]) -> list[Path]:
     """Bundled, then MLTB_TASKS_DIR, then extra dirs; a directory named twice is read once."""
-    env = [p for p in os.environ.get(TASKS_DIR_ENV, "").split(os.pathsep) if p.strip()]
+    env = [p for p in (read_environment(TASKS_DIR_ENV) or "").split(os.pathsep) if p.strip()]
     dirs: dict[Path, Path] = {}
     for directory in [TASKS_DIR, *(Path(p).expanduser() for p in env), *(Path(p).expanduser() for p in extra_dirs)]:
         dirs.setdefault(directory.resolve(), directory)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from mltb_core.environment import read as read_environment
 from mltb_core.llm.base import LLMBackend, UnknownModelError
 
 __all__ = ["ENTRY_POINT_GROUP", "DEFAULT_MODEL", "BackendSpec", "ModelRef", "Preflight", "backend",
@@ -279,7 +280,7 @@ def _as_cache(cache: Any) -> Any:
 
 def custom_openai_base_url() -> str | None:
     """``$OPENAI_BASE_URL`` when it points at a server other than OpenAI's (vLLM, llama.cpp, a proxy)."""
-    url = os.environ.get("OPENAI_BASE_URL", "").strip()
+    url = (read_environment("OPENAI_BASE_URL") or "").strip()
     if not url:
         return None
     from urllib.parse import urlparse
@@ -312,7 +313,7 @@ class OpenAISpec(BackendSpec):
             return FREE, f"openai:{value} has no price; counted at $0 on the custom server {server}"
 
     def preflight(self, value: str) -> list[str]:
-        if os.environ.get("OPENAI_API_KEY") or custom_openai_base_url():
+        if read_environment("OPENAI_API_KEY") or custom_openai_base_url():
             return []
         return ["no API key: set OPENAI_API_KEY (or OPENAI_BASE_URL to an OpenAI-compatible server)"]
 

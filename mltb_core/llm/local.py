@@ -35,6 +35,7 @@ from typing import Any
 
 from filelock import FileLock
 
+from mltb_core.environment import read as read_environment
 from mltb_core.llm.base import InfraError
 from mltb_core.llm.cache import ResponseCache, default_cache_dir
 from mltb_core.llm.openai_backend import OpenAIBackend
@@ -100,10 +101,10 @@ WORKER_ENV, WORKER_COUNT_ENV = "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT
 def current_partition() -> tuple[str | None, int]:
     """(this process's server partition, how many partitions share the machine's cores)."""
     try:
-        count = max(int(os.environ.get(WORKER_COUNT_ENV, "1")), 1)
+        count = max(int(read_environment(WORKER_COUNT_ENV) or "1"), 1)
     except ValueError:
         count = 1
-    return os.environ.get(WORKER_ENV) or None, count
+    return read_environment(WORKER_ENV) or None, count
 
 
 def _free_port() -> int:

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from mltb_core.environment import read as read_environment
 from mltb_core.llm.base import Candidate, InfraError, LLMBackend, LLMResponse, Usage, candidate_from_message
 from mltb_core.llm.cache import ResponseCache
 from mltb_core.llm.prices import Price, PriceTable, load_price_table
@@ -89,8 +90,8 @@ class OpenAIBackend(LLMBackend):
         self.strict_tools = strict_tools
         self._sleep = sleep
         self._jitter = random.Random(seed)
-        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
-        self.api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
+        self.base_url = base_url or read_environment("OPENAI_BASE_URL") or None
+        self.api_key = api_key or read_environment("OPENAI_API_KEY") or None
         self._client = None
 
     # ------------------------------------------------------------------ transport
@@ -237,7 +238,7 @@ def check_retry_env() -> None:
 
 
 def _env_number(name: str, kind: type, default: float) -> Any:
-    raw = os.environ.get(name)
+    raw = read_environment(name)
     if raw is None or not raw.strip():
         return default
     try:

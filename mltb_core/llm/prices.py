@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mltb_core.bench.fixtures import FIXTURES
+from mltb_core.environment import read as read_environment
 
 __all__ = ["Price", "PriceTable", "PriceTableError", "UnknownPriceError", "load_price_table",
            "DEFAULT_PRICES", "PRICES_ENV"]
@@ -80,7 +81,7 @@ class PriceTable:
 def load_price_table(path: str | os.PathLike | None = None) -> PriceTable:
     """The bundled ``fixtures/prices.toml`` extended by the table at ``path``, else at ``$MLTB_PRICES``."""
     table = _read_table(DEFAULT_PRICES)
-    extra = path or os.environ.get(PRICES_ENV)
+    extra = path or read_environment(PRICES_ENV)
     if not extra or Path(extra).resolve() == DEFAULT_PRICES.resolve():
         return table
     user = _read_table(Path(extra))

@@ -27,6 +27,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from mltb_core.environment import read as read_environment
+
 __all__ = ["ToolTimeout", "ToolOutOfMemory", "call_with_time_limit", "call_with_limits", "set_memory_budget",
            "tool_memory_limit", "parse_size", "limit_threads", "THREAD_ENV_VARS", "MEMORY_LIMIT_ENV",
            "DEFAULT_TOOL_MEMORY"]
@@ -63,7 +65,7 @@ def parse_size(text: str | int) -> int:
 
 def tool_memory_limit() -> int | None:
     """The per-trial memory budget in bytes from ``MLTB_TOOL_MEMORY_LIMIT`` (None: no budget)."""
-    raw = os.environ.get(MEMORY_LIMIT_ENV, "").strip()
+    raw = (read_environment(MEMORY_LIMIT_ENV) or "").strip()
     if not raw:
         return DEFAULT_TOOL_MEMORY
     if raw.lower() in ("0", "off", "none", "unlimited"):
