@@ -37,7 +37,8 @@ def test_regression_values_and_probabilities_are_averaged_row_wise():
 
 
 def test_labels_are_majority_voted_and_ties_go_to_the_first_input():
-    a, b, c = pd.Series([True, False, True, False]), pd.Series([False, False, True, True]), pd.Series([False, True, True, True])
+    a, b = pd.Series([True, False, True, False]), pd.Series([False, False, True, True])
+    c = pd.Series([False, True, True, True])
     out = average(a, b, c)
     assert out.tolist() == [False, False, True, True] and out.dtype == bool
     assert average(pd.Series(["cat", "dog"]), pd.Series(["dog", "cat"])).tolist() == ["cat", "dog"]

@@ -173,7 +173,7 @@ class MLEStar(SolutionSearch):
 
     # -- the final ensemble ---------------------------------------------------------------
     def _submitted(self, sol: Solution) -> tuple[list[Node], str, int] | None:
-        """(steps, submitted predictions name, index of the step that made them), when it ends in create_submission."""
+        """(steps, submitted predictions' name, index of their step) for a pipeline ending in create_submission."""
         steps = pl.steps_of(sol.leaf)
         last = steps[-1].call if steps else None
         if last is None or last.tool_name != SUBMISSION_TOOL or "predictions" not in last.bindings:
@@ -200,7 +200,8 @@ class MLEStar(SolutionSearch):
             if len(members) == ENSEMBLE_SIZE:
                 break
         if len(members) < 2:
-            self.ep.trajectory.write("ensemble", planner=self.name, built=False, members=[m.leaf.id for m, _ in members],
+            self.ep.trajectory.write("ensemble", planner=self.name, built=False,
+                                     members=[m.leaf.id for m, _ in members],
                                      reason="fewer than 2 distinct valid pipelines that end in create_submission")
             return None
         self.ensemble_members = [m for m, _ in members]
@@ -232,10 +233,12 @@ class MLEStar(SolutionSearch):
                 why = pl.failure_text(node)[:300]
         sol = self._record(Solution(node, "ensemble", parent=best,
                                     note=f"average of {len(members)} pipelines" + (f"; {why}" if why else "")))
-        self.ep.trajectory.write("ensemble", planner=self.name, built=sol.valid, members=[m.leaf.id for m, _ in members],
+        # Judged by ``why``, not ``sol.valid``: the path may hold an earlier valid submission of the best pipeline.
+        self.ep.trajectory.write("ensemble", planner=self.name, built=not why,
+                                 members=[m.leaf.id for m, _ in members],
                                  member_cv_scores=[m.score for m, _ in members], node_id=node.id,
                                  reason=why or "valid submission from the averaged predictions")
-        return sol if sol.valid else None
+        return None if why else sol
 
     def search(self) -> SearchResult:
         try:
