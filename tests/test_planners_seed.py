@@ -149,12 +149,14 @@ def test_automind_ends_valid_and_answers_with_its_best_cv_solution(tmp_path):
 
 
 def test_mle_star_ablates_and_refines_within_the_budget(tmp_path):
-    record = _run(tmp_path, "mle_star", max_llm_calls=19)
+    record = _run(tmp_path, "mle_star", max_llm_calls=19, toolset="paper")
     assert record.valid and record.llm_calls <= 19, record.stop_reason
     steps = list(read_trajectory(record.trajectory))
     blocks = {s["block"] for s in steps if s["step_type"] == "ablation"}
     assert {"cleaning", "model"} <= blocks
     assert any(s["step_type"] in ("solution", "solution_unchanged") and s.get("kind") == "refine" for s in steps)
+    # The paper's toolset has no average_predictions: no ensemble is attempted.
+    assert not any(s["step_type"] == "ensemble" or s.get("kind") == "ensemble" for s in steps)
 
 
 def test_agent_k_passes_each_unit_test_in_order_and_tunes(tmp_path):

@@ -11,10 +11,18 @@
    inner steps, each asking the model for one call at the block's first step (replace or add), the
    rest re-run; a refinement that improves the CV score becomes the new best.
 Rounds of 2–3 repeat, a different block each round, until every block was refined, the round count
-(``max_iterations``) or the budget ends. The answer is the best valid pipeline by its own CV score.
+(``max_iterations``) or the LLM budget ends.
+4. **Ensemble** (only when the toolset offers ``average_predictions``, i.e. not the paper's Table 9):
+   the best ``ENSEMBLE_SIZE`` valid pipelines by CV that end in ``create_submission`` are combined
+   without the model: below the best pipeline's prediction step, each other member's calls are
+   replayed with its predictions stored under a fresh name, the predictions are averaged and the best
+   pipeline's submission call is re-run on the average. No tool cross-validates an average, so the
+   ensemble has no CV score; when it writes a valid submission it is the answer (the paper's final
+   step), otherwise (a member's replay or the average fails) the best single pipeline stays the answer.
+   Predicted labels are majority-voted with ties going to the best pipeline, so two label-predicting
+   members reproduce the best one's labels; a third member can outvote it.
 
-Not implemented: the paper's final ensemble of the best candidates. The toolset has no call that
-averages predictions of several models, so an ensemble cannot be planned in tool calls yet.
+Without a valid ensemble, the answer is the best valid pipeline by its own CV score.
 """
 from __future__ import annotations
 
@@ -24,13 +32,36 @@ from mltb_core.llm import prompts
 from mltb_core.llm.base import Candidate
 from mltb_core.planners import pipeline as pl
 from mltb_core.planners.automind import SolutionSearch
-from mltb_core.planners.base import register
+from mltb_core.planners.base import SearchResult, register
+from mltb_core.planners.episode import BudgetExhausted
 from mltb_core.planners.pipeline import Solution
+from mltb_core.planners.tree import Node
 from mltb_core.toolkit.registry import ToolCall
+from mltb_core.toolkit.tools.evaluation import ENSEMBLE_TOOL
 
-__all__ = ["MLEStar", "ablated_calls"]
+__all__ = ["MLEStar", "ablated_calls", "renamed", "ENSEMBLE_SIZE"]
 
 ESSENTIAL = math.inf
+ENSEMBLE_SIZE = 3                   # the best pipelines averaged (average_predictions takes up to 5)
+SUBMISSION_TOOL = "create_submission"   # its 'predictions' binding says which object the pipeline submits
+
+
+def renamed(call: ToolCall, old: str, new: str) -> ToolCall:
+    """``call`` with the scratchpad name ``old`` replaced by ``new`` in its bindings and output."""
+    output = call.output
+    if isinstance(output, list):
+        output = [new if o == old else o for o in output]
+    elif output == old:
+        output = new
+    return ToolCall(call.tool_name, {k: new if v == old else v for k, v in call.bindings.items()},
+                    dict(call.func_kwargs), output)
+
+
+def _producer(steps: list[Node], name: str) -> int | None:
+    """Index of the last step that wrote ``name``."""
+    return next((i for i in range(len(steps) - 1, -1, -1)
+                 if steps[i].ok and name in (steps[i].call.output if isinstance(steps[i].call.output, list)
+                                             else [steps[i].call.output])), None)
 
 
 def _baseline_model(tool_name: str) -> str:
@@ -64,6 +95,8 @@ class MLEStar(SolutionSearch):
     def __init__(self, episode, config):
         super().__init__(episode, config)
         self.refined: set[str] = set()
+        self.ensemble: Solution | None = None
+        self.ensemble_members: list[Solution] = []
 
     def initial(self) -> Solution | None:
         for _ in range(self.config.num_drafts):
@@ -137,3 +170,86 @@ class MLEStar(SolutionSearch):
             self.refined.add(block)
             best = self.refine(best, block, effects)
         return f"round budget ({self.config.max_iterations}) used up"
+
+    # -- the final ensemble ---------------------------------------------------------------
+    def _submitted(self, sol: Solution) -> tuple[list[Node], str, int] | None:
+        """(steps, submitted predictions' name, index of their step) for a pipeline ending in create_submission."""
+        steps = pl.steps_of(sol.leaf)
+        last = steps[-1].call if steps else None
+        if last is None or last.tool_name != SUBMISSION_TOOL or "predictions" not in last.bindings:
+            return None
+        name = last.bindings["predictions"]
+        made = _producer(steps[:-1], name)
+        return (steps, name, made) if made is not None else None
+
+    def build_ensemble(self) -> Solution | None:
+        """Average the best pipelines' predictions and submit the average (no LLM calls; see the module doc)."""
+        if ENSEMBLE_TOOL not in self.ep.registry:
+            return None
+        ranked = sorted((s for s in self.solutions if s.valid and s.score is not None and s.kind != "ensemble"),
+                        key=lambda s: -s.score)
+        members: list[tuple[Solution, tuple[list[Node], str, int]]] = []
+        seen: set[tuple] = set()
+        for sol in ranked:
+            found = self._submitted(sol)
+            # Pipelines that make the same calls up to their predictions predict the same: one of them suffices.
+            key = tuple(s.call.key() for s in found[0][:found[2] + 1]) if found else None
+            if found and key not in seen:
+                seen.add(key)
+                members.append((sol, found))
+            if len(members) == ENSEMBLE_SIZE:
+                break
+        if len(members) < 2:
+            self.ep.trajectory.write("ensemble", planner=self.name, built=False,
+                                     members=[m.leaf.id for m, _ in members],
+                                     reason="fewer than 2 distinct valid pipelines that end in create_submission")
+            return None
+        self.ensemble_members = [m for m, _ in members]
+        (best, (best_steps, best_name, _)), others = members[0], members[1:]
+        node = best_steps[-2]   # the best pipeline up to its submission: its predictions are on the scratchpad
+        names = [best_name]
+        why = ""
+        for k, (_, (steps, name, made)) in enumerate(others, 2):
+            fresh = f"ensemble_member_{k}_predictions"
+            calls = [s.call for s in steps[:made]] + [renamed(steps[made].call, name, fresh)]
+            for call in calls:
+                node = self.ep.step(node, Candidate(f"Ensemble: replay member {k}.", [call]))
+                if not node.ok:
+                    why = f"member {k}'s replay failed: {pl.failure_text(node)[:200]}"
+                    break
+            if why:
+                break
+            names.append(fresh)
+        if not why and node.pad.get(best_name) is not best_steps[-2].pad.get(best_name):
+            why = f"a member's replay overwrote the best pipeline's predictions '{best_name}'"
+        if not why:
+            average = ToolCall(ENSEMBLE_TOOL, {f"predictions_{i}": n for i, n in enumerate(names, 1)}, {},
+                               "ensemble_predictions")
+            node = self.ep.step(node, Candidate("Ensemble: average the members' predictions.", [average]))
+            if node.ok:
+                submit = renamed(best_steps[-1].call, best_name, "ensemble_predictions")
+                node = self.ep.step(node, Candidate("Ensemble: submit the averaged predictions.", [submit]))
+            if not (node.ok and pl.wrote_submission(node) and node.terminal):
+                why = pl.failure_text(node)[:300]
+        sol = self._record(Solution(node, "ensemble", parent=best,
+                                    note=f"average of {len(members)} pipelines" + (f"; {why}" if why else "")))
+        # Judged by ``why``, not ``sol.valid``: the path may hold an earlier valid submission of the best pipeline.
+        self.ep.trajectory.write("ensemble", planner=self.name, built=not why,
+                                 members=[m.leaf.id for m, _ in members],
+                                 member_cv_scores=[m.score for m, _ in members], node_id=node.id,
+                                 reason=why or "valid submission from the averaged predictions")
+        return None if why else sol
+
+    def search(self) -> SearchResult:
+        try:
+            reason = self.loop()
+        except BudgetExhausted as exc:
+            reason = exc.reason
+        try:
+            self.ensemble = self.build_ensemble()   # no LLM calls: runs after the LLM budget ends too
+        except BudgetExhausted as exc:   # time budget: the best single pipeline stays the answer
+            reason += f"; no ensemble ({exc.reason})"
+        if self.ensemble is not None:
+            return SearchResult(self.ensemble.leaf, f"valid submission (average of the best "
+                                                    f"{len(self.ensemble_members)} pipelines by CV); {reason}")
+        return self.result(reason)

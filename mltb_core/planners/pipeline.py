@@ -44,7 +44,8 @@ class Solution:
 
     @property
     def score(self) -> float | None:
-        return cv_score(self.leaf) if self.valid else None
+        # No tool cross-validates an average of models: the last fit on an ensemble's path is one member's.
+        return cv_score(self.leaf) if self.valid and self.kind != "ensemble" else None
 
 
 def steps_of(node: Node) -> list[Node]:

@@ -23,7 +23,7 @@ from mltb_core.toolkit.validation import TRACKING_COLUMN, require_frame, require
 
 __all__ = [
     "evaluate_regression_model", "evaluate_classification_model", "predict_target", "save_model", "load_model",
-    "save_dataframe_to_csv", "create_submission", "align_features",
+    "save_dataframe_to_csv", "create_submission", "align_features", "average_predictions", "ENSEMBLE_TOOL",
 ]
 
 PICKLE_SUFFIXES = (".pkl", ".pickle", ".joblib")
@@ -271,6 +271,92 @@ def predict_target(model: Any, X_data: pd.DataFrame, model_name: str = "model",
     if proba.ndim == 2 and proba.shape[1] == 2:
         return pd.Series(proba[:, 1], index=X_data.index, name=f"{model_name}_proba_{classes[1]}")
     return pd.DataFrame(proba, index=X_data.index, columns=[str(c) for c in classes])
+
+
+ENSEMBLE_TOOL = "average_predictions"
+_AVERAGE_METHODS = ("auto", "mean", "vote")
+
+
+def _vote(columns: list[np.ndarray]) -> np.ndarray:
+    """Per row, the label most inputs predict; a tie goes to the label of the earliest input among the tied."""
+    values = np.stack([np.asarray(c, dtype=object) for c in columns])          # (inputs, rows)
+    votes = np.stack([(values == values[j]).sum(axis=0) for j in range(len(columns))])
+    winner = votes.argmax(axis=0)                                              # first maximum: earliest input
+    return values[winner, np.arange(values.shape[1])]
+
+
+@make_get_and_set_tool(stages=("evaluation",),  # extended only: not in the paper's Table 9
+                       objects=("predictions_1", "predictions_2", "predictions_3", "predictions_4", "predictions_5"))
+def average_predictions(predictions_1: Any, predictions_2: Any, predictions_3: Any = None, predictions_4: Any = None,
+                        predictions_5: Any = None, method: str = "auto", ctx: ToolContext | None = None) -> Any:
+    """Ensemble 2 to 5 models by averaging their test predictions (outputs of predict_target).
+
+    All inputs must predict the same rows: same length and, for Series/DataFrames, the same
+    index (predict each model on the same X_test); probability DataFrames must have the same
+    class columns.
+
+    Parameters
+    ----------
+    predictions_1, predictions_2 : Series, array or DataFrame
+        Predictions of two models (required). List the best model first: it wins ties.
+    predictions_3, predictions_4, predictions_5 : Series, array or DataFrame
+        Optional further models' predictions.
+    method : str
+        "mean": the row-wise mean (regression values, or class probabilities from
+        predict_target with return_probabilities=true; a DataFrame of one column per class
+        is averaged per class). "vote": the majority label per row (class labels); a tie goes
+        to the label of the earliest input. "auto" (default): "mean" for regression tasks
+        and for floating-point predictions, "vote" otherwise (labels).
+
+    Returns
+    -------
+    Series or DataFrame
+        The averaged predictions, one per row, with the first input's index.
+
+    Example
+    -------
+    {"tool_name": "average_predictions", "tool_args": {"bindings": {"predictions_1": "lgbm_predictions",
+     "predictions_2": "xgb_predictions"}, "func_kwargs": {"method": "auto"}, "output": "ensemble_predictions"}}
+    """
+    if method not in _AVERAGE_METHODS:
+        raise ToolInputError(f"method must be one of {', '.join(_AVERAGE_METHODS)}, got {method!r}")
+    given = [(f"predictions_{i}", p) for i, p in
+             enumerate((predictions_1, predictions_2, predictions_3, predictions_4, predictions_5), 1) if p is not None]
+    frames = [name for name, p in given if isinstance(p, pd.DataFrame)]
+    if frames and len(frames) != len(given):
+        raise ToolInputError(f"{', '.join(frames)} hold per-class probability tables but the other inputs do not; "
+                             "average predictions of the same kind (all labels, all values or all probabilities)")
+    first_name, first = given[0]
+    for name, p in given[1:]:
+        if len(p) != len(first):
+            raise ToolInputError(f"{name} has {len(p)} rows but {first_name} has {len(first)}; "
+                                 "average predictions of the same rows (predict every model on the same X_test)")
+        if hasattr(p, "index") and hasattr(first, "index") and not p.index.equals(first.index):
+            raise ToolInputError(f"{name} and {first_name} have the same length but different row indexes; "
+                                 "average predictions of the same rows (predict every model on the same X_test)")
+        if frames and list(p.columns) != list(first.columns):
+            raise ToolInputError(f"{name} has class columns {list(p.columns)} but {first_name} has "
+                                 f"{list(first.columns)}; the models must know the same classes")
+    index = first.index if hasattr(first, "index") else pd.RangeIndex(len(first))
+    if frames:
+        if method == "vote":
+            raise ToolInputError("method 'vote' needs predicted labels, but the inputs are probability tables")
+        mean = np.mean([p.to_numpy(dtype=float) for _, p in given], axis=0)
+        return pd.DataFrame(mean, index=index, columns=first.columns)
+    columns = [np.asarray(p).ravel() for _, p in given]
+    if method == "auto":
+        regression = getattr(getattr(ctx, "task", None), "problem_type", None) == "regression"
+        method = "mean" if regression or all(np.issubdtype(c.dtype, np.floating) for c in columns) else "vote"
+    name = getattr(first, "name", None)
+    if method == "vote":
+        voted = _vote(columns)
+        dtype = columns[0].dtype if all(c.dtype == columns[0].dtype for c in columns) else object
+        return pd.Series(voted.astype(dtype), index=index, name=name)
+    try:
+        stacked = np.stack([c.astype(float) for c in columns])
+    except (TypeError, ValueError) as exc:
+        raise ToolInputError(f"method 'mean' needs numeric predictions ({exc}); use method 'vote' for labels") from None
+    return pd.Series(stacked.mean(axis=0), index=index, name=name)
 
 
 # ------------------------------------------------------------ persistence
