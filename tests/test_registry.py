@@ -215,10 +215,11 @@ def test_episodes_offer_only_the_trials_toolset(tmp_path):
     from mltb_core.planners.episode import Episode
     from mltb_core.planners.masking import subtask_tools
     from mltb_core.bench.tasks import get_task
+    from mltb_core.llm.sim import SimPolicy
 
     task = get_task("spaceship-titanic")
     for toolset, has_helper in (("paper", False), ("extended", True)):
-        ep = Episode(task, TrialConfig("hierarchical_mcts", "sim", toolset=toolset), None, None,
+        ep = Episode(task, TrialConfig("hierarchical_mcts", "sim", toolset=toolset), SimPolicy(seed=0), None,
                      ToolContext(sandbox=tmp_path, task=task), tmp_path)
         names = {s["function"]["name"] for s in ep.tool_schemas()}
         assert ("create_submission" in names) == has_helper
