@@ -10,19 +10,12 @@ from __future__ import annotations
 import pytest
 
 from mltb_core.analysis.results import read_records
-from test_plugin import FAKE_CONFTEST, SUITE, TASK
+from test_plugin import FAKE_CONFTEST, SUITE, TASK, suite  # noqa: F401  (suite: the pytester project with the fake trial)
 
 pytest_plugins = ["pytester"]
 
 # Like test_plugin.COMMON, but the cache provider stays on: it is what --lf/--sw use.
 ARGS = ["-p", "no:randomly", f"--task={TASK}", "--model=sim"]
-
-
-@pytest.fixture
-def suite(pytester: pytest.Pytester) -> pytest.Pytester:
-    pytester.makepyfile(test_challenges=SUITE)
-    pytester.makeconftest(FAKE_CONFTEST)
-    return pytester
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
