@@ -1,8 +1,22 @@
 """A scripted backend for tests: replies with a fixed list of tool calls, one per request."""
 from __future__ import annotations
 
+from mltb_core.llm.backends import BackendSpec, backend, register_backend
 from mltb_core.llm.base import Candidate, LLMBackend, LLMResponse, Usage
 from mltb_core.toolkit.registry import ToolCall
+
+
+@backend("scripted")
+class ScriptedSpec(BackendSpec):
+    """The model string ``scripted`` names this test double in ids and records, registered through the same
+    public API as any backend; the tests that use it hand the trial its script by patching make_backend."""
+    synthetic = True
+
+    def build(self, value, **_):
+        raise RuntimeError("a scripted backend needs its script: patch mltb_core.llm.make_backend in the test")
+
+
+register_backend(ScriptedSpec)
 
 
 class ScriptedBackend(LLMBackend):
