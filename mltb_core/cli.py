@@ -363,7 +363,9 @@ def default_out_dir(base: Path | None = None) -> Path:
     """mltb-runs/<timestamp>: the run directory both front ends default to."""
     import time
 
-    return (base or Path.cwd()) / "mltb-runs" / time.strftime("%Y%m%d-%H%M%S")
+    from mltb_core.config import RUNS_DIR
+
+    return (base or Path.cwd()) / RUNS_DIR / time.strftime("%Y%m%d-%H%M%S")
 
 
 def _record_lines(record) -> list[str]:

@@ -25,11 +25,13 @@ __all__ = ["TrialConfig", "trial_seed", "Range", "OptionValueError", "FIELD_RANG
            "OPTION_FIELDS", "option_range", "parse_option", "check_option", "EnvironmentValueError",
            "check_environment", "Setting", "SettingValueError", "option", "SETTINGS", "TRIAL_SETTINGS",
            "SESSION_SETTINGS", "SETTINGS_BY_NAME", "settings_for", "add_settings", "read_environment",
-           "resolve_settings", "trial_fields", "parse_bool", "ENVIRONMENT", "EnvironmentVariable", "CONTEXT_MODES"]
+           "resolve_settings", "trial_fields", "parse_bool", "ENVIRONMENT", "EnvironmentVariable", "CONTEXT_MODES", "RUNS_DIR"]
 
 # What each LLM request carries of the path: every tool result whole (the paper's behaviour) or older
 # results cut to their first lines (fewer input tokens per call; see prompts.trim_observation).
 CONTEXT_MODES = ("full", "trimmed")
+# Where both front ends put a run by default: <RUNS_DIR>/<timestamp>.
+RUNS_DIR = "mltb-runs"
 
 
 class OptionValueError(ValueError):

@@ -16,6 +16,7 @@ import pytest
 
 from mltb_core.config import (SETTINGS_BY_NAME, EnvironmentValueError, SettingValueError, add_settings,
                               check_environment, read_environment, settings_for)
+from mltb_core.config import RUNS_DIR
 from mltb_core.config import resolve_settings as resolve
 
 from mltb_core.llm.backends import DEFAULT_MODEL
@@ -23,7 +24,6 @@ from mltb_core.llm.backends import DEFAULT_MODEL
 __all__ = ["OPTIONS", "Settings", "add_options", "resolve_settings", "DEFAULT_MODEL", "ALL_PLANNERS"]
 
 ALL_PLANNERS = SETTINGS_BY_NAME["planner"].default   # "all": every registered planner
-RUNS_DIR = "mltb-runs"
 
 
 # The pytest front end of the one settings table (mltb_core.config.SETTINGS).
