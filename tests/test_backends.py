@@ -43,10 +43,12 @@ class ScriptedSpec(BackendSpec):
 
 
 @pytest.fixture
-def fresh_registry():
-    reload_backends()
+def fresh_registry(monkeypatch):
+    """An empty registry for this test; afterwards the previous one (with backends other test modules
+    registered at import, such as ``scripted``) comes back untouched."""
+    monkeypatch.setattr(backends, "_registry", {})
+    monkeypatch.setattr(backends, "_loaded", False)
     yield
-    reload_backends()   # the next user reads the real entry points again
 
 
 @pytest.fixture
@@ -119,6 +121,18 @@ def test_a_plugin_backend_runs_a_trial_through_the_same_path(tmp_path, plugin_en
     assert record.outcome == "valid", (record.stop_reason, record.error)
     assert record.model == "scripted" and not record.synthetic and record.cost_usd == 0
     assert Path(record.trajectory).name == "spaceship-titanic-react-scripted-t00.jsonl"
+
+
+def test_reload_forgets_what_was_registered_and_reads_the_entry_points_again(fresh_registry):
+    @backend("ephemeral")
+    class Ephemeral(BackendSpec):
+        pass
+
+    register_backend(Ephemeral)
+    assert "ephemeral" in backends.available_backends()
+    reload_backends()
+    found = backends.available_backends()
+    assert "ephemeral" not in found and {"sim", "openai", "local"} <= set(found)
 
 
 def test_a_plugin_may_not_take_a_builtin_name(fresh_registry):
