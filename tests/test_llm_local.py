@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from fake_openai_server import FakeOpenAIServer, content_reply
-from mltb_core.llm import make_backend
+from mltb_core.llm import make_backend, prompts
 from mltb_core.llm.local import (DEFAULT_MAX_TOKENS, LocalBackend, LocalModelUnavailable, LocalServer,
                                  LocalServerError, _pid_alive, _ready, call_schema, chatml_messages,
                                  llama_server_command, release_process_servers, tool_catalogue,
@@ -174,7 +174,20 @@ def test_catalogue_keeps_parameters_for_few_tools_and_compacts_many():
     assert "- tool_69: Do thing 69 to the frame" in many and "option_0" not in many
     # one short line per tool: the long catalogue is far smaller than the detailed one would be
     assert len(many) < len(tool_catalogue(many_tools(70), detail_budget=10**9)) / 2
-    assert all(len(line) <= 80 for line in many.splitlines() if line.startswith("- tool_"))
+    assert all(len(line) <= len("- tool_69: ") + prompts.CATALOGUE_SUMMARY_CHARS
+               for line in many.splitlines() if line.startswith("- tool_"))
+
+
+def test_a_preamble_that_lists_the_tools_is_not_given_a_second_list():
+    """The shared preamble names every tool: the local model gets only the reply format on top (a second
+    catalogue cost ~1,000 tokens per cold prompt); a masked few tools still get their parameters."""
+    preamble = prompts.shared_preamble("Predict y.", many_tools(70))
+    out = chatml_messages([{"role": "system", "content": preamble}, {"role": "user", "content": "go"}], many_tools(70))
+    assert out[0]["content"].startswith(preamble)
+    added = out[0]["content"][len(preamble):]
+    assert "tool_3" not in added and added.strip().startswith("Reply with exactly one JSON object")
+    few = chatml_messages([{"role": "system", "content": preamble}], many_tools(3))[0]["content"][len(preamble):]
+    assert "- tool_2(func_kwargs: path, sep=',', option_0='x'" in few
 
 
 def test_server_command_reuses_the_prefix_without_the_ram_cache():

@@ -36,6 +36,7 @@ from typing import Any
 from filelock import FileLock
 
 from mltb_core.environment import read as read_environment
+from mltb_core.llm import prompts
 from mltb_core.llm.base import InfraError
 from mltb_core.llm.cache import ResponseCache, default_cache_dir
 from mltb_core.llm.openai_backend import OpenAIBackend
@@ -53,9 +54,8 @@ DEFAULT_MAX_TOKENS = 192      # one tool call is 40-100 tokens; longer replies a
 # Prompt evaluation (large batches) does scale with cores, so it gets them all.
 DEFAULT_GENERATION_THREADS = 1
 # The catalogue with parameter lists for all 71 tools is ~3,200 prompt tokens (12 s cold on 2 cores);
-# past this many characters each tool gets one short line instead.
+# past this many characters the offered tools get no parameter lists.
 CATALOGUE_DETAIL_BUDGET = 4000
-SUMMARY_CHARS = 60
 # A live server that does not answer /v1/models within this many seconds is replaced as wedged. Not
 # less: on a loaded 2-core box a server busy with a long prompt took over 2 s to answer, and a joining
 # process that killed it as wedged broke the trials of every other user mid-call.
@@ -345,12 +345,6 @@ def release_process_servers() -> None:
 
 
 # ------------------------------------------------------------------- the backend
-def _summary(function: dict[str, Any]) -> str:
-    """The first sentence of a tool's description, at most SUMMARY_CHARS characters."""
-    first = (function.get("description") or "").strip().split("\n")[0].split(". ")[0].rstrip(".")
-    return first if len(first) <= SUMMARY_CHARS else first[:SUMMARY_CHARS - 3].rstrip() + "..."
-
-
 def _tool_line(tool: dict[str, Any]) -> str:
     """``name(bindings: df; func_kwargs: path, sep=','; output) - summary`` for a short catalogue."""
     function = tool.get("function", tool)
@@ -360,28 +354,28 @@ def _tool_line(tool: dict[str, Any]) -> str:
               for k, v in props.get("func_kwargs", {}).get("properties", {}).items()]
     parts = [f"bindings: {', '.join(bindings)}" if bindings else "",
              f"func_kwargs: {', '.join(kwargs)}" if kwargs else "", "output" if "output" in props else ""]
-    return f"- {function['name']}({'; '.join(p for p in parts if p)}) - {_summary(function)}"
+    return f"- {function['name']}({'; '.join(p for p in parts if p)}) - {prompts.tool_summary(function)}"
 
 
-def _compact_line(tool: dict[str, Any]) -> str:
-    """``name: summary`` for a long catalogue (a failed call returns the full docstring anyway)."""
-    function = tool.get("function", tool)
-    return f"- {function['name']}: {_summary(function)}"
+def tool_catalogue(tools: list[dict[str, Any]], detail_budget: int = CATALOGUE_DETAIL_BUDGET,
+                   listed: bool = False) -> str:
+    """What the local model is told about the offered tools, appended to the first system message.
 
-
-def tool_catalogue(tools: list[dict[str, Any]], detail_budget: int = CATALOGUE_DETAIL_BUDGET) -> str:
-    """The tool list and reply format appended to the local model's system prompt.
-
-    Parameter lists when they fit ``detail_budget`` characters (a masked subtask's few tools),
-    else one ``name: summary`` line per tool: prompt evaluation is most of a local call's cost.
+    The model gets no function schemas (its reply is a grammar-constrained JSON call), so the offered
+    tools' parameter lists come here when they fit ``detail_budget`` characters (a masked subtask's few
+    tools). Past it, one ``name: summary`` line per tool, unless ``listed``: the shared preamble
+    already names every tool, and a second list would only add ~1,000 tokens to every cold prompt.
     """
     lines = [_tool_line(t) for t in tools]
-    if sum(len(line) + 1 for line in lines) > detail_budget:
-        lines = [_compact_line(t) for t in tools]
-    return ("\n\nTools (bindings name scratchpad objects; func_kwargs are plain values):\n"
-            + "\n".join(lines)
-            + '\n\nReply with exactly one JSON object: {"tool_name": "<tool>", "tool_args": '
-              '{"bindings": {...}, "func_kwargs": {...}, "output": "<name>"}}')
+    if sum(len(line) + 1 for line in lines) <= detail_budget:
+        body = "\n\nParameters of the tools you may call now (bindings name scratchpad objects; func_kwargs " \
+               "are plain values):\n" + "\n".join(lines)
+    elif listed:
+        body = ""
+    else:
+        body = "\n\nTools:\n" + prompts.tool_catalogue(tools)
+    return (body + '\n\nReply with exactly one JSON object: {"tool_name": "<tool>", "tool_args": '
+                   '{"bindings": {...}, "func_kwargs": {...}, "output": "<name>"}}')
 
 
 def call_schema(tools: list[dict[str, Any]]) -> dict[str, Any]:
@@ -427,7 +421,8 @@ def chatml_messages(messages: list[dict[str, Any]], tools: list[dict[str, Any]])
             out.append({"role": role if role in ("system", "user", "assistant") else "user", "content": text})
     if tools:
         if out and out[0]["role"] == "system":
-            out[0] = {"role": "system", "content": out[0]["content"] + tool_catalogue(tools)}
+            listed = prompts.TOOLS_HEADER in out[0]["content"]  # the shared preamble's catalogue is there
+            out[0] = {"role": "system", "content": out[0]["content"] + tool_catalogue(tools, listed=listed)}
         else:
             out.insert(0, {"role": "system", "content": tool_catalogue(tools).lstrip()})
     return out
