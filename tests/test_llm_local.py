@@ -194,6 +194,7 @@ def test_server_command_reuses_the_prefix_without_the_ram_cache():
     argv = llama_server_command(Path("m.gguf"), 1234, n_ctx=4096, n_threads=1, n_threads_batch=2)
     flags = dict(zip(argv[3::2], argv[4::2]))
     assert "--cache" not in argv and flags["--n_threads"] == "1" and flags["--n_threads_batch"] == "2"
+    assert flags["--flash_attn"] == "true"
     assert flags["--n_ctx"] == "4096" and flags["--port"] == "1234"
     server = LocalServer(Path("m.gguf"), cache_dir="/nonexistent-not-created")
     assert server.n_threads == 1 and server.n_threads_batch >= 1
