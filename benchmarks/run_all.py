@@ -22,6 +22,7 @@ BENCHMARKS = {  # name -> (full arguments, --quick arguments)
     "peak_memory": ([], ["--tasks", "spaceship-titanic,playground-series-s4e1"]),
     "search_memory": ([], []),
     "local_model": ([], ["--calls", "3", "--trials", "1"]),
+    "local_model_workers": (["--shared"], ["--calls", "2"]),
     "context_tokens": ([], ["--seeds", "1", "--tasks", "spaceship-titanic"]),
 }
 
