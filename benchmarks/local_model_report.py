@@ -112,12 +112,22 @@ def load_rows(out: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
-def _pct(num: int, den: int) -> str:
-    return f"{100 * num / den:.0f} % ({num}/{den})" if den else "–"
+def _pct(num: int, den: int, interval: bool = False) -> str:
+    """``75 % (3/4)``; with ``interval`` (trial-level shares only: calls of one trial are not independent)
+    the 95 % Wilson interval too."""
+    if not den:
+        return "–"
+    text = f"{100 * num / den:.0f} % ({num}/{den}"
+    if interval:
+        from mltb_core.analysis.stats import wilson_interval
+
+        ci = wilson_interval(num, den)
+        text += f"; 95 % CI {100 * ci.low:.0f}–{100 * ci.high:.0f} %"
+    return text + ")"
 
 
 def write_report(out: Path, report: Path, args: argparse.Namespace) -> str:
-    from mltb_core.planners.rewards import STAGES
+    from mltb_core.planners.rewards import REWARD_STAGES
 
     rows = load_rows(out)
     cells: dict[tuple[str, bool], list[dict]] = collections.defaultdict(list)
@@ -128,11 +138,12 @@ def write_report(out: Path, report: Path, args: argparse.Namespace) -> str:
              f"{args.max_llm_calls} --max-seconds {args.max_seconds:g} --workers {args.workers}` on "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {os.cpu_count()} cores shared with other jobs "
              f"(load average {', '.join(f'{x:.1f}' for x in os.getloadavg())} when written).", "",
-             f"**n = {len(rows)} trials in all** (target {args.trials} per cell; the issue asks 10 per cell, which "
-             "this 2-core box shared by other agents could not run in the time available). Each trial: "
+             f"**n = {len(rows)} trials in all** ({args.trials} per cell asked). Each trial: "
              f"`--model local`, at most {args.max_llm_calls} LLM calls and {args.max_seconds:g} s, no LLM cache, "
-             f"{args.workers} worker processes with one llama.cpp server each. With n this small every share below "
-             "is a description of these trials, not an estimate with a useful interval.", "",
+             f"{args.workers} worker processes with one llama.cpp server each. Shares come with a 95 % Wilson "
+             "interval where the unit is a trial (consistency); call-level shares are counts only, since the calls "
+             "of one trial are not independent. One task and one model: the figures describe SmolLM2 on "
+             "spaceship-titanic under these budgets, nothing wider.", "",
              "*Constrained* = state-aware constrained calls (`constrained_calls=True`, the default for local "
              "models): per node a JSON schema with only the offered tools whose inputs exist, bindings to "
              "existing objects of the right kind, columns of the bound frame, readable files "
@@ -161,12 +172,12 @@ def write_report(out: Path, report: Path, args: argparse.Namespace) -> str:
             calls = sum(r["llm_calls"] for r in records)
             wall = sum(r["wall_seconds"] for r in records)
             lines.append(f"| {planner} | {'yes' if constrained else 'no'} | {len(records)} | "
-                         f"{_pct(valid, len(counted))} | {statistics.median(r['stage_reached'] for r in records):g} | "
+                         f"{_pct(valid, len(counted), interval=True)} | {statistics.median(r['stage_reached'] for r in records):g} | "
                          f"{_pct(replies - invalid, replies)} | {_pct(ok, executed)} | {_pct(ok, replies)} | "
                          f"{statistics.median(r['wall_seconds'] for r in records):.0f} | "
                          f"{calls / wall if wall else 0:.2f} |")
             funnel = ", ".join(f"≥{s.number} {sum(1 for r in records if r['stage_reached'] >= s.number)}"
-                               for s in STAGES)
+                               for s in REWARD_STAGES)
             errors = collections.Counter()
             tools = collections.Counter()
             for c in counts:
