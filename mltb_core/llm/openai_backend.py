@@ -83,6 +83,7 @@ class OpenAIBackend(LLMBackend):
         self.max_retries = max_retries
         self.timeout = timeout
         self.supports_n = supports_n
+        self.calls_per_candidate = not supports_n
         self.max_tokens = max_tokens
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max

@@ -54,6 +54,12 @@ class Budget:
         if c.max_seconds is not None and time.monotonic() - self.started >= c.max_seconds:
             raise BudgetExhausted(f"time budget ({c.max_seconds} s) used up")
 
+    def candidates(self, usage: Usage, n: int, calls_per_candidate: bool) -> int:
+        """How many of ``n`` candidates one request may ask for: all, unless each costs a call of its own
+        and fewer calls are left (a budget of 10 calls must not end at 12)."""
+        left = None if self.config.max_llm_calls is None else self.config.max_llm_calls - usage.calls
+        return max(1, min(n, left)) if calls_per_candidate and left is not None else n
+
 
 class Episode:
     def __init__(self, task: Any, config: TrialConfig, llm: LLMBackend, stage_ctx: StageContext,
@@ -140,6 +146,7 @@ class Episode:
                 extra: Iterable[str] = ()) -> list[Candidate]:
         """Ask the model for ``n`` candidate next steps from ``node`` (one budgeted LLM request)."""
         self.budget.check(self.usage)
+        n = self.budget.candidates(self.usage, n, self.llm.calls_per_candidate)
         allowed = list(allowed) if allowed is not None else None
         schema = self.call_schema(node, allowed) if self.constrained else None
         response = self.llm.complete(self.messages(node, system, extra), self.tool_schemas(allowed), n=n,
