@@ -1,26 +1,20 @@
 """benchmarks/local_model_report.py writes reports/local-model.md from real trial records and trajectories."""
 import argparse
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+
+from benchmark_scripts import load_benchmark
 
 from mltb_core.bench.tasks import get_task
 from mltb_core.config import TrialConfig
 from mltb_core.runner.trial import run_trial
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 @pytest.fixture(scope="module")
 def report_module():
-    spec = importlib.util.spec_from_file_location("local_model_report", ROOT / "benchmarks" / "local_model_report.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["local_model_report"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("local_model_report")
 
 
 def test_report_counts_stages_calls_and_gives_trial_level_intervals(report_module, tmp_path):

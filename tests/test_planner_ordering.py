@@ -2,26 +2,20 @@
 
 The report states the ordering as it comes out; no test asserts which planner wins.
 """
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
+
+from benchmark_scripts import load_benchmark
 
 from mltb_core.llm import sim
 from mltb_core.planners import PLANNERS
 from mltb_core.analysis.results import TrialRecord, read_records
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def ordering():
-    spec = importlib.util.spec_from_file_location("planner_ordering", ROOT / "benchmarks" / "planner_ordering.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["planner_ordering"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("planner_ordering")
 
 
 def _record(task, planner, trial, valid, calls=10, stop="valid submission"):
