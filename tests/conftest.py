@@ -12,3 +12,7 @@ import mltb_core.bench.splits  # noqa: F401
 import mltb_core.llm.prices  # noqa: F401
 import mltb_core.planners  # noqa: F401
 import mltb_core.runner.trial  # noqa: F401
+
+# The scripted test backend registers itself when its module is first imported; importing it here, before
+# any test swaps the registry (test_backends' fresh_registry), keeps it registered whatever the test order.
+import scripted  # noqa: F401,E402

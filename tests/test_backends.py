@@ -25,14 +25,14 @@ from mltb_core.llm import BackendSpec, backend
 from scripted import ScriptedBackend, spaceship_pipeline
 
 
-@backend("scripted")
-class ScriptedSpec(BackendSpec):
-    """A replayed pipeline: ``scripted`` submits, ``scripted:nosubmit`` stops before the submission."""
-    forms = ("scripted", "scripted:nosubmit")
+@backend("replay")
+class ReplaySpec(BackendSpec):
+    """A replayed pipeline: ``replay`` submits, ``replay:nosubmit`` stops before the submission."""
+    forms = ("replay", "replay:nosubmit")
 
     def parse(self, arg):
         if arg not in ("", "nosubmit"):
-            raise ValueError(f"scripted takes no argument or 'nosubmit', got {arg!r}")
+            raise ValueError(f"replay takes no argument or 'nosubmit', got {arg!r}")
         return arg != "nosubmit"
 
     def build(self, value, *, model, seed, cache, price_table, **opts):
@@ -54,14 +54,14 @@ def fresh_registry(monkeypatch):
 @pytest.fixture
 def plugin_entry_point(tmp_path, monkeypatch, fresh_registry):
     """Install a third-party backend the way a package would: a module plus an entry point."""
-    (tmp_path / "mltb_scripted_plugin.py").write_text(PLUGIN)
+    (tmp_path / "mltb_replay_plugin.py").write_text(PLUGIN)
     monkeypatch.syspath_prepend(str(tmp_path))
     real = metadata.entry_points
 
     def entry_points(**selection):
         found = list(real(**selection))
         if selection.get("group") == ENTRY_POINT_GROUP:
-            found.append(metadata.EntryPoint("scripted", "mltb_scripted_plugin:ScriptedSpec", ENTRY_POINT_GROUP))
+            found.append(metadata.EntryPoint("replay", "mltb_replay_plugin:ReplaySpec", ENTRY_POINT_GROUP))
         return found
 
     monkeypatch.setattr(metadata, "entry_points", entry_points)
@@ -112,15 +112,15 @@ def test_the_builtins_are_found_through_the_entry_point_group(monkeypatch, fresh
 
 # ------------------------------------------------------------------ third-party backends
 def test_a_plugin_backend_runs_a_trial_through_the_same_path(tmp_path, plugin_entry_point):
-    assert "scripted:nosubmit" in MODEL_FORMS or "scripted:nosubmit" in backends.model_forms()
-    with pytest.raises(UnknownModelError, match="scripted takes no argument or 'nosubmit', got 'x'"):
-        parse_model("scripted:x")
-    assert model_id("scripted:nosubmit") == "scripted-nosubmit" and not is_synthetic("scripted")
-    config = TrialConfig(planner="react", model="scripted", llm_cache=False, max_iterations=30)
+    assert "replay:nosubmit" in MODEL_FORMS or "replay:nosubmit" in backends.model_forms()
+    with pytest.raises(UnknownModelError, match="replay takes no argument or 'nosubmit', got 'x'"):
+        parse_model("replay:x")
+    assert model_id("replay:nosubmit") == "replay-nosubmit" and not is_synthetic("replay")
+    config = TrialConfig(planner="react", model="replay", llm_cache=False, max_iterations=30)
     record = run_trial(get_task("spaceship-titanic"), config, tmp_path / "run")
     assert record.outcome == "valid", (record.stop_reason, record.error)
-    assert record.model == "scripted" and not record.synthetic and record.cost_usd == 0
-    assert Path(record.trajectory).name == "spaceship-titanic-react-scripted-t00.jsonl"
+    assert record.model == "replay" and not record.synthetic and record.cost_usd == 0
+    assert Path(record.trajectory).name == "spaceship-titanic-react-replay-t00.jsonl"
 
 
 def test_reload_forgets_what_was_registered_and_reads_the_entry_points_again(fresh_registry):
