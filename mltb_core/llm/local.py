@@ -173,7 +173,7 @@ def llama_server_command(model_path: Path, port: int, n_ctx: int, n_threads: int
     No ``--cache``: llama.cpp already reuses the KV cache of the longest common prefix with the
     previous request (the stable system prompt and tool list), while the RAM cache copies the whole
     context state (~100 MB of logits and KV) after every completion, which cost seconds per call.
-    ``--flash_attn``: a cold 2,411-token spaceship-titanic prompt took 21 s instead of 27 s on 2 cores.
+    ``--flash_attn``: a cold 2,411-token spaceship-titanic prompt took 21 s instead of ~28 s on 2 cores.
     """
     return [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path), "--host", "127.0.0.1",
             "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(n_threads),

@@ -83,7 +83,6 @@ class OpenAIBackend(LLMBackend):
         self.max_retries = max_retries
         self.timeout = timeout
         self.supports_n = supports_n
-        self.calls_per_candidate = not supports_n
         self.max_tokens = max_tokens
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
@@ -94,6 +93,10 @@ class OpenAIBackend(LLMBackend):
         self.base_url = base_url or read_environment("OPENAI_BASE_URL") or None
         self.api_key = api_key or read_environment("OPENAI_API_KEY") or None
         self._client = None
+
+    @property
+    def calls_per_candidate(self) -> bool:  # without n, every candidate is a request of its own
+        return not self.supports_n
 
     # ------------------------------------------------------------------ transport
     @property
