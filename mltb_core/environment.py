@@ -12,10 +12,15 @@ them and the variables below at start-up.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
-__all__ = ["EnvironmentVariable", "ENVIRONMENT", "read", "declare_settings", "declared", "is_declared"]
+__all__ = ["EnvironmentVariable", "ENVIRONMENT", "read", "declare_settings", "declared", "is_declared",
+           "PACKAGE_ROOT", "child_pythonpath"]
+
+# The directory holding the mltb_core this process runs (a site-packages or a checkout).
+PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
 
 
 @dataclass(frozen=True)
@@ -97,3 +102,12 @@ def read(name: str) -> str | None:
         raise KeyError(f"{name} is not a declared environment variable: add it to mltb_core.environment.ENVIRONMENT "
                        "(or to the settings table in mltb_core.config)")
     return os.environ.get(name)
+
+
+def child_pythonpath(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``base`` (default: this process's environment) with :data:`PACKAGE_ROOT` first on PYTHONPATH, so a
+    ``python -m mltb_core...`` child imports the same mltb_core as its parent whatever its working directory
+    (a benchmark script that put a checkout on sys.path, not an installed package)."""
+    env = dict(os.environ if base is None else base)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH", "")) if p)
+    return env

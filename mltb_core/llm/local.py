@@ -36,6 +36,7 @@ from typing import Any
 
 from filelock import FileLock
 
+from mltb_core.environment import child_pythonpath
 from mltb_core.environment import read as read_environment
 from mltb_core.llm import prompts
 from mltb_core.llm.base import InfraError
@@ -328,7 +329,8 @@ class LocalServer:
         try:
             # Own session: a Ctrl-C aimed at one worker must not kill the server others share.
             self._popen = subprocess.Popen(self._command(port), stdout=log, stderr=subprocess.STDOUT,
-                                           stdin=subprocess.DEVNULL, start_new_session=True)
+                                           stdin=subprocess.DEVNULL, start_new_session=True,
+                                           env=child_pythonpath())
         finally:
             log.close()
         deadline = time.monotonic() + self.startup_timeout

@@ -100,11 +100,11 @@ def worker_environment(threads: int) -> dict[str, str]:
     """The worker's whole environment: nothing of the parent's (API keys, tokens, proxies) but what
     Python and the thread pools need (thread counts are read once, when numpy and the boosters load).
     The trial's scratch directory becomes HOME and TMPDIR when the worker receives its trial."""
+    from mltb_core.environment import child_pythonpath
     from mltb_core.toolkit.limits import THREAD_ENV_VARS
 
-    package_root = str(Path(__file__).resolve().parents[2])   # the mltb_core this parent runs
-    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": "/nonexistent",
-           "PYTHONPATH": package_root, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
+    env = child_pythonpath({"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+                            "HOME": "/nonexistent", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"})
     env.update({name: str(threads) for name in THREAD_ENV_VARS})
     return env
 
