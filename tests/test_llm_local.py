@@ -13,6 +13,7 @@ import pytest
 
 from fake_openai_server import FakeOpenAIServer, content_reply
 from mltb_core.llm import make_backend, prompts
+from mltb_core.llm.llama_server import users_gone
 from mltb_core.llm.local import (DEFAULT_MAX_TOKENS, LocalBackend, LocalModelUnavailable, LocalServer,
                                  LocalServerError, _pid_alive, _ready, call_schema, chatml_messages,
                                  llama_server_command, release_process_servers, tool_catalogue,
@@ -310,3 +311,64 @@ def test_each_xdist_worker_gets_its_own_server_with_its_share_of_the_cores(model
         first.release()
         second.release()
     assert first.state() is None and second.state() is None
+
+
+# ------------------------------------------------------------- a server outlives no user (SIGKILL, OOM kill)
+def _state(path: Path, **state) -> Path:
+    path.write_text(json.dumps(state))
+    return path
+
+
+def test_a_server_is_gone_once_every_listed_user_has_exited(tmp_path):
+    user = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        users_file = _state(tmp_path / "s.json", pid=4242, port=1, users=[user.pid], refcount=1)
+        assert not users_gone(users_file, 4242, listening_for=999, grace=1)
+    finally:
+        user.kill()
+        user.wait()
+    assert users_gone(users_file, 4242, listening_for=0, grace=1)  # no grace: its users are known and dead
+
+
+def test_a_server_waits_for_registration_then_leaves_if_never_registered_or_replaced(tmp_path):
+    missing = tmp_path / "none.json"
+    assert not users_gone(missing, 4242, listening_for=5, grace=120)   # its starter registers it after start
+    assert users_gone(missing, 4242, listening_for=121, grace=120)     # the starter died first
+    replaced = _state(tmp_path / "r.json", pid=999, port=1, users=[os.getpid()], refcount=1)
+    assert not users_gone(replaced, 4242, listening_for=5, grace=120)  # the old server's state, not yet ours
+    assert users_gone(replaced, 4242, listening_for=121, grace=120)    # another server took its place
+    torn = tmp_path / "t.json"
+    torn.write_text('{"pid": 42')
+    assert not users_gone(torn, 4242, listening_for=999, grace=1)      # unreadable now: never kill on doubt
+
+
+def test_the_watchdog_stops_a_serving_server_when_its_last_user_is_killed(tmp_path):
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from mltb_core.llm import llama_server
+
+    user = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    users_file = _state(tmp_path / "s.json", pid=os.getpid(), port=1, users=[user.pid], refcount=1)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    serving = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    serving.start()
+    watch = threading.Thread(target=llama_server._watch_users, args=(server, users_file, 60.0, 0.05), daemon=True)
+    watch.start()
+    try:
+        watch.join(0.5)
+        assert watch.is_alive() and serving.is_alive()  # its user runs: it keeps serving
+        user.kill()
+        user.wait()
+        serving.join(10)
+        assert not serving.is_alive()
+    finally:
+        if serving.is_alive():
+            server.shutdown()
+        server.server_close()
+
+
+def test_mltbs_servers_are_told_their_state_file(tmp_path):
+    server = LocalServer(Path("m.gguf"), cache_dir=tmp_path, partitions=1)
+    argv = server._command(1234)
+    assert argv[argv.index("--users-file") + 1] == str(server.state_path)

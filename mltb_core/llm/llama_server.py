@@ -24,14 +24,16 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
+import os
 import sys
 import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
-__all__ = ["main", "build_parser", "CHAT_ARGS"]
+__all__ = ["main", "build_parser", "CHAT_ARGS", "pid_alive", "users_gone"]
 
 # The request fields passed on to Llama.create_chat_completion (others are ignored, as OpenAI's are).
 CHAT_ARGS = ("messages", "tools", "tool_choice", "temperature", "top_p", "stop", "seed", "response_format",
@@ -52,7 +54,59 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cache-bytes", type=int, default=0, help="prefix-cache capacity in bytes (0: none)")
     parser.add_argument("--log-requests", action="store_true",
                         help="one JSON line per request on stderr: tokens, cached, seconds (for benchmarks)")
+    parser.add_argument("--users-file", type=Path,
+                        help="the shared state file listing the pids that use this server: it exits once none "
+                             "of them runs (users killed with SIGKILL never release it)")
+    parser.add_argument("--users-grace", type=float, default=120.0,
+                        help="seconds after it listens before a missing state file or another server's pid "
+                             "in it means it was never registered or was replaced")
     return parser
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` runs and is not a zombie (standard library only: the main job's extra is lean)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    try:  # Linux: a zombie still answers kill(0); its /proc state is 'Z'
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat[stat.rindex(")") + 2:][:1] != "Z"
+    except (OSError, ValueError):
+        return True
+
+
+def users_gone(users_file: Path, server_pid: int, listening_for: float, grace: float) -> bool:
+    """Whether nobody can use this server any more: every pid its state file lists has exited, or, once
+    ``grace`` seconds have passed since it started listening, the file is missing (its starter died before
+    registering it, or its last user released it) or names another server (this one was replaced).
+    The file is replaced atomically by its writers, so a read sees a whole state or none."""
+    try:
+        state = json.loads(users_file.read_text())
+    except FileNotFoundError:
+        return listening_for > grace
+    except (OSError, ValueError):
+        return False  # unreadable now: look again later rather than kill a server in use
+    if not isinstance(state, dict) or state.get("pid") != server_pid:
+        return listening_for > grace
+    users = state.get("users")
+    if not isinstance(users, list):
+        return False  # an older state format without pids: cannot tell
+    return not any(isinstance(pid, int) and pid_alive(pid) for pid in users)
+
+
+def _watch_users(server: ThreadingHTTPServer, users_file: Path, grace: float, interval: float = 10.0) -> None:
+    """Stop serving once :func:`users_gone` says so (a daemon thread)."""
+    started = time.monotonic()
+    while True:
+        time.sleep(interval)
+        if users_gone(users_file, os.getpid(), time.monotonic() - started, grace):
+            print(f"mltb llama server: no process uses it any more ({users_file}): exiting", file=sys.stderr,
+                  flush=True)
+            server.shutdown()
+            return
 
 
 class _Engine:
@@ -176,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     engine = _Engine(args)
     server = ThreadingHTTPServer((args.host, args.port), _handler(engine))
     print(f"mltb llama server: {args.model} on http://{args.host}:{args.port}/v1", file=sys.stderr, flush=True)
+    if args.users_file is not None:
+        threading.Thread(target=_watch_users, args=(server, args.users_file, args.users_grace), daemon=True).start()
     try:
         server.serve_forever()
     except KeyboardInterrupt:

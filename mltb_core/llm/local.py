@@ -39,6 +39,7 @@ from filelock import FileLock
 from mltb_core.environment import child_pythonpath
 from mltb_core.environment import read as read_environment
 from mltb_core.llm import prompts
+from mltb_core.llm.llama_server import pid_alive as _pid_alive
 from mltb_core.llm.base import InfraError
 from mltb_core.llm.cache import ResponseCache, default_cache_dir
 from mltb_core.llm.openai_backend import OpenAIBackend
@@ -144,21 +145,6 @@ def _live_users(state: dict[str, Any]) -> list[int]:
     return [pid for pid in state["users"] if _pid_alive(pid)]
 
 
-def _pid_alive(pid: int) -> bool:
-    """Whether ``pid`` runs and is not a zombie (standard library only: the main job's extra is lean)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process: alive
-        return True
-    try:  # Linux: a zombie still answers kill(0); its /proc state is 'Z'
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat[stat.rindex(")") + 2:][:1] != "Z"
-    except (OSError, ValueError):
-        return True
-
-
 def _reap(pid: int) -> None:
     """Collect ``pid``'s exit status if it is our child (no zombie left behind)."""
     with contextlib.suppress(ChildProcessError, OSError):
@@ -192,18 +178,21 @@ def _ready(port: int, timeout: float = 2.0) -> bool:
 
 def llama_server_command(model_path: Path, port: int, n_ctx: int, n_threads: int,
                          n_threads_batch: int | None = None, chat_format: str = "chatml",
-                         cache_bytes: int = 0) -> list[str]:
+                         cache_bytes: int = 0, users_file: Path | None = None) -> list[str]:
     """The server command line: mltb's own server over llama.cpp (:mod:`mltb_core.llm.llama_server`).
 
     ``cache_bytes``: its prefix cache, which keeps the KV state of earlier requests so a tree search
     that switches branches re-evaluates only what differs from the closest earlier prompt.
     ``--flash_attn``: a cold 2,411-token spaceship-titanic prompt took 21 s instead of ~28 s on 2 cores.
     ``--log-requests``: one line per call in the server log (tokens, cached, seconds), see :func:`request_log`.
+    ``users_file``: the shared state file; the server exits once no process it lists runs, so users killed
+    with SIGKILL (or an OOM kill) do not leave a 2 GB server behind.
     """
     return [sys.executable, "-m", "mltb_core.llm.llama_server", "--model", str(model_path), "--host", "127.0.0.1",
             "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(n_threads),
             "--n_threads_batch", str(n_threads_batch or n_threads), "--chat_format", chat_format,
-            "--flash_attn", "true", "--cache-bytes", str(cache_bytes), "--log-requests"]
+            "--flash_attn", "true", "--cache-bytes", str(cache_bytes), "--log-requests"] + (
+                ["--users-file", str(users_file)] if users_file is not None else [])
 
 
 class LocalServer:
@@ -238,7 +227,8 @@ class LocalServer:
         self.startup_timeout = startup_timeout
         self._command = command or (lambda port: llama_server_command(self.model_path, port, self.n_ctx,
                                                                       self.n_threads, self.n_threads_batch,
-                                                                      self.chat_format, self.cache_bytes))
+                                                                      self.chat_format, self.cache_bytes,
+                                                                      users_file=self.state_path))
         key = str(self.model_path) + (f"|{self.partition}" if self.partition else "")
         digest = hashlib.sha256(key.encode()).hexdigest()[:16]
         self.state_dir = Path(cache_dir or default_cache_dir()) / "llm-server"
