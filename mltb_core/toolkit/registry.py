@@ -25,6 +25,7 @@ import difflib
 import inspect
 import json
 import re
+import string
 import time
 import types
 import typing
@@ -39,7 +40,7 @@ from mltb_core.toolkit.scratchpad import MissingObjectError, ObjectNameError, Sc
 __all__ = [
     "TOOL_STAGES", "Tool", "ToolCall", "ToolCallError", "ToolContext", "ToolResult", "ToolReturn",
     "ToolRegistry", "REGISTRY", "make_get_tool", "make_set_tool", "make_get_and_set_tool",
-    "make_override_tool", "execute", "ToolInputError", "TOOLSETS", "DEFAULT_TOOLSET", "PAPER", "check_toolset",
+    "make_override_tool", "execute", "ToolInputError", "doc_from", "TOOLSETS", "DEFAULT_TOOLSET", "PAPER", "check_toolset",
     "UnknownToolsetError",
 ]
 
@@ -73,6 +74,16 @@ def check_toolset(name: str) -> str:
     if name not in TOOLSETS:
         raise UnknownToolsetError(f"unknown toolset {name!r}; valid toolsets: {', '.join(TOOLSETS)}")
     return name
+
+
+def doc_from(template: str, **fields: Any) -> Callable[[Callable], Callable]:
+    """Decorator: the function's docstring is ``template`` with ``$field``s filled in (``$tool_name``: the
+    function's name). For tools that differ in a few words: one text to keep right, and the model reads the
+    same words for each. ``$`` placeholders leave the braces of JSON examples alone."""
+    def apply(func: Callable) -> Callable:
+        func.__doc__ = string.Template(template).substitute(tool_name=func.__name__, **fields)
+        return func
+    return apply
 
 
 class ToolReturn(NamedTuple):

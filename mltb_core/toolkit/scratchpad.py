@@ -71,23 +71,16 @@ class Scratchpad:
 
     # -- reads resolve along the path, nearest first ---------------------------------
     def get(self, name: str) -> Any:
-        pad: Scratchpad | None = self
-        while pad is not None:
+        for pad in self._chain():
             if name in pad._local:
                 return pad._local[name]
-            pad = pad.parent
         raise MissingObjectError(name, self.names())
 
     def __getitem__(self, name: str) -> Any:
         return self.get(name)
 
     def __contains__(self, name: object) -> bool:
-        pad: Scratchpad | None = self
-        while pad is not None:
-            if name in pad._local:
-                return True
-            pad = pad.parent
-        return False
+        return any(name in pad._local for pad in self._chain())
 
     def names(self) -> list[str]:
         """Every visible name, in first-written order along the path."""

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mltb_core.toolkit.registry import PAPER, ToolInputError, ToolReturn, make_get_tool, make_override_tool
+from mltb_core.toolkit.registry import PAPER, ToolInputError, ToolReturn, doc_from, make_get_tool, make_override_tool
 from mltb_core.toolkit.expressions import compile_lambda, documents_expressions, evaluate_condition
 from mltb_core.toolkit.tools.loading import most_frequent
 from mltb_core.toolkit.validation import (TRACKING_COLUMN, as_column_list, choose, require_columns,
@@ -171,9 +171,7 @@ def fillna_with_value(df: pd.DataFrame, columns: str | list[str], value: Scalar)
     return _with_note(df, _fill_many(df, {col: value for col in names}), names)
 
 
-@make_override_tool(toolsets=PAPER, stages=_CLEANING)
-def fillna_with_median(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd.DataFrame:
-    """Fill missing values with median of the column.
+_FILL_WITH_STATISTIC_DOC = """Fill missing values with $statistic of the column.
 
     Parameters
     ----------
@@ -185,37 +183,24 @@ def fillna_with_median(df: pd.DataFrame, columns: str | list[str] | None = None)
     Returns
     -------
     pd.DataFrame
-        A copy with missing numeric values replaced by each column's median.
+        A copy with missing numeric values replaced by each column's $statistic.
 
     Example
     -------
-    {"tool_name": "fillna_with_median", "tool_args": {"bindings": {"df": "combined"},
-     "func_kwargs": {"columns": ["Age"]}, "output": "combined"}}
+    {"tool_name": "$tool_name", "tool_args": {"bindings": {"df": "combined"},
+     "func_kwargs": $example_kwargs, "output": "combined"}}
     """
+
+
+@make_override_tool(toolsets=PAPER, stages=_CLEANING)
+@doc_from(_FILL_WITH_STATISTIC_DOC, statistic="median", example_kwargs='{"columns": ["Age"]}')
+def fillna_with_median(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd.DataFrame:
     return _fill_with_statistic(df, columns, "median", "fillna_with_median")
 
 
 @make_override_tool(toolsets=PAPER, stages=_CLEANING)
+@doc_from(_FILL_WITH_STATISTIC_DOC, statistic="mean", example_kwargs="{}")
 def fillna_with_mean(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd.DataFrame:
-    """Fill missing values with mean of the column.
-
-    Parameters
-    ----------
-    df : pd.DataFrame
-        The DataFrame to clean.
-    columns : str or list[str], optional
-        Numeric column(s) to fill; default: every numeric column.
-
-    Returns
-    -------
-    pd.DataFrame
-        A copy with missing numeric values replaced by each column's mean.
-
-    Example
-    -------
-    {"tool_name": "fillna_with_mean", "tool_args": {"bindings": {"df": "combined"},
-     "func_kwargs": {}, "output": "combined"}}
-    """
     return _fill_with_statistic(df, columns, "mean", "fillna_with_mean")
 
 

@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 from sklearn import metrics as skm
 
-from mltb_core.toolkit.registry import PAPER, ToolContext, ToolInputError, make_get_and_set_tool, make_get_tool, make_set_tool
+from mltb_core.toolkit.registry import (PAPER, ToolContext, ToolInputError, doc_from, make_get_and_set_tool, make_get_tool,
+                                        make_set_tool)
 from mltb_core.toolkit.sandbox import resolve_read, resolve_write
 from mltb_core.toolkit.validation import TRACKING_COLUMN, require_frame, require_model
 
@@ -115,23 +116,18 @@ def _ensure_csv(filepath: str) -> None:
 
 
 # ---------------------------------------------------------------- metrics
-@make_get_tool(toolsets=PAPER, stages=("evaluation",), objects=("model", "X_test", "y_test"))
-def evaluate_regression_model(model: Any, X_test: pd.DataFrame, y_test: pd.Series, model_name: str = "model",
-                              eval_data_label: str = "test") -> str:
-    """Evaluate a trained regression model on data.
+_EVALUATE_DOC = """Evaluate a trained $kind model on data.
 
-    Computes RMSE, MAE, R2 (and RMSLE when all values are non-negative) of the
-    model's predictions on X_test against y_test. The data can be any labelled
-    set, e.g. the train set or a held-out split.
+    $computes
 
     Parameters
     ----------
     model : Any
-        A fitted regression model.
+        A fitted $model.
     X_test : pd.DataFrame
         Features (same columns as in training).
     y_test : pd.Series
-        True target values.
+        True $truth.
     model_name : str
         Name shown in the report.
     eval_data_label : str
@@ -144,10 +140,19 @@ def evaluate_regression_model(model: Any, X_test: pd.DataFrame, y_test: pd.Serie
 
     Example
     -------
-    {"tool_name": "evaluate_regression_model", "tool_args": {"bindings": {"model": "best_model",
-     "X_test": "X_train", "y_test": "y_train"}, "func_kwargs": {"model_name": "LightGBM",
+    {"tool_name": "$tool_name", "tool_args": {"bindings": {"model": "$example_model",
+     "X_test": "X_train", "y_test": "y_train"}, "func_kwargs": {"model_name": "$example_name",
      "eval_data_label": "train"}}}
     """
+
+
+@make_get_tool(toolsets=PAPER, stages=("evaluation",), objects=("model", "X_test", "y_test"))
+@doc_from(_EVALUATE_DOC, kind="regression", model="regression model", truth="target values",
+          computes="""Computes RMSE, MAE, R2 (and RMSLE when all values are non-negative) of the
+    model's predictions on X_test against y_test. The data can be any labelled
+    set, e.g. the train set or a held-out split.""", example_model="best_model", example_name="LightGBM")
+def evaluate_regression_model(model: Any, X_test: pd.DataFrame, y_test: pd.Series, model_name: str = "model",
+                              eval_data_label: str = "test") -> str:
     y = _as_target(y_test)
     _check_lengths(X_test, y)
     pred = _predict(model, X_test).astype(float)
@@ -162,38 +167,13 @@ def evaluate_regression_model(model: Any, X_test: pd.DataFrame, y_test: pd.Serie
 
 
 @make_get_tool(toolsets=PAPER, stages=("evaluation",), objects=("model", "X_test", "y_test"))
+@doc_from(_EVALUATE_DOC, kind="classification", model="classifier", truth="labels",
+          computes="""Computes accuracy, precision, recall, F1 (macro-averaged for more than two
+    classes), ROC AUC and log loss when the model gives probabilities, and the
+    confusion matrix. The data can be any labelled set, e.g. the train set.""", example_model="best_estimator",
+          example_name="CatBoost Classifier")
 def evaluate_classification_model(model: Any, X_test: pd.DataFrame, y_test: pd.Series, model_name: str = "model",
                                   eval_data_label: str = "test") -> str:
-    """Evaluate a trained classification model on data.
-
-    Computes accuracy, precision, recall, F1 (macro-averaged for more than two
-    classes), ROC AUC and log loss when the model gives probabilities, and the
-    confusion matrix. The data can be any labelled set, e.g. the train set.
-
-    Parameters
-    ----------
-    model : Any
-        A fitted classifier.
-    X_test : pd.DataFrame
-        Features (same columns as in training).
-    y_test : pd.Series
-        True labels.
-    model_name : str
-        Name shown in the report.
-    eval_data_label : str
-        Label of the data shown in the report, e.g. "train" or "validation".
-
-    Returns
-    -------
-    str
-        The metrics as text.
-
-    Example
-    -------
-    {"tool_name": "evaluate_classification_model", "tool_args": {"bindings": {"model": "best_estimator",
-     "X_test": "X_train", "y_test": "y_train"}, "func_kwargs": {"model_name": "CatBoost Classifier",
-     "eval_data_label": "train"}}}
-    """
     y = _as_target(y_test)
     _check_lengths(X_test, y)
     pred = pd.Series(_predict(model, X_test))

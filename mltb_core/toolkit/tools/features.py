@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mltb_core.toolkit.registry import PAPER, ToolInputError, ToolReturn, make_get_and_set_tool, make_get_tool, make_override_tool
+from mltb_core.toolkit.registry import (PAPER, ToolInputError, ToolReturn, doc_from, make_get_and_set_tool, make_get_tool,
+                                        make_override_tool)
 from mltb_core.toolkit.expressions import compile_lambda, documents_expressions, evaluate_condition, evaluate_expression
 from mltb_core.toolkit.validation import (TRACKING_COLUMN, as_column_list, choose, require_columns, require_frame,
                                           require_name)
@@ -550,9 +551,7 @@ def _shifted(df: pd.DataFrame, name: str, source_column: str, periods: int) -> p
     return _with_columns(df, {name: df[source_column].shift(periods)})
 
 
-@make_override_tool(toolsets=PAPER, stages=_FEATURES)
-def create_lag_feature(df: pd.DataFrame, name: str, source_column: str, lag: int = 1) -> pd.DataFrame:
-    """Add a column holding the value of ``source_column`` from ``lag`` rows earlier (first rows NaN).
+_SHIFT_DOC = """Add a column holding the value of ``source_column`` from ``$periods`` rows $when ($blank rows NaN).
 
     Parameters
     ----------
@@ -562,47 +561,32 @@ def create_lag_feature(df: pd.DataFrame, name: str, source_column: str, lag: int
         Name of the new column.
     source_column : str
         Column to shift.
-    lag : int, default 1
-        How many rows back.
+    $periods : int, default 1
+        How many rows $direction.
 
     Returns
     -------
     pd.DataFrame
-        A copy of ``df`` with the lagged column.
+        A copy of ``df`` with the $column column.
 
     Examples
     --------
-    {"tool_name": "create_lag_feature", "tool_args": {"bindings": {"df": "sales"},
-     "func_kwargs": {"name": "Sales_lag1", "source_column": "Sales", "lag": 1}, "output": "sales"}}
+    {"tool_name": "$tool_name", "tool_args": {"bindings": {"df": "sales"},
+     "func_kwargs": {"name": "$example", "source_column": "Sales", "$periods": 1}, "output": "sales"}}
     """
+
+
+@make_override_tool(toolsets=PAPER, stages=_FEATURES)
+@doc_from(_SHIFT_DOC, periods="lag", when="earlier", blank="first", direction="back", column="lagged",
+          example="Sales_lag1")
+def create_lag_feature(df: pd.DataFrame, name: str, source_column: str, lag: int = 1) -> pd.DataFrame:
     return _shifted(df, name, source_column, _check_positive_int(lag, "lag"))
 
 
 @make_override_tool(toolsets=PAPER, stages=_FEATURES)
+@doc_from(_SHIFT_DOC, periods="lead", when="later", blank="last", direction="ahead", column="leading",
+          example="Sales_next")
 def create_lead_feature(df: pd.DataFrame, name: str, source_column: str, lead: int = 1) -> pd.DataFrame:
-    """Add a column holding the value of ``source_column`` from ``lead`` rows later (last rows NaN).
-
-    Parameters
-    ----------
-    df : pd.DataFrame
-        The frame to extend (sort it first if order matters).
-    name : str
-        Name of the new column.
-    source_column : str
-        Column to shift.
-    lead : int, default 1
-        How many rows ahead.
-
-    Returns
-    -------
-    pd.DataFrame
-        A copy of ``df`` with the leading column.
-
-    Examples
-    --------
-    {"tool_name": "create_lead_feature", "tool_args": {"bindings": {"df": "sales"},
-     "func_kwargs": {"name": "Sales_next", "source_column": "Sales", "lead": 1}, "output": "sales"}}
-    """
     return _shifted(df, name, source_column, -_check_positive_int(lead, "lead"))
 
 
