@@ -20,7 +20,7 @@ from sklearn import metrics as skm
 from mltb_core.toolkit.registry import (PAPER, ToolContext, ToolInputError, doc_from, make_get_and_set_tool, make_get_tool,
                                         make_set_tool)
 from mltb_core.toolkit.sandbox import resolve_read, resolve_write
-from mltb_core.toolkit.validation import TRACKING_COLUMN, require_frame, require_model
+from mltb_core.toolkit.validation import TRACKING_COLUMN, as_target, require_csv_path, require_frame, require_model
 
 __all__ = [
     "evaluate_regression_model", "evaluate_classification_model", "predict_target", "save_model", "load_model",
@@ -95,26 +95,6 @@ def _predict(model: Any, X: Any) -> np.ndarray:
     return pred.ravel() if pred.ndim == 2 and pred.shape[1] == 1 else pred
 
 
-def _check_lengths(X: Any, y: Any) -> None:
-    if len(X) != len(y):
-        raise ToolInputError(f"X_test has {len(X)} rows but y_test has {len(y)}")
-    if pd.isna(pd.Series(np.asarray(y).ravel())).any():
-        raise ToolInputError("y_test has missing values; evaluate on labelled rows only")
-
-
-def _as_target(y: Any) -> pd.Series:
-    if isinstance(y, pd.DataFrame):
-        if y.shape[1] != 1:
-            raise ToolInputError(f"y_test must be one column, got {y.shape[1]} columns")
-        y = y.iloc[:, 0]
-    return pd.Series(np.asarray(y).ravel())
-
-
-def _ensure_csv(filepath: str) -> None:
-    if not str(filepath).lower().endswith(".csv"):
-        raise ToolInputError(f"filepath {filepath!r} must end with .csv")
-
-
 # ---------------------------------------------------------------- metrics
 _EVALUATE_DOC = """Evaluate a trained $kind model on data.
 
@@ -153,8 +133,7 @@ _EVALUATE_DOC = """Evaluate a trained $kind model on data.
     set, e.g. the train set or a held-out split.""", example_model="best_model", example_name="LightGBM")
 def evaluate_regression_model(model: Any, X_test: pd.DataFrame, y_test: pd.Series, model_name: str = "model",
                               eval_data_label: str = "test") -> str:
-    y = _as_target(y_test)
-    _check_lengths(X_test, y)
+    y = as_target(y_test, len(X_test), "y_test", "X_test")
     pred = _predict(model, X_test).astype(float)
     truth = y.to_numpy(dtype=float)
     lines = [f"Regression metrics for {model_name} on {eval_data_label} data ({len(truth)} rows):",
@@ -174,8 +153,7 @@ def evaluate_regression_model(model: Any, X_test: pd.DataFrame, y_test: pd.Serie
           example_name="CatBoost Classifier")
 def evaluate_classification_model(model: Any, X_test: pd.DataFrame, y_test: pd.Series, model_name: str = "model",
                                   eval_data_label: str = "test") -> str:
-    y = _as_target(y_test)
-    _check_lengths(X_test, y)
+    y = as_target(y_test, len(X_test), "y_test", "X_test")
     pred = pd.Series(_predict(model, X_test))
     if pred.dtype != y.dtype:  # e.g. CatBoost returns strings for bool labels
         try:
@@ -434,7 +412,7 @@ def save_dataframe_to_csv(df: pd.DataFrame, filepath: str, ctx: ToolContext) -> 
     if isinstance(df, pd.Series):
         df = df.to_frame()
     require_frame(df)
-    _ensure_csv(filepath)
+    require_csv_path(filepath)
     path = resolve_write(ctx, filepath)
     df.to_csv(path, index=False)
     ctx.written_files.add(path)
@@ -519,7 +497,7 @@ def create_submission(predictions: Any, test_df: pd.DataFrame, ctx: ToolContext,
     if len(values) != len(test_df):
         raise ToolInputError(f"predictions has {len(values)} rows but test_df has {len(test_df)}; "
                              "predict on the full test set (no rows dropped)")
-    _ensure_csv(filepath)
+    require_csv_path(filepath)
     ids = test_df[task.id_column].to_numpy()
     if isinstance(values, pd.DataFrame):
         submission = pd.concat([pd.DataFrame({task.id_column: ids}), values.reset_index(drop=True)], axis=1)
