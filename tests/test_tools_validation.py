@@ -12,10 +12,11 @@ import pytest
 import mltb_core
 import mltb_core.toolkit.tools  # noqa: F401  (registers the tools)
 from mltb_core.toolkit import validation
-from mltb_core.toolkit.registry import ToolContext, ToolInputError, execute
+from mltb_core.toolkit.registry import ToolInputError
 from mltb_core.toolkit.scratchpad import Scratchpad
 from mltb_core.toolkit.validation import (MAX_LISTED_COLUMNS, close_matches, require_columns,
                                           require_frame, require_name)
+from tool_calls import call_tool, failed
 
 CORE = Path(mltb_core.__file__).parent
 TOOL_MODULES = sorted((CORE / "toolkit" / "tools").glob("*.py"))
@@ -102,13 +103,9 @@ CALLS = [
 
 
 @pytest.mark.parametrize("tool, kwargs, param", CALLS, ids=[c[0] for c in CALLS])
-def test_every_tool_words_a_bad_column_alike(tmp_path, frame, tool, kwargs, param):
-    pad = Scratchpad(objects={"df": frame})
-    result = execute({"tool_name": tool, "tool_args": {"bindings": {"df": "df"}, "func_kwargs": kwargs,
-                                                       "output": "out"}}, pad, ToolContext(sandbox=tmp_path))
-    assert not result.ok
-    assert f"unknown column(s) in '{param}': 'Agee' (did you mean 'Age'?). Available columns: Age," in result.message, \
-        result.message
+def test_every_tool_words_a_bad_column_alike(ctx, frame, tool, kwargs, param):
+    result = call_tool(Scratchpad(objects={"df": frame}), ctx, tool, {"df": "df"}, kwargs, "out")
+    failed(result, f"unknown column(s) in '{param}': 'Agee' (did you mean 'Age'?). Available columns: Age,")
 
 
 def test_validation_is_the_module_the_tools_import():
