@@ -467,8 +467,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from mltb_core.analysis import reports
 
-    argv = [*map(str, args.run_dirs), *(["--out", str(args.out)] if args.out else [])]
-    return reports.main(argv)
+    try:
+        reports.report_main([Path(d) for d in args.run_dirs], Path(args.out) if args.out else None)
+    except (FileNotFoundError, ValueError) as exc:   # not a run directory; a results file that does not parse
+        raise UsageError(str(exc)) from None
+    return EXIT_OK
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["EnvironmentVariable", "ENVIRONMENT", "read", "declare_settings", "declared", "is_declared",
+__all__ = ["EnvironmentVariable", "ENVIRONMENT", "read", "default", "declare_settings", "declared", "is_declared",
            "PACKAGE_ROOT", "child_pythonpath"]
 
 # The directory holding the mltb_core this process runs (a site-packages or a checkout).
@@ -25,7 +25,8 @@ PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
 
 @dataclass(frozen=True)
 class EnvironmentVariable:
-    """A variable mltb reads: what it means, its default as shown to users, and who reads it."""
+    """A variable mltb reads: what it means, its default as shown to users (for a number or size, the
+    value its reader parses: :func:`default`), and who reads it."""
     name: str
     meaning: str
     default: str
@@ -93,6 +94,12 @@ def declared() -> dict[str, EnvironmentVariable]:
 
 def is_declared(name: str) -> bool:
     return name in _DECLARED
+
+
+def default(name: str) -> str:
+    """The declared default of ``name``: readers parse a number or size from it, so what users are shown
+    is what applies."""
+    return _DECLARED[name].default
 
 
 def read(name: str) -> str | None:

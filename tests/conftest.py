@@ -36,3 +36,11 @@ def hostile_tools():
     for name in module.NAMES:
         REGISTRY._tools.pop(name, None)
     sys.modules.pop("hostile_tools", None)
+
+
+@pytest.fixture
+def ctx(tmp_path):
+    """The tool tests' context (tests/tool_calls.py); a test module needing a data dir, task or seed overrides it."""
+    from tool_calls import tool_context
+
+    return tool_context(tmp_path)

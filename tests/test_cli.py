@@ -15,7 +15,7 @@ import pytest
 from mltb_core import cli
 from mltb_core.toolkit.registry import KINDS, REGISTRY, TOOL_STAGES
 from mltb_core.bench.splits import prepare_split
-from mltb_core.bench.tasks import get_task, load_tasks
+from mltb_core.bench.tasks import TASKS_DIR, get_task, load_tasks
 
 TASK = "spaceship-titanic"
 
@@ -99,7 +99,7 @@ def test_unknown_tool_is_a_usage_error(capsys):
 def test_tasks_json(capsys):
     document = run_json(capsys, "tasks")
     tasks = {t["slug"]: t for t in document["tasks"]}
-    assert set(tasks) == set(load_tasks()) and document["count"] == 15
+    assert set(tasks) == set(load_tasks()) and document["count"] == len(tasks) == len(list(TASKS_DIR.glob("*.toml")))
     spaceship = tasks[TASK]
     assert (spaceship["problem_type"], spaceship["metric"], spaceship["direction"]) == ("binary", "accuracy",
                                                                                        "higher")
@@ -323,11 +323,19 @@ def test_run_usage_errors(capsys, tmp_path, option, value, message):
 
 
 # --------------------------------------------------------------------------- report / prompts
-def test_report_delegates(capsys, sim_run, tmp_path):
+def test_report_writes_the_report_and_prints_its_tables(capsys, sim_run, tmp_path):
     run_dir = sim_run[3]
     code, out, err = run(capsys, "report", run_dir, "--out", tmp_path / "report")
     assert code == 0, err
-    assert (tmp_path / "report" / "index.html").is_file() and "leaderboard" in out
+    assert (tmp_path / "report" / "index.html").is_file()
+    assert f"leaderboard: {tmp_path / 'report' / 'leaderboard.md'}" in out and "react" in out
+
+
+def test_report_of_a_directory_that_is_not_a_run_is_a_usage_error(capsys, tmp_path):
+    code, out, err = run(capsys, "report", tmp_path)
+    assert code == 2 and "is not an mltb run directory" in err and not (tmp_path / "report").exists()
+    code, out, err = run(capsys, "report", "--help")
+    assert code == 0 and "--out" in out and "--compare-runs" not in out
 
 
 def test_prompts(capsys):

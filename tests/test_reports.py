@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mltb_core.analysis.reports import (REPORT_SECTIONS, ReportSection, build_report, config_legend, load_runs, main,
+from mltb_core.analysis.reports import (ReportSection, build_report, config_legend, load_runs, report_main,
                                         task_page_name, trial_page_name)
 from mltb_core.analysis.results import TrialRecord, append_records
 from mltb_core.analysis.tables import Table
@@ -134,7 +134,7 @@ def test_build_report_merges_runs(tmp_path):
 
 def test_default_out_is_under_the_run_directory(tmp_path, capsys):
     make_run(tmp_path / "run", "react", trials=1)
-    assert main([str(tmp_path / "run")]) == 0
+    report_main([tmp_path / "run"])
     assert (tmp_path / "run" / "report" / "index.html").is_file()
     assert "index: " + str(tmp_path / "run" / "report" / "index.html") in capsys.readouterr().out
 
@@ -200,18 +200,11 @@ def test_rerun_without_resume_is_deduplicated_and_said(tmp_path):
     assert "3 earlier record(s) of rerun trials superseded" in paths["index"].read_text()
 
 
-def test_extra_sections_are_rendered(tmp_path, monkeypatch):
+def test_extra_sections_are_rendered(tmp_path):
     section = ReportSection("Pass@k", lambda records, seed: [Table("passk", "pass@k table", ["k"], [["1"]])])
-    monkeypatch.setattr("mltb_core.analysis.reports.REPORT_SECTIONS", [*REPORT_SECTIONS, section])
     make_run(tmp_path / "run", "react")
-    paths = build_report([tmp_path / "run"], tmp_path / "out")
+    paths = build_report([tmp_path / "run"], tmp_path / "out", sections=[section])
     assert "<h2>Pass@k</h2>" in paths["index"].read_text() and "pass@k table" in paths["leaderboard"].read_text()
-
-
-def test_main_rejects_a_directory_without_results(tmp_path, capsys):
-    with pytest.raises(SystemExit):
-        main([str(tmp_path), "--out", str(tmp_path / "out")])
-    assert "not an mltb run directory" in capsys.readouterr().err
 
 
 def _shot(page: Path, png: Path, height: int = 1400) -> None:

@@ -2,8 +2,17 @@
 import pandas as pd
 import pytest
 
-from mltb_core.toolkit.registry import ToolContext, execute, make_override_tool, ToolRegistry
-from mltb_core.toolkit.scratchpad import MissingObjectError, Scratchpad
+import re
+
+from mltb_core.planners.rewards import Progress
+from mltb_core.planners.workspace import StepFacts, UntrustedReply
+from mltb_core.toolkit.constraints import OBJECT_NAME
+from mltb_core.toolkit.registry import ToolContext, execute, make_get_and_set_tool, make_override_tool, ToolRegistry
+from mltb_core.toolkit.scratchpad import (MAX_OBJECT_NAME_CHARS, MissingObjectError, ObjectNameError, Scratchpad,
+                                          is_object_name)
+
+GOOD_NAMES = ["df", "_x", "X_train2", "a" * MAX_OBJECT_NAME_CHARS]
+BAD_NAMES = ["", "  ", "train df", "2nd", "x-y", "a.b", "ünï", "df\n", "a" * (MAX_OBJECT_NAME_CHARS + 1), 3, None]
 
 
 def test_reads_resolve_along_the_path_nearest_first():
@@ -33,9 +42,46 @@ def test_missing_object_error_lists_what_is_available():
     assert "trian" in str(err.value) and "train, test" in str(err.value)
 
 
-def test_names_must_be_non_empty_strings():
-    with pytest.raises(ValueError):
-        Scratchpad().set("  ", 1)
+@pytest.mark.parametrize("name", BAD_NAMES, ids=repr)
+def test_a_name_outside_the_rule_is_refused_on_every_write(name):
+    with pytest.raises(ObjectNameError, match="invalid object name"):
+        Scratchpad().set(name, 1)
+    with pytest.raises(ObjectNameError):
+        Scratchpad(objects={name: 1})
+
+
+def test_the_grammar_of_constrained_models_is_the_scratchpads_rule():
+    grammar = re.compile(re.sub(r"\$$", r"\\Z", OBJECT_NAME["pattern"]))   # JSON schema's '$' is Python's \Z
+    for name in GOOD_NAMES:
+        assert is_object_name(name) and grammar.search(name)
+    for name in BAD_NAMES[:-3]:   # the grammar leaves length to the scratchpad; non-strings cannot be in JSON text
+        assert not is_object_name(name) and not grammar.search(name)
+
+
+def test_a_bad_output_name_is_a_failed_call_before_the_tool_runs(tmp_path):
+    registry, ran = ToolRegistry(), []
+
+    @make_get_and_set_tool(stages=("cleaning",), registry=registry, output_parts=("train", "test"))
+    def split(df: pd.DataFrame) -> tuple:
+        """Split a frame in two."""
+        ran.append(1)
+        return df.iloc[:1], df.iloc[1:]
+
+    pad = Scratchpad(objects={"df": pd.DataFrame({"x": [1, 2]})})
+    for output in ("my frame", ["ok", "not ok"], "a" * (MAX_OBJECT_NAME_CHARS - 2)):   # the last: 'a..a_train' too long
+        result = execute({"tool_name": "split", "tool_args": {"bindings": {"df": "df"}, "output": output}},
+                         pad, ToolContext(sandbox=tmp_path), registry)
+        assert not result.ok and "invalid object name" in result.message and "ObjectNameError" not in result.message
+    assert ran == [] and pad.names() == ["df"]
+
+
+def test_the_parent_refuses_a_worker_reply_naming_an_object_outside_the_rule():
+    reply = {"ok": True, "message": "", "written": ["train"], "submission": None, "submission_check": [False, ""],
+             "progress": {"stage": 0, "reward": 0.0, "cv_quality": None, "feedback": "", "newly_passed": []},
+             "cv_scores": {}, "seconds": 0.1}
+    assert StepFacts.from_json(reply, Progress()).written == ["train"]
+    with pytest.raises(UntrustedReply, match="not an object name"):
+        StepFacts.from_json({**reply, "written": ["train; rm -rf"]}, Progress())
 
 
 def test_override_tool_in_one_branch_leaves_the_shared_frame_untouched(tmp_path):

@@ -6,13 +6,9 @@ import pandas as pd
 import pytest
 
 import mltb_core.toolkit.tools.cleaning  # noqa: F401 - registers the tools
-from mltb_core.toolkit.registry import REGISTRY, ToolContext, execute
+from mltb_core.toolkit.registry import REGISTRY
 from mltb_core.toolkit.scratchpad import Scratchpad
-
-
-@pytest.fixture
-def ctx(tmp_path) -> ToolContext:
-    return ToolContext(sandbox=tmp_path)
+from tool_calls import call_tool, failed
 
 
 @pytest.fixture
@@ -32,8 +28,7 @@ def pad(frame) -> Scratchpad:
 
 
 def call(pad, ctx, tool, kwargs=None, output=None):
-    return execute({"tool_name": tool, "tool_args": {"bindings": {"df": "df"}, "func_kwargs": kwargs or {},
-                                                     "output": output}}, pad, ctx)
+    return call_tool(pad, ctx, tool, {"df": "df"}, kwargs, output)
 
 
 def filled(pad, ctx, tool, kwargs=None) -> pd.DataFrame:
@@ -47,10 +42,7 @@ def filled(pad, ctx, tool, kwargs=None) -> pd.DataFrame:
 
 def assert_error(pad, ctx, tool, kwargs, fragment):
     before = pad["df"]
-    result = call(pad, ctx, tool, kwargs)
-    assert not result.ok and result.message.startswith("Error:")
-    assert fragment in result.message, result.message
-    assert REGISTRY.get(tool).doc in result.message
+    failed(call(pad, ctx, tool, kwargs), fragment, REGISTRY.get(tool).doc)
     assert pad["df"] is before
 
 
@@ -135,8 +127,7 @@ def test_get_missing_summary(pad, ctx):
     result = call(pad, ctx, "get_missing_summary")
     assert result.ok and "Age | 2 | 40.0%" in result.message and "Spa" not in result.message
     pad["series"] = pd.Series([1, None])
-    bad = execute({"tool_name": "get_missing_summary", "tool_args": {"bindings": {"df": "series"}}}, pad, ctx)
-    assert not bad.ok and "must be a DataFrame" in bad.message
+    failed(call_tool(pad, ctx, "get_missing_summary", {"df": "series"}), "must be a DataFrame")
 
 
 def test_cast_columns(pad, ctx):

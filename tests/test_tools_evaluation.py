@@ -11,8 +11,9 @@ from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.tree import DecisionTreeClassifier
 
 import mltb_core.toolkit.tools.evaluation  # noqa: F401 - registers the tools
-from mltb_core.toolkit.registry import REGISTRY, ToolContext, execute
+from mltb_core.toolkit.registry import REGISTRY, ToolContext
 from mltb_core.toolkit.scratchpad import Scratchpad
+from tool_calls import call_tool, failed, tool_context
 
 
 def make_task(prediction="label", problem_type="binary"):
@@ -22,9 +23,7 @@ def make_task(prediction="label", problem_type="binary"):
 
 @pytest.fixture
 def ctx(tmp_path) -> ToolContext:
-    sandbox = tmp_path / "sandbox"
-    sandbox.mkdir()
-    return ToolContext(sandbox=sandbox, data_dir=tmp_path, task=make_task())
+    return tool_context(tmp_path, data_dir=tmp_path, task=make_task())
 
 
 @pytest.fixture(scope="module")
@@ -47,15 +46,11 @@ def pad(objects) -> Scratchpad:
     return Scratchpad(objects=objects)
 
 
-def call(pad, ctx, tool, bindings=None, kwargs=None, output=None):
-    return execute({"tool_name": tool, "tool_args": {"bindings": bindings or {}, "func_kwargs": kwargs or {},
-                                                     "output": output}}, pad, ctx)
+call = call_tool
 
 
 def assert_error(result, tool, fragment):
-    assert not result.ok and result.message.startswith("Error:")
-    assert fragment in result.message, result.message
-    assert REGISTRY.get(tool).doc in result.message
+    failed(result, fragment, REGISTRY.get(tool).doc)
 
 
 def test_evaluate_regression_model(pad, ctx):

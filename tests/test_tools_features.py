@@ -8,8 +8,9 @@ import pandas as pd
 import pytest
 
 import mltb_core.toolkit.tools.features as features
-from mltb_core.toolkit.registry import REGISTRY, ToolCall, ToolContext, execute
+from mltb_core.toolkit.registry import REGISTRY, ToolCall
 from mltb_core.toolkit.scratchpad import Scratchpad
+from tool_calls import call_tool, failed, ok
 
 FEATURE_TOOLS = [
     "create_numeric_feature", "create_categorical_feature", "create_conditional_feature",
@@ -46,30 +47,8 @@ def pad(combined) -> Scratchpad:
     return Scratchpad(objects={"combined": combined})
 
 
-@pytest.fixture
-def ctx(tmp_path) -> ToolContext:
-    return ToolContext(sandbox=tmp_path)
-
-
 def call(pad, ctx, tool, func_kwargs=None, bindings=None, output=None):
-    payload = {"tool_name": tool, "tool_args": {"bindings": bindings or {"df": "combined"},
-                                                "func_kwargs": func_kwargs or {}}}
-    if output is not None:
-        payload["tool_args"]["output"] = output
-    return execute(payload, pad, ctx)
-
-
-def ok(result):
-    assert result.ok, result.message
-    return result
-
-
-def failed(result, *needles):
-    assert not result.ok, result.message
-    assert result.message.startswith("Error:")
-    for needle in needles:
-        assert needle in result.message, result.message
-    return result
+    return call_tool(pad, ctx, tool, bindings or {"df": "combined"}, func_kwargs, output)
 
 
 def test_every_tool_is_registered_with_stage_and_example_docstring():

@@ -8,9 +8,10 @@ import pandas as pd
 import pytest
 
 import mltb_core.toolkit.tools.loading  # noqa: F401 - registers the tools
-from mltb_core.toolkit.registry import REGISTRY, ToolContext, ToolInputError, execute
+from mltb_core.toolkit.registry import REGISTRY, ToolContext, ToolInputError
 from mltb_core.toolkit.sandbox import resolve_read, resolve_write
 from mltb_core.toolkit.scratchpad import Scratchpad
+from tool_calls import call_tool, failed, tool_context
 
 
 @pytest.fixture
@@ -22,9 +23,7 @@ def ctx(tmp_path) -> ToolContext:
     pd.DataFrame({"PassengerId": ["d", "e"], "Age": [30.0, 50.0],
                   "HomePlanet": ["Mars", "Earth"]}).to_csv(data / "test.csv", index=False)
     pd.DataFrame({"x": [1, 2]}).to_csv(data / "small.csv.gz", index=False)
-    sandbox = tmp_path / "sandbox"
-    sandbox.mkdir()
-    return ToolContext(sandbox=sandbox, data_dir=data)
+    return tool_context(tmp_path, data_dir=data)
 
 
 @pytest.fixture
@@ -36,17 +35,11 @@ def pad(ctx) -> Scratchpad:
     })
 
 
-def call(pad, ctx, tool, bindings=None, kwargs=None, output=None):
-    return execute({"tool_name": tool, "tool_args": {"bindings": bindings or {}, "func_kwargs": kwargs or {},
-                                                     "output": output}}, pad, ctx)
+call = call_tool
 
 
 def assert_error(result, fragment):
-    assert not result.ok
-    assert result.message.startswith("Error:")
-    assert fragment in result.message, result.message
-    tool = REGISTRY.get(result.message.split("Tool documentation for ")[1].split("(")[0])
-    assert tool.doc in result.message
+    failed(result, fragment)
 
 
 # ------------------------------------------------------------------ read_data

@@ -12,8 +12,9 @@ from sklearn.model_selection import KFold, cross_val_score
 
 import mltb_core.toolkit.tools.modeling as modeling
 from mltb_core.toolkit import limits
-from mltb_core.toolkit.registry import REGISTRY, ToolCall, ToolContext, execute
+from mltb_core.toolkit.registry import REGISTRY, ToolCall, ToolContext
 from mltb_core.toolkit.scratchpad import Scratchpad
+from tool_calls import call_tool, failed, ok, tool_context
 
 FIT_NAMES = sorted(modeling.FIT_TOOLS)
 TUNE_NAMES = sorted(modeling.TUNE_TOOLS)
@@ -44,24 +45,11 @@ def pad(frames) -> Scratchpad:
 
 @pytest.fixture
 def ctx(tmp_path) -> ToolContext:
-    return ToolContext(sandbox=tmp_path, seed=7)
+    return tool_context(tmp_path, seed=7)
 
 
 def run(pad, ctx, tool, X="X", y="y_class", output="model", **kwargs):
-    return execute({"tool_name": tool, "tool_args": {"bindings": {"X_train": X, "y_train": y},
-                                                    "func_kwargs": kwargs, "output": output}}, pad, ctx)
-
-
-def ok(result):
-    assert result.ok, result.message
-    return result
-
-
-def failed(result, *needles):
-    assert not result.ok, result.message
-    for needle in needles:
-        assert needle in result.message, result.message
-    return result
+    return call_tool(pad, ctx, tool, {"X_train": X, "y_train": y}, kwargs, output)
 
 
 def test_registry_has_the_papers_modeling_tools():

@@ -12,15 +12,18 @@ import pytest
 import mltb_core
 import mltb_core.toolkit.tools  # noqa: F401  (registers the tools)
 from mltb_core.toolkit import validation
-from mltb_core.toolkit.registry import ToolContext, ToolInputError, execute
+from mltb_core.toolkit.registry import ToolInputError
 from mltb_core.toolkit.scratchpad import Scratchpad
 from mltb_core.toolkit.validation import (MAX_LISTED_COLUMNS, close_matches, require_columns,
                                           require_frame, require_name)
+from tool_calls import call_tool, failed
 
 CORE = Path(mltb_core.__file__).parent
 TOOL_MODULES = sorted((CORE / "toolkit" / "tools").glob("*.py"))
 CHECK_NAMES = {"require_frame", "require_columns", "require_name", "as_column_list", "missing_columns_message",
-               "close_matches"}
+               "close_matches", "as_target", "as_features", "is_numeric", "numeric_columns",
+               # the names these checks had when tool modules kept their own copies
+               "check_choice", "check_positive_int", "check_lengths", "ensure_csv"}
 
 
 def _tree(path: Path) -> ast.Module:
@@ -100,13 +103,9 @@ CALLS = [
 
 
 @pytest.mark.parametrize("tool, kwargs, param", CALLS, ids=[c[0] for c in CALLS])
-def test_every_tool_words_a_bad_column_alike(tmp_path, frame, tool, kwargs, param):
-    pad = Scratchpad(objects={"df": frame})
-    result = execute({"tool_name": tool, "tool_args": {"bindings": {"df": "df"}, "func_kwargs": kwargs,
-                                                       "output": "out"}}, pad, ToolContext(sandbox=tmp_path))
-    assert not result.ok
-    assert f"unknown column(s) in '{param}': 'Agee' (did you mean 'Age'?). Available columns: Age," in result.message, \
-        result.message
+def test_every_tool_words_a_bad_column_alike(ctx, frame, tool, kwargs, param):
+    result = call_tool(Scratchpad(objects={"df": frame}), ctx, tool, {"df": "df"}, kwargs, "out")
+    failed(result, f"unknown column(s) in '{param}': 'Agee' (did you mean 'Age'?). Available columns: Age,")
 
 
 def test_validation_is_the_module_the_tools_import():
@@ -114,4 +113,29 @@ def test_validation_is_the_module_the_tools_import():
 
     for module in (cleaning, evaluation, features, loading):
         assert module.require_frame is validation.require_frame
-    assert modeling.require_frame is validation.require_frame
+    assert modeling.as_target is evaluation.as_target is validation.as_target
+
+
+def test_one_target_check_for_fitting_and_evaluating():
+    frame = pd.DataFrame({"y": [1.0, 2.0, 3.0]})
+    assert validation.as_target(frame, 3).tolist() == [1.0, 2.0, 3.0]          # a one-column frame is its column
+    assert validation.as_target([1, 2, 3], 3, "y_test", "X_test").tolist() == [1, 2, 3]
+    for y, rows, words in ((frame.assign(z=1), 3, "has 2 columns"), (frame, 4, "X_test has 4 rows but y_test has 3"),
+                           (frame["y"].where(frame["y"] > 1), 3, r"contains 1 missing value\(s\)"),
+                           (np.ones((3, 2)), 3, "must be a Series of target values")):
+        with pytest.raises(ToolInputError, match=words):
+            validation.as_target(y, rows, "y_test", "X_test")
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, True, "2", None])
+def test_a_count_is_a_positive_integer(value):
+    with pytest.raises(ToolInputError, match="'lag' must be a positive integer"):
+        validation.require_positive_int(value, "lag")
+    assert validation.require_positive_int(np.int64(3), "lag") == 3
+
+
+def test_numeric_columns_leave_out_bools_and_the_tracking_column():
+    df = pd.DataFrame({"a": [1.0], "flag": [True], "text": ["x"], validation.TRACKING_COLUMN: [1]})
+    assert validation.numeric_columns(df) == ["a"]
+    with pytest.raises(ToolInputError, match=r"needs numeric columns; text \(\w+\) are not numeric \(a hint\)"):
+        validation.require_numeric_columns(df, ["a", "text"], "some_tool", "a hint")

@@ -10,11 +10,11 @@ goes to ``<first run>/report/``, never into tracked files.
 Plots and tables share one column label per (model, planner, config hash) (:func:`variant_labels`),
 so they always agree; when several hashes exist the legend gives each hash's full configuration and
 the settings that differ between them. Every page carries the provenance line (mltb version, git
-commit, date, runs). Extra sections (e.g. pass@k or ratings) plug in through :data:`REPORT_SECTIONS`.
+commit, date, runs). Extra sections (e.g. pass@k or ratings) are passed to :func:`build_report` as
+:class:`ReportSection` objects.
 """
 from __future__ import annotations
 
-import argparse
 import html
 import io
 import json
@@ -34,8 +34,8 @@ from mltb_core.analysis.ranking import ranking_html
 from mltb_core.analysis.tables import PLANNER_ORDER, Table, build_tables, render_tables, variant_labels
 from mltb_core.analysis.treeview import TREE_CSS, tree_from_steps, tree_page
 
-__all__ = ["build_report", "main", "load_runs", "trial_page_name", "task_page_name", "provenance",
-           "config_legend", "REPORT_SECTIONS", "ReportSection", "default_out_dir", "MIN_BOX_POINTS",
+__all__ = ["build_report", "report_main", "load_runs", "trial_page_name", "task_page_name", "provenance",
+           "config_legend", "ReportSection", "default_out_dir", "MIN_BOX_POINTS",
            "stage_names", "read_steps", "compare_main", "export_main"]
 
 # Fewer points than this are drawn as dots: a box of one or two values pretends to a spread.
@@ -329,13 +329,10 @@ class ReportSection:
     build: Callable[[list[TrialRecord], int], list[Table]]
 
 
-# Other modules append here (e.g. pass@k, ratings); each section's tables follow the summary tables.
-REPORT_SECTIONS: list[ReportSection] = []
-
-
-def _section_tables(records: list[TrialRecord], seed: int) -> list[tuple[str, list[Table]]]:
+def _section_tables(records: list[TrialRecord], seed: int,
+                    extra: Sequence[ReportSection]) -> list[tuple[str, list[Table]]]:
     out = []
-    for section in REPORT_SECTIONS:
+    for section in extra:
         tables = section.build(records, seed)
         if tables:
             out.append((section.title, tables))
@@ -429,15 +426,17 @@ def _trial_page(record: TrialRecord, label: str, prov: dict) -> str:
     return _page(title, body)
 
 
-def build_report(run_dirs: Sequence[Path | str], out_dir: Path | str | None = None, seed: int = 0) -> dict[str, Path]:
+def build_report(run_dirs: Sequence[Path | str], out_dir: Path | str | None = None, seed: int = 0,
+                 sections: Sequence[ReportSection] = ()) -> dict[str, Path]:
     """Merge ``run_dirs`` and write the report into ``out_dir`` (default: :func:`default_out_dir`);
-    returns the written paths by name."""
+    returns the written paths by name. ``sections`` follow the summary tables (each leaves itself out
+    when it builds no table)."""
     if not run_dirs:
         raise ValueError("build_report needs at least one run directory")
     out_dir = Path(out_dir) if out_dir is not None else default_out_dir(run_dirs)
     records = load_runs([Path(d) for d in run_dirs])
     tables = build_tables(records, seed)
-    sections = _section_tables(records, seed) if records else []
+    sections = _section_tables(records, seed, sections) if records else []
     for sub in ("trials", "tasks"):
         (out_dir / sub).mkdir(parents=True, exist_ok=True)
     synthetic = any(r.synthetic for r in records)
@@ -495,32 +494,13 @@ def build_report(run_dirs: Sequence[Path | str], out_dir: Path | str | None = No
     return paths
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR",
-                        help="run directories (each holds results.jsonl); two with --compare-runs compares them")
-    parser.add_argument("--out", type=Path, default=None,
-                        help=f"output directory (default: RUN_DIR/{REPORT_DIR}/ of the first run)")
-    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
-
-
-def run(args: argparse.Namespace) -> int:
-    paths = build_report(args.run_dirs, args.out, args.seed)
-    print(render_tables(build_tables(load_runs(args.run_dirs), args.seed)))
+def report_main(run_dirs: Sequence[Path], out: Path | None = None) -> dict[str, Path]:
+    """``mltb report RUN... [--out DIR]``: write the report, print the tables and the written paths."""
+    paths = build_report(run_dirs, out)
+    print(render_tables(build_tables(load_runs(run_dirs), 0)))
     for name, path in paths.items():
         print(f"{name}: {path}")
-    return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``mltb report RUN_DIR [RUN_DIR ...] [--out DIR]``; prints the tables and the written paths."""
-    parser = argparse.ArgumentParser(prog="mltb report", description="merge mltb runs into a leaderboard")
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except (FileNotFoundError, ValueError) as exc:
-        parser.error(str(exc))
-    return 2
+    return paths
 
 
 def compare_main(run_a: Path, run_b: Path, out: Path | None = None, seed: int = 0) -> Path:
@@ -551,6 +531,3 @@ def export_main(run_dirs: Sequence[Path], fmt: str, out: Path | None = None) -> 
     print(f"{len(records)} trial(s) → {path}")
     return path
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

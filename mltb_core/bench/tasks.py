@@ -23,7 +23,7 @@ from mltb_core.bench.fixtures import FIXTURES
 from mltb_core.environment import read as read_environment
 
 __all__ = [
-    "SUBMISSION_FILE", "TASKS_DIR", "PROBLEM_TYPES", "PREDICTIONS", "SOURCES", "KNOWN_METRICS",
+    "SUBMISSION_FILE", "TASKS_DIR", "PROBLEM_TYPES", "PREDICTIONS", "SOURCES",
     "Task", "TaskSpecError", "UnknownTaskError", "load_tasks", "get_task", "metric_directions", "SLUG_PATTERN",
     "is_slug", "DATA_ORIGINS", "BOARDS", "DEFAULT_BOARD", "check_board", "RowFilter", "active_data_origin",
     "percentile_note", "board_file", "check_task_inputs", "metric_problem_types",
@@ -41,9 +41,6 @@ SLUG_RULE = "lower-case letters, digits and '-', not starting with '-', at most 
 PROBLEM_TYPES = ("regression", "binary", "multiclass")
 PREDICTIONS = ("label", "probability")
 SOURCES = ("bundled", "replica", "kaggle")
-# Fallback when mltb_core.bench.metrics is not importable: metric name -> greater_is_better.
-KNOWN_METRICS = {"accuracy": True, "prior_weighted_accuracy": True, "macro_f1": True, "roc_auc": True,
-                 "gini": True, "mcc": True, "rmse": False, "rmsle": False}
 
 _REQUIRED_TEXT = ("slug", "title", "problem_type", "target", "id_column", "metric", "prediction",
                   "source", "summary")
@@ -144,23 +141,17 @@ class UnknownTaskError(KeyError):
 
 
 def metric_directions() -> dict[str, bool]:
-    """Metric name -> greater_is_better, from mltb_core.bench.metrics when it exists."""
-    try:
-        from mltb_core.bench.metrics import METRICS  # imported lazily: metrics.py is owned elsewhere
-    except ImportError:
-        return dict(KNOWN_METRICS)
-    # Entries are Metric objects (greater_is_better attribute) or (function, greater_is_better) pairs.
-    return {name: bool(entry.greater_is_better if hasattr(entry, "greater_is_better") else entry[1])
-            for name, entry in METRICS.items()}
+    """Metric name -> greater_is_better (:data:`mltb_core.bench.metrics.METRICS` is the one list)."""
+    from mltb_core.bench.metrics import METRICS   # on use: scikit-learn takes a second to import (`mltb --help`)
+
+    return {name: metric.greater_is_better for name, metric in METRICS.items()}
 
 
 def metric_problem_types() -> dict[str, tuple[str, ...]]:
-    """Metric name -> the problem types it can score, from mltb_core.bench.metrics (every type if unknown)."""
-    try:
-        from mltb_core.bench.metrics import METRICS
-    except ImportError:
-        return {name: PROBLEM_TYPES for name in KNOWN_METRICS}
-    return {name: tuple(getattr(entry, "problem_types", PROBLEM_TYPES)) for name, entry in METRICS.items()}
+    """Metric name -> the problem types it can score."""
+    from mltb_core.bench.metrics import METRICS
+
+    return {name: metric.problem_types for name, metric in METRICS.items()}
 
 
 @dataclass(frozen=True)

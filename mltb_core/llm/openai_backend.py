@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from mltb_core.environment import read as read_environment
+from mltb_core.environment import default as environment_default, read as read_environment
 from mltb_core.llm.base import Candidate, ContextOverflowError, InfraError, LLMBackend, LLMResponse, Usage, candidate_from_message
 from mltb_core.llm.cache import ResponseCache
 from mltb_core.llm.prices import Price, PriceTable, load_price_table
@@ -238,13 +238,12 @@ def server_cached_tokens(response: Any) -> int:
     return min(cached, prompt) if isinstance(prompt, int) else cached
 
 
-# The retry policy's environment variables: name -> (number type, default).
-RETRY_ENV: dict[str, tuple[type, float]] = {"MLTB_LLM_MAX_RETRIES": (int, 4), "MLTB_LLM_TIMEOUT": (float, 60.0),
-                                            "MLTB_LLM_BACKOFF": (float, 1.0)}
+# The retry policy's environment variables: name -> number type (defaults: the environment table's).
+RETRY_ENV: dict[str, type] = {"MLTB_LLM_MAX_RETRIES": int, "MLTB_LLM_TIMEOUT": float, "MLTB_LLM_BACKOFF": float}
 
 
 def _retry_env(name: str) -> Any:
-    return _env_number(name, *RETRY_ENV[name])
+    return _env_number(name, RETRY_ENV[name], RETRY_ENV[name](environment_default(name)))
 
 
 def check_retry_env() -> None:

@@ -21,7 +21,7 @@ from mltb_core.planners.rewards import (REWARD_STAGES, PathLog, Progress, StageC
                                         read_submission_snapshot)
 from mltb_core.toolkit.constraints import call_schema, readable_files
 from mltb_core.toolkit.registry import ToolCall, ToolContext, ToolRegistry, execute
-from mltb_core.toolkit.scratchpad import Scratchpad, describe_columns, describe_object
+from mltb_core.toolkit.scratchpad import Scratchpad, describe_columns, describe_object, is_object_name
 from mltb_core.toolkit.textsafety import cap_text
 
 __all__ = ["StepFacts", "Workspace", "LocalWorkspace", "MAX_OBSERVATION_CHARS", "MAX_SUBMISSION_BYTES",
@@ -29,7 +29,6 @@ __all__ = ["StepFacts", "Workspace", "LocalWorkspace", "MAX_OBSERVATION_CHARS", 
 
 MAX_OBSERVATION_CHARS = 8_000        # one tool result as the model sees it (the context window is shared)
 MAX_FEEDBACK_CHARS = 2_000
-MAX_NAME_CHARS = 200
 MAX_NAMES = 200
 MAX_SUBMISSION_BYTES = 64 * 2**20    # far above any bundled test set's submission
 ROOT = 0
@@ -112,8 +111,8 @@ def _typed(data: dict, name: str, kind: type) -> Any:
 def _names(value: Any) -> list[str]:
     if not isinstance(value, list) or len(value) > MAX_NAMES:
         raise UntrustedReply("field 'written' is not a list of names")
-    if not all(isinstance(n, str) and 0 < len(n) <= MAX_NAME_CHARS for n in value):
-        raise UntrustedReply("field 'written' holds something that is not a short name")
+    if not all(is_object_name(n) for n in value):   # the scratchpad's own rule: a worker cannot have written it
+        raise UntrustedReply("field 'written' holds something that is not an object name")
     return list(value)
 
 

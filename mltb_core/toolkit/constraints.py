@@ -30,15 +30,15 @@ from typing import Any
 import pandas as pd
 
 from mltb_core.toolkit.registry import Tool, _json_schema
-from mltb_core.toolkit.scratchpad import Scratchpad
+from mltb_core.toolkit.scratchpad import OBJECT_NAME_PATTERN, Scratchpad
 from mltb_core.toolkit.tools.evaluation import PICKLE_SUFFIXES
 from mltb_core.toolkit.tools.loading import _READERS
 
 __all__ = ["call_schema", "arguments_by_tool", "object_accepts", "readable_files", "COLUMN_PARAMS",
            "OBJECT_NAME", "MAX_FRAME_BRANCHES", "MAX_FILES"]
 
-# An object name is an identifier: without this a tiny model rambles inside a string until max_tokens.
-OBJECT_NAME: dict[str, Any] = {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"}
+# The scratchpad's name rule as a grammar: without it a tiny model rambles inside a string until max_tokens.
+OBJECT_NAME: dict[str, Any] = {"type": "string", "pattern": f"^{OBJECT_NAME_PATTERN}$"}
 
 # Value parameters naming existing columns -> the binding whose frame holds them (None: the tool's
 # first DataFrame binding). New names (``name``, ``new_name``...) are free: they do not exist yet.

@@ -27,7 +27,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from mltb_core.environment import read as read_environment
+from mltb_core.environment import default as environment_default, read as read_environment
 
 __all__ = ["ToolTimeout", "ToolOutOfMemory", "call_with_time_limit", "call_with_limits", "set_memory_budget",
            "tool_memory_limit", "sandbox_quota", "parse_size", "limit_threads", "THREAD_ENV_VARS", "MEMORY_LIMIT_ENV",
@@ -38,9 +38,7 @@ THREAD_ENV_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
 
 
 MEMORY_LIMIT_ENV = "MLTB_TOOL_MEMORY_LIMIT"
-DEFAULT_TOOL_MEMORY = 6 * 2**30
 SANDBOX_QUOTA_ENV = "MLTB_SANDBOX_QUOTA"
-DEFAULT_SANDBOX_QUOTA = 2 * 2**30
 _SIZE_UNITS = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
@@ -63,6 +61,10 @@ def parse_size(text: str | int) -> int:
     if not match:
         raise ValueError(f"not a size: {text!r} (use e.g. 6G, 512M or a number of bytes)")
     return int(float(match.group(1)) * _SIZE_UNITS[match.group(2).upper()])
+
+
+DEFAULT_TOOL_MEMORY = parse_size(environment_default(MEMORY_LIMIT_ENV))      # the environment table's "6 GiB"
+DEFAULT_SANDBOX_QUOTA = parse_size(environment_default(SANDBOX_QUOTA_ENV))
 
 
 def tool_memory_limit() -> int | None:

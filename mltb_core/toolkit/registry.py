@@ -25,6 +25,7 @@ import difflib
 import inspect
 import json
 import re
+import string
 import time
 import types
 import typing
@@ -34,12 +35,12 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple, Union, get_args, get_origin
 
 from mltb_core.toolkit.textsafety import JSONShapeError, check_json_value, loads_bounded
-from mltb_core.toolkit.scratchpad import MissingObjectError, Scratchpad, describe_object
+from mltb_core.toolkit.scratchpad import MissingObjectError, ObjectNameError, Scratchpad, check_object_name, describe_object
 
 __all__ = [
     "TOOL_STAGES", "Tool", "ToolCall", "ToolCallError", "ToolContext", "ToolResult", "ToolReturn",
     "ToolRegistry", "REGISTRY", "make_get_tool", "make_set_tool", "make_get_and_set_tool",
-    "make_override_tool", "execute", "ToolInputError", "TOOLSETS", "DEFAULT_TOOLSET", "PAPER", "check_toolset",
+    "make_override_tool", "execute", "ToolInputError", "doc_from", "TOOLSETS", "DEFAULT_TOOLSET", "PAPER", "check_toolset",
     "UnknownToolsetError",
 ]
 
@@ -73,6 +74,16 @@ def check_toolset(name: str) -> str:
     if name not in TOOLSETS:
         raise UnknownToolsetError(f"unknown toolset {name!r}; valid toolsets: {', '.join(TOOLSETS)}")
     return name
+
+
+def doc_from(template: str, **fields: Any) -> Callable[[Callable], Callable]:
+    """Decorator: the function's docstring is ``template`` with ``$field``s filled in (``$tool_name``: the
+    function's name). For tools that differ in a few words: one text to keep right, and the model reads the
+    same words for each. ``$`` placeholders leave the braces of JSON examples alone."""
+    def apply(func: Callable) -> Callable:
+        func.__doc__ = string.Template(template).substitute(tool_name=func.__name__, **fields)
+        return func
+    return apply
 
 
 class ToolReturn(NamedTuple):
@@ -471,6 +482,8 @@ def execute(call: ToolCall | dict, pad: Scratchpad, ctx: ToolContext, registry: 
         if allowed is not None and tool.name not in set(allowed):
             raise ToolCallError(f"tool {tool.name!r} is not available at this stage")
         kwargs = _bind(tool, call, pad, ctx)
+        for name in _output_names(tool, call):   # before the work: a bad name would waste it
+            check_object_name(name)
         value = _run_with_limit(tool, kwargs, ctx)
         note = ""
         if isinstance(value, ToolReturn):
@@ -495,7 +508,7 @@ def _without_locations(message: str, ctx: ToolContext) -> str:
 
 
 def error_message(exc: BaseException, tool: Tool | None) -> str:
-    text = str(exc) if isinstance(exc, (ToolCallError, ToolInputError, MissingObjectError)) else f"{type(exc).__name__}: {exc}"
+    text = str(exc) if isinstance(exc, (ToolCallError, ToolInputError, MissingObjectError, ObjectNameError)) else f"{type(exc).__name__}: {exc}"
     msg = f"Error: {text}\nPlease fix your mistakes."
     if tool is not None:
         msg += f"\nTool documentation for {tool.signature}:\n{tool.doc}"
@@ -537,6 +550,15 @@ def _run_with_limit(tool: Tool, kwargs: dict[str, Any], ctx: ToolContext) -> Any
     from mltb_core.toolkit.limits import call_with_limits  # local: keeps import graph simple
 
     return call_with_limits(tool.func, kwargs, ctx.time_limit, label=tool.name)
+
+
+def _output_names(tool: Tool, call: ToolCall) -> list[str]:
+    """The names a call asks its result to be stored under (the scratchpad checks each again on write)."""
+    if tool.kind == "get" or not call.output:
+        return []
+    if isinstance(call.output, list):
+        return list(call.output)
+    return [call.output] + [f"{call.output}_{suffix}" for suffix in tool.output_parts]
 
 
 def _store(tool: Tool, call: ToolCall, pad: Scratchpad, value: Any) -> list[str]:

@@ -12,10 +12,36 @@ never mutate their inputs (pandas copy-on-write makes derived frames cheap).
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["Scratchpad", "MissingObjectError"]
+__all__ = ["Scratchpad", "MissingObjectError", "ObjectNameError", "OBJECT_NAME_PATTERN", "MAX_OBJECT_NAME_CHARS",
+           "is_object_name", "check_object_name"]
+
+# The one rule for a scratchpad name, whatever the backend: an identifier (the constrained local models'
+# grammar uses this pattern, constraints.OBJECT_NAME) of bounded length (the grammar leaves length out: a
+# bounded repeat would blow it up; the parent refuses a longer name in a worker's reply, StepFacts).
+OBJECT_NAME_PATTERN = "[A-Za-z_][A-Za-z0-9_]*"
+MAX_OBJECT_NAME_CHARS = 200
+_OBJECT_NAME = re.compile(OBJECT_NAME_PATTERN)
+
+
+class ObjectNameError(ValueError):
+    """A name the model chose for a scratchpad object breaks the rule (the call fails, the trial goes on)."""
+
+
+def is_object_name(name: Any) -> bool:
+    return type(name) is str and len(name) <= MAX_OBJECT_NAME_CHARS and _OBJECT_NAME.fullmatch(name) is not None
+
+
+def check_object_name(name: Any) -> str:
+    """``name`` when it is a valid object name; else an error saying what a name must be."""
+    if not is_object_name(name):
+        shown = repr(name)[:60] + ("..." if len(repr(name)) > 60 else "") if isinstance(name, str) else type(name).__name__
+        raise ObjectNameError(f"invalid object name {shown}: a name is a letter or underscore followed by letters, "
+                              f"digits or underscores, at most {MAX_OBJECT_NAME_CHARS} characters (e.g. train_df)")
+    return name
 
 
 class MissingObjectError(KeyError):
@@ -37,29 +63,24 @@ class Scratchpad:
     __slots__ = ("_local", "parent", "depth")
 
     def __init__(self, parent: Scratchpad | None = None, objects: dict[str, Any] | None = None):
-        self._local: dict[str, Any] = dict(objects or {})
+        self._local: dict[str, Any] = {}
+        for name, value in (objects or {}).items():
+            self.set(name, value)
         self.parent = parent
         self.depth = 0 if parent is None else parent.depth + 1
 
     # -- reads resolve along the path, nearest first ---------------------------------
     def get(self, name: str) -> Any:
-        pad: Scratchpad | None = self
-        while pad is not None:
+        for pad in self._chain():
             if name in pad._local:
                 return pad._local[name]
-            pad = pad.parent
         raise MissingObjectError(name, self.names())
 
     def __getitem__(self, name: str) -> Any:
         return self.get(name)
 
     def __contains__(self, name: object) -> bool:
-        pad: Scratchpad | None = self
-        while pad is not None:
-            if name in pad._local:
-                return True
-            pad = pad.parent
-        return False
+        return any(name in pad._local for pad in self._chain())
 
     def names(self) -> list[str]:
         """Every visible name, in first-written order along the path."""
@@ -78,9 +99,7 @@ class Scratchpad:
 
     # -- writes stay local ----------------------------------------------------------
     def set(self, name: str, value: Any) -> None:
-        if not isinstance(name, str) or not name.strip():
-            raise ValueError(f"object names must be non-empty strings, got {name!r}")
-        self._local[name] = value
+        self._local[check_object_name(name)] = value
 
     def __setitem__(self, name: str, value: Any) -> None:
         self.set(name, value)

@@ -10,13 +10,16 @@ import difflib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from mltb_core.toolkit.registry import ToolInputError
 
 __all__ = ["TRACKING_COLUMN", "SUGGESTION_CUTOFF", "MAX_SUGGESTIONS", "MAX_LISTED_COLUMNS", "close_matches",
            "require_frame", "as_column_list", "require_columns", "missing_columns_message", "require_name",
-           "require_model", "choose", "DTYPE_NAMES", "resolve_dtype"]
+           "require_model", "choose", "require_choice", "require_positive_int", "as_features", "as_target",
+           "is_numeric", "numeric_columns", "require_numeric_columns", "require_csv_path",
+           "DTYPE_NAMES", "resolve_dtype"]
 
 # Added by concatenate_train_test: 1 on train rows, 0 on test rows; never a feature.
 TRACKING_COLUMN = "_is_train"
@@ -99,6 +102,84 @@ def choose(value: Any, table: Mapping[str, Any], param: str) -> Any:
         shown = value if isinstance(value, (str, int, float, bool, type(None))) else type(value).__name__
         raise ToolInputError(f"'{param}' must be one of {list(table)}, got {str(repr(shown))[:100]}")
     return table[value]
+
+
+def require_choice(value: Any, choices: Iterable[str], param: str) -> str:
+    """``value`` when it is one of ``choices`` (words mltb compares, never hands to a library by name)."""
+    return choose(value, {choice: choice for choice in choices}, param)
+
+
+def require_positive_int(value: Any, param: str) -> int:
+    """``value`` as an int when it is an integer >= 1 (a bool is not a number here)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ToolInputError(f"'{param}' must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def is_numeric(series: pd.Series) -> bool:
+    """A number column (bool is not one here: a mean or a scale of True/False says little)."""
+    return pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(series.dtype)
+
+
+def numeric_columns(df: pd.DataFrame) -> list[Any]:
+    """Every numeric column but the tracking column."""
+    return [c for c in df.columns if c != TRACKING_COLUMN and is_numeric(df[c])]
+
+
+def require_numeric_columns(df: pd.DataFrame, columns: Any, tool: str, hint: str = "") -> list[Any]:
+    """The requested columns (every numeric one when None); a tool error names the ones that are not numeric."""
+    if columns is None:
+        return numeric_columns(df)
+    names = require_columns(df, columns)
+    bad = [c for c in names if not is_numeric(df[c])]
+    if bad:
+        raise ToolInputError(f"{tool} needs numeric columns; {', '.join(f'{c} ({df[c].dtype})' for c in bad)} "
+                             "are not numeric" + (f" ({hint})" if hint else ""))
+    return names
+
+
+def require_csv_path(filepath: Any, param: str = "filepath") -> str:
+    """A file name ending in .csv (what the grader and Kaggle read)."""
+    if not str(filepath).lower().endswith(".csv"):
+        raise ToolInputError(f"{param} {filepath!r} must end with .csv")
+    return str(filepath)
+
+
+def as_features(X: Any, param: str = "X_train") -> pd.DataFrame:
+    """Features as a non-empty frame with unique column names (a Series is one column)."""
+    if isinstance(X, pd.Series):
+        X = X.to_frame()
+    X = require_frame(X, param)
+    if X.shape[0] == 0 or X.shape[1] == 0:
+        raise ToolInputError(f"{param} is empty (shape {X.shape})")
+    duplicated = sorted({str(c) for c in X.columns[X.columns.duplicated()]})
+    if duplicated:
+        raise ToolInputError(f"{param} has duplicate column names {duplicated}; rename or drop them")
+    return X
+
+
+def as_target(y: Any, n_rows: int, param: str = "y_train", rows_param: str = "X_train") -> pd.Series:
+    """Target values as a Series with one value per row of ``rows_param`` and none missing (a one-column
+    frame is its column; a list or array becomes a Series)."""
+    if isinstance(y, pd.DataFrame):
+        if y.shape[1] != 1:
+            raise ToolInputError(f"{param} has {y.shape[1]} columns; pass only the target column")
+        y = y.iloc[:, 0]
+    if not isinstance(y, pd.Series):
+        try:
+            y = pd.Series(np.asarray(y))
+        except Exception:  # noqa: BLE001 - a model-made object of any kind
+            raise ToolInputError(f"{param} must be a Series of target values, got {type(y).__name__}") from None
+        if y.ndim != 1:
+            raise ToolInputError(f"{param} must be one-dimensional")
+    if len(y) != n_rows:
+        raise ToolInputError(f"{rows_param} has {n_rows} rows but {param} has {len(y)}; they must come from the "
+                             "same rows (split them together, e.g. with convert_dataframe_to_features_target)")
+    missing = int(y.isna().sum())
+    if missing:
+        raise ToolInputError(f"{param} contains {missing} missing value(s); drop or fill the target first "
+                             "(rows of the test part have no target: use the train part only)")
+    return y
 
 
 # Every dtype a model may ask for by name (cast tools and the expression language's astype), and the

@@ -10,11 +10,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mltb_core.toolkit.registry import PAPER, ToolInputError, ToolReturn, make_get_tool, make_override_tool
+from mltb_core.toolkit.registry import PAPER, ToolInputError, ToolReturn, doc_from, make_get_tool, make_override_tool
 from mltb_core.toolkit.expressions import compile_lambda, documents_expressions, evaluate_condition
 from mltb_core.toolkit.tools.loading import most_frequent
-from mltb_core.toolkit.validation import (TRACKING_COLUMN, as_column_list, choose, require_columns,
-                                          require_frame, resolve_dtype)
+from mltb_core.toolkit.validation import (TRACKING_COLUMN, as_column_list, choose, is_numeric, require_columns,
+                                          require_frame, require_numeric_columns, resolve_dtype)
 
 __all__ = [
     "fillna_with_value", "fillna_with_median", "fillna_with_mean", "fillna_with_mode", "fillna_with_condition",
@@ -95,20 +95,7 @@ def _with_note(df_before: pd.DataFrame, df_after: pd.DataFrame, columns: list[st
     return ToolReturn(df_after, note)
 
 
-def _numeric_columns(df: pd.DataFrame, columns: Any, tool: str) -> list[str]:
-    """Requested columns (all numeric ones when None); refuses non-numeric names."""
-    if columns is None:
-        return [c for c in df.columns if _is_numeric(df[c]) and c != TRACKING_COLUMN]
-    names = require_columns(df, columns)
-    bad = [c for c in names if not _is_numeric(df[c])]
-    if bad:
-        raise ToolInputError(f"{tool} needs numeric columns; {', '.join(f'{c} ({df[c].dtype})' for c in bad)} "
-                             "are not numeric (use fillna_with_mode or fillna_with_value for them)")
-    return names
-
-
-def _is_numeric(series: pd.Series) -> bool:
-    return pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(series.dtype)
+_NOT_NUMERIC_HINT = "use fillna_with_mode or fillna_with_value for them"
 
 
 _STATISTICS: dict[str, Any] = {"median": pd.Series.median, "mean": pd.Series.mean}
@@ -116,7 +103,7 @@ _STATISTICS: dict[str, Any] = {"median": pd.Series.median, "mean": pd.Series.mea
 
 def _fill_with_statistic(df: pd.DataFrame, columns: Any, statistic: str, tool: str) -> ToolReturn:
     require_frame(df)
-    names = _numeric_columns(df, columns, tool)
+    names = require_numeric_columns(df, columns, tool, _NOT_NUMERIC_HINT)
     with_gaps = [col for col in names if df[col].isna().any()]
     reduce = _STATISTICS[statistic]
     fills = {col: value for col in with_gaps if pd.notna(value := reduce(df[col]))}
@@ -171,9 +158,7 @@ def fillna_with_value(df: pd.DataFrame, columns: str | list[str], value: Scalar)
     return _with_note(df, _fill_many(df, {col: value for col in names}), names)
 
 
-@make_override_tool(toolsets=PAPER, stages=_CLEANING)
-def fillna_with_median(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd.DataFrame:
-    """Fill missing values with median of the column.
+_FILL_WITH_STATISTIC_DOC = """Fill missing values with $statistic of the column.
 
     Parameters
     ----------
@@ -185,37 +170,24 @@ def fillna_with_median(df: pd.DataFrame, columns: str | list[str] | None = None)
     Returns
     -------
     pd.DataFrame
-        A copy with missing numeric values replaced by each column's median.
+        A copy with missing numeric values replaced by each column's $statistic.
 
     Example
     -------
-    {"tool_name": "fillna_with_median", "tool_args": {"bindings": {"df": "combined"},
-     "func_kwargs": {"columns": ["Age"]}, "output": "combined"}}
+    {"tool_name": "$tool_name", "tool_args": {"bindings": {"df": "combined"},
+     "func_kwargs": $example_kwargs, "output": "combined"}}
     """
+
+
+@make_override_tool(toolsets=PAPER, stages=_CLEANING)
+@doc_from(_FILL_WITH_STATISTIC_DOC, statistic="median", example_kwargs='{"columns": ["Age"]}')
+def fillna_with_median(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd.DataFrame:
     return _fill_with_statistic(df, columns, "median", "fillna_with_median")
 
 
 @make_override_tool(toolsets=PAPER, stages=_CLEANING)
+@doc_from(_FILL_WITH_STATISTIC_DOC, statistic="mean", example_kwargs="{}")
 def fillna_with_mean(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd.DataFrame:
-    """Fill missing values with mean of the column.
-
-    Parameters
-    ----------
-    df : pd.DataFrame
-        The DataFrame to clean.
-    columns : str or list[str], optional
-        Numeric column(s) to fill; default: every numeric column.
-
-    Returns
-    -------
-    pd.DataFrame
-        A copy with missing numeric values replaced by each column's mean.
-
-    Example
-    -------
-    {"tool_name": "fillna_with_mean", "tool_args": {"bindings": {"df": "combined"},
-     "func_kwargs": {}, "output": "combined"}}
-    """
     return _fill_with_statistic(df, columns, "mean", "fillna_with_mean")
 
 
@@ -369,7 +341,7 @@ def fillna_with_conditional_aggregation(df: pd.DataFrame, target_column: str, co
     require_frame(df)
     require_columns(df, [target_column, condition_column])
     reduction = choose(agg_func, _AGGREGATIONS, "agg_func")
-    if agg_func in ("mean", "median", "sum") and not _is_numeric(df[target_column]):
+    if agg_func in ("mean", "median", "sum") and not is_numeric(df[target_column]):
         raise ToolInputError(f"agg_func {agg_func!r} needs a numeric target_column; {target_column} is "
                              f"{df[target_column].dtype} (use 'mode')")
     groups = df[condition_column]
@@ -586,7 +558,7 @@ def cast_numeric_columns(df: pd.DataFrame, columns: str | list[str] | None = Non
      "func_kwargs": {"target_type": "float32"}, "output": "X_train"}}
     """
     require_frame(df)
-    names = _numeric_columns(df, columns, "cast_numeric_columns")
+    names = require_numeric_columns(df, columns, "cast_numeric_columns", _NOT_NUMERIC_HINT)
     return _cast_all(df, {c: target_type for c in names})
 
 

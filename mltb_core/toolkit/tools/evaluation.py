@@ -17,9 +17,10 @@ import numpy as np
 import pandas as pd
 from sklearn import metrics as skm
 
-from mltb_core.toolkit.registry import PAPER, ToolContext, ToolInputError, make_get_and_set_tool, make_get_tool, make_set_tool
+from mltb_core.toolkit.registry import (PAPER, ToolContext, ToolInputError, doc_from, make_get_and_set_tool, make_get_tool,
+                                        make_set_tool)
 from mltb_core.toolkit.sandbox import resolve_read, resolve_write
-from mltb_core.toolkit.validation import TRACKING_COLUMN, require_frame, require_model
+from mltb_core.toolkit.validation import TRACKING_COLUMN, as_target, require_csv_path, require_frame, require_model
 
 __all__ = [
     "evaluate_regression_model", "evaluate_classification_model", "predict_target", "save_model", "load_model",
@@ -94,44 +95,19 @@ def _predict(model: Any, X: Any) -> np.ndarray:
     return pred.ravel() if pred.ndim == 2 and pred.shape[1] == 1 else pred
 
 
-def _check_lengths(X: Any, y: Any) -> None:
-    if len(X) != len(y):
-        raise ToolInputError(f"X_test has {len(X)} rows but y_test has {len(y)}")
-    if pd.isna(pd.Series(np.asarray(y).ravel())).any():
-        raise ToolInputError("y_test has missing values; evaluate on labelled rows only")
-
-
-def _as_target(y: Any) -> pd.Series:
-    if isinstance(y, pd.DataFrame):
-        if y.shape[1] != 1:
-            raise ToolInputError(f"y_test must be one column, got {y.shape[1]} columns")
-        y = y.iloc[:, 0]
-    return pd.Series(np.asarray(y).ravel())
-
-
-def _ensure_csv(filepath: str) -> None:
-    if not str(filepath).lower().endswith(".csv"):
-        raise ToolInputError(f"filepath {filepath!r} must end with .csv")
-
-
 # ---------------------------------------------------------------- metrics
-@make_get_tool(toolsets=PAPER, stages=("evaluation",), objects=("model", "X_test", "y_test"))
-def evaluate_regression_model(model: Any, X_test: pd.DataFrame, y_test: pd.Series, model_name: str = "model",
-                              eval_data_label: str = "test") -> str:
-    """Evaluate a trained regression model on data.
+_EVALUATE_DOC = """Evaluate a trained $kind model on data.
 
-    Computes RMSE, MAE, R2 (and RMSLE when all values are non-negative) of the
-    model's predictions on X_test against y_test. The data can be any labelled
-    set, e.g. the train set or a held-out split.
+    $computes
 
     Parameters
     ----------
     model : Any
-        A fitted regression model.
+        A fitted $model.
     X_test : pd.DataFrame
         Features (same columns as in training).
     y_test : pd.Series
-        True target values.
+        True $truth.
     model_name : str
         Name shown in the report.
     eval_data_label : str
@@ -144,12 +120,20 @@ def evaluate_regression_model(model: Any, X_test: pd.DataFrame, y_test: pd.Serie
 
     Example
     -------
-    {"tool_name": "evaluate_regression_model", "tool_args": {"bindings": {"model": "best_model",
-     "X_test": "X_train", "y_test": "y_train"}, "func_kwargs": {"model_name": "LightGBM",
+    {"tool_name": "$tool_name", "tool_args": {"bindings": {"model": "$example_model",
+     "X_test": "X_train", "y_test": "y_train"}, "func_kwargs": {"model_name": "$example_name",
      "eval_data_label": "train"}}}
     """
-    y = _as_target(y_test)
-    _check_lengths(X_test, y)
+
+
+@make_get_tool(toolsets=PAPER, stages=("evaluation",), objects=("model", "X_test", "y_test"))
+@doc_from(_EVALUATE_DOC, kind="regression", model="regression model", truth="target values",
+          computes="""Computes RMSE, MAE, R2 (and RMSLE when all values are non-negative) of the
+    model's predictions on X_test against y_test. The data can be any labelled
+    set, e.g. the train set or a held-out split.""", example_model="best_model", example_name="LightGBM")
+def evaluate_regression_model(model: Any, X_test: pd.DataFrame, y_test: pd.Series, model_name: str = "model",
+                              eval_data_label: str = "test") -> str:
+    y = as_target(y_test, len(X_test), "y_test", "X_test")
     pred = _predict(model, X_test).astype(float)
     truth = y.to_numpy(dtype=float)
     lines = [f"Regression metrics for {model_name} on {eval_data_label} data ({len(truth)} rows):",
@@ -162,40 +146,14 @@ def evaluate_regression_model(model: Any, X_test: pd.DataFrame, y_test: pd.Serie
 
 
 @make_get_tool(toolsets=PAPER, stages=("evaluation",), objects=("model", "X_test", "y_test"))
+@doc_from(_EVALUATE_DOC, kind="classification", model="classifier", truth="labels",
+          computes="""Computes accuracy, precision, recall, F1 (macro-averaged for more than two
+    classes), ROC AUC and log loss when the model gives probabilities, and the
+    confusion matrix. The data can be any labelled set, e.g. the train set.""", example_model="best_estimator",
+          example_name="CatBoost Classifier")
 def evaluate_classification_model(model: Any, X_test: pd.DataFrame, y_test: pd.Series, model_name: str = "model",
                                   eval_data_label: str = "test") -> str:
-    """Evaluate a trained classification model on data.
-
-    Computes accuracy, precision, recall, F1 (macro-averaged for more than two
-    classes), ROC AUC and log loss when the model gives probabilities, and the
-    confusion matrix. The data can be any labelled set, e.g. the train set.
-
-    Parameters
-    ----------
-    model : Any
-        A fitted classifier.
-    X_test : pd.DataFrame
-        Features (same columns as in training).
-    y_test : pd.Series
-        True labels.
-    model_name : str
-        Name shown in the report.
-    eval_data_label : str
-        Label of the data shown in the report, e.g. "train" or "validation".
-
-    Returns
-    -------
-    str
-        The metrics as text.
-
-    Example
-    -------
-    {"tool_name": "evaluate_classification_model", "tool_args": {"bindings": {"model": "best_estimator",
-     "X_test": "X_train", "y_test": "y_train"}, "func_kwargs": {"model_name": "CatBoost Classifier",
-     "eval_data_label": "train"}}}
-    """
-    y = _as_target(y_test)
-    _check_lengths(X_test, y)
+    y = as_target(y_test, len(X_test), "y_test", "X_test")
     pred = pd.Series(_predict(model, X_test))
     if pred.dtype != y.dtype:  # e.g. CatBoost returns strings for bool labels
         try:
@@ -454,7 +412,7 @@ def save_dataframe_to_csv(df: pd.DataFrame, filepath: str, ctx: ToolContext) -> 
     if isinstance(df, pd.Series):
         df = df.to_frame()
     require_frame(df)
-    _ensure_csv(filepath)
+    require_csv_path(filepath)
     path = resolve_write(ctx, filepath)
     df.to_csv(path, index=False)
     ctx.written_files.add(path)
@@ -539,7 +497,7 @@ def create_submission(predictions: Any, test_df: pd.DataFrame, ctx: ToolContext,
     if len(values) != len(test_df):
         raise ToolInputError(f"predictions has {len(values)} rows but test_df has {len(test_df)}; "
                              "predict on the full test set (no rows dropped)")
-    _ensure_csv(filepath)
+    require_csv_path(filepath)
     ids = test_df[task.id_column].to_numpy()
     if isinstance(values, pd.DataFrame):
         submission = pd.concat([pd.DataFrame({task.id_column: ids}), values.reset_index(drop=True)], axis=1)

@@ -11,16 +11,17 @@ Model-written expressions, conditions and lambdas only go through
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from mltb_core.toolkit.registry import PAPER, ToolInputError, ToolReturn, make_get_and_set_tool, make_get_tool, make_override_tool
+from mltb_core.toolkit.registry import (PAPER, ToolInputError, ToolReturn, doc_from, make_get_and_set_tool, make_get_tool,
+                                        make_override_tool)
 from mltb_core.toolkit.expressions import compile_lambda, documents_expressions, evaluate_condition, evaluate_expression
-from mltb_core.toolkit.validation import (TRACKING_COLUMN, as_column_list, choose, require_columns, require_frame,
-                                          require_name)
+from mltb_core.toolkit.validation import (TRACKING_COLUMN, as_column_list, choose, numeric_columns, require_choice,
+                                          require_columns, require_frame, require_name, require_positive_int)
 
 __all__ = [
     "MAX_ONE_HOT_LEVELS", "MAX_ONE_HOT_NEW_COLUMNS", "MAX_REGEX_LENGTH",
@@ -111,24 +112,6 @@ def _is_categorical_like(series: pd.Series) -> bool:
 
 def _categorical_columns(df: pd.DataFrame) -> list[str]:
     return [c for c in df.columns if c != TRACKING_COLUMN and _is_categorical_like(df[c])]
-
-
-def _numeric_columns(df: pd.DataFrame) -> list[str]:
-    return [c for c in df.columns if c != TRACKING_COLUMN and pd.api.types.is_numeric_dtype(df[c])
-            and not pd.api.types.is_bool_dtype(df[c])]
-
-
-def _check_choice(value: Any, choices: Iterable[str], param: str) -> str:
-    choices = tuple(choices)
-    if value not in choices:
-        raise ToolInputError(f"'{param}' must be one of {list(choices)}, got {value!r}")
-    return value
-
-
-def _check_positive_int(value: Any, param: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ToolInputError(f"'{param}' must be a positive integer, got {value!r}")
-    return int(value)
 
 
 def _to_datetime(df: pd.DataFrame, column: str) -> pd.Series:
@@ -534,7 +517,7 @@ def create_rolling_feature(df: pd.DataFrame, name: str, source_column: str, wind
     df = require_frame(df)
     require_name(name)
     require_columns(df, [source_column], "source_column")
-    window = _check_positive_int(window, "window")
+    window = require_positive_int(window, "window")
     reduction = choose(agg_func, ROLLING_FUNCS, "agg_func")
     source = df[source_column]
     if not pd.api.types.is_numeric_dtype(source):
@@ -550,60 +533,43 @@ def _shifted(df: pd.DataFrame, name: str, source_column: str, periods: int) -> p
     return _with_columns(df, {name: df[source_column].shift(periods)})
 
 
+_SHIFT_DOC = """Add a column holding the value of ``source_column`` from ``$periods`` rows $when ($blank rows NaN).
+
+    Parameters
+    ----------
+    df : pd.DataFrame
+        The frame to extend (sort it first if order matters).
+    name : str
+        Name of the new column.
+    source_column : str
+        Column to shift.
+    $periods : int, default 1
+        How many rows $direction.
+
+    Returns
+    -------
+    pd.DataFrame
+        A copy of ``df`` with the $column column.
+
+    Examples
+    --------
+    {"tool_name": "$tool_name", "tool_args": {"bindings": {"df": "sales"},
+     "func_kwargs": {"name": "$example", "source_column": "Sales", "$periods": 1}, "output": "sales"}}
+    """
+
+
 @make_override_tool(toolsets=PAPER, stages=_FEATURES)
+@doc_from(_SHIFT_DOC, periods="lag", when="earlier", blank="first", direction="back", column="lagged",
+          example="Sales_lag1")
 def create_lag_feature(df: pd.DataFrame, name: str, source_column: str, lag: int = 1) -> pd.DataFrame:
-    """Add a column holding the value of ``source_column`` from ``lag`` rows earlier (first rows NaN).
-
-    Parameters
-    ----------
-    df : pd.DataFrame
-        The frame to extend (sort it first if order matters).
-    name : str
-        Name of the new column.
-    source_column : str
-        Column to shift.
-    lag : int, default 1
-        How many rows back.
-
-    Returns
-    -------
-    pd.DataFrame
-        A copy of ``df`` with the lagged column.
-
-    Examples
-    --------
-    {"tool_name": "create_lag_feature", "tool_args": {"bindings": {"df": "sales"},
-     "func_kwargs": {"name": "Sales_lag1", "source_column": "Sales", "lag": 1}, "output": "sales"}}
-    """
-    return _shifted(df, name, source_column, _check_positive_int(lag, "lag"))
+    return _shifted(df, name, source_column, require_positive_int(lag, "lag"))
 
 
 @make_override_tool(toolsets=PAPER, stages=_FEATURES)
+@doc_from(_SHIFT_DOC, periods="lead", when="later", blank="last", direction="ahead", column="leading",
+          example="Sales_next")
 def create_lead_feature(df: pd.DataFrame, name: str, source_column: str, lead: int = 1) -> pd.DataFrame:
-    """Add a column holding the value of ``source_column`` from ``lead`` rows later (last rows NaN).
-
-    Parameters
-    ----------
-    df : pd.DataFrame
-        The frame to extend (sort it first if order matters).
-    name : str
-        Name of the new column.
-    source_column : str
-        Column to shift.
-    lead : int, default 1
-        How many rows ahead.
-
-    Returns
-    -------
-    pd.DataFrame
-        A copy of ``df`` with the leading column.
-
-    Examples
-    --------
-    {"tool_name": "create_lead_feature", "tool_args": {"bindings": {"df": "sales"},
-     "func_kwargs": {"name": "Sales_next", "source_column": "Sales", "lead": 1}, "output": "sales"}}
-    """
-    return _shifted(df, name, source_column, -_check_positive_int(lead, "lead"))
+    return _shifted(df, name, source_column, -require_positive_int(lead, "lead"))
 
 
 @make_override_tool(toolsets=PAPER, stages=_FEATURES)
@@ -895,7 +861,7 @@ def encode_all_categorical_columns(df: pd.DataFrame, method: str = "one_hot", dr
      "func_kwargs": {"method": "one_hot", "drop_first": true}, "output": "combined"}}
     """
     df = require_frame(df)
-    _check_choice(method, ("one_hot", "label"), "method")
+    require_choice(method, ("one_hot", "label"), "method")
     columns = _categorical_columns(df)
     if method == "label":
         return _label_encode(df, columns)
@@ -904,7 +870,7 @@ def encode_all_categorical_columns(df: pd.DataFrame, method: str = "one_hot", dr
 
 # ------------------------------------------------------------------ normalizers
 def _normalize(df: pd.DataFrame, columns: list[str], method: str) -> pd.DataFrame:
-    _check_choice(method, NORMALIZE_METHODS, "method")
+    require_choice(method, NORMALIZE_METHODS, "method")
     not_numeric = [c for c in columns if not pd.api.types.is_numeric_dtype(df[c]) or pd.api.types.is_bool_dtype(df[c])]
     if not_numeric:
         raise ToolInputError(f"cannot normalize non-numeric column(s) {not_numeric}; encode them first")
@@ -957,7 +923,7 @@ def normalize_features(df: pd.DataFrame, columns: str | list[str] | None = None,
     df = require_frame(df)
     chosen = as_column_list(columns)
     if chosen is None:
-        chosen = _numeric_columns(df)
+        chosen = numeric_columns(df)
     else:
         require_columns(df, chosen)
         if TRACKING_COLUMN in chosen:
@@ -990,7 +956,7 @@ def normalize_all_numerical_columns(df: pd.DataFrame, method: str = "standard") 
      "func_kwargs": {"method": "standard"}, "output": "X_train"}}
     """
     df = require_frame(df)
-    return _normalize(df, _numeric_columns(df), method)
+    return _normalize(df, numeric_columns(df), method)
 
 
 # ------------------------------------------------------------ column selection

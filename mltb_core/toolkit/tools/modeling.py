@@ -29,7 +29,7 @@ from sklearn.utils.multiclass import type_of_target
 
 from mltb_core.toolkit import limits
 from mltb_core.toolkit.registry import PAPER, ToolContext, ToolInputError, ToolReturn, make_get_and_set_tool
-from mltb_core.toolkit.validation import require_frame
+from mltb_core.toolkit.validation import as_features, as_target
 
 __all__ = ["PreparedClassifier", "PreparedRegressor", "ModelSpec", "MODEL_SPECS", "FIT_TOOLS", "TUNE_TOOLS",
            "MAX_CATEGORY_LEVELS", "CLASSIFICATION_METRICS", "REGRESSION_METRICS"]
@@ -230,40 +230,6 @@ MODEL_SPECS = _specs()
 
 
 # ----------------------------------------------------------------- validation
-def _as_features(X: Any) -> pd.DataFrame:
-    if isinstance(X, pd.Series):
-        X = X.to_frame()
-    X = require_frame(X, "X_train")
-    if X.shape[0] == 0 or X.shape[1] == 0:
-        raise ToolInputError(f"X_train is empty (shape {X.shape})")
-    duplicated = sorted({str(c) for c in X.columns[X.columns.duplicated()]})
-    if duplicated:
-        raise ToolInputError(f"X_train has duplicate column names {duplicated}; rename or drop them")
-    return X
-
-
-def _as_target(y: Any, n_rows: int) -> pd.Series:
-    if isinstance(y, pd.DataFrame):
-        if y.shape[1] != 1:
-            raise ToolInputError(f"y_train has {y.shape[1]} columns; pass only the target column")
-        y = y.iloc[:, 0]
-    if not isinstance(y, pd.Series):
-        try:
-            y = pd.Series(np.asarray(y))
-        except Exception:  # noqa: BLE001
-            raise ToolInputError(f"y_train must be a Series of target values, got {type(y).__name__}") from None
-        if y.ndim != 1:
-            raise ToolInputError("y_train must be one-dimensional")
-    if len(y) != n_rows:
-        raise ToolInputError(f"X_train has {n_rows} rows but y_train has {len(y)}; they must come from the same "
-                             "rows (split them together, e.g. with convert_dataframe_to_features_target)")
-    missing = int(y.isna().sum())
-    if missing:
-        raise ToolInputError(f"y_train contains {missing} missing value(s); drop or fill the target first "
-                             "(rows of the test part have no target: fit on the train part only)")
-    return y
-
-
 def _check_feature_types(X: pd.DataFrame, spec: ModelSpec) -> None:
     categorical = [c for c in X.columns if isinstance(X[c].dtype, pd.CategoricalDtype)]
     # is_string_dtype is also true for a category of strings, so categories are excluded first.
@@ -413,8 +379,8 @@ def _record_score(model: Any, metric: _CVMetric, mean: float, std: float, cv: in
 
 # --------------------------------------------------------------------- tools
 def _prepare(spec: ModelSpec, X_train: Any, y_train: Any, cv: Any, ctx: ToolContext | None):
-    X = _as_features(X_train)
-    y = _target_values(_as_target(y_train, len(X)), spec)
+    X = as_features(X_train)
+    y = _target_values(as_target(y_train, len(X)), spec)
     _check_feature_types(X, spec)
     seed = int(getattr(ctx, "seed", 0) or 0)
     splitter = _splitter(cv, spec.kind, y, seed)
