@@ -34,7 +34,8 @@ from mltb_core.llm.sim import SimPolicy  # noqa: E402
 from mltb_core.planners import PLANNERS  # noqa: E402
 from mltb_core.planners.episode import Episode  # noqa: E402
 from mltb_core.planners.rewards import StageContext  # noqa: E402
-from mltb_core.runner.trial import prepare_agent_data, run_trial  # noqa: E402
+from mltb_core.runner.solve import prepare_agent_data  # noqa: E402
+from mltb_core.runner.trial import run_trial  # noqa: E402
 from mltb_core.toolkit.registry import ToolContext  # noqa: E402
 
 DEFAULT_TASKS = "spaceship-titanic,playground-series-s4e1"

@@ -32,7 +32,7 @@ def build_episode(planner: str, out: Path, **config):
     from mltb_core.planners.rewards import StageContext
     from mltb_core.bench.splits import prepare_split
     from mltb_core.bench.tasks import get_task
-    from mltb_core.runner.trial import prepare_agent_data
+    from mltb_core.runner.solve import prepare_agent_data
     from mltb_core.toolkit import tools  # noqa: F401 - registers the toolset
 
     task = get_task(TASK)

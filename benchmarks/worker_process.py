@@ -29,7 +29,7 @@ def main() -> None:
     from mltb_core.bench.tasks import get_task
     from mltb_core.planners.rewards import StageContext
     from mltb_core.planners.workspace import LocalWorkspace
-    from mltb_core.runner.trial import fresh_dirs, prepare_agent_data, start_worker
+    from mltb_core.runner.solve import WorkerSettings, fresh_dirs, prepare_agent_data, start_worker
     from mltb_core.toolkit.registry import REGISTRY, ToolCall, ToolContext
     from scripted import spaceship_pipeline
 
@@ -51,8 +51,8 @@ def main() -> None:
         local_runs.append(time.perf_counter() - started)
         fresh_dirs(sandbox, scratch)
         started = time.perf_counter()
-        worker = start_worker(task, data_dir, sandbox, scratch, [split.dir, split.labels_path], toolset="paper",
-                              threads=1, seed=0, tool_time_limit=300.0)
+        worker = start_worker(task, data_dir, sandbox, scratch, [split.dir, split.labels_path],
+                              WorkerSettings(toolset="paper", threads=1, seed=0, tool_time_limit=300.0))
         starts.append(time.perf_counter() - started)
         label = worker.confinement
         started = time.perf_counter()

@@ -40,6 +40,7 @@ _PUBLIC = {
     # one trial
     "TrialConfig": "mltb_core.config",
     "TrialRecord": "mltb_core.analysis.results",
+    "Outcome": "mltb_core.analysis.results",
     "run_trial": "mltb_core.runner.trial",
 }
 __all__ = ["__version__", *_PUBLIC]

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from mltb_core.analysis.results import SYNTHETIC_LABEL  # light (json, filelock)
+from mltb_core.analysis.results import SYNTHETIC_LABEL, Outcome  # light (json, filelock)
 from mltb_core.bench.tasks import BOARDS, DEFAULT_BOARD  # light (tomllib only); heavier modules are imported per command
 
 __all__ = ["main", "UsageError", "build_parser"]
@@ -427,7 +427,8 @@ def _record_lines(record) -> list[str]:
 def cmd_run(args: argparse.Namespace) -> int:
     from mltb_core.planners import UnknownPlannerError, get_planner_class
     from mltb_core.analysis.results import RESULTS_FILE, ResultsFileError, append_records, check_results_file
-    from mltb_core.runner.trial import ConfinementError, check_confinement, run_trial, write_prompts
+    from mltb_core.runner.solve import ConfinementError, check_confinement
+    from mltb_core.runner.trial import run_trial, write_prompts
     from mltb_core.analysis.estimate import estimate_cost
 
     task = _task(args.task, args)
@@ -460,7 +461,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         print("\n".join(_record_lines(record)))
         print(f"results: {out / RESULTS_FILE}")
-    return EXIT_FAILED if record.outcome == "infra_error" else EXIT_OK
+    return EXIT_FAILED if record.outcome == Outcome.INFRA_ERROR else EXIT_OK
 
 
 # ----------------------------------------------------------------------------- report / prompts

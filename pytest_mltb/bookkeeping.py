@@ -41,12 +41,12 @@ class RunBook:
     def done_case_ids(self, plan: Plan) -> set[str]:
         """Cases of ``plan`` already recorded with a real outcome (infra errors are rerun) under the
         configuration that case runs with now."""
-        from mltb_core.analysis.results import latest_records
+        from mltb_core.analysis.results import Outcome, latest_records
 
         done = set()
         for record in latest_records(self.read_existing()):
             case = plan.case(case_id(record.task, record.planner, record.model, record.trial))
-            if case and record.outcome != "infra_error" and record.config_hash == plan.config(case).config_hash():
+            if case and record.outcome != Outcome.INFRA_ERROR and record.config_hash == plan.config(case).config_hash():
                 done.add(case.id)
         return done
 
@@ -65,14 +65,12 @@ class RunBook:
 
     @staticmethod
     def crash_record(case: Case, config, why: str):
-        """The infrastructure-error record of a case whose worker died while running it."""
-        from mltb_core.analysis.results import TrialRecord
-        from mltb_core.llm.backends import is_synthetic
+        """The infrastructure-error record of a case whose worker died while running it (built like every
+        record from the case's configuration, so it names the board and toolset like the others)."""
+        from mltb_core.analysis.results import Outcome, TrialRecord
 
-        return TrialRecord(task=case.task, planner=case.planner, model=case.model, trial=case.trial,
-                           seed=config.trial_seed, config_hash=config.config_hash(), outcome="infra_error",
-                           stop_reason="worker crashed", synthetic=is_synthetic(case.model),
-                           error=f"{why} (killed, segfault or out of memory)")
+        return TrialRecord.for_config(case.task, config, Outcome.INFRA_ERROR, stop_reason="worker crashed",
+                                      error=f"{why} (killed, segfault or out of memory)")
 
     def run_records(self, plan: Plan | None) -> list:
         """This run's records: the plan's cases under their configuration, deduplicated (latest wins)."""

@@ -97,7 +97,7 @@ def check_task_inputs(tasks: list) -> None:
 
 def check_confinement_here(unconfined: bool) -> None:
     """Fail closed: no Landlock here and no --unconfined is a usage error before any trial."""
-    from mltb_core.runner.trial import ConfinementError, check_confinement
+    from mltb_core.runner.solve import ConfinementError, check_confinement
 
     try:
         check_confinement(unconfined)

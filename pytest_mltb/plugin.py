@@ -222,13 +222,15 @@ def mltb_record(request: pytest.FixtureRequest, mltb_case: Case, mltb_task, mltb
                 mltb_context: WorkerContext):
     """Run the trial (in setup, so an infrastructure error makes the item ERROR, not fail) and attach
     its record and trajectory to the report."""
+    from mltb_core.analysis.results import Outcome
+
     from .running import InfraErrorOutcome, failure_message, run_case
     from .transport import attach
 
     record = run_case(request.config, mltb_case, mltb_context.plan().config(mltb_case), mltb_task,
                       mltb_context.work_dir(mltb_case), mltb_context.settings.infra_retries, mltb_split)
     attach(request.node, record)
-    if record.outcome == "infra_error":
+    if record.outcome == Outcome.INFRA_ERROR:
         raise InfraErrorOutcome(failure_message(record))
     return record
 

@@ -84,6 +84,8 @@ class ProgressReporter:
         self.total = max(self.total or 0, len(ids))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        from mltb_core.analysis.results import Outcome
+
         if report.when != "teardown":
             return
         self.done += 1
@@ -94,7 +96,7 @@ class ProgressReporter:
             return
         self.trials += 1
         self.valid += int(record.valid)
-        self.infra += int(record.outcome == "infra_error")
+        self.infra += int(record.outcome == Outcome.INFRA_ERROR)
         self.cost += record.cost_usd
         self.tokens += record.tokens_in + record.tokens_out
         self._show(record)

@@ -19,6 +19,8 @@ class InfraErrorOutcome(Exception):
 
 def run_case(config: pytest.Config, case: Case, trial_config, task, work_dir: Path, retries: int, split=None):
     """Run one trial through the ``pytest_mltb_run_trial`` hook, retrying infrastructure errors ``retries`` times."""
+    from mltb_core.analysis.results import Outcome
+
     for attempt in range(1, retries + 2):
         out_dir = work_dir / f"attempt{attempt}" if attempt > 1 else work_dir
         record = config.hook.pytest_mltb_run_trial(case=case, task=task, config=trial_config, out_dir=out_dir,
@@ -28,7 +30,7 @@ def run_case(config: pytest.Config, case: Case, trial_config, task, work_dir: Pa
         record.extra["attempts"] = attempt
         # percentiles of invalid trials count as 0 only where a leaderboard exists (see results.py)
         record.extra.setdefault("leaderboard", bool(task.leaderboard) and task.source != "replica")
-        if record.outcome != "infra_error":
+        if record.outcome != Outcome.INFRA_ERROR:
             break
         if attempt <= retries:
             time.sleep(INFRA_BACKOFF_SECONDS * attempt)

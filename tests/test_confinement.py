@@ -32,7 +32,8 @@ from mltb_core.planners.rewards import StageContext
 from mltb_core.toolkit.scratchpad import Scratchpad
 from mltb_core.bench.splits import prepare_split
 from mltb_core.bench.tasks import get_task
-from mltb_core.runner.trial import check_grants, prepare_agent_data, run_trial, solver_paths, ConfinementError
+from mltb_core.runner.solve import ConfinementError, check_grants, prepare_agent_data, solver_paths
+from mltb_core.runner.trial import run_trial
 
 sys.path.insert(0, str(Path(__file__).parent))
 from scripted import ScriptedBackend, call, scripted_trial  # noqa: E402
@@ -95,7 +96,7 @@ def test_confined_solver_reads_agent_data_and_writes_only_its_sandbox(tmp_path, 
 
 def test_without_landlock_a_run_fails_closed_unless_the_user_opts_in(monkeypatch):
     import mltb_core.runner.confine as confine_module
-    from mltb_core.runner.trial import check_confinement
+    from mltb_core.runner.solve import check_confinement
 
     monkeypatch.setattr(confine_module, "landlock_abi", lambda: (0, "no Landlock on this test's kernel"))
     with pytest.raises(ConfinementError, match="--unconfined"):

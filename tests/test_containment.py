@@ -167,7 +167,7 @@ def test_random_hostile_expressions_through_the_worker_change_nothing_outside(tm
     outside its sandbox."""
     from mltb_core.bench.splits import prepare_split
     from mltb_core.bench.tasks import get_task
-    from mltb_core.runner.trial import fresh_dirs, prepare_agent_data, start_worker
+    from mltb_core.runner.solve import WorkerSettings, fresh_dirs, prepare_agent_data, start_worker
     from test_expressions_fuzz import Generator
 
     task = get_task("spaceship-titanic")
@@ -176,8 +176,8 @@ def test_random_hostile_expressions_through_the_worker_change_nothing_outside(tm
     sandbox, scratch = tmp_path / "sandbox", tmp_path / "sandbox.tmp"
     fresh_dirs(sandbox, scratch)
     outside_before = sorted(p for p in tmp_path.rglob("*") if sandbox not in p.parents and scratch not in p.parents)
-    worker = start_worker(task, data_dir, sandbox, scratch, [split.dir, split.labels_path], toolset="paper",
-                          threads=1, seed=0, tool_time_limit=20.0)
+    worker = start_worker(task, data_dir, sandbox, scratch, [split.dir, split.labels_path],
+                          WorkerSettings(toolset="paper", threads=1, seed=0, tool_time_limit=20.0))
     generator = Generator(seed=20)
     try:
         worker.step(0, 1, ToolCall("read_data", {}, {"filepath": "train.csv"}, "train"), None)

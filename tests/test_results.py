@@ -5,9 +5,9 @@ import warnings
 
 import pytest
 
-from mltb_core.analysis.results import (MAX_REPORTED_PROBLEMS, ResultsFileError, ResultsFileWarning, TrialRecord,
-                               append_records, consistency_values, latest_records, percentile_values, read_records,
-                               sort_records)
+from mltb_core.analysis.results import (MAX_REPORTED_PROBLEMS, Outcome, ResultsFileError, ResultsFileWarning,
+                                        TrialRecord, append_records, consistency_values, latest_records,
+                                        percentile_values, read_records, sort_records)
 
 
 def rec(trial=0, outcome="valid", planner="react", percentile=50.0, **kw):
@@ -131,3 +131,27 @@ def test_numpy_numbers_are_written_as_numbers(tmp_path):
     append_records(path, [rec(0, tool_calls=np.int64(3), score=np.float32(0.5))])
     (record,) = read_records(path)
     assert record.tool_calls == 3 and record.score == 0.5
+
+
+# ---- outcomes are an enum whose values are the words on disk (issue 19) --------------------------------
+
+def test_an_old_record_keeps_loading_and_its_outcome_compares_with_the_word(tmp_path):
+    # a line as records were written before the enum: the outcome is a plain word
+    path = tmp_path / "results.jsonl"
+    path.write_text(json.dumps({"task": "t", "planner": "react", "model": "sim", "trial": 0, "seed": 0,
+                                "config_hash": "h", "outcome": "planner_failure"}) + "\n")
+    (record,) = read_records(path)
+    assert record.outcome is Outcome.PLANNER_FAILURE and record.outcome == "planner_failure"
+    assert f"{record.outcome}" == "planner_failure"          # messages and HTML classes show the word
+    append_records(path, [record])
+    assert [json.loads(line)["outcome"] for line in path.read_text().splitlines()] == ["planner_failure"] * 2
+
+
+def test_an_unknown_outcome_is_refused_naming_the_known_ones(tmp_path):
+    with pytest.raises(ValueError, match=r"outcome must be one of \['valid', 'planner_failure', 'infra_error'\]"):
+        rec(0, "passed")
+    path = tmp_path / "results.jsonl"
+    path.write_text(json.dumps({"task": "t", "planner": "react", "model": "sim", "trial": 0, "seed": 0,
+                                "config_hash": "h", "outcome": "passed"}) + "\n")
+    with pytest.warns(ResultsFileWarning, match="outcome must be one of"):
+        assert list(read_records(path)) == []

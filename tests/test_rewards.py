@@ -11,7 +11,7 @@ from mltb_core.toolkit.registry import ToolContext
 from mltb_core.planners.rewards import REWARD_STAGES, StageContext, stage_index
 from mltb_core.bench.splits import prepare_split
 from mltb_core.bench.tasks import get_task
-from mltb_core.runner.trial import prepare_agent_data
+from mltb_core.runner.solve import prepare_agent_data
 from scripted import ScriptedBackend, call, spaceship_pipeline
 
 

@@ -134,7 +134,7 @@ def node_at_cleaning(tmp_path_factory):
     from mltb_core.toolkit.registry import ToolCall, ToolContext
     from mltb_core.planners.rewards import StageContext
     from mltb_core.bench.splits import prepare_split
-    from mltb_core.runner.trial import prepare_agent_data
+    from mltb_core.runner.solve import prepare_agent_data
 
     task = get_task("spaceship-titanic")
     split = prepare_split(task, seed=0)

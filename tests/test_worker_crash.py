@@ -3,6 +3,7 @@ recorded as an infrastructure error, the other items finish, results.jsonl stays
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -28,7 +29,11 @@ def pytest_mltb_run_trial(case):
 '''
 
 
-def test_killed_worker_is_an_infra_error_and_the_run_finishes(pytester, tmp_path):
+def test_killed_worker_is_an_infra_error_and_the_run_finishes(pytester, tmp_path, monkeypatch):
+    import mltb_core
+
+    # the subprocess imports this checkout's mltb, whatever is installed
+    monkeypatch.setenv("PYTHONPATH", str(Path(mltb_core.__file__).parent.parent))
     pytester.makepyfile(test_challenges=SUITE)
     pytester.makeconftest(KILL_CONFTEST)
     run_dir = tmp_path / "run"
@@ -46,5 +51,21 @@ def test_killed_worker_is_an_infra_error_and_the_run_finishes(pytester, tmp_path
     assert sorted(r["trial"] for r in records) == [0, 1, 2]  # one record per item
     by_trial = {r["trial"]: r for r in records}
     assert by_trial[1]["outcome"] == "infra_error" and "crashed" in by_trial[1]["error"]
+    # the crash record names the trial like the others do (it once lost its board and toolset)
+    for name in ("board", "toolset", "config_hash", "synthetic", "model", "planner"):
+        assert by_trial[1][name] == by_trial[0][name] is not None, name
     assert all(by_trial[t]["outcome"] in ("valid", "planner_failure") for t in (0, 2))
     assert "Infrastructure errors (not counted against consistency)" in text
+
+
+def test_a_crash_record_is_built_from_the_case_configuration():
+    from mltb_core.analysis.results import Outcome
+    from mltb_core.config import TrialConfig
+    from pytest_mltb.bookkeeping import RunBook
+    from pytest_mltb.collection import Case
+
+    config = TrialConfig(planner="react", model="sim", trial=2, board="private", toolset="extended")
+    record = RunBook.crash_record(Case("spaceship-titanic", "react", "sim", 2), config, "node down")
+    assert record.outcome is Outcome.INFRA_ERROR and record.stop_reason == "worker crashed"
+    assert (record.board, record.toolset, record.seed) == ("private", "extended", config.trial_seed)
+    assert record.config_hash == config.config_hash() and record.synthetic and "node down" in record.error

@@ -31,7 +31,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from mltb_core.analysis.results import TrialRecord, group_by, percentile_exclusion, quality_value
+from mltb_core.analysis.results import Outcome, TrialRecord, group_by, percentile_exclusion, quality_value
 from mltb_core.analysis.stats import (CI, MIN_TRIALS_FOR_MEDIAN_CI, cluster_sign_flip, median_interval,
                                       paired_proportion_diff_ci, t_interval)
 
@@ -176,7 +176,7 @@ def compare_runs(a: list[TrialRecord], b: list[TrialRecord], seed: int = 0) -> l
         pairs, infra = [], 0
         for key in shared:
             ra, rb = items_a[key], items_b[key]
-            if "infra_error" in (ra.outcome, rb.outcome):
+            if Outcome.INFRA_ERROR in (ra.outcome, rb.outcome):
                 infra += 1
             else:
                 pairs.append((ra, rb))
@@ -184,7 +184,7 @@ def compare_runs(a: list[TrialRecord], b: list[TrialRecord], seed: int = 0) -> l
                       if percentile_exclusion(cell) is None}
         per_task = {task: _figures([p for p in pairs if p[0].task == task], task in comparable)
                     for task in sorted({p[0].task for p in pairs})}
-        counted = lambda items: sum(1 for r in items.values() if r.outcome != "infra_error")  # noqa: E731
+        counted = lambda items: sum(1 for r in items.values() if r.outcome != Outcome.INFRA_ERROR)  # noqa: E731
         out.append(ArmComparison(_arm_label(arm_a), _arm_label(arm_b), _combined(per_task, seed), per_task,
                                  only_a=counted({k: v for k, v in items_a.items() if k not in items_b}),
                                  only_b=counted({k: v for k, v in items_b.items() if k not in items_a}),

@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
-from mltb_core.analysis.results import TrialRecord, quality_value
+from mltb_core.analysis.results import Outcome, TrialRecord, quality_value
 
 __all__ = ["FORMATS", "export_rows", "write_export", "ExportError"]
 
@@ -37,7 +37,7 @@ def export_rows(records: Sequence[TrialRecord]) -> list[dict[str, Any]]:
     rows = []
     for record in records:
         row = record.to_dict()
-        row["counted"] = record.outcome != "infra_error"
+        row["counted"] = record.outcome != Outcome.INFRA_ERROR
         row["quality"] = quality_value(record) if row["counted"] else None
         rows.append(row)
     return rows

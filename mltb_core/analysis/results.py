@@ -20,14 +20,18 @@ import time
 import warnings
 from functools import lru_cache
 from dataclasses import asdict, dataclass, field, fields
+from enum import StrEnum
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from filelock import FileLock
 
 from mltb_core.bench.tasks import is_slug
 
-__all__ = ["TrialRecord", "OUTCOMES", "append_records", "read_records", "record_key", "sort_records",
+if TYPE_CHECKING:
+    from mltb_core.config import TrialConfig
+
+__all__ = ["TrialRecord", "Outcome", "append_records", "read_records", "record_key", "sort_records",
            "latest_records", "counted_records", "consistency_values", "percentile_values", "normalized_values",
            "group_by", "RESULTS_FILE", "TRAJECTORY_DIR", "SYNTHETIC_LABEL", "model_label",
            "ResultsFileError", "ResultsFileWarning", "UnreadableLine", "scan_records", "problem_lines",
@@ -40,14 +44,22 @@ TRAJECTORY_DIR = "trajectories"
 # Shown wherever a synthetic (sim) model's figures appear, so nobody mistakes them for an LLM's.
 SYNTHETIC_LABEL = "(synthetic policy, not an LLM)"
 
-# valid: a valid submission (pass); planner_failure: searched and failed (fail);
-# infra_error: API outage, server crash, OOM... (error; never counted against consistency)
-OUTCOMES = ("valid", "planner_failure", "infra_error")
+
+
+class Outcome(StrEnum):
+    """How a trial ended. The value is what results.jsonl stores, and an ``Outcome`` is a ``str``: records
+    written before the enum, and code comparing with the plain words, keep working."""
+
+    VALID = "valid"                       # a valid submission (pass)
+    PLANNER_FAILURE = "planner_failure"   # searched and failed, whatever the model's fault was (fail)
+    INFRA_ERROR = "infra_error"           # API outage, server crash, OOM... (error; never counted, rerun)
+
 # Unreadable lines reported one by one before the rest are only counted.
 MAX_REPORTED_PROBLEMS = 10
 _REQUIRED = ("task", "planner", "model", "trial", "seed", "config_hash", "outcome")
 # JSON types allowed for each annotation word of a TrialRecord field.
-_JSON_TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,),
+_JSON_TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "Outcome": (str,), "int": (int,), "float": (int, float),
+                                            "bool": (bool,),
                                             "None": (type(None),), "dict[str, Any]": (dict,),
                                             "list": (list,)}
 
@@ -77,7 +89,7 @@ class TrialRecord:
     trial: int
     seed: int
     config_hash: str
-    outcome: str
+    outcome: Outcome
     valid: bool = False
     score: float | None = None
     percentile: float | None = None
@@ -118,8 +130,21 @@ class TrialRecord:
     toolset: str | None = None       # the tools offered to the model (paper | extended)
 
     def __post_init__(self) -> None:
-        if self.outcome not in OUTCOMES:
-            raise ValueError(f"outcome must be one of {OUTCOMES}, got {self.outcome!r}")
+        try:
+            self.outcome = Outcome(self.outcome)
+        except ValueError:
+            raise ValueError(f"outcome must be one of {[o.value for o in Outcome]}, got {self.outcome!r}") from None
+
+    @classmethod
+    def for_config(cls, task: str, config: TrialConfig, outcome: Outcome | str, **fields: Any) -> TrialRecord:
+        """The record of a trial of ``task`` under ``config``: the fields that say which trial it is (model,
+        seed, config hash, board, toolset, ...) all come from the config, so no route that makes a record
+        (a finished trial, an infrastructure error, a crashed worker) can leave one out."""
+        from mltb_core.llm.backends import is_synthetic
+
+        return cls(task=task, planner=config.planner, model=config.model, trial=config.trial, seed=config.trial_seed,
+                   config_hash=config.config_hash(), synthetic=is_synthetic(config.model), board=config.board,
+                   toolset=config.toolset, outcome=outcome, **fields)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -322,14 +347,14 @@ def latest_records(records: Iterable[TrialRecord]) -> list[TrialRecord]:
     chosen: dict[tuple, TrialRecord] = {}
     for record in records:
         previous = chosen.get(record.key)
-        if previous is None or record.outcome != "infra_error" or previous.outcome == "infra_error":
+        if previous is None or record.outcome != Outcome.INFRA_ERROR or previous.outcome == Outcome.INFRA_ERROR:
             chosen[record.key] = record
     return sort_records(chosen.values())
 
 
 def counted_records(records: Iterable[TrialRecord]) -> list[TrialRecord]:
     """Records that count towards consistency and percentiles: infra errors never do."""
-    return [r for r in records if r.outcome != "infra_error"]
+    return [r for r in records if r.outcome != Outcome.INFRA_ERROR]
 
 
 def consistency_values(records: Iterable[TrialRecord]) -> list[float]:

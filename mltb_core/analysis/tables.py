@@ -29,7 +29,7 @@ from typing import Iterable
 
 from tabulate import tabulate
 
-from mltb_core.analysis.results import (QUALITY_FLOOR_NOTE, SYNTHETIC_LABEL, PercentileCell, TrialRecord,
+from mltb_core.analysis.results import (QUALITY_FLOOR_NOTE, SYNTHETIC_LABEL, Outcome, PercentileCell, TrialRecord,
                                         counted_records, display_text, group_by, latest_records, markdown_text,
                                         model_label, normalized_cell, percentile_cell)
 from mltb_core.analysis.stats import (MIN_TRIALS_FOR_MEDIAN_CI, PASS_AT_K, CI, RateSample, TrialSample, clustered_ci,
@@ -386,7 +386,7 @@ def funnel_table(records: list[TrialRecord]) -> Table:
 
 def infra_table(records: list[TrialRecord]) -> Table | None:
     """Infrastructure errors, counted apart (None when there were none)."""
-    errors = [r for r in records if r.outcome == "infra_error"]
+    errors = [r for r in records if r.outcome == Outcome.INFRA_ERROR]
     if not errors:
         return None
     rows = []

@@ -17,14 +17,13 @@ import json
 import re
 import shutil
 import tempfile
-import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mltb_core.bench.fixtures import FIXTURES
-from mltb_core.bench.grading import Grade, grade_submission
+from mltb_core.bench.grading import Grade
 from mltb_core.toolkit.registry import ToolCall, ToolCallError
 from mltb_core.bench.tasks import DEFAULT_BOARD, Task
 
@@ -208,12 +207,6 @@ def expert_toolset(slug: str) -> str:
 
 
 # ----------------------------------------------------------------------- running
-def _default_time_limit() -> float | None:
-    from mltb_core.config import TrialConfig
-
-    return TrialConfig.__dataclass_fields__["tool_time_limit"].default
-
-
 def run_calls(task: Task, calls: Iterable[ToolCall | dict], seed: int = 0, out_dir: Path | str | None = None,
               threads: int = 1, split: Any = None, time_limit: float | None = _DEFAULT,
               board: str = DEFAULT_BOARD, toolset: str | None = None, unconfined: bool = False) -> ReplayResult:
@@ -221,66 +214,61 @@ def run_calls(task: Task, calls: Iterable[ToolCall | dict], seed: int = 0, out_d
 
     The data dir holds only ``train.csv`` and ``test.csv`` of the task's split for ``seed``.
     With ``out_dir`` the sandbox and data dir are kept there (``out_dir/sandbox``); otherwise a
-    temporary directory is used and removed afterwards. The calls run as a trial's do: one after
-    the other in a fresh confined tool worker (:func:`trial.start_worker`), within the trial memory
-    budget and disk quota, each call under the trial's tool time limit (``time_limit``; default:
-    TrialConfig's); a failing call is recorded and the next one still runs. This process grades.
+    temporary directory is used and removed afterwards. The calls run as a trial's do, through the
+    same step (:func:`~mltb_core.runner.solve.solve_and_grade`): one after the other in a fresh confined
+    tool worker, within the trial memory budget and disk quota, each call under the trial's tool time
+    limit (``time_limit``; default: TrialConfig's); a failing call is recorded and the next one still
+    runs. This process grades; a submission the grader refuses is an invalid grade with the reason.
     With ``toolset`` only that toolset's tools may be called (the others fail with an error naming
     the toolset). Peak memory is the worker's peak resident size above its size when ready.
     """
     from mltb_core.toolkit import tools  # noqa: F401  (registers the toolset)
     from mltb_core.bench.splits import prepare_split
-    from mltb_core.runner.trial import fresh_dirs, prepare_agent_data, start_worker
-    from mltb_core.runner.worker import WorkerFailed
+    from mltb_core.runner.solve import WorkerSettings, prepare_agent_data, solve_and_grade, trial_default
 
     calls = list(calls)
     if time_limit is _DEFAULT:
-        time_limit = _default_time_limit()
+        time_limit = trial_default("tool_time_limit")
     split = split or prepare_split(task, seed=seed)
     temporary = out_dir is None
     root = Path(tempfile.mkdtemp(prefix=f"mltb-replay-{task.slug}-")) if temporary else Path(out_dir)
+    settings = WorkerSettings(toolset=toolset, threads=threads, seed=seed, tool_time_limit=time_limit,
+                              unconfined=unconfined)
     try:
-        sandbox, scratch = root / "sandbox", root / "sandbox.tmp"
-        fresh_dirs(sandbox, scratch)
-        data_dir = prepare_agent_data(split, root)
-        workspace = start_worker(task, data_dir, sandbox, scratch, [split.dir, split.labels_path], toolset=toolset,
-                                 threads=threads, seed=seed, tool_time_limit=time_limit, unconfined=unconfined)
-        outcomes: list[CallOutcome] = []
-        submission: bytes | None = None
-        parent = 0   # each call runs below the previous one (the root is node 0)
-        started = time.perf_counter()
-        try:
-            for index, raw in enumerate(calls, 1):
-                name = raw.tool_name if isinstance(raw, ToolCall) else str(raw.get("tool_name", "?"))
-                try:
-                    call = raw if isinstance(raw, ToolCall) else ToolCall.from_dict(raw)
-                except ToolCallError as exc:
-                    outcomes.append(CallOutcome(index, name, False, f"Error: {exc}", 0.0))
-                    continue
-                facts = workspace.step(parent, index, call, None)
-                parent = index
-                submission = facts.submission if facts.submission is not None else submission
-                outcomes.append(CallOutcome(index, name, facts.ok, facts.message, facts.seconds))
-            peak = workspace.peak_memory_mib()
-        except WorkerFailed as exc:
-            raise ReplayError(f"the replay's tool worker failed: {exc}") from None
-        finally:
-            workspace.close()
-        wall = time.perf_counter() - started
-        grade = None
-        if submission is not None:
-            graded = root / "submission.graded.csv"
-            graded.write_bytes(submission)
-            grade = grade_submission(task, graded, split, board)
-        return ReplayResult(task=task.slug, seed=seed, calls=outcomes, wall_seconds=wall,
-                            peak_mib=peak if peak is not None else 0.0,
-                            memory_method="worker VmHWM" if peak is not None else "unavailable",
-                            submission_written=submission is not None, grade=grade,
-                            sandbox=None if temporary else str(sandbox),
-                            extra={"confinement": workspace.confinement})
+        solved = solve_and_grade(task, split, prepare_agent_data(split, root), root / "sandbox",
+                                 root / "submission.graded.csv", settings, lambda worker: _replay(worker, calls),
+                                 board)
+        if solved.worker_failure is not None:
+            raise ReplayError(f"the replay's tool worker failed: {solved.worker_failure}")
+        return ReplayResult(task=task.slug, seed=seed, calls=solved.result, wall_seconds=solved.solve_seconds,
+                            peak_mib=solved.peak_mib if solved.peak_mib is not None else 0.0,
+                            memory_method="worker VmHWM" if solved.peak_mib is not None else "unavailable",
+                            submission_written=solved.submission is not None, grade=solved.grade,
+                            sandbox=None if temporary else str(root / "sandbox"),
+                            extra={"confinement": solved.confinement})
     finally:
         if temporary:
             shutil.rmtree(root, ignore_errors=True)
+
+
+def _replay(workspace: Any, calls: list[ToolCall | dict]) -> tuple[list[CallOutcome], bytes | None]:
+    """Each call below the previous one (the root is node 0); a failing call is recorded and the next
+    one still runs. Returns the calls' outcomes and the last submission written."""
+    outcomes: list[CallOutcome] = []
+    submission: bytes | None = None
+    parent = 0
+    for index, raw in enumerate(calls, 1):
+        name = raw.tool_name if isinstance(raw, ToolCall) else str(raw.get("tool_name", "?"))
+        try:
+            call = raw if isinstance(raw, ToolCall) else ToolCall.from_dict(raw)
+        except ToolCallError as exc:
+            outcomes.append(CallOutcome(index, name, False, f"Error: {exc}", 0.0))
+            continue
+        facts = workspace.step(parent, index, call, None)
+        parent = index
+        submission = facts.submission if facts.submission is not None else submission
+        outcomes.append(CallOutcome(index, name, facts.ok, facts.message, facts.seconds))
+    return outcomes, submission
 
 
 def run_expert(task: Task, seed: int = 0, out_dir: Path | str | None = None, threads: int = 1,
