@@ -261,7 +261,7 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
         _restore_submission(sandbox / SUBMISSION_FILE, submission)
         valid = bool(grade and grade.valid)
         stage = best.progress.stage
-        if config.agent_memory:   # the search's own validity check (stage 10), never the graded labels
+        if config.knob("agent_memory"):   # the search's own validity check (stage 10), never the graded labels
             from mltb_core.planners.agent_k import remember
             remember(task.slug, trajectory_path, stage >= len(REWARD_STAGES))
         feedback_text = best.progress.feedback or ("" if valid else why_invalid)
