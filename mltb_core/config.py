@@ -425,13 +425,15 @@ def declare_knobs(planner: str, knobs: Iterable[tuple[Setting, str]]) -> None:
     a setting's name, is refused naming both origins; the same declaration (inherited) is shared."""
     from mltb_core.plugins import claim
 
-    names = []
+    names, staged, origins = [], dict(_DECLARED), dict(_ORIGINS)   # all or nothing
     for declared, origin in knobs:
         if not declared.knob:
             raise TypeError(f"{origin}: a planner knob is declared with config.knob(...), got {declared!r}")
-        claim(_DECLARED, "setting", declared.name, declared, origin=origin, origins=_ORIGINS,
+        claim(staged, "setting", declared.name, declared, origin=origin, origins=origins,
               hint="a planner knob needs a name of its own")
         names.append(declared.name)
+    _DECLARED.update(staged)
+    _ORIGINS.update(origins)
     PLANNER_KNOBS[planner] = tuple(names)
     for name in names:
         users = tuple(p for p, own in PLANNER_KNOBS.items() if name in own)

@@ -96,9 +96,11 @@ class Registry(Mapping[str, T], Generic[T]):
         self._loaded = group is None
 
     def register(self, name: str, obj: T, *, overrides: bool = False) -> T:
-        claim(self._items, self.kind, name, obj, overrides=overrides, hint=self.hint)
+        staged = dict(self._items)     # all or nothing: a refused registration leaves no trace
+        claim(staged, self.kind, name, obj, overrides=overrides, hint=self.hint)
         if self._on_register is not None:
             self._on_register(name, obj)
+        self._items = staged
         return obj
 
     def load(self) -> None:
