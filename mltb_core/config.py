@@ -159,16 +159,13 @@ class Setting:
         listed = f" ({listed})" if listed else ""
         return f"{users}{self.help}{listed}{allowed} [default: {self.default_text}] [{where}]"
 
-    def check(self, value: Any) -> Any:
-        """``value`` if this setting allows it (a typed value, not text), else OptionValueError."""
-        if value is None and self.default is None:
-            return value
+    def check(self, value: Any, label: str | None = None) -> Any:
+        """``value`` if this setting allows it (a typed value, not text), else OptionValueError naming
+        ``label`` (default: the setting's name)."""
         if self.range is not None and not self.range.allows(value):
-            raise OptionValueError(self.name, value, self.range.describe())
+            raise OptionValueError(label or self.name, value, self.range.describe())
         if self.choices is not None and value not in self.choices:
-            raise OptionValueError(self.name, value, f"one of {', '.join(self.choices)}")
-        if self.kind != VALUE and not isinstance(value, bool):
-            raise OptionValueError(self.name, value, "true or false")
+            raise OptionValueError(label or self.name, value, f"one of {', '.join(self.choices)}")
         return value
 
     def parse(self, raw: Any, where: str) -> Any:
@@ -207,7 +204,6 @@ SETTING_META, HASHED_META = "mltb_setting", "mltb_hashed"
 _AT_LEAST_1 = Range(int, 1)
 _AT_LEAST_0 = Range(int, 0)
 _POSITIVE = Range(float, 0, low_open=True)
-_NON_NEGATIVE = Range(float, 0)
 _UNLIMITED = "unlimited"
 _PLANNERS_OWN = "the planner's own"
 
@@ -271,15 +267,12 @@ class TrialConfig:
             setting = _KNOBS.get(name)
             if setting is None:
                 raise ValueError(f"unknown planner knob {name!r}; known knobs: {', '.join(sorted(_KNOBS)) or 'none'}")
-            setting.check(value)
+            if not (value is None and setting.default is None):
+                setting.check(value)
         for setting in TRIAL_SETTINGS:
             value = getattr(self, setting.field)
-            if value is None and setting.field in _optional_fields():
-                continue
-            if setting.range is not None:
-                check_option(setting.field, value)
-            elif setting.choices is not None and value not in setting.choices:
-                raise OptionValueError(setting.field, value, f"one of {', '.join(setting.choices)}")
+            if not (value is None and setting.field in _optional_fields()):
+                setting.check(value, setting.field)
 
     @property
     def trial_seed(self) -> int:

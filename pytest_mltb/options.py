@@ -136,13 +136,14 @@ def check_trial_environment() -> None:
 def resolve_settings(config: pytest.Config) -> Settings:
     """Read every option (cli > env > ini > default) and convert it; bad values are usage errors (MLTB_*
     variables read by the core: :func:`check_trial_environment`)."""
-    unset = object()
-    given = {opt.name: config.getoption("mltb_" + opt.name, unset) for opt in pytest_options()}
-    # a knob of a planner imported after the options were added was not settable: it keeps its default
-    options = [opt for opt in pytest_options() if given[opt.name] is not unset]
+    unset, options = object(), pytest_options()
+    given = {opt.name: config.getoption("mltb_" + opt.name, unset) for opt in options}
+    # A setting whose option was not added (the knob of a planner imported later, --planner when the plugin
+    # is loaded after the initial conftests) has no flag or ini key: environment or default.
+    added = {opt.ini for opt in options if given[opt.name] is not unset}
     try:
-        values, sources = resolve(options, {opt.name: given[opt.name] for opt in options},
-                                  read_environment(options), config.getini)
+        values, sources = resolve(options, {name: None if value is unset else value for name, value in given.items()},
+                                  read_environment(options), lambda key: config.getini(key) if key in added else None)
     except SettingValueError as exc:
         raise pytest.UsageError(f"mltb: {exc}") from None
     _check_gate(values)
