@@ -112,6 +112,16 @@ def test_a_planners_knob_is_a_setting_of_both_front_ends_and_reaches_the_config(
         config.resolve_settings(config.settings_for("pytest"), {}, {"probe_width": "10"})
 
 
+def test_mltb_run_takes_a_planners_knob_checks_it_and_hands_it_to_the_config(capsys):
+    from mltb_core import cli
+
+    argv = ["run", "--task", "spaceship-titanic", "--planner", "automind", "--model", "sim"]
+    config_, _ = cli._trial_config(cli.build_parser().parse_args([*argv, "--num-drafts", "5"]))
+    assert config_.knob("num_drafts") == 5 and config_.planner_knobs()["num_drafts"] == 5
+    assert cli.main([*argv, "--num-drafts", "0"]) == 2
+    assert "bad value for --num-drafts: 0 is not allowed: expected an integer >= 1" in capsys.readouterr().err
+
+
 def test_a_knob_may_not_take_a_settings_or_another_planners_knob_name(scratch):
     class Seeded(Planner):
         name = "seeded"
