@@ -151,6 +151,27 @@ def test_a_clashing_planner_name_is_refused_naming_both_origins_unless_it_overri
     assert PLANNERS["react"] is Impostor and planner_names() == BUILTINS     # replaced in place
 
 
+def test_tools_follow_the_same_rule():
+    from mltb_core.toolkit.registry import ToolRegistry, make_set_tool
+
+    tools = ToolRegistry()
+
+    @make_set_tool(stages=("loading",), registry=tools, name="load_it")
+    def first() -> int:
+        return 1
+
+    with pytest.raises(NameClashError, match=r"tool name 'load_it' is claimed by both .*first and .*second"):
+        @make_set_tool(stages=("loading",), registry=tools, name="load_it")
+        def second() -> int:
+            return 2
+
+    @make_set_tool(stages=("loading",), registry=tools, name="load_it", overrides=True)
+    def third() -> int:
+        return 3
+
+    assert tools.get("load_it").func is third
+
+
 def test_builtins_come_in_the_tables_order_and_entry_point_planners_after_them(entry_points):
     from mltb_core.analysis.tables import planner_rank
 
