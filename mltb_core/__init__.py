@@ -38,6 +38,7 @@ _PUBLIC = {
     "PLANNERS": "mltb_core.planners",
     "Planner": "mltb_core.planners",
     "register_planner": ("mltb_core.planners.base", "register"),
+    "knob": "mltb_core.config",          # a planner's own setting (Planner.knobs)
     # one trial
     "TrialConfig": "mltb_core.config",
     "TrialRecord": "mltb_core.analysis.results",
