@@ -60,8 +60,8 @@ def sim_trial(task_slug: str, planner: str, out_dir: Path | None = None, **confi
     from mltb_core.runner.trial import run_trial
 
     out_dir = Path(out_dir or tempfile.mkdtemp(prefix="mltb-bench-"))
-    return run_trial(get_task(task_slug), TrialConfig(planner=planner, model=config.pop("model", "sim"),
-                                                     llm_cache=False, **config), out_dir)
+    config = TrialConfig(planner=planner, model=config.pop("model", "sim"), llm_cache=False).with_(**config)
+    return run_trial(get_task(task_slug), config, out_dir)   # config: fields or planner knobs
 
 
 def parser(description: str) -> argparse.ArgumentParser:

@@ -132,23 +132,18 @@ def trial_seconds_table(recs: list) -> list[str]:
     import statistics
 
     from mltb_core.analysis.results import counted_records, group_by
+    from mltb_core.analysis.tables import planner_rank
 
     lines = ["| planner | task | n | wall s per trial (median, min–max) | LLM s per trial | LLM calls | "
              "stage reached (median, max) |", "|---|---|---|---|---|---|---|"]
     for (planner, task), cell in sorted(group_by(counted_records(recs), "planner", "task").items(),
-                                        key=lambda kv: (_planner_rank(kv[0][0]), kv[0][1])):
+                                        key=lambda kv: (planner_rank(kv[0][0]), kv[0][1])):
         wall = [r.wall_seconds for r in cell]
         lines.append(f"| {planner} | {task} | {len(cell)} | {statistics.median(wall):.0f} ({min(wall):.0f}–"
                      f"{max(wall):.0f}) | {statistics.median(r.llm_seconds for r in cell):.0f} | "
                      f"{statistics.median(r.llm_calls for r in cell):g} | "
                      f"{statistics.median(r.stage_reached for r in cell):g}, {max(r.stage_reached for r in cell)} |")
     return lines
-
-
-def _planner_rank(planner: str) -> tuple:
-    from mltb_core.analysis.tables import PLANNER_ORDER
-
-    return (PLANNER_ORDER.index(planner) if planner in PLANNER_ORDER else len(PLANNER_ORDER), planner)
 
 
 def run_argv(argv: list[str]) -> list[str]:

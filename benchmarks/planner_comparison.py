@@ -25,8 +25,8 @@ import planner_ordering as po
 from mltb_core.analysis.ranking import ranking_markdown, task_scores
 from mltb_core.analysis.results import append_records, counted_records, normalized_cell, read_records
 from mltb_core.analysis.stats import rate_interval
-from mltb_core.analysis.tables import PLANNER_ORDER, median_cell_text, pass_at_k_cell
-from mltb_core.planners import PLANNERS
+from mltb_core.analysis.tables import median_cell_text, pass_at_k_cell
+from mltb_core.planners import planner_names
 from mltb_core.toolkit.registry import DEFAULT_TOOLSET, TOOLSETS
 
 DEFAULT_TASKS = ("spaceship-titanic,playground-series-s4e1,playground-series-s3e1,nyc-taxi-trip-duration,"
@@ -43,7 +43,8 @@ def knob_values() -> dict:
     from mltb_core.config import TrialConfig
 
     config = TrialConfig(planner="react", model="sim")
-    return {name: getattr(config, name) for names in KNOBS.values() for name in names}
+    return {name: config.knob(name) if name not in ("max_depth",) else config.max_depth
+            for names in KNOBS.values() for name in names}
 
 
 def _knob_text(meta: dict) -> str:
@@ -146,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skill", type=float, default=0.5)
     ap.add_argument("--seeds", type=int, default=4)
     ap.add_argument("--tasks", default=DEFAULT_TASKS)
-    ap.add_argument("--planners", default=",".join(p for p in PLANNER_ORDER if p in PLANNERS))
+    ap.add_argument("--planners", default=",".join(planner_names()))
     ap.add_argument("--max-llm-calls", type=int, default=po.DEFAULT_BUDGET)
     ap.add_argument("--max-iterations", type=int, default=po.DEFAULT_ITERATIONS)
     ap.add_argument("--toolset", choices=TOOLSETS, default=DEFAULT_TOOLSET)

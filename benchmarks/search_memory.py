@@ -36,7 +36,7 @@ def build_episode(planner: str, out: Path, **config):
     from mltb_core.toolkit import tools  # noqa: F401 - registers the toolset
 
     task = get_task(TASK)
-    cfg = TrialConfig(planner=planner, model="sim", llm_cache=False, **config)
+    cfg = TrialConfig(planner=planner, model="sim", llm_cache=False).with_(**config)   # fields or planner knobs
     split = prepare_split(task, seed=cfg.seed)
     data_dir = prepare_agent_data(split, out)
     sandbox = out / "sandbox"

@@ -1,7 +1,8 @@
 """mltb core library: scratchpad, tools, tasks, grading, planners, LLM backends. No pytest here.
 
 Layers, lowest first (a module imports only from its own layer or lower ones; tests/test_layers.py
-checks it): ``environment`` (the variables mltb reads, and the one reader) · ``bench`` (tasks, data,
+checks it): ``environment`` (the variables mltb reads, and the one reader) · ``plugins`` (the one
+registry rule, the entry-point loader) · ``bench`` (tasks, data,
 splits, grading) · ``toolkit`` (scratchpad, tool registry, the tools, the safe evaluator, sandbox,
 limits) · ``llm`` (backends, prompts) · ``config`` · ``planners`` (search, rewards, trajectories) · ``analysis`` (records, statistics, tables, reports) · ``runner``
 (one trial, confinement, expert pipelines) · ``cli``.
@@ -37,6 +38,7 @@ _PUBLIC = {
     "PLANNERS": "mltb_core.planners",
     "Planner": "mltb_core.planners",
     "register_planner": ("mltb_core.planners.base", "register"),
+    "knob": "mltb_core.config",          # a planner's own setting (Planner.knobs)
     # one trial
     "TrialConfig": "mltb_core.config",
     "TrialRecord": "mltb_core.analysis.results",

@@ -528,6 +528,13 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{prog}: {message}" if prog else message)
 
 
+def _planner_names() -> list[str]:
+    """The registered planners; importing them declares their knobs, which ``mltb run`` offers as flags."""
+    from mltb_core.planners import planner_names
+
+    return planner_names()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``mltb`` argument parser (one subparser per command)."""
     from mltb_core.config import SETTINGS_BY_NAME, add_settings, settings_for
@@ -588,9 +595,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub = add("run", cmd_run, "run one trial (task, planner, model, seed) and print its outcome", [*common])
     sub.add_argument("--task", required=True)
-    from mltb_core.analysis.tables import PLANNER_ORDER
-
-    sub.add_argument("--planner", required=True, help="one of: " + ", ".join(PLANNER_ORDER))
+    sub.add_argument("--planner", required=True, help="one of: " + ", ".join(_planner_names()))
     sub.add_argument("--model", required=True, help="a model string: " + ", ".join(_model_forms()))
     # every other option comes from the one settings table, exactly as pytest registers it
     run_settings = settings_for("run")
@@ -627,13 +632,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``mltb`` console script; returns the exit status."""
     from mltb_core.config import EnvironmentValueError, check_environment
     from mltb_core.bench.tasks import TaskSpecError
+    from mltb_core.plugins import RegistryError
 
-    parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = build_parser().parse_args(argv)   # a broken or clashing plug-in is a usage error
         check_environment()
         return args.func(args)
-    except (UsageError, EnvironmentValueError, TaskSpecError) as exc:
+    except (UsageError, EnvironmentValueError, TaskSpecError, RegistryError) as exc:
         print(f"mltb: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except SystemExit as exc:  # --help, or a delegated main that exits

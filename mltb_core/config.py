@@ -25,7 +25,7 @@ __all__ = ["TrialConfig", "trial_seed", "Range", "OptionValueError", "FIELD_RANG
            "OPTION_FIELDS", "option_range", "parse_option", "check_option", "EnvironmentValueError",
            "check_environment", "Setting", "SettingValueError", "option", "SETTINGS", "TRIAL_SETTINGS",
            "SESSION_SETTINGS", "SETTINGS_BY_NAME", "settings_for", "add_settings", "read_environment",
-           "resolve_settings", "trial_fields", "parse_bool", "ENVIRONMENT", "EnvironmentVariable", "CONTEXT_MODES", "RUNS_DIR"]
+           "resolve_settings", "trial_fields", "parse_bool", "knob", "declare_knobs", "PLANNER_KNOBS", "ENVIRONMENT", "EnvironmentVariable", "CONTEXT_MODES", "RUNS_DIR"]
 
 # What each LLM request carries of the path: every tool result whole (the paper's behaviour) or older
 # results cut to their first lines (fewer input tokens per call; see prompts.trim_observation).
@@ -121,6 +121,9 @@ class Setting:
     front_ends: tuple[str, ...] = BOTH   # "pytest", "run" (mltb run)
     flag_name: str | None = None
     unset_text: str = "none"      # how the help shows a None default
+    knob: bool = False            # a planner's own setting (see :func:`knob`)
+    planners: tuple[str, ...] = ()   # a knob's planners, named in its help
+    listing: Callable[[], Iterable[str]] | None = None   # registered names the help lists (planners)
 
     @property
     def flag(self) -> str:
@@ -151,7 +154,19 @@ class Setting:
         allowed = (f"; {self.range.describe()}" if self.range
                    else f"; one of {', '.join(self.choices)}" if self.choices else "")
         where = f"env {self.env}, ini {self.ini}" if ini else f"env {self.env}"
-        return f"{self.help}{allowed} [default: {self.default_text}] [{where}]"
+        users = f"{'/'.join(self.planners)}: " if self.planners else ""
+        listed = ", ".join(self.listing()) if self.listing is not None else ""
+        listed = f" ({listed})" if listed else ""
+        return f"{users}{self.help}{listed}{allowed} [default: {self.default_text}] [{where}]"
+
+    def check(self, value: Any, label: str | None = None) -> Any:
+        """``value`` if this setting allows it (a typed value, not text), else OptionValueError naming
+        ``label`` (default: the setting's name)."""
+        if self.range is not None and not self.range.allows(value):
+            raise OptionValueError(label or self.name, value, self.range.describe())
+        if self.choices is not None and value not in self.choices:
+            raise OptionValueError(label or self.name, value, f"one of {', '.join(self.choices)}")
+        return value
 
     def parse(self, raw: Any, where: str) -> Any:
         """A typed-in value (text from the environment, an ini file or a flag) -> a checked value."""
@@ -189,7 +204,6 @@ SETTING_META, HASHED_META = "mltb_setting", "mltb_hashed"
 _AT_LEAST_1 = Range(int, 1)
 _AT_LEAST_0 = Range(int, 0)
 _POSITIVE = Range(float, 0, low_open=True)
-_NON_NEGATIVE = Range(float, 0)
 _UNLIMITED = "unlimited"
 _PLANNERS_OWN = "the planner's own"
 
@@ -206,19 +220,6 @@ class TrialConfig:
     # search budgets (None = unlimited); a budget hit ends the search cleanly
     max_iterations: int = option(40, "search iterations / ReAct steps per trial", range=_AT_LEAST_1)
     max_depth: int = option(40, "max tool calls on one path", range=_AT_LEAST_1)
-    # Each candidate is one LLM call per expansion: past 20 a single expansion costs more than a
-    # whole default search, and a huge k (1e6) just hangs the trial.
-    expansion_k: int = option(3, "candidates proposed per expansion",
-                              range=Range(int, 1, 20, why="each candidate is one LLM call"))
-    exploration: float = option(1.0, "UCT exploration weight w", range=_NON_NEGATIVE)
-    depth_penalty: float = option(0.1, "per-level penalty on node values", range=_NON_NEGATIVE)
-    rollout_depth: int = option(0, "rollout depth (0: the immediate reward, the paper's depth-0 rollouts)",
-                                range=_AT_LEAST_0)
-    subtask_depth: int = option(6, "hierarchical MCTS: max depth within one subtask", range=_AT_LEAST_1)
-    subtask_iterations: int = option(8, "hierarchical MCTS: iterations per subtask and seed node",
-                                     range=_AT_LEAST_1)
-    max_solutions: int = option(3, "hierarchical MCTS: solution nodes carried into the next subtask",
-                                range=_AT_LEAST_1)
     max_llm_calls: int | None = option(None, "LLM calls per trial (a run of several planners: 40, matched)",
                                        range=_AT_LEAST_1, unset_text=_UNLIMITED)
     max_tokens: int | None = option(None, "tokens per trial", range=_AT_LEAST_1, unset_text=_UNLIMITED)
@@ -256,30 +257,22 @@ class TrialConfig:
     # grading: the Kaggle board percentiles and medals are read from
     board: str = option(DEFAULT_BOARD, "Kaggle leaderboard for percentiles and medals: public (as in the "
                                        "paper) or private", choices=tuple(BOARDS))
-    # whole-solution planners (automind, mle_star) and the staged scaffold (agent_k)
-    num_drafts: int = option(3, "automind: initial drafts before improving or debugging", range=_AT_LEAST_1)
-    debug_prob: float = option(0.5, "automind: chance to debug a buggy solution when one is debuggable",
-                               range=Range(float, 0, 1, why="a probability"))
-    greedy_prob: float = option(0.8, "automind: chance to improve the best solution (else a random valid one)",
-                                range=Range(float, 0, 1, why="a probability"))
-    max_debug_depth: int = option(3, "automind/mle_star: debug rounds before a buggy solution is dead",
-                                  range=_AT_LEAST_0)
-    refine_iterations: int = option(3, "mle_star: refinement steps of the block with the largest effect",
-                                    range=_AT_LEAST_1)
-    # 8, not 4: with the paper toolset writing the submission alone takes 4 calls after predicting
-    stage_attempts: int = option(8, "agent_k: LLM calls a stage may use before its unit test counts as failed",
-                                 range=_AT_LEAST_1)
-    agent_memory: bool = option(False, "agent_k: show what worked on earlier tasks of the same run", switch=True)
+    # Planner knobs (each planner's own settings, declared next to its class: ``Planner.knobs``) by name;
+    # an unset knob takes its default. Only the running planner's knobs enter config_hash().
+    knobs: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "knobs", dict(self.knobs))
+        for name, value in self.knobs.items():
+            setting = _KNOBS.get(name)
+            if setting is None:
+                raise ValueError(f"unknown planner knob {name!r}; known knobs: {', '.join(sorted(_KNOBS)) or 'none'}")
+            if not (value is None and setting.default is None):
+                setting.check(value)
         for setting in TRIAL_SETTINGS:
             value = getattr(self, setting.field)
-            if value is None and setting.field in _optional_fields():
-                continue
-            if setting.range is not None:
-                check_option(setting.field, value)
-            elif setting.choices is not None and value not in setting.choices:
-                raise OptionValueError(setting.field, value, f"one of {', '.join(setting.choices)}")
+            if not (value is None and setting.field in _optional_fields()):
+                setting.check(value, setting.field)
 
     @property
     def trial_seed(self) -> int:
@@ -297,12 +290,34 @@ class TrialConfig:
         return cls(**data)
 
     def with_(self, **changes: Any) -> TrialConfig:
+        """A copy with ``changes``; a planner knob may be given by its name (``with_(num_drafts=5)``)."""
+        knobs = {name: changes.pop(name) for name in list(changes) if name in _KNOBS}
+        if knobs:
+            changes["knobs"] = {**changes.get("knobs", self.knobs), **knobs}
         return replace(self, **changes)
 
+    def knob(self, name: str) -> Any:
+        """The value of the planner knob ``name``: as set, else its declared default."""
+        if name not in _KNOBS:
+            raise KeyError(f"unknown planner knob {name!r}")
+        return self.knobs.get(name, _KNOBS[name].default)
+
+    def planner_knobs(self) -> dict[str, Any]:
+        """The running planner's knobs and their values (set or default)."""
+        names = PLANNER_KNOBS.get(self.planner)
+        if names is None:
+            raise ValueError(f"planner {self.planner!r} has not declared its knobs: it is not registered "
+                             f"(mltb_core.planners registers the built-ins and the mltb.planners entry points)")
+        return {name: self.knob(name) for name in names}
+
     def config_hash(self) -> str:
-        """Hash of the knobs shared by all trials of a configuration (not planner/model/trial, nor the
-        execution knobs declared ``hashed=False``)."""
+        """Hash of what all trials of a configuration share (not planner/model/trial, nor the execution
+        knobs declared ``hashed=False``), with the running planner's own knobs only: a knob added to one
+        planner leaves every other planner's hash (its ``--resume``, its baselines) unchanged."""
         data = {k: v for k, v in self.to_dict().items() if k not in _UNHASHED}
+        own = self.planner_knobs()
+        if own:
+            data["knobs"] = own
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -319,7 +334,7 @@ def _trial_settings() -> tuple[Setting, ...]:
 
 
 # Case identity (set per case, never hashed) and the execution knobs declared hashed=False.
-_UNHASHED = frozenset({"planner", "model", "trial"} | {f.name for f in fields(TrialConfig)
+_UNHASHED = frozenset({"planner", "model", "trial", "knobs"} | {f.name for f in fields(TrialConfig)
                                                        if f.metadata.get(HASHED_META) is False})
 TRIAL_SETTINGS: tuple[Setting, ...] = _trial_settings()
 
@@ -336,8 +351,8 @@ GATE_PRESETS: dict[str, dict[str, str]] = {
 
 # Session-level settings: how a run is organised, not what a trial does (never hashed).
 SESSION_SETTINGS: tuple[Setting, ...] = (
-    Setting("planner", "planner(s): comma list of react, lats, mcts_outcome, mcts_shaped, hierarchical_mcts, "
-                       "or 'all'", default="all", front_ends=PYTEST_ONLY),
+    Setting("planner", "planner(s): comma list of registered planners, or 'all'", default="all",
+            front_ends=PYTEST_ONLY, listing=lambda: list(PLANNER_KNOBS)),   # every planner declares its knobs
     Setting("model", "model(s), comma list: local, local:/x.gguf, openai:<model>, sim, sim:<skill>",
             default=DEFAULT_MODEL, front_ends=PYTEST_ONLY),
     Setting("task", "task slug(s), comma list", front_ends=PYTEST_ONLY, unset_text="every offline task"),
@@ -365,8 +380,9 @@ SESSION_SETTINGS: tuple[Setting, ...] = (
                                   "(needs --compare)", front_ends=PYTEST_ONLY),
 )
 
-# Every setting, session ones first; names are unique (a test checks it).
-SETTINGS: tuple[Setting, ...] = SESSION_SETTINGS + TRIAL_SETTINGS
+# Every setting, session ones first, then the planners' knobs as planners register (declare_knobs); names
+# are unique (plugins.claim refuses a knob that takes a setting's name).
+SETTINGS: list[Setting] = [*SESSION_SETTINGS, *TRIAL_SETTINGS]
 SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 # Each setting's MLTB_<NAME> is declared with the other variables mltb reads (environment.read refuses others).
 environment.declare_settings(environment.EnvironmentVariable(s.env, s.help, s.default_text, (__name__,))
@@ -377,6 +393,51 @@ FIELD_RANGES: dict[str, Range] = {s.field: s.range for s in TRIAL_SETTINGS if s.
 RUN_RANGES: dict[str, Range] = {s.name: s.range for s in SESSION_SETTINGS if s.range is not None}
 # Setting name -> TrialConfig field, where the two differ.
 OPTION_FIELDS: dict[str, str] = {s.name: s.field for s in TRIAL_SETTINGS if s.field != s.name}
+
+
+def knob(name: str, default: Any, help: str, *, range: Range | None = None, choices: tuple[str, ...] | None = None,
+         switch: bool = False, unset_text: str = "none") -> Setting:
+    """A planner's own setting, declared next to its class (``knobs = (knob(...), ...)`` on a Planner
+    subclass). Once the planner is registered it is a setting of both front ends like any other (flag,
+    ini key, ``MLTB_<NAME>``, range, help naming its planners) and reaches ``TrialConfig.knob(name)``;
+    it enters the config hash of its own planners only."""
+    return Setting(name=name, help=help, default=default, range=range, choices=choices,
+                   kind=SWITCH if switch else VALUE, unset_text=unset_text, knob=True)
+
+
+# Declared knobs (as their planners' help shows them), their origins, and each planner's knob names.
+_KNOBS: dict[str, Setting] = {}
+_DECLARED: dict[str, Setting] = {s.name: s for s in SETTINGS}   # every name as first declared
+_ORIGINS: dict[str, str] = {s.name: "the settings table (mltb_core.config)" for s in SETTINGS}
+PLANNER_KNOBS: dict[str, tuple[str, ...]] = {}
+
+
+def declare_knobs(planner: str, knobs: Iterable[tuple[Setting, str]]) -> None:
+    """The planner registry declares each planner's knobs (``(knob, origin)``) here, so both front ends
+    offer them and ``config_hash`` knows them. A knob another planner declared elsewhere, or that takes
+    a setting's name, is refused naming both origins; the same declaration (inherited) is shared."""
+    from mltb_core.plugins import claim
+
+    names, staged, origins = [], dict(_DECLARED), dict(_ORIGINS)   # all or nothing
+    for declared, origin in knobs:
+        if not declared.knob:
+            raise TypeError(f"{origin}: a planner knob is declared with config.knob(...), got {declared!r}")
+        claim(staged, "setting", declared.name, declared, origin=origin, origins=origins,
+              hint="a planner knob needs a name of its own")
+        names.append(declared.name)
+    _DECLARED.update(staged)
+    _ORIGINS.update(origins)
+    PLANNER_KNOBS[planner] = tuple(names)
+    for name in names:
+        users = tuple(p for p, own in PLANNER_KNOBS.items() if name in own)
+        setting = replace(_DECLARED[name], planners=users)
+        if name in SETTINGS_BY_NAME:
+            SETTINGS[SETTINGS.index(SETTINGS_BY_NAME[name])] = setting
+        else:
+            SETTINGS.append(setting)
+        SETTINGS_BY_NAME[name] = _KNOBS[name] = setting
+    environment.declare_settings(environment.EnvironmentVariable(_KNOBS[n].env, _KNOBS[n].help, _KNOBS[n].default_text,
+                                                                 (__name__,)) for n in names)
 
 
 def settings_for(front_end: str) -> tuple[Setting, ...]:
@@ -462,8 +523,11 @@ def _apply_preset(values: dict[str, Any], sources: dict[str, str]) -> None:
 
 
 def trial_fields(values: Mapping[str, Any]) -> dict[str, Any]:
-    """TrialConfig keyword arguments from resolved setting values (unset ones keep the field default)."""
-    return {s.field: values[s.name] for s in TRIAL_SETTINGS if values.get(s.name) is not None}
+    """TrialConfig keyword arguments from resolved setting values (unset ones keep the field default;
+    planner knobs go into ``knobs``)."""
+    out = {s.field: values[s.name] for s in TRIAL_SETTINGS if values.get(s.name) is not None}
+    knobs = {name: values[name] for name in _KNOBS if values.get(name) is not None}
+    return {**out, "knobs": knobs} if knobs else out
 
 
 def option_range(option: str) -> Range | None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ["EnvironmentVariable", "ENVIRONMENT", "read", "default", "declare_settings", "declared", "is_declared",
-           "PACKAGE_ROOT", "child_pythonpath"]
+           "PACKAGE_ROOT", "child_pythonpath", "undeclared"]
 
 # The directory holding the mltb_core this process runs (a site-packages or a checkout).
 PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
@@ -100,6 +100,12 @@ def default(name: str) -> str:
     """The declared default of ``name``: readers parse a number or size from it, so what users are shown
     is what applies."""
     return _DECLARED[name].default
+
+
+def undeclared(prefix: str) -> list[str]:
+    """Names starting with ``prefix`` that are set but not declared (yet: a planner's knob is declared
+    when its planner registers). Names only, never values."""
+    return sorted(name for name in os.environ if name.startswith(prefix) and name not in _DECLARED)
 
 
 def read(name: str) -> str | None:

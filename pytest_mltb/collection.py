@@ -25,11 +25,14 @@ CASE_FIXTURE = "mltb_case"
 
 
 def planner_names() -> list[str]:
-    """Registered planner names, in the paper's order."""
-    from mltb_core.planners import PLANNERS
-    from mltb_core.analysis.tables import PLANNER_ORDER
+    """Registered planner names, in display order; a broken or clashing plug-in is a usage error."""
+    from mltb_core.planners import planner_names as registered
+    from mltb_core.plugins import RegistryError
 
-    return sorted(PLANNERS, key=lambda p: (PLANNER_ORDER.index(p) if p in PLANNER_ORDER else 99, p))
+    try:
+        return registered()
+    except RegistryError as exc:
+        raise pytest.UsageError(f"mltb: {exc}") from None
 
 
 def _unknown(kind: str, names: Iterable[str], valid: Iterable[str]) -> pytest.UsageError:

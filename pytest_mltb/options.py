@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from mltb_core.config import (SETTINGS_BY_NAME, EnvironmentValueError, SettingValueError, add_settings,
+from mltb_core import environment
+from mltb_core.config import (SETTINGS_BY_NAME, EnvironmentValueError, Setting, SettingValueError, add_settings,
                               check_environment, read_environment, settings_for)
 from mltb_core.config import RUNS_DIR
 from mltb_core.config import IMPLICIT_SOURCES
@@ -22,21 +23,56 @@ from mltb_core.config import resolve_settings as resolve
 
 from mltb_core.llm.backends import DEFAULT_MODEL
 
-__all__ = ["OPTIONS", "Settings", "add_options", "resolve_settings", "DEFAULT_MODEL", "ALL_PLANNERS"]
+__all__ = ["pytest_options", "Settings", "add_options", "add_planner_options", "resolve_settings", "DEFAULT_MODEL",
+           "ALL_PLANNERS"]
 
 ALL_PLANNERS = SETTINGS_BY_NAME["planner"].default   # "all": every registered planner
+GROUP = "mltb"
+# Settings read from the planner registry (its names, the planners' knobs): registered once it may be read.
+_FROM_REGISTRY = ("planner",)
 
 
-# The pytest front end of the one settings table (mltb_core.config.SETTINGS).
-OPTIONS = settings_for("pytest")
+def pytest_options() -> tuple[Setting, ...]:
+    """The pytest front end of the one settings table (mltb_core.config.SETTINGS), with the knobs of the
+    planners registered so far."""
+    return settings_for("pytest")
+
+
+def _add(parser: pytest.Parser, settings: list[Setting]) -> None:
+    group = parser.getgroup(GROUP, "ML-Tool-Bench: benchmark LLM tool-planning agents")
+    add_settings(group.addoption, settings)
+    for opt in settings:
+        parser.addini(opt.ini, help=opt.help, default=None)
 
 
 def add_options(parser: pytest.Parser) -> None:
-    """Register every pytest setting in the ``mltb`` group, and its ini key."""
-    group = parser.getgroup("mltb", "ML-Tool-Bench: benchmark LLM tool-planning agents")
-    add_settings(group.addoption, OPTIONS)
-    for opt in OPTIONS:
-        parser.addini(opt.ini, help=opt.help, default=None)
+    """Register every pytest setting in the ``mltb`` group, and its ini key, but those that read the
+    planner registry: :func:`add_planner_options` adds them."""
+    _add(parser, [s for s in pytest_options() if not s.knob and s.name not in _FROM_REGISTRY])
+
+
+def add_planner_options(parser: pytest.Parser, args: list[str], ini_keys: list[str]) -> None:
+    """Add ``--planner`` and the planners' knobs (pytest_load_initial_conftests, before the command line
+    is parsed for good). The knobs are declared on the planner classes, and importing the planners loads
+    pandas and scikit-learn, which a pytest run of another project must not pay: they are read only when
+    this run may set one (--help, a flag not known yet, an ``mltb_*`` ini key, an undeclared ``MLTB_*``
+    variable) or when they are already imported."""
+    import sys
+
+    wanted = ("-h" in args or "--help" in args or any(key.startswith("mltb_") for key in ini_keys)
+              or environment.undeclared("MLTB_")
+              or any(str(a).startswith("--") for a in parser.parse_known_and_unknown_args(args)[1]))
+    if wanted or "mltb_core.planners" in sys.modules:
+        from mltb_core.plugins import RegistryError
+
+        try:
+            from mltb_core.planners import planner_names
+
+            planner_names()   # reads the mltb.planners entry points: their knobs join the table
+        except RegistryError as exc:
+            raise pytest.UsageError(f"mltb: {exc}") from None
+    registered = {opt.dest for opt in parser.getgroup(GROUP).options}
+    _add(parser, [s for s in pytest_options() if "mltb_" + s.name not in registered])
 
 
 def _split(text: str | None) -> list[str]:
@@ -100,9 +136,14 @@ def check_trial_environment() -> None:
 def resolve_settings(config: pytest.Config) -> Settings:
     """Read every option (cli > env > ini > default) and convert it; bad values are usage errors (MLTB_*
     variables read by the core: :func:`check_trial_environment`)."""
+    unset, options = object(), pytest_options()
+    given = {opt.name: config.getoption("mltb_" + opt.name, unset) for opt in options}
+    # A setting whose option was not added (the knob of a planner imported later, --planner when the plugin
+    # is loaded after the initial conftests) has no flag or ini key: environment or default.
+    added = {opt.ini for opt in options if given[opt.name] is not unset}
     try:
-        values, sources = resolve(OPTIONS, {opt.name: config.getoption("mltb_" + opt.name, None) for opt in OPTIONS},
-                                  read_environment(OPTIONS), config.getini)
+        values, sources = resolve(options, {name: None if value is unset else value for name, value in given.items()},
+                                  read_environment(options), lambda key: config.getini(key) if key in added else None)
     except SettingValueError as exc:
         raise pytest.UsageError(f"mltb: {exc}") from None
     _check_gate(values)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .options import add_options, resolve_settings
+from .options import add_options, add_planner_options, resolve_settings
 
 if TYPE_CHECKING:
     from .collection import Case
@@ -45,6 +45,12 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
+    """``--planner`` and the planners' knobs, once the command line can say whether they are needed."""
+    add_planner_options(parser, list(args), list(early_config.inicfg))
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -5,8 +5,9 @@ from mltb_core.config import TrialConfig, trial_seed
 
 
 def test_config_hash_ignores_identity_and_execution_knobs_but_not_budgets():
-    base = TrialConfig(planner="react", model="sim")
-    assert base.config_hash() == base.with_(planner="lats", model="local", trial=3, llm_cache=False,
+    base = TrialConfig(planner="lats", model="sim")
+    # the planner is not hashed (mcts_shaped has lats' knobs: the tree-search ones)
+    assert base.config_hash() == base.with_(planner="mcts_shaped", model="local", trial=3, llm_cache=False,
                                             threads=4).config_hash()
     assert base.config_hash() != base.with_(max_iterations=5).config_hash()
     assert base.config_hash() != base.with_(tool_masking=False).config_hash()

@@ -25,8 +25,8 @@ def test_calls_come_from_the_budgets():
     assert calls_per_trial(config(max_iterations=10)) == 10
     assert calls_per_trial(config(max_iterations=50, max_depth=12)) == 12
     assert calls_per_trial(config(planner="mcts_shaped", max_iterations=20)) == 20
-    assert calls_per_trial(config(planner="lats", max_iterations=10, expansion_k=3)) == 40
-    assert calls_per_trial(config(planner="hierarchical_mcts", subtask_iterations=2, max_solutions=1)) == 20
+    assert calls_per_trial(config(planner="lats", max_iterations=10, knobs={"expansion_k": 3})) == 40
+    assert calls_per_trial(config(planner="hierarchical_mcts", knobs={"subtask_iterations": 2, "max_solutions": 1})) == 20
     assert calls_per_trial(config(planner="lats", max_llm_calls=7)) == 7
 
 

@@ -14,7 +14,7 @@ import pytest
 from mltb_core import cli
 from mltb_core.config import FIELD_RANGES, RUN_RANGES, OptionValueError, TrialConfig, option_range
 from mltb_core.bench.tasks import TASKS_DIR, TaskSpecError, get_task, load_tasks, UnknownTaskError
-from pytest_mltb.options import OPTIONS
+from pytest_mltb.options import pytest_options
 
 pytest_plugins = ["pytester"]
 
@@ -64,9 +64,9 @@ def test_the_range_table_covers_every_numeric_trial_config_field():
 
 def test_every_numeric_front_end_option_has_a_range():
     # pytest options: every session-level range is an option, and a numeric default has a range
-    names = {opt.name for opt in OPTIONS}
+    names = {opt.name for opt in pytest_options()}
     assert set(RUN_RANGES) <= names
-    assert all(option_range(opt.name) for opt in OPTIONS if isinstance(opt.default, (int, float))
+    assert all(option_range(opt.name) for opt in pytest_options() if isinstance(opt.default, (int, float))
                and not isinstance(opt.default, bool))
     from mltb_core.config import settings_for
 
@@ -84,13 +84,13 @@ def test_every_numeric_front_end_option_has_a_range():
 ])
 def test_trial_config_rejects_values_outside_the_range_naming_field_value_and_range(field, bad):
     with pytest.raises(OptionValueError) as caught:
-        TrialConfig("react", "sim", **{field: bad})
+        TrialConfig("react", "sim").with_(**{field: bad})   # a planner knob (expansion_k) too
     message = str(caught.value)
     assert field in message and repr(bad) in message and "expected" in message
 
 
 def test_trial_config_accepts_the_edges_and_none_budgets():
-    TrialConfig("react", "sim", expansion_k=20, seed=2**32 - 1, temperature=2.0, exploration=0, rollout_depth=0,
+    TrialConfig("react", "sim").with_(expansion_k=20, seed=2**32 - 1, temperature=2.0, exploration=0, rollout_depth=0,
                 max_cost_usd=None, max_seconds=None, tool_time_limit=None, max_iterations=1)
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import mltb_core
 
-LAYERS = ["environment", "bench", "toolkit", "llm", "config", "planners", "analysis", "runner", "cli"]
+LAYERS = ["environment", "plugins", "bench", "toolkit", "llm", "config", "planners", "analysis", "runner", "cli"]
 PACKAGE = Path(mltb_core.__file__).parent
 
 

@@ -75,7 +75,7 @@ def test_masking_offers_each_subtask_its_tools():
 
 
 def _run(tmp_path, planner, model="sim:0.9", task="spaceship-titanic", **kw):
-    cfg = TrialConfig(planner=planner, model=model, llm_cache=False, **kw)
+    cfg = TrialConfig(planner=planner, model=model, llm_cache=False).with_(**kw)   # kw: fields or planner knobs
     return run_trial(get_task(task), cfg, tmp_path)
 
 

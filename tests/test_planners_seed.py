@@ -58,8 +58,8 @@ def _solution(valid: bool, kind: str = "draft", depth: int = 0) -> Solution:
 
 
 def test_automind_policy_drafts_first_then_debugs_or_improves():
-    cfg = TrialConfig(planner="automind", model="sim", num_drafts=2, debug_prob=1.0, greedy_prob=1.0,
-                      max_debug_depth=2)
+    cfg = TrialConfig(planner="automind", model="sim",
+                      knobs={"num_drafts": 2, "debug_prob": 1.0, "greedy_prob": 1.0, "max_debug_depth": 2})
     planner = AutoMind(None, cfg)
     assert planner.choose() == ("draft", None)
     planner.solutions = [_solution(False), _solution(True, "improve")]
@@ -75,7 +75,7 @@ def test_automind_policy_drafts_first_then_debugs_or_improves():
 
 
 def test_automind_never_debugs_with_debug_prob_zero_and_drafts_without_a_valid_node():
-    planner = AutoMind(None, TrialConfig(planner="automind", model="sim", num_drafts=1, debug_prob=0.0))
+    planner = AutoMind(None, TrialConfig(planner="automind", model="sim", knobs={"num_drafts": 1, "debug_prob": 0.0}))
     planner.solutions = [_solution(False)]
     assert all(planner.choose()[0] == "debug" for _ in range(5))   # no valid node: repair is all that is left
     planner.solutions.append(_solution(True))
@@ -93,13 +93,17 @@ def test_mle_star_ablation_removes_cleaning_and_swaps_model_and_tuning_for_basel
     assert ablated_calls("model", linear, [0])[0][1].tool_name == "fit_random_forest_regressor"
 
 
-def test_new_knobs_enter_the_hash_and_are_range_checked():
-    base = TrialConfig(planner="react", model="sim")
-    assert base.config_hash() != base.with_(agent_memory=True).config_hash()
-    assert base.config_hash() != base.with_(num_drafts=5).config_hash()
+def test_knobs_enter_their_own_planners_hash_only_and_are_range_checked():
+    agent_k, react = TrialConfig(planner="agent_k", model="sim"), TrialConfig(planner="react", model="sim")
+    assert agent_k.config_hash() != agent_k.with_(agent_memory=True).config_hash()
+    automind = agent_k.with_(planner="automind")
+    assert automind.config_hash() != automind.with_(num_drafts=5).config_hash()
+    assert react.config_hash() == react.with_(num_drafts=5, agent_memory=True).config_hash()
     for bad in ({"debug_prob": 1.5}, {"greedy_prob": -0.1}, {"num_drafts": 0}, {"stage_attempts": 0}):
-        with pytest.raises(ValueError):
-            TrialConfig(planner="automind", model="sim", **bad)
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            TrialConfig(planner="automind", model="sim", knobs=bad)
+    with pytest.raises(ValueError, match="unknown planner knob 'num_draft'"):
+        TrialConfig(planner="automind", model="sim", knobs={"num_draft": 2})
 
 
 def test_agent_k_memory_keeps_valid_paths_of_the_same_run_only(tmp_path):

@@ -123,9 +123,9 @@ def test_board_env_var_is_checked(suite, monkeypatch):
 
 def test_board_option_reaches_the_trial_config_and_its_hash():
     from pytest_mltb.collection import trial_config
-    from pytest_mltb.options import OPTIONS, Settings
+    from pytest_mltb.options import Settings, pytest_options
 
-    defaults = {opt.name: opt.default for opt in OPTIONS}
+    defaults = {opt.name: opt.default for opt in pytest_options()}
     public = trial_config(Settings(defaults), "react", "sim", 0)
     private = trial_config(Settings({**defaults, "board": "private"}), "react", "sim", 0)
     assert public.board == "public" and private.board == "private"  # the paper ranks on the public board
@@ -134,14 +134,14 @@ def test_board_option_reaches_the_trial_config_and_its_hash():
 
 def test_toolset_option_reaches_the_trial_config(monkeypatch):
     from pytest_mltb.collection import trial_config
-    from pytest_mltb.options import OPTIONS, Settings
+    from pytest_mltb.options import Settings, pytest_options
 
-    defaults = {opt.name: opt.default for opt in OPTIONS}
+    defaults = {opt.name: opt.default for opt in pytest_options()}
     assert trial_config(Settings(defaults), "react", "sim", 0).toolset == "paper"
     chosen = trial_config(Settings({**defaults, "toolset": "extended"}), "react", "sim", 0)
     assert chosen.toolset == "extended"
     assert chosen.config_hash() != trial_config(Settings(defaults), "react", "sim", 0).config_hash()
-    assert {opt.name for opt in OPTIONS if opt.name == "toolset"} and "MLTB_TOOLSET" in {o.env for o in OPTIONS}
+    assert {opt.name for opt in pytest_options() if opt.name == "toolset"} and "MLTB_TOOLSET" in {o.env for o in pytest_options()}
 
 
 def test_xdist_tables_equal_serial_tables_and_junitxml(suite, tmp_path):

@@ -177,12 +177,12 @@ def test_all_prompts_expose_the_layout_and_the_trimming_rule():
 
 def test_context_option_reaches_the_trial_config_and_bad_values_are_named():
     from pytest_mltb.collection import trial_config
-    from pytest_mltb.options import OPTIONS, Settings
+    from pytest_mltb.options import Settings, pytest_options
 
-    option = next(opt for opt in OPTIONS if opt.name == "context")
+    option = next(opt for opt in pytest_options() if opt.name == "context")
     assert option.env == "MLTB_CONTEXT" and option.parse("trimmed", "--context") == "trimmed"
     with pytest.raises(ValueError, match="--context: 'half' is not allowed: expected one of full, trimmed"):
         option.parse("half", "--context")
-    defaults = {opt.name: opt.default for opt in OPTIONS}
+    defaults = {opt.name: opt.default for opt in pytest_options()}
     assert trial_config(Settings(defaults), "react", "sim", 0).context == "full"
     assert trial_config(Settings({**defaults, "context": "trimmed"}), "react", "sim", 0).context == "trimmed"

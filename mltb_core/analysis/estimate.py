@@ -49,13 +49,13 @@ class CostEstimate:
 
 def calls_per_trial(config: TrialConfig) -> int:
     """LLM calls the budgets allow one trial (its planner's iteration budget, capped by max_llm_calls)."""
-    c = config
+    c, own = config, config.planner_knobs()
     if c.planner == "react":
         calls = min(c.max_iterations, c.max_depth)
     elif c.planner == "lats":   # an expansion, then an evaluation per child
-        calls = c.max_iterations * (1 + c.expansion_k)
+        calls = c.max_iterations * (1 + own["expansion_k"])
     elif c.planner == "hierarchical_mcts" and c.decomposition is not False:
-        calls = HIERARCHICAL_STAGES * c.subtask_iterations * c.max_solutions
+        calls = HIERARCHICAL_STAGES * own["subtask_iterations"] * own["max_solutions"]
     else:
         calls = c.max_iterations
     return min(calls, c.max_llm_calls) if c.max_llm_calls is not None else calls
@@ -84,7 +84,7 @@ def tokens_per_call(task: Any, config: TrialConfig, data_dir: Path = Path("data"
     first = prefix_tokens(task, config, data_dir) + len(prompts.EXPANSION_SYSTEM) // CHARS_PER_TOKEN
     depth = min(calls_per_trial(config), config.max_depth) / 2   # the mean path length over a trial
     history = int(depth * HISTORY_TOKENS_PER_STEP[config.context])
-    candidates = 1 if config.planner == "react" else config.expansion_k
+    candidates = config.planner_knobs().get("expansion_k", 1)   # tree searches propose k at once
     return first + history, candidates * OUTPUT_TOKENS_PER_CANDIDATE
 
 

@@ -31,7 +31,7 @@ from mltb_core.analysis.results import (RESULTS_FILE, SYNTHETIC_LABEL, TrialReco
                                         percentile_values,
                                         read_records)
 from mltb_core.analysis.ranking import ranking_html
-from mltb_core.analysis.tables import PLANNER_ORDER, Table, build_tables, render_tables, variant_labels
+from mltb_core.analysis.tables import Table, planner_rank, build_tables, render_tables, variant_labels
 from mltb_core.analysis.treeview import TREE_CSS, tree_from_steps, tree_page
 
 __all__ = ["build_report", "report_main", "load_runs", "trial_page_name", "task_page_name", "provenance",
@@ -215,7 +215,7 @@ def _pyplot():
 
 def _variant_rank(variant: tuple[str, str]) -> tuple:
     planner, h = variant
-    return (PLANNER_ORDER.index(planner) if planner in PLANNER_ORDER else 99, planner, h)
+    return (*planner_rank(planner), h)
 
 
 def _columns(records: list[TrialRecord]) -> list[tuple[str, list[TrialRecord]]]:

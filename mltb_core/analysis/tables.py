@@ -35,15 +35,12 @@ from mltb_core.analysis.results import (QUALITY_FLOOR_NOTE, SYNTHETIC_LABEL, Out
 from mltb_core.analysis.stats import (MIN_TRIALS_FOR_MEDIAN_CI, PASS_AT_K, CI, RateSample, TrialSample, clustered_ci,
                                       pass_at_k, rate_interval)
 
-__all__ = ["Table", "PLANNER_ORDER", "build_tables", "render_tables", "render_summary",
+__all__ = ["Table", "planner_rank", "build_tables", "render_tables", "render_summary",
            "consistency_table", "pass_at_k_table", "percentile_table", "normalized_table", "median_cell_text",
            "overall_text", "task_baselines", "cost_table", "funnel_table", "infra_table",
            "variant_labels"]
 
 MARKDOWN_FORMATS = ("github", "pipe")
-# The paper's column order, then the whole-solution planners; planners not listed follow alphabetically.
-PLANNER_ORDER = ("react", "lats", "mcts_outcome", "mcts_shaped", "hierarchical_mcts", "automind", "mle_star",
-                 "agent_k")
 
 
 @dataclass
@@ -68,8 +65,13 @@ class Table:
         return tabulate(rows, headers=self.headers, tablefmt=tablefmt, floatfmt=".2f", disable_numparse=True)
 
 
-def _planner_rank(planner: str) -> tuple:
-    return (PLANNER_ORDER.index(planner), "") if planner in PLANNER_ORDER else (len(PLANNER_ORDER), planner)
+def planner_rank(planner: str) -> tuple:
+    """Sort key of a planner column: the registry's order (the built-ins in the paper's column order, then
+    plug-ins), then planners no longer registered (records of an uninstalled plug-in) by name."""
+    from mltb_core.planners import planner_names   # the registry (imports the planners)
+
+    order = planner_names()
+    return (order.index(planner), "") if planner in order else (len(order), planner)
 
 
 def variant_labels(records: Iterable[TrialRecord]) -> dict[tuple[str, str, str], str]:
@@ -84,7 +86,7 @@ def variant_labels(records: Iterable[TrialRecord]) -> dict[tuple[str, str, str],
 
 def _variants(records: list[TrialRecord]) -> list[tuple[str, str]]:
     """Sorted (planner, config_hash) pairs present in ``records``."""
-    return sorted({(r.planner, r.config_hash) for r in records}, key=lambda v: (_planner_rank(v[0]), v[1]))
+    return sorted({(r.planner, r.config_hash) for r in records}, key=lambda v: (planner_rank(v[0]), v[1]))
 
 
 def _fmt(value: float | None, digits: int = 2) -> str:

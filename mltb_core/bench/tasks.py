@@ -21,6 +21,7 @@ from typing import Any
 
 from mltb_core.bench.fixtures import FIXTURES
 from mltb_core.environment import read as read_environment
+from mltb_core.plugins import NameClashError, claim
 
 __all__ = [
     "SUBMISSION_FILE", "TASKS_DIR", "PROBLEM_TYPES", "PREDICTIONS", "SOURCES",
@@ -562,6 +563,7 @@ def load_tasks(extra_dirs: Iterable[Path | str] = ()) -> dict[str, Task]:
     the later spec says ``overrides = true`` (then it replaces the earlier one).
     """
     tasks: dict[str, Task] = {}
+    origins: dict[str, str] = {}
     for directory in _spec_dirs(extra_dirs):
         if not directory.is_dir():
             raise TaskSpecError(directory, None, "tasks directory does not exist")
@@ -571,11 +573,11 @@ def load_tasks(extra_dirs: Iterable[Path | str] = ()) -> dict[str, Task]:
             if task.slug in seen_here:
                 raise TaskSpecError(path, "slug", f"slug {task.slug!r} is also used by {seen_here[task.slug]}")
             seen_here[task.slug] = path
-            earlier = tasks.get(task.slug)
-            if earlier is not None and not task.overrides:
-                raise TaskSpecError(path, "slug", f"slug {task.slug!r} is already defined by {earlier.spec_path}; "
-                                                  "add 'overrides = true' to this spec to replace that task")
-            tasks[task.slug] = task
+            try:
+                claim(tasks, "task", task.slug, task, origin=str(task.spec_path), overrides=task.overrides,
+                      origins=origins, hint="add 'overrides = true' to the later spec to replace that task")
+            except NameClashError as exc:
+                raise TaskSpecError(path, "slug", str(exc)) from None
     return dict(sorted(tasks.items()))
 
 

@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 from mltb_core.environment import read as read_environment
 from mltb_core.llm.base import LLMBackend, UnknownModelError
+from mltb_core.plugins import RegistryError, claim, load_entry_points
 
 __all__ = ["ENTRY_POINT_GROUP", "DEFAULT_MODEL", "BackendSpec", "ModelRef", "Preflight", "backend",
            "register_backend", "get_backend", "available_backends", "parse_model", "model_problem", "model_id",
@@ -41,7 +42,7 @@ _BUILTIN_ENTRY_POINTS = {"openai": "mltb_core.llm.backends:OpenAISpec",
                          "sim": "mltb_core.llm.backends:SimSpec"}
 
 
-class BackendRegistryError(RuntimeError):
+class BackendRegistryError(RegistryError):
     """A backend entry point is broken, or two backends claim one name."""
 
 
@@ -102,7 +103,7 @@ _loaded = False
 
 def register_backend(spec: BackendSpec | type[BackendSpec], name: str | None = None) -> BackendSpec:
     """Register a backend (a spec or its class); the same spec twice is a no-op, another under a
-    taken name an error."""
+    taken name an error (``plugins.claim``) unless its class says ``overrides = True``."""
     if isinstance(spec, type):
         spec = spec()
     if not isinstance(spec, BackendSpec):
@@ -112,35 +113,18 @@ def register_backend(spec: BackendSpec | type[BackendSpec], name: str | None = N
         raise BackendRegistryError(f"{type(spec).__name__} has no name: decorate it with @backend('<name>')")
     if spec.name != name:
         raise BackendRegistryError(f"entry point {name!r} loads backend {spec.name!r}; the names must match")
-    held = _registry.get(name)
-    if held is not None and type(held) is not type(spec):
-        raise BackendRegistryError(f"backend name {name!r} is claimed by both {type(held).__module__}."
-                                   f"{type(held).__qualname__} and {type(spec).__module__}.{type(spec).__qualname__}")
-    _registry.setdefault(name, spec)
-    return _registry[name]
-
-
-def _entry_points() -> list[Any]:
-    from importlib import metadata  # ~0.1 s: only when a model string is first read
-
-    found = list(metadata.entry_points(group=ENTRY_POINT_GROUP))
-    names = {ep.name for ep in found}
-    found += [metadata.EntryPoint(name, value, ENTRY_POINT_GROUP)
-              for name, value in _BUILTIN_ENTRY_POINTS.items() if name not in names]
-    return found
+    if type(_registry.get(name)) is type(spec):   # the same backend again: keep the one registered
+        return _registry[name]
+    return claim(_registry, "backend", name, spec, overrides=vars(type(spec)).get("overrides", False),
+                 hint="set overrides = True on the new class to replace it deliberately", error=BackendRegistryError)
 
 
 def _load_entry_points() -> None:
     global _loaded
     if _loaded:
         return
-    for ep in _entry_points():
-        try:
-            loaded = ep.load()
-        except Exception as exc:  # noqa: BLE001 - a broken plug-in names itself, it does not hide
-            raise BackendRegistryError(f"backend entry point {ep.name} = {ep.value!r} "
-                                       f"(group {ENTRY_POINT_GROUP}) failed to load: {exc}") from exc
-        register_backend(loaded, ep.name)
+    for name, loaded in load_entry_points(ENTRY_POINT_GROUP, _BUILTIN_ENTRY_POINTS, BackendRegistryError):
+        register_backend(loaded, name)
     _loaded = True
 
 

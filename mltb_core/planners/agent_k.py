@@ -8,7 +8,7 @@ the stage has used ``stage_attempts`` LLM calls; then the run stops at that stag
 offers the ``tune_*`` tools (hyperparameter optimisation as a tool, as in Agent K) when the toolset
 has them, instead of the plain ``fit_*`` tools.
 
-Memory (``agent_memory``, off by default; part of the config hash when on): the tool sequences of
+Memory (``agent_memory``, off by default; in agent_k's config hash): the tool sequences of
 valid solutions found on earlier tasks of the same run, shown in the requests. The parent process
 records them after each trial from its trajectory (:func:`remember`), so the notes reach the next
 trial's solver, which is forked from it; trials run by other worker processes do not share them.
@@ -19,8 +19,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from mltb_core.config import Range, knob
 from mltb_core.llm import prompts
-from mltb_core.planners.base import Planner, SearchResult, register
+from mltb_core.planners.base import Planner, SearchResult
 from mltb_core.planners.masking import subtask_tools
 from mltb_core.planners.rewards import REWARD_STAGES, Stage
 from mltb_core.planners.tree import Node
@@ -65,15 +66,20 @@ def remember(task_slug: str, trajectory_path: Path, valid: bool) -> None:
         _MEMORY.setdefault(_run_key(trajectory_path), []).append(f"{task_slug}: {sequence}")
 
 
-@register
 class AgentK(Planner):
     name = "agent_k"
     default_masking = True     # each stage offers its own tools
     default_feedback = True    # the unit test's result is part of the stage's request and observations
+    knobs = (
+        # 8, not 4: with the paper toolset writing the submission alone takes 4 calls after predicting
+        knob("stage_attempts", 8, "LLM calls a stage may use before its unit test counts as failed",
+             range=Range(int, 1)),
+        knob("agent_memory", False, "show what worked on earlier tasks of the same run", switch=True),
+    )
 
     def __init__(self, episode: Any, config: Any):
         super().__init__(episode, config)
-        self.memory = memory_notes(self.ep.trajectory.path) if config.agent_memory else []
+        self.memory = memory_notes(self.ep.trajectory.path) if config.knob("agent_memory") else []
 
     def allowed(self, stage: Stage) -> list[str] | None:
         if not self.masking:
@@ -95,7 +101,7 @@ class AgentK(Planner):
         """Calls until the stage's unit test passes or its attempts are used up: (last node, attempts)."""
         attempts = 0
         allowed = self.allowed(stage)
-        while node.progress.stage < stage.number and attempts < self.config.stage_attempts:
+        while node.progress.stage < stage.number and attempts < self.config.knob("stage_attempts"):
             candidates = self.ep.propose(node, prompts.AGENT_K_STAGE_SYSTEM, n=1, allowed=allowed,
                                          extra=self.extra(stage, node))
             attempts += 1

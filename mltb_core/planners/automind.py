@@ -22,9 +22,10 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
+from mltb_core.config import Range, knob
 from mltb_core.llm import prompts
 from mltb_core.planners import pipeline as pl
-from mltb_core.planners.base import Planner, SearchResult, register
+from mltb_core.planners.base import Planner, SearchResult
 from mltb_core.planners.episode import BudgetExhausted
 from mltb_core.planners.pipeline import Solution
 
@@ -35,6 +36,11 @@ class SolutionSearch(Planner):
     """Machinery shared by the whole-solution planners: draft, debug, edit and pick the best by CV."""
 
     default_feedback = False   # the model sees tool errors and, when debugging, why the solution failed
+    knobs = (
+        knob("num_drafts", 3, "initial drafts (automind: before improving or debugging; mle_star: until one "
+                              "is valid)", range=Range(int, 1)),
+        knob("max_debug_depth", 3, "debug rounds before a buggy solution is dead", range=Range(int, 0)),
+    )
 
     def __init__(self, episode, config):
         super().__init__(episode, config)
@@ -127,25 +133,30 @@ class SolutionSearch(Planner):
         raise NotImplementedError
 
 
-@register
 class AutoMind(SolutionSearch):
     name = "automind"
+    knobs = (
+        knob("debug_prob", 0.5, "chance to debug a buggy solution when one is debuggable",
+             range=Range(float, 0, 1, why="a probability")),
+        knob("greedy_prob", 0.8, "chance to improve the best solution (else a random valid one)",
+             range=Range(float, 0, 1, why="a probability")),
+    )
 
     def debuggable(self) -> list[Solution]:
         return [s for s in self.solutions if s.buggy and not s.debugged
-                and s.debug_depth < self.config.max_debug_depth]
+                and s.debug_depth < self.config.knob("max_debug_depth")]
 
     def choose(self) -> tuple[str, Solution | None]:
         c = self.config
         drafts = sum(s.kind == "draft" for s in self.solutions)
-        if drafts < c.num_drafts:
+        if drafts < c.knob("num_drafts"):
             return "draft", None
         buggy = self.debuggable()
-        if buggy and self.rng.random() < c.debug_prob:
+        if buggy and self.rng.random() < c.knob("debug_prob"):
             return "debug", self.rng.choice(buggy)
         valid = [s for s in self.solutions if s.valid]
         if valid:
-            if self.rng.random() < c.greedy_prob:
+            if self.rng.random() < c.knob("greedy_prob"):
                 return "improve", self.best_solution()
             return "improve", self.rng.choice(valid)
         return ("debug", self.rng.choice(buggy)) if buggy else ("draft", None)

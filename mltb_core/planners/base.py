@@ -1,14 +1,25 @@
-"""The planner interface and registry: one small class per planner over the shared episode/tree."""
+"""The planner interface and registry: one small class per planner over the shared episode/tree.
+
+Planners are registered by name in :data:`PLANNERS` under the one registry rule (``mltb_core.plugins``):
+the built-ins by ``mltb_core.planners`` (in the tables' column order), a third party's through the
+entry-point group ``mltb.planners`` (loaded on first read, after the built-ins), or from code with
+:func:`register`. A planner declares its own settings next to its class (``knobs``); they join the
+settings table when it is registered.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from mltb_core.config import TrialConfig
+from mltb_core.config import Setting, TrialConfig, declare_knobs
+from mltb_core.plugins import Registry, RegistryError, origin_of
 from mltb_core.planners.episode import BudgetExhausted, Episode
 from mltb_core.planners.tree import Node
 
-__all__ = ["Planner", "SearchResult", "PLANNERS", "register", "get_planner_class", "UnknownPlannerError"]
+__all__ = ["Planner", "SearchResult", "PLANNERS", "ENTRY_POINT_GROUP", "register", "get_planner_class",
+           "UnknownPlannerError", "planner_names"]
+
+ENTRY_POINT_GROUP = "mltb.planners"
 
 
 class UnknownPlannerError(ValueError):
@@ -25,6 +36,11 @@ class Planner:
     """Subclasses implement :meth:`search`; ``run`` turns budget exhaustion into a clean stop."""
 
     name: ClassVar[str]
+    # This planner's own settings (config.knob(...)); a subclass has its bases' too. Each is a flag, ini
+    # key and MLTB_* variable of both front ends, read with config.knob(name), hashed for its planners only.
+    knobs: ClassVar[tuple[Setting, ...]] = ()
+    # True on a class that deliberately replaces a registered planner of the same name (a clash otherwise).
+    overrides: ClassVar[bool] = False
     # Defaults of the ablation switches; TrialConfig values of None mean "use these".
     default_feedback: ClassVar[bool] = True
     default_shaping: ClassVar[bool] = True
@@ -57,12 +73,46 @@ def _pick(value: bool | None, default: bool) -> bool:
     return default if value is None else bool(value)
 
 
-PLANNERS: dict[str, type[Planner]] = {}
+def declared_knobs(cls: type[Planner]) -> list[tuple[Setting, str]]:
+    """``(knob, origin)`` of every knob ``cls`` and its bases declare, bases first."""
+    found: dict[str, tuple[Setting, str]] = {}
+    for klass in reversed(cls.__mro__):
+        for declared in vars(klass).get("knobs", ()):
+            found[declared.name] = (declared, origin_of(klass))
+    return list(found.values())
 
 
-def register(cls: type[Planner]) -> type[Planner]:
-    PLANNERS[cls.name] = cls
-    return cls
+def _check_entry_point(name: str, obj: Any) -> bool:
+    """An ``mltb.planners`` entry point loads a Planner subclass of the same name; returns its ``overrides``."""
+    if not (isinstance(obj, type) and issubclass(obj, Planner)):
+        raise RegistryError(f"planner entry point {name!r} (group {ENTRY_POINT_GROUP}) loads {obj!r}, "
+                            f"not a mltb_core.planners.Planner subclass")
+    if getattr(obj, "name", None) != name:
+        raise RegistryError(f"planner entry point {name!r} loads {origin_of(obj)} named "
+                            f"{getattr(obj, 'name', None)!r}; the names must match")
+    return bool(vars(obj).get("overrides", False))
+
+
+# name -> class, in registration order: the built-ins (mltb_core.planners) in the tables' column order,
+# then the entry points' by name. This order is the display order of every table and help text.
+PLANNERS: Registry[type[Planner]] = Registry(
+    "planner", ENTRY_POINT_GROUP, check=_check_entry_point,
+    hint="set overrides = True on the new class to replace it deliberately",
+    on_register=lambda name, cls: declare_knobs(name, declared_knobs(cls)))
+
+
+def register(cls: type[Planner] | None = None, *, overrides: bool = False) -> Any:
+    """Register a Planner subclass under its ``name`` (``@register`` or ``@register(overrides=True)``)."""
+    def add(klass: type[Planner]) -> type[Planner]:
+        if not (isinstance(klass, type) and issubclass(klass, Planner)) or not getattr(klass, "name", None):
+            raise TypeError(f"register takes a Planner subclass with a name, got {klass!r}")
+        return PLANNERS.register(klass.name, klass, overrides=overrides or bool(vars(klass).get("overrides")))
+    return add(cls) if cls is not None else add
+
+
+def planner_names() -> list[str]:
+    """Every registered planner, in display order."""
+    return list(PLANNERS)
 
 
 def get_planner_class(name: str) -> type[Planner]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from mltb_core.llm import prompts
-from mltb_core.planners.base import register
+
 from mltb_core.planners.mcts import TreeSearch
 from mltb_core.planners.tree import Node
 
@@ -26,7 +26,6 @@ def parse_score(text: str) -> float:
     return min(max(value, 1.0), 10.0) / 10.0
 
 
-@register
 class LATS(TreeSearch):
     name = "lats"
     default_feedback = False

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from mltb_core.config import Range, knob
 from mltb_core.llm import prompts
 from mltb_core.planners.rewards import REWARD_STAGES
-from mltb_core.planners.base import Planner, SearchResult, register
+from mltb_core.planners.base import Planner, SearchResult
 from mltb_core.planners.masking import subtask_tools
 from mltb_core.planners.tree import Node, backpropagate, uct_select
 
@@ -20,6 +21,16 @@ class TreeSearch(Planner):
     """The MCTS machinery shared by every tree planner; subclasses choose values and prompts."""
 
     system_prompt = prompts.EXPANSION_SYSTEM
+    knobs = (
+        # Each candidate is one LLM call per expansion: past 20 a single expansion costs more than a
+        # whole default search, and a huge k (1e6) just hangs the trial.
+        knob("expansion_k", 3, "candidates proposed per expansion",
+             range=Range(int, 1, 20, why="each candidate is one LLM call")),
+        knob("exploration", 1.0, "UCT exploration weight w", range=Range(float, 0)),
+        knob("depth_penalty", 0.1, "per-level penalty on node values", range=Range(float, 0)),
+        knob("rollout_depth", 0, "rollout depth (0: the immediate reward, the paper's depth-0 rollouts)",
+             range=Range(int, 0)),
+    )
 
     # -- values --------------------------------------------------------------------
     def evaluate(self, node: Node) -> float:
@@ -31,13 +42,13 @@ class TreeSearch(Planner):
             fitted = any(t.startswith(("fit_", "tune_")) for t in node.log.tools_used)
             earned = (1.0 if fitted else 0.0) + (1.0 if node.terminal else 0.0)
         # Stage rewards are ~1 each, so the paper's 0.1 per level and UCT weights near 1 keep their meaning.
-        return earned - self.config.depth_penalty * node.depth
+        return earned - self.config.knob("depth_penalty") * node.depth
 
     def rollout_value(self, node: Node) -> float:
         """Optional deeper rollouts: follow the model's first candidate ``rollout_depth`` steps."""
         value = self.evaluate(node)
         cur = node
-        for _ in range(self.config.rollout_depth):
+        for _ in range(self.config.knob("rollout_depth")):
             if cur.terminal:
                 break
             cands = self.ep.propose(cur, self.system_for(cur), n=1, allowed=self.allowed_for(cur))
@@ -64,7 +75,7 @@ class TreeSearch(Planner):
     # -- the loop ------------------------------------------------------------------
     def expand(self, node: Node) -> list[Node]:
         allowed = self.allowed_for(node)
-        candidates = self.ep.propose(node, self.system_for(node), n=self.config.expansion_k, allowed=allowed,
+        candidates = self.ep.propose(node, self.system_for(node), n=self.config.knob("expansion_k"), allowed=allowed,
                                      extra=self.extra_messages(node))
         node.expanded = True
         seen: set[str] = set()
@@ -86,7 +97,7 @@ class TreeSearch(Planner):
         if len(solutions) >= stop_after:
             return solutions
         for _ in range(iterations):
-            leaf = uct_select(root, self.config.exploration,
+            leaf = uct_select(root, self.config.knob("exploration"),
                               is_leaf=lambda n: n is not root and (is_solution(n) or n.depth >= depth_limit))
             if leaf is None:
                 break
@@ -117,13 +128,11 @@ class TreeSearch(Planner):
         """Hook for planners that learn from each new node (LATS reflections)."""
 
 
-@register
 class MCTSOutcome(TreeSearch):
     name = "mcts_outcome"
     default_shaping = False
 
 
-@register
 class MCTSShaped(TreeSearch):
     name = "mcts_shaped"
     default_shaping = True

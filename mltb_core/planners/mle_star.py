@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import math
 
+from mltb_core.config import Range, knob
 from mltb_core.llm import prompts
 from mltb_core.llm.base import Candidate
 from mltb_core.planners import pipeline as pl
 from mltb_core.planners.automind import SolutionSearch
-from mltb_core.planners.base import SearchResult, register
+from mltb_core.planners.base import SearchResult
 from mltb_core.planners.episode import BudgetExhausted
 from mltb_core.planners.pipeline import Solution
 from mltb_core.planners.tree import Node
@@ -88,9 +89,10 @@ def ablated_calls(block: str, steps: list, positions: list[int]) -> list[tuple[i
     return edits
 
 
-@register
 class MLEStar(SolutionSearch):
     name = "mle_star"
+    knobs = (knob("refine_iterations", 3, "refinement steps of the block with the largest effect",
+                  range=Range(int, 1)),)
 
     def __init__(self, episode, config):
         super().__init__(episode, config)
@@ -99,9 +101,9 @@ class MLEStar(SolutionSearch):
         self.ensemble_members: list[Solution] = []
 
     def initial(self) -> Solution | None:
-        for _ in range(self.config.num_drafts):
+        for _ in range(self.config.knob("num_drafts")):
             sol = self.draft()
-            while sol.buggy and sol.debug_depth < self.config.max_debug_depth:
+            while sol.buggy and sol.debug_depth < self.config.knob("max_debug_depth"):
                 sol = self.debug(sol)
             if sol.valid:
                 return sol
@@ -141,7 +143,7 @@ class MLEStar(SolutionSearch):
 
     def refine(self, best: Solution, block: str, effects: dict[str, float]) -> Solution:
         shown = ", ".join(f"{b}: {'breaks the pipeline' if e == ESSENTIAL else f'{e:.4f}'}" for b, e in effects.items())
-        for _ in range(self.config.refine_iterations):
+        for _ in range(self.config.knob("refine_iterations")):
             steps = pl.steps_of(best.leaf)
             positions = pl.block_positions(self.ep, steps).get(block)
             if not positions:
@@ -157,7 +159,7 @@ class MLEStar(SolutionSearch):
     def loop(self) -> str:
         best = self.initial()
         if best is None:
-            return f"no valid initial solution after {self.config.num_drafts} draft(s)"
+            return f"no valid initial solution after {self.config.knob('num_drafts')} draft(s)"
         effects_of: dict[int, dict[str, float]] = {}   # best leaf id → its ablation (re-run only for a new best)
         for _ in range(self.config.max_iterations):
             if best.leaf.id not in effects_of:

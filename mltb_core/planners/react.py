@@ -2,10 +2,9 @@
 from __future__ import annotations
 
 from mltb_core.llm import prompts
-from mltb_core.planners.base import Planner, SearchResult, register
+from mltb_core.planners.base import Planner, SearchResult
 
 
-@register
 class ReAct(Planner):
     name = "react"
     default_feedback = False   # the paper's stage feedback belongs to the MCTS variants

@@ -129,7 +129,7 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
         found = solved.result
         best = found.best
         stage = best.progress.stage
-        if config.agent_memory:   # the search's own validity check (stage 10), never the graded labels
+        if config.knob("agent_memory"):   # the search's own validity check (stage 10), never the graded labels
             from mltb_core.planners.agent_k import remember
             remember(task.slug, trajectory_path, stage >= len(REWARD_STAGES))
         extra.update(cached_llm_calls=found.usage.cached_calls, best_depth=best.depth,

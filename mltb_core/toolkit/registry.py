@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, Union, get_args, get_origin
 
+from mltb_core.plugins import claim, origin_of
 from mltb_core.toolkit.textsafety import JSONShapeError, check_json_value, loads_bounded
 from mltb_core.toolkit.scratchpad import MissingObjectError, ObjectNameError, Scratchpad, check_object_name, describe_object
 
@@ -345,6 +346,7 @@ def _default_repr(p: inspect.Parameter) -> str:
 class ToolRegistry:
     def __init__(self) -> None:
         self._tools: dict[str, Tool] = {}
+        self._origins: dict[str, str] = {}     # where each tool's function is defined, for clash errors
         self.toolset: str | None = None        # set on a registry made by :meth:`for_toolset`
         self._outside: set[str] = set()        # tools of the full registry left out of this toolset
 
@@ -360,9 +362,11 @@ class ToolRegistry:
                 sub._outside.add(tool.name)
         return sub
 
-    def add(self, tool: Tool) -> Tool:
-        self._tools[tool.name] = tool
-        return tool
+    def add(self, tool: Tool, overrides: bool = False) -> Tool:
+        """Register ``tool``; a name another function already holds is refused (``plugins.claim``)
+        unless ``overrides``."""
+        return claim(self._tools, "tool", tool.name, tool, origin=origin_of(tool.func), overrides=overrides,
+                     origins=self._origins, hint="pass overrides=True to the decorator to replace it deliberately")
 
     def get(self, name: str) -> Tool:
         try:
@@ -414,11 +418,11 @@ def tool_modules(registry: ToolRegistry) -> list[tuple[str, str]]:
 def _make_decorator(kind: str):
     def decorator(func: Callable | None = None, *, stages: Iterable[str] = (), objects: Iterable[str] | None = None,
                   output_parts: Iterable[str] = (), name: str | None = None, toolsets: Iterable[str] = (),
-                  registry: ToolRegistry | None = None):
+                  registry: ToolRegistry | None = None, overrides: bool = False):
         def wrap(fn: Callable) -> Callable:
             tool = build_tool(fn, kind, stages=stages, objects=objects, output_parts=output_parts, name=name,
                               toolsets=toolsets)
-            (registry if registry is not None else REGISTRY).add(tool)
+            (registry if registry is not None else REGISTRY).add(tool, overrides=overrides)
             fn.tool = tool  # type: ignore[attr-defined]
             return fn
 
