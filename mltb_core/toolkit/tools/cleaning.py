@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mltb_core.toolkit.registry import PAPER, ToolInputError, ToolReturn, doc_from, make_get_tool, make_override_tool
+from mltb_core.toolkit.registry import PAPER, ToolInputError, ToolReturn, make_get_tool, make_override_tool
+from mltb_core.toolkit.tools.docparts import shared_doc
 from mltb_core.toolkit.expressions import compile_lambda, documents_expressions, evaluate_condition
 from mltb_core.toolkit.tools.loading import most_frequent
 from mltb_core.toolkit.validation import (TRACKING_COLUMN, as_column_list, choose, is_numeric, require_columns,
@@ -84,6 +85,7 @@ def _fill_many(df: pd.DataFrame, fills: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame({col: new.get(col, df[col]) for col in df.columns}, index=df.index)
 
 
+@shared_doc()
 def _with_note(df_before: pd.DataFrame, df_after: pd.DataFrame, columns: list[str]) -> ToolReturn:
     before, after = df_before[columns].isna().sum(), df_after[columns].isna().sum()
     filled = {c: int(before[c] - after[c]) for c in columns}
@@ -101,6 +103,7 @@ _NOT_NUMERIC_HINT = "use fillna_with_mode or fillna_with_value for them"
 _STATISTICS: dict[str, Any] = {"median": pd.Series.median, "mean": pd.Series.mean}
 
 
+@shared_doc()
 def _fill_with_statistic(df: pd.DataFrame, columns: Any, statistic: str, tool: str) -> ToolReturn:
     require_frame(df)
     names = require_numeric_columns(df, columns, tool, _NOT_NUMERIC_HINT)
@@ -110,6 +113,7 @@ def _fill_with_statistic(df: pd.DataFrame, columns: Any, statistic: str, tool: s
     return _with_note(df, _fill_many(df, fills), names)
 
 
+@shared_doc()
 def _conditions(conditions_and_values: Any) -> list[tuple[str, Any]]:
     if isinstance(conditions_and_values, dict):
         return list(conditions_and_values.items())
@@ -129,13 +133,13 @@ def _conditions(conditions_and_values: Any) -> list[tuple[str, Any]]:
 
 # ------------------------------------------------------------------- fillna
 @make_override_tool(toolsets=PAPER, stages=_CLEANING)
+@shared_doc()
 def fillna_with_value(df: pd.DataFrame, columns: str | list[str], value: Scalar) -> pd.DataFrame:
     """Fill missing values with a specific value.
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The DataFrame to clean.
+    $df_to_clean
     columns : str or list[str]
         Column(s) whose missing values are filled.
     value : str, int, float or bool
@@ -162,10 +166,8 @@ _FILL_WITH_STATISTIC_DOC = """Fill missing values with $statistic of the column.
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The DataFrame to clean.
-    columns : str or list[str], optional
-        Numeric column(s) to fill; default: every numeric column.
+    $df_to_clean
+    $numeric_columns_to_fill
 
     Returns
     -------
@@ -180,18 +182,19 @@ _FILL_WITH_STATISTIC_DOC = """Fill missing values with $statistic of the column.
 
 
 @make_override_tool(toolsets=PAPER, stages=_CLEANING)
-@doc_from(_FILL_WITH_STATISTIC_DOC, statistic="median", example_kwargs='{"columns": ["Age"]}')
+@shared_doc(_FILL_WITH_STATISTIC_DOC, statistic="median", example_kwargs='{"columns": ["Age"]}')
 def fillna_with_median(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd.DataFrame:
     return _fill_with_statistic(df, columns, "median", "fillna_with_median")
 
 
 @make_override_tool(toolsets=PAPER, stages=_CLEANING)
-@doc_from(_FILL_WITH_STATISTIC_DOC, statistic="mean", example_kwargs="{}")
+@shared_doc(_FILL_WITH_STATISTIC_DOC, statistic="mean", example_kwargs="{}")
 def fillna_with_mean(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd.DataFrame:
     return _fill_with_statistic(df, columns, "mean", "fillna_with_mean")
 
 
 @make_override_tool(toolsets=PAPER, stages=_CLEANING)
+@shared_doc()
 def fillna_with_mode(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd.DataFrame:
     """Fill missing values with mode of the column.
 
@@ -199,8 +202,7 @@ def fillna_with_mode(df: pd.DataFrame, columns: str | list[str] | None = None) -
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The DataFrame to clean.
+    $df_to_clean
     columns : str or list[str], optional
         Column(s) to fill; default: every column that has missing values.
 
@@ -222,6 +224,7 @@ def fillna_with_mode(df: pd.DataFrame, columns: str | list[str] | None = None) -
 
 @make_override_tool(toolsets=PAPER, stages=_CLEANING)
 @documents_expressions
+@shared_doc()
 def fillna_with_condition(df: pd.DataFrame, target_column: str, condition: str, fill_value: Scalar) -> pd.DataFrame:
     """Fill missing values in a column based on a condition.
 
@@ -229,10 +232,8 @@ def fillna_with_condition(df: pd.DataFrame, target_column: str, condition: str, 
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The DataFrame to clean.
-    target_column : str
-        The column to fill.
+    $df_to_clean
+    $column_to_fill
     condition : str
         A boolean condition over the columns, e.g. "CryoSleep == True" or
         "Age < 13 and HomePlanet == 'Earth'" (and/or/not work per row). {expression_language}
@@ -241,8 +242,7 @@ def fillna_with_condition(df: pd.DataFrame, target_column: str, condition: str, 
 
     Returns
     -------
-    pd.DataFrame
-        A copy with the matching missing values filled.
+    $returns_filled
 
     Example
     -------
@@ -258,6 +258,7 @@ def fillna_with_condition(df: pd.DataFrame, target_column: str, condition: str, 
 
 @make_override_tool(toolsets=PAPER, stages=_CLEANING)
 @documents_expressions
+@shared_doc()
 def fillna_with_multiple_conditions(df: pd.DataFrame, target_column: str,
                                     conditions_and_values: list | dict) -> pd.DataFrame:
     """Fill missing values in a column based on multiple conditions.
@@ -267,18 +268,15 @@ def fillna_with_multiple_conditions(df: pd.DataFrame, target_column: str,
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The DataFrame to clean.
-    target_column : str
-        The column to fill.
+    $df_to_clean
+    $column_to_fill
     conditions_and_values : list or dict
         [[condition, value], ...] pairs or a {condition: value} object; conditions
         are boolean conditions such as "Age < 13". {expression_language}
 
     Returns
     -------
-    pd.DataFrame
-        A copy with the matching missing values filled.
+    $returns_filled
 
     Example
     -------
@@ -305,6 +303,7 @@ _AGGREGATIONS: dict[str, Any] = {**{name: name for name in ("mean", "median", "m
 
 
 @make_override_tool(toolsets=PAPER, stages=_CLEANING)
+@shared_doc()
 def fillna_with_conditional_aggregation(df: pd.DataFrame, target_column: str, condition_column: str,
                                         condition_values: Scalar | list | None = None,
                                         agg_func: str = "mean") -> pd.DataFrame:
@@ -316,10 +315,8 @@ def fillna_with_conditional_aggregation(df: pd.DataFrame, target_column: str, co
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The DataFrame to clean.
-    target_column : str
-        The column to fill.
+    $df_to_clean
+    $column_to_fill
     condition_column : str
         The column that defines the groups.
     condition_values : value or list, optional
@@ -359,6 +356,7 @@ def fillna_with_conditional_aggregation(df: pd.DataFrame, target_column: str, co
 
 @make_override_tool(toolsets=PAPER, stages=_CLEANING)
 @documents_expressions
+@shared_doc()
 def fillna_with_custom_function(df: pd.DataFrame, target_column: str, condition: str | None,
                                 custom_func: str) -> pd.DataFrame:
     """Fill missing values using a custom function based on a condition.
@@ -368,10 +366,8 @@ def fillna_with_custom_function(df: pd.DataFrame, target_column: str, condition:
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The DataFrame to clean.
-    target_column : str
-        The column to fill.
+    $df_to_clean
+    $column_to_fill
     condition : str or None
         Boolean condition selecting rows, e.g. "Age.notna()"; null for all rows.
     custom_func : str
@@ -381,8 +377,7 @@ def fillna_with_custom_function(df: pd.DataFrame, target_column: str, condition:
 
     Returns
     -------
-    pd.DataFrame
-        A copy with the matching missing values filled.
+    $returns_filled
 
     Example
     -------
@@ -406,6 +401,7 @@ def fillna_with_custom_function(df: pd.DataFrame, target_column: str, condition:
 
 # ----------------------------------------------------------------- drop rows
 @make_override_tool(toolsets=PAPER, stages=_CLEANING)
+@shared_doc()
 def drop_rows_with_missing(df: pd.DataFrame, columns: str | list[str] | None = None,
                            threshold: int | float | None = None) -> pd.DataFrame:
     """Drop rows with missing values.
@@ -415,8 +411,7 @@ def drop_rows_with_missing(df: pd.DataFrame, columns: str | list[str] | None = N
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The DataFrame to clean.
+    $df_to_clean
     columns : str or list[str], optional
         Only look at these columns (default: all).
     threshold : int or float, optional
@@ -456,13 +451,13 @@ def drop_rows_with_missing(df: pd.DataFrame, columns: str | list[str] | None = N
 
 
 @make_get_tool(toolsets=PAPER, stages=_CLEANING)
+@shared_doc()
 def get_missing_summary(df: pd.DataFrame) -> str:
     """Get a summary of missing values in the DataFrame.
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The DataFrame to inspect.
+    $df_to_inspect
 
     Returns
     -------
@@ -500,26 +495,26 @@ def _cast(series: pd.Series, type_name: str) -> pd.Series:
         raise ToolInputError(f"cannot cast column {series.name!r} ({series.dtype}) to {type_name!r}: {exc}") from None
 
 
+@shared_doc()
 def _cast_all(df: pd.DataFrame, mapping: dict[str, str]) -> pd.DataFrame:
     return df.assign(**{str(col): _cast(df[col], type_name) for col, type_name in mapping.items()})
 
 
 @make_override_tool(toolsets=PAPER, stages=_CLEANING + ("features",))
+@shared_doc()
 def cast_columns(df: pd.DataFrame, column_type_mapping: dict) -> pd.DataFrame:
     """Cast columns to specified data types.
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The DataFrame to change.
+    $df_to_change
     column_type_mapping : dict
         {column: type}; types: "float", "int", "str", "bool", "category",
         "datetime" or a dtype name such as "float32" or "Int64" (nullable int).
 
     Returns
     -------
-    pd.DataFrame
-        A copy with the columns cast.
+    $returns_cast
 
     Example
     -------
@@ -534,14 +529,14 @@ def cast_columns(df: pd.DataFrame, column_type_mapping: dict) -> pd.DataFrame:
 
 
 @make_override_tool(toolsets=PAPER, stages=_CLEANING + ("features",))
+@shared_doc()
 def cast_numeric_columns(df: pd.DataFrame, columns: str | list[str] | None = None,
                          target_type: str = "float") -> pd.DataFrame:
     """Cast numeric columns to specified type.
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The DataFrame to change.
+    $df_to_change
     columns : str or list[str], optional
         Numeric column(s) to cast; default: every numeric column (not booleans).
     target_type : str
@@ -549,8 +544,7 @@ def cast_numeric_columns(df: pd.DataFrame, columns: str | list[str] | None = Non
 
     Returns
     -------
-    pd.DataFrame
-        A copy with the columns cast.
+    $returns_cast
 
     Example
     -------
@@ -563,13 +557,13 @@ def cast_numeric_columns(df: pd.DataFrame, columns: str | list[str] | None = Non
 
 
 @make_override_tool(toolsets=PAPER, stages=_CLEANING + ("features",))
+@shared_doc()
 def cast_integer_columns_to_float(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd.DataFrame:
     """Cast integer columns to float type.
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The DataFrame to change.
+    $df_to_change
     columns : str or list[str], optional
         Integer column(s) to cast; default: every integer column.
 
@@ -596,13 +590,13 @@ def cast_integer_columns_to_float(df: pd.DataFrame, columns: str | list[str] | N
 
 
 @make_override_tool(toolsets=PAPER, stages=_CLEANING + ("features",))
+@shared_doc()
 def cast_categorical_columns(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd.DataFrame:
     """Cast categorical columns to category type.
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The DataFrame to change.
+    $df_to_change
     columns : str or list[str], optional
         Column(s) to cast; default: every text (object/string) column.
 

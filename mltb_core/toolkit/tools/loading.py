@@ -20,6 +20,7 @@ from mltb_core.toolkit.registry import (
     make_get_tool,
     make_set_tool,
 )
+from mltb_core.toolkit.tools.docparts import shared_doc
 from mltb_core.toolkit.sandbox import resolve_read
 from mltb_core.toolkit.validation import TRACKING_COLUMN, as_column_list, choose, require_columns, require_frame
 
@@ -390,6 +391,7 @@ def get_dataframe_summary(df: pd.DataFrame) -> str:
 
 
 @make_get_tool(toolsets=PAPER, stages=SUMMARY_STAGES)
+@shared_doc()
 def get_dataframe_dtypes_summary(df: pd.DataFrame) -> str:
     """Get comprehensive summary of the dtypes in the entire DataFrame.
 
@@ -398,8 +400,7 @@ def get_dataframe_dtypes_summary(df: pd.DataFrame) -> str:
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The DataFrame to inspect.
+    $df_to_inspect
 
     Returns
     -------
