@@ -145,9 +145,7 @@ def fillna_with_value(df: pd.DataFrame, columns: str | list[str], value: Scalar)
     value : str, int, float or bool
         The fill value (e.g. 0, "Unknown", false).
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         A copy with the missing values filled; stored over `df` unless `output` is given.
 
     Example
@@ -169,9 +167,7 @@ _FILL_WITH_STATISTIC_DOC = """Fill missing values with $statistic of the column.
     $df_to_clean
     $numeric_columns_to_fill
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         A copy with missing numeric values replaced by each column's $statistic.
 
     Example
@@ -206,9 +202,7 @@ def fillna_with_mode(df: pd.DataFrame, columns: str | list[str] | None = None) -
     columns : str or list[str], optional
         Column(s) to fill; default: every column that has missing values.
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         A copy with missing values replaced by each column's most frequent value.
 
     Example
@@ -240,8 +234,6 @@ def fillna_with_condition(df: pd.DataFrame, target_column: str, condition: str, 
     fill_value : str, int, float or bool
         Value written into the matching missing cells.
 
-    Returns
-    -------
     $returns_filled
 
     Example
@@ -274,8 +266,6 @@ def fillna_with_multiple_conditions(df: pd.DataFrame, target_column: str,
         [[condition, value], ...] pairs or a {condition: value} object; conditions
         are boolean conditions such as "Age < 13". {expression_language}
 
-    Returns
-    -------
     $returns_filled
 
     Example
@@ -324,9 +314,7 @@ def fillna_with_conditional_aggregation(df: pd.DataFrame, target_column: str, co
     agg_func : str
         One of "mean", "median", "mode", "min", "max", "sum", "first", "last".
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         A copy with the group statistics filled in.
 
     Example
@@ -375,8 +363,6 @@ def fillna_with_custom_function(df: pd.DataFrame, target_column: str, condition:
         "lambda row: 0 if row['CryoSleep'] == True else row['Age'] / 10".
         {expression_language}
 
-    Returns
-    -------
     $returns_filled
 
     Example
@@ -419,9 +405,7 @@ def drop_rows_with_missing(df: pd.DataFrame, columns: str | list[str] | None = N
         (an int), or at least this fraction of them (a float between 0 and 1).
         Default: drop a row if any of the columns is missing.
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         A copy without the dropped rows (index kept).
 
     Example
@@ -455,13 +439,7 @@ def drop_rows_with_missing(df: pd.DataFrame, columns: str | list[str] | None = N
 def get_missing_summary(df: pd.DataFrame) -> str:
     """Get a summary of missing values in the DataFrame.
 
-    Parameters
-    ----------
-    $df_to_inspect
-
-    Returns
-    -------
-    str
+    $inspect_df_returns_text
         For each column with missing values: count, percentage and dtype.
 
     Example
@@ -512,8 +490,6 @@ def cast_columns(df: pd.DataFrame, column_type_mapping: dict) -> pd.DataFrame:
         {column: type}; types: "float", "int", "str", "bool", "category",
         "datetime" or a dtype name such as "float32" or "Int64" (nullable int).
 
-    Returns
-    -------
     $returns_cast
 
     Example
@@ -542,8 +518,6 @@ def cast_numeric_columns(df: pd.DataFrame, columns: str | list[str] | None = Non
     target_type : str
         "float", "int", "float32", "Int64"...
 
-    Returns
-    -------
     $returns_cast
 
     Example
@@ -567,9 +541,7 @@ def cast_integer_columns_to_float(df: pd.DataFrame, columns: str | list[str] | N
     columns : str or list[str], optional
         Integer column(s) to cast; default: every integer column.
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         A copy with those columns as float64.
 
     Example
@@ -600,9 +572,7 @@ def cast_categorical_columns(df: pd.DataFrame, columns: str | list[str] | None =
     columns : str or list[str], optional
         Column(s) to cast; default: every text (object/string) column.
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         A copy with those columns as pandas 'category' dtype (LightGBM and
         CatBoost use them natively; other models need encoding).
 

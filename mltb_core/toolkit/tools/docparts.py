@@ -13,11 +13,12 @@ from mltb_core.toolkit.registry import doc_from
 
 __all__ = ["PARTS", "shared_doc"]
 
+RETURNS_FRAME = "Returns\n-------\npd.DataFrame"
+
 PARTS = {
     # the frame a tool works on, by what the tool does with it
     "df_to_clean": "df : pd.DataFrame\n    The DataFrame to clean.",
     "df_to_change": "df : pd.DataFrame\n    The DataFrame to change.",
-    "df_to_inspect": "df : pd.DataFrame\n    The DataFrame to inspect.",
     "frame_to_extend": "df : pd.DataFrame\n    The frame to extend.",
     "frame_to_extend_in_order": "df : pd.DataFrame\n    The frame to extend (sort it first if order matters).",
     "frame_to_inspect": "df : pd.DataFrame\n    The frame to inspect.",
@@ -34,11 +35,16 @@ PARTS = {
     "group_aggregate": "group_column : str or list of str\n    Column(s) defining the groups.\n"
                        "agg_column : str\n    Column to aggregate.\n"
                        "agg_func : str\n    One of mean, median, sum, min, max, std, var, count, nunique, first, last.",
-    # results
-    "returns_filled": "pd.DataFrame\n    A copy with the matching missing values filled.",
-    "returns_new_column": "pd.DataFrame\n    A copy of ``df`` with the new column.",
-    "returns_cast": "pd.DataFrame\n    A copy with the columns cast.",
-    "returns_rescaled": "pd.DataFrame\n    A copy of ``df`` with rescaled float columns.",
+    # Returns sections: the header of a tool that returns a frame (its description follows, indented), and
+    # whole sections several tools share
+    "returns_frame": RETURNS_FRAME,
+    # the whole Parameters and Returns sections of a tool that reports on a frame (report described below it)
+    "inspect_df_returns_text": "Parameters\n----------\ndf : pd.DataFrame\n    The DataFrame to inspect.\n\n"
+                               "Returns\n-------\nstr",
+    "returns_filled": RETURNS_FRAME + "\n    A copy with the matching missing values filled.",
+    "returns_cast": RETURNS_FRAME + "\n    A copy with the columns cast.",
+    "returns_new_column": RETURNS_FRAME + "\n    A copy of ``df`` with the new column.",
+    "returns_rescaled": RETURNS_FRAME + "\n    A copy of ``df`` with rescaled float columns.",
 }
 
 

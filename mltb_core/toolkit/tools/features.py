@@ -146,8 +146,6 @@ def create_numeric_feature(df: pd.DataFrame, name: str, expression: str) -> pd.D
         Expression evaluated against the frame, e.g. ``"RoomService + FoodCourt + Spa"``.
         {expression_language}
 
-    Returns
-    -------
     $returns_new_column
 
     Examples
@@ -201,9 +199,7 @@ def create_categorical_feature(df: pd.DataFrame, name: str, source_column: str, 
     mapping : dict
         Source value -> new value, e.g. ``{"Earth": 0, "Europa": 1, "Mars": 2}``.
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         A copy of ``df`` with the mapped column.
 
     Examples
@@ -248,8 +244,6 @@ def create_conditional_feature(df: pd.DataFrame, name: str, condition: str, true
     false_value : Any
         Literal value for the other rows.
 
-    Returns
-    -------
     $returns_new_column
 
     Examples
@@ -305,9 +299,7 @@ def extract_string_pattern(df: pd.DataFrame, name: str, source_column: str, patt
     group : int or str, default 0
         Which group to keep: 0 is the whole match, 1 the first parenthesised group, or a group name.
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         A copy of ``df`` with the extracted column.
 
     Examples
@@ -365,9 +357,7 @@ def split_string_column(df: pd.DataFrame, name_prefix: str, source_column: str, 
     indices : list of int, optional
         Which parts to keep (e.g. ``[0, 2]``); default keeps all parts.
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         A copy of ``df`` with one column per kept part.
 
     Examples
@@ -428,9 +418,7 @@ def create_group_aggregation(df: pd.DataFrame, name: str, group_column: str | li
     $new_column
     $group_aggregate
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         A copy of ``df`` where every row gets its group's aggregate.
 
     Examples
@@ -456,9 +444,7 @@ def get_group_aggregation(df: pd.DataFrame, group_column: str | list[str], agg_c
     $frame_to_inspect
     $group_aggregate
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         One row per group: the group key(s) and the aggregate.
 
     Examples
@@ -490,9 +476,7 @@ def create_rolling_feature(df: pd.DataFrame, name: str, source_column: str, wind
     agg_func : str, default 'mean'
         One of mean, median, sum, min, max, std, var, count.
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         A copy of ``df`` with the rolling column.
 
     Examples
@@ -532,9 +516,7 @@ _SHIFT_DOC = """Add a column holding the value of ``source_column`` from ``$peri
     $periods : int, default 1
         How many rows $direction.
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         A copy of ``df`` with the $column column.
 
     Examples
@@ -545,15 +527,15 @@ _SHIFT_DOC = """Add a column holding the value of ``source_column`` from ``$peri
 
 
 @make_override_tool(toolsets=PAPER, stages=_FEATURES)
-@shared_doc(_SHIFT_DOC, periods="lag", when="earlier", blank="first", direction="back", column="lagged",
-          example="Sales_lag1")
+@shared_doc(_SHIFT_DOC, periods="lag", when="earlier", blank="first", direction="back",
+            column="lagged", example="Sales_lag1")
 def create_lag_feature(df: pd.DataFrame, name: str, source_column: str, lag: int = 1) -> pd.DataFrame:
     return _shifted(df, name, source_column, require_positive_int(lag, "lag"))
 
 
 @make_override_tool(toolsets=PAPER, stages=_FEATURES)
-@shared_doc(_SHIFT_DOC, periods="lead", when="later", blank="last", direction="ahead", column="leading",
-          example="Sales_next")
+@shared_doc(_SHIFT_DOC, periods="lead", when="later", blank="last", direction="ahead",
+            column="leading", example="Sales_next")
 def create_lead_feature(df: pd.DataFrame, name: str, source_column: str, lead: int = 1) -> pd.DataFrame:
     return _shifted(df, name, source_column, -require_positive_int(lead, "lead"))
 
@@ -577,9 +559,7 @@ def extract_datetime_features(df: pd.DataFrame, datetime_column: str,
         weekofyear, quarter, is_weekend, is_month_start, is_month_end.
         Default: year, month, day, dayofweek, hour.
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         A copy of ``df`` with one column per part.
 
     Examples
@@ -623,9 +603,7 @@ def create_time_delta(df: pd.DataFrame, name: str, start_column: str, end_column
     unit : str, default 'D'
         D (days), h (hours), min (minutes), s (seconds) or W (weeks).
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         A copy of ``df`` with a float column (negative when end is before start).
 
     Examples
@@ -662,8 +640,6 @@ def apply_custom_function(df: pd.DataFrame, name: str, source_columns: str | lis
         Lambda source, e.g. ``"lambda x: x.split('/')[0] if isinstance(x, str) else None"``.
         {expression_language}
 
-    Returns
-    -------
     $returns_new_column
 
     Examples
@@ -773,9 +749,7 @@ def one_hot_encode(df: pd.DataFrame, columns: str | list[str] | None = None, dro
     prefix : str, list of str or dict, optional
         Prefix(es) for the new column names; default: the source column names.
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         A copy of ``df`` with the encoded columns replaced by indicators.
 
     Examples
@@ -801,9 +775,7 @@ def label_encode(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd
     $frame_to_encode
     $columns_to_encode
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         A copy of ``df`` with integer-coded columns.
 
     Examples
@@ -833,9 +805,7 @@ def encode_all_categorical_columns(df: pd.DataFrame, method: str = "one_hot", dr
     drop_first : bool, default True
         For one-hot: drop the first level's indicator.
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         A copy of ``df`` with every categorical column encoded.
 
     Examples
@@ -894,8 +864,6 @@ def normalize_features(df: pd.DataFrame, columns: str | list[str] | None = None,
     method : str, default 'standard'
         'standard' (zero mean, unit variance), 'minmax' (0..1), 'robust' (median/IQR) or 'maxabs' (-1..1).
 
-    Returns
-    -------
     $returns_rescaled
 
     Examples
@@ -928,8 +896,6 @@ def normalize_all_numerical_columns(df: pd.DataFrame, method: str = "standard") 
     method : str, default 'standard'
         'standard', 'minmax', 'robust' or 'maxabs'.
 
-    Returns
-    -------
     $returns_rescaled
 
     Examples
@@ -946,6 +912,7 @@ _COLUMN_STAGES = ("cleaning", "features", "modeling")
 
 
 @make_override_tool(toolsets=PAPER, stages=_COLUMN_STAGES)
+@shared_doc()
 def drop_feature(df: pd.DataFrame, column: str | list[str]) -> pd.DataFrame:
     """Drop one column or a list of columns.
 
@@ -956,9 +923,7 @@ def drop_feature(df: pd.DataFrame, column: str | list[str]) -> pd.DataFrame:
     column : str or list of str
         Column name(s) to drop.
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         A copy of ``df`` without those columns.
 
     Examples
@@ -975,6 +940,7 @@ def drop_feature(df: pd.DataFrame, column: str | list[str]) -> pd.DataFrame:
 
 
 @make_get_and_set_tool(toolsets=PAPER, stages=_COLUMN_STAGES)
+@shared_doc()
 def get_features(df: pd.DataFrame, columns: str | list[str]) -> pd.DataFrame:
     """Store a new frame holding only the given columns, in the given order.
 
@@ -985,9 +951,7 @@ def get_features(df: pd.DataFrame, columns: str | list[str]) -> pd.DataFrame:
     columns : str or list of str
         Column name(s) to keep.
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         A frame with just those columns.
 
     Examples
@@ -1007,6 +971,7 @@ def get_features(df: pd.DataFrame, columns: str | list[str]) -> pd.DataFrame:
 
 
 @make_override_tool(toolsets=PAPER, stages=_COLUMN_STAGES)
+@shared_doc()
 def rename_feature(df: pd.DataFrame, old_name: str | list[str], new_name: str | list[str]) -> pd.DataFrame:
     """Rename one column, or several (lists of equal length).
 
@@ -1019,9 +984,7 @@ def rename_feature(df: pd.DataFrame, old_name: str | list[str], new_name: str | 
     new_name : str or list of str
         New name(s), same count as ``old_name``; must not collide with other columns.
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         A copy of ``df`` with renamed columns.
 
     Examples
@@ -1060,9 +1023,7 @@ def get_unique_values(df: pd.DataFrame, column: str, sort: bool = True, include_
     include_counts : bool, default True
         Add a ``count`` column with how often each value occurs.
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         One row per distinct value.
 
     Examples
@@ -1087,6 +1048,7 @@ def get_unique_values(df: pd.DataFrame, column: str, sort: bool = True, include_
 
 @make_get_and_set_tool(toolsets=PAPER, stages=("cleaning", "features"))
 @documents_expressions
+@shared_doc()
 def filter_dataframe(df: pd.DataFrame, condition: str) -> pd.DataFrame:
     """Store the rows for which a boolean condition holds (rows where it is missing are dropped).
 
@@ -1098,9 +1060,7 @@ def filter_dataframe(df: pd.DataFrame, condition: str) -> pd.DataFrame:
         Boolean expression over the columns, e.g. ``"Age >= 18 and Spa > 0"``.
         {expression_language}
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         The matching rows (original index kept).
 
     Examples
