@@ -530,25 +530,29 @@ def cast_numeric_columns(df: pd.DataFrame, columns: str | list[str] | None = Non
     return _cast_all(df, {c: target_type for c in names})
 
 
-@make_override_tool(toolsets=PAPER, stages=_CLEANING + ("features",))
-@shared_doc()
-def cast_integer_columns_to_float(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd.DataFrame:
-    """Cast integer columns to float type.
+# The paper's two tools that cast every column of a kind: one text, the kind's words filled in.
+_CAST_KIND_DOC = """Cast $kind columns to $dtype type.
 
     Parameters
     ----------
     $df_to_change
     columns : str or list[str], optional
-        Integer column(s) to cast; default: every integer column.
+        $which to cast; default: every $default column.
 
     $returns_frame
-        A copy with those columns as float64.
+        A copy with those columns as $result
 
     Example
     -------
-    {"tool_name": "cast_integer_columns_to_float", "tool_args": {"bindings": {"df": "combined"},
-     "func_kwargs": {}, "output": "combined"}}
+    {"tool_name": "$tool_name", "tool_args": {"bindings": {"df": "combined"},
+     "func_kwargs": $example_kwargs, "output": "combined"}}
     """
+
+
+@make_override_tool(toolsets=PAPER, stages=_CLEANING + ("features",))
+@shared_doc(_CAST_KIND_DOC, kind="integer", dtype="float", which="Integer column(s)", default="integer",
+            result="float64.", example_kwargs="{}")
+def cast_integer_columns_to_float(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd.DataFrame:
     require_frame(df)
     is_int = pd.api.types.is_integer_dtype
     if columns is None:
@@ -562,25 +566,10 @@ def cast_integer_columns_to_float(df: pd.DataFrame, columns: str | list[str] | N
 
 
 @make_override_tool(toolsets=PAPER, stages=_CLEANING + ("features",))
-@shared_doc()
+@shared_doc(_CAST_KIND_DOC, kind="categorical", dtype="category", which="Column(s)",
+            default="text (object/string)", example_kwargs='{"columns": ["HomePlanet", "Destination"]}',
+            result="pandas 'category' dtype (LightGBM and\nCatBoost use them natively; other models need encoding).")
 def cast_categorical_columns(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd.DataFrame:
-    """Cast categorical columns to category type.
-
-    Parameters
-    ----------
-    $df_to_change
-    columns : str or list[str], optional
-        Column(s) to cast; default: every text (object/string) column.
-
-    $returns_frame
-        A copy with those columns as pandas 'category' dtype (LightGBM and
-        CatBoost use them natively; other models need encoding).
-
-    Example
-    -------
-    {"tool_name": "cast_categorical_columns", "tool_args": {"bindings": {"df": "combined"},
-     "func_kwargs": {"columns": ["HomePlanet", "Destination"]}, "output": "combined"}}
-    """
     require_frame(df)
     if columns is None:
         names = [c for c in df.columns
