@@ -19,7 +19,7 @@ import pandas as pd
 
 from mltb_core.toolkit.registry import (PAPER, ToolInputError, ToolReturn, make_get_and_set_tool, make_get_tool,
                                         make_override_tool)
-from mltb_core.toolkit.tools.docparts import shared_doc
+from mltb_core.toolkit.docparts import shared_doc
 from mltb_core.toolkit.expressions import compile_lambda, documents_expressions, evaluate_condition, evaluate_expression
 from mltb_core.toolkit.validation import (TRACKING_COLUMN, as_column_list, choose, numeric_columns, require_choice,
                                           require_columns, require_frame, require_name, require_positive_int)

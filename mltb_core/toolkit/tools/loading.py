@@ -20,7 +20,7 @@ from mltb_core.toolkit.registry import (
     make_get_tool,
     make_set_tool,
 )
-from mltb_core.toolkit.tools.docparts import shared_doc
+from mltb_core.toolkit.docparts import shared_doc
 from mltb_core.toolkit.sandbox import resolve_read
 from mltb_core.toolkit.validation import TRACKING_COLUMN, as_column_list, choose, require_columns, require_frame
 
