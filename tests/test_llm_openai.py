@@ -230,7 +230,7 @@ def test_user_price_table_from_env(tmp_path, monkeypatch, server):
     ('[models."m"]\ninput = 1.0\noutput = 1.0\ncached_input = -0.5\n', r"entry 'm' field 'cached_input'"),
     ('[models."m"]\ninput = -1.0\noutput = 1.0\n', r"entry 'm' field 'input'"),
     ('[models."m"]\ninput = "cheap"\noutput = 1.0\n', r"entry 'm' field 'input'"),
-    ("models = [\n", "not valid TOML"),
+    ("models = [\n", "is not TOML"),
     ("x = 1\n", "needs a"),
 ])
 def test_malformed_price_table_names_file_and_entry(tmp_path, text, match):

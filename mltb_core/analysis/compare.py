@@ -65,6 +65,7 @@ from mltb_core.analysis.stats import (CI, MIN_TRIALS_FOR_MEDIAN_CI, POWER, Trial
                                       median_standard_error, paired_proportion_diff_ci, powered_half_width,
                                       proportion_diff_ci, rate_interval, t_interval, trials_needed_for_rate_gate,
                                       z_value)
+from mltb_core.bench.documents import read_document
 
 __all__ = ["METRICS", "BASELINE_VERSION", "parse_regression_spec", "cell_figures", "save_baseline",
            "load_baseline", "compare_to_baseline", "Comparison", "Delta"]
@@ -178,12 +179,7 @@ def save_baseline(path: Path, records: Iterable[TrialRecord], seed: int = 0) -> 
 def load_baseline(path: Path) -> dict:
     """Read a baseline written by :func:`save_baseline`; a clear error names what is wrong."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ValueError(f"baseline file {path} does not exist") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"baseline file {path} is not JSON: {exc}") from None
+    data = read_document(path, "baseline file", "json")
     if not isinstance(data, dict) or "cells" not in data:
         raise ValueError(f"baseline file {path} is not an mltb baseline (version {BASELINE_VERSION})")
     if data.get("version") not in READABLE_BASELINE_VERSIONS:

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import math
 import os
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from mltb_core.bench.documents import read_document
 from mltb_core.bench.fixtures import FIXTURES
 from mltb_core.environment import read as read_environment
 
@@ -89,12 +89,7 @@ def load_price_table(path: str | os.PathLike | None = None) -> PriceTable:
 
 
 def _read_table(chosen: Path) -> PriceTable:
-    try:
-        data = tomllib.loads(chosen.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise PriceTableError(f"price table {chosen} does not exist") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise PriceTableError(f"price table {chosen} is not valid TOML: {exc}") from None
+    data = read_document(chosen, "price table", "toml", PriceTableError)
     models = data.get("models")
     if not isinstance(models, dict):
         raise PriceTableError(f"price table {chosen} needs a [models.\"<name>\"] table per model")

@@ -77,12 +77,20 @@ def check_toolset(name: str) -> str:
     return name
 
 
-def doc_from(template: str, **fields: Any) -> Callable[[Callable], Callable]:
-    """Decorator: the function's docstring is ``template`` with ``$field``s filled in (``$tool_name``: the
-    function's name). For tools that differ in a few words: one text to keep right, and the model reads the
-    same words for each. ``$`` placeholders leave the braces of JSON examples alone."""
+def doc_from(template: str | None, **fields: Any) -> Callable[[Callable], Callable]:
+    """Decorator: the function's docstring is ``template`` (None: the function's own docstring) with
+    ``$field``s filled in (``$tool_name``: the function's name). For tools that differ in a few words, or share
+    a parameter's description: one text to keep right, and the model reads the same words for each. ``$``
+    placeholders leave the braces of JSON examples alone. A field of several lines is indented like the line
+    of its placeholder (a shared parameter entry fits any docstring)."""
     def apply(func: Callable) -> Callable:
-        func.__doc__ = string.Template(template).substitute(tool_name=func.__name__, **fields)
+        text = (func.__doc__ or "") if template is None else template
+        values = dict(fields, tool_name=func.__name__)
+        lines = []
+        for line in text.split("\n"):
+            indent = "\n" + line[:len(line) - len(line.lstrip())]
+            lines.append(string.Template(line).substitute({k: str(v).replace("\n", indent) for k, v in values.items()}))
+        func.__doc__ = "\n".join(lines)
         return func
     return apply
 

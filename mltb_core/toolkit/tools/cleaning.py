@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mltb_core.toolkit.registry import PAPER, ToolInputError, ToolReturn, doc_from, make_get_tool, make_override_tool
+from mltb_core.toolkit.registry import PAPER, ToolInputError, ToolReturn, make_get_tool, make_override_tool
+from mltb_core.toolkit.docparts import shared_doc
 from mltb_core.toolkit.expressions import compile_lambda, documents_expressions, evaluate_condition
 from mltb_core.toolkit.tools.loading import most_frequent
 from mltb_core.toolkit.validation import (TRACKING_COLUMN, as_column_list, choose, is_numeric, require_columns,
@@ -84,6 +85,7 @@ def _fill_many(df: pd.DataFrame, fills: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame({col: new.get(col, df[col]) for col in df.columns}, index=df.index)
 
 
+@shared_doc()
 def _with_note(df_before: pd.DataFrame, df_after: pd.DataFrame, columns: list[str]) -> ToolReturn:
     before, after = df_before[columns].isna().sum(), df_after[columns].isna().sum()
     filled = {c: int(before[c] - after[c]) for c in columns}
@@ -101,6 +103,7 @@ _NOT_NUMERIC_HINT = "use fillna_with_mode or fillna_with_value for them"
 _STATISTICS: dict[str, Any] = {"median": pd.Series.median, "mean": pd.Series.mean}
 
 
+@shared_doc()
 def _fill_with_statistic(df: pd.DataFrame, columns: Any, statistic: str, tool: str) -> ToolReturn:
     require_frame(df)
     names = require_numeric_columns(df, columns, tool, _NOT_NUMERIC_HINT)
@@ -110,6 +113,7 @@ def _fill_with_statistic(df: pd.DataFrame, columns: Any, statistic: str, tool: s
     return _with_note(df, _fill_many(df, fills), names)
 
 
+@shared_doc()
 def _conditions(conditions_and_values: Any) -> list[tuple[str, Any]]:
     if isinstance(conditions_and_values, dict):
         return list(conditions_and_values.items())
@@ -129,21 +133,19 @@ def _conditions(conditions_and_values: Any) -> list[tuple[str, Any]]:
 
 # ------------------------------------------------------------------- fillna
 @make_override_tool(toolsets=PAPER, stages=_CLEANING)
+@shared_doc()
 def fillna_with_value(df: pd.DataFrame, columns: str | list[str], value: Scalar) -> pd.DataFrame:
     """Fill missing values with a specific value.
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The DataFrame to clean.
+    $df_to_clean
     columns : str or list[str]
         Column(s) whose missing values are filled.
     value : str, int, float or bool
         The fill value (e.g. 0, "Unknown", false).
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         A copy with the missing values filled; stored over `df` unless `output` is given.
 
     Example
@@ -162,14 +164,10 @@ _FILL_WITH_STATISTIC_DOC = """Fill missing values with $statistic of the column.
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The DataFrame to clean.
-    columns : str or list[str], optional
-        Numeric column(s) to fill; default: every numeric column.
+    $df_to_clean
+    $numeric_columns_to_fill
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         A copy with missing numeric values replaced by each column's $statistic.
 
     Example
@@ -180,18 +178,19 @@ _FILL_WITH_STATISTIC_DOC = """Fill missing values with $statistic of the column.
 
 
 @make_override_tool(toolsets=PAPER, stages=_CLEANING)
-@doc_from(_FILL_WITH_STATISTIC_DOC, statistic="median", example_kwargs='{"columns": ["Age"]}')
+@shared_doc(_FILL_WITH_STATISTIC_DOC, statistic="median", example_kwargs='{"columns": ["Age"]}')
 def fillna_with_median(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd.DataFrame:
     return _fill_with_statistic(df, columns, "median", "fillna_with_median")
 
 
 @make_override_tool(toolsets=PAPER, stages=_CLEANING)
-@doc_from(_FILL_WITH_STATISTIC_DOC, statistic="mean", example_kwargs="{}")
+@shared_doc(_FILL_WITH_STATISTIC_DOC, statistic="mean", example_kwargs="{}")
 def fillna_with_mean(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd.DataFrame:
     return _fill_with_statistic(df, columns, "mean", "fillna_with_mean")
 
 
 @make_override_tool(toolsets=PAPER, stages=_CLEANING)
+@shared_doc()
 def fillna_with_mode(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd.DataFrame:
     """Fill missing values with mode of the column.
 
@@ -199,14 +198,11 @@ def fillna_with_mode(df: pd.DataFrame, columns: str | list[str] | None = None) -
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The DataFrame to clean.
+    $df_to_clean
     columns : str or list[str], optional
         Column(s) to fill; default: every column that has missing values.
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         A copy with missing values replaced by each column's most frequent value.
 
     Example
@@ -222,6 +218,7 @@ def fillna_with_mode(df: pd.DataFrame, columns: str | list[str] | None = None) -
 
 @make_override_tool(toolsets=PAPER, stages=_CLEANING)
 @documents_expressions
+@shared_doc()
 def fillna_with_condition(df: pd.DataFrame, target_column: str, condition: str, fill_value: Scalar) -> pd.DataFrame:
     """Fill missing values in a column based on a condition.
 
@@ -229,20 +226,15 @@ def fillna_with_condition(df: pd.DataFrame, target_column: str, condition: str, 
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The DataFrame to clean.
-    target_column : str
-        The column to fill.
+    $df_to_clean
+    $column_to_fill
     condition : str
         A boolean condition over the columns, e.g. "CryoSleep == True" or
         "Age < 13 and HomePlanet == 'Earth'" (and/or/not work per row). {expression_language}
     fill_value : str, int, float or bool
         Value written into the matching missing cells.
 
-    Returns
-    -------
-    pd.DataFrame
-        A copy with the matching missing values filled.
+    $returns_filled
 
     Example
     -------
@@ -258,6 +250,7 @@ def fillna_with_condition(df: pd.DataFrame, target_column: str, condition: str, 
 
 @make_override_tool(toolsets=PAPER, stages=_CLEANING)
 @documents_expressions
+@shared_doc()
 def fillna_with_multiple_conditions(df: pd.DataFrame, target_column: str,
                                     conditions_and_values: list | dict) -> pd.DataFrame:
     """Fill missing values in a column based on multiple conditions.
@@ -267,18 +260,13 @@ def fillna_with_multiple_conditions(df: pd.DataFrame, target_column: str,
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The DataFrame to clean.
-    target_column : str
-        The column to fill.
+    $df_to_clean
+    $column_to_fill
     conditions_and_values : list or dict
         [[condition, value], ...] pairs or a {condition: value} object; conditions
         are boolean conditions such as "Age < 13". {expression_language}
 
-    Returns
-    -------
-    pd.DataFrame
-        A copy with the matching missing values filled.
+    $returns_filled
 
     Example
     -------
@@ -305,6 +293,7 @@ _AGGREGATIONS: dict[str, Any] = {**{name: name for name in ("mean", "median", "m
 
 
 @make_override_tool(toolsets=PAPER, stages=_CLEANING)
+@shared_doc()
 def fillna_with_conditional_aggregation(df: pd.DataFrame, target_column: str, condition_column: str,
                                         condition_values: Scalar | list | None = None,
                                         agg_func: str = "mean") -> pd.DataFrame:
@@ -316,10 +305,8 @@ def fillna_with_conditional_aggregation(df: pd.DataFrame, target_column: str, co
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The DataFrame to clean.
-    target_column : str
-        The column to fill.
+    $df_to_clean
+    $column_to_fill
     condition_column : str
         The column that defines the groups.
     condition_values : value or list, optional
@@ -327,9 +314,7 @@ def fillna_with_conditional_aggregation(df: pd.DataFrame, target_column: str, co
     agg_func : str
         One of "mean", "median", "mode", "min", "max", "sum", "first", "last".
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         A copy with the group statistics filled in.
 
     Example
@@ -359,6 +344,7 @@ def fillna_with_conditional_aggregation(df: pd.DataFrame, target_column: str, co
 
 @make_override_tool(toolsets=PAPER, stages=_CLEANING)
 @documents_expressions
+@shared_doc()
 def fillna_with_custom_function(df: pd.DataFrame, target_column: str, condition: str | None,
                                 custom_func: str) -> pd.DataFrame:
     """Fill missing values using a custom function based on a condition.
@@ -368,10 +354,8 @@ def fillna_with_custom_function(df: pd.DataFrame, target_column: str, condition:
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The DataFrame to clean.
-    target_column : str
-        The column to fill.
+    $df_to_clean
+    $column_to_fill
     condition : str or None
         Boolean condition selecting rows, e.g. "Age.notna()"; null for all rows.
     custom_func : str
@@ -379,10 +363,7 @@ def fillna_with_custom_function(df: pd.DataFrame, target_column: str, condition:
         "lambda row: 0 if row['CryoSleep'] == True else row['Age'] / 10".
         {expression_language}
 
-    Returns
-    -------
-    pd.DataFrame
-        A copy with the matching missing values filled.
+    $returns_filled
 
     Example
     -------
@@ -406,6 +387,7 @@ def fillna_with_custom_function(df: pd.DataFrame, target_column: str, condition:
 
 # ----------------------------------------------------------------- drop rows
 @make_override_tool(toolsets=PAPER, stages=_CLEANING)
+@shared_doc()
 def drop_rows_with_missing(df: pd.DataFrame, columns: str | list[str] | None = None,
                            threshold: int | float | None = None) -> pd.DataFrame:
     """Drop rows with missing values.
@@ -415,8 +397,7 @@ def drop_rows_with_missing(df: pd.DataFrame, columns: str | list[str] | None = N
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The DataFrame to clean.
+    $df_to_clean
     columns : str or list[str], optional
         Only look at these columns (default: all).
     threshold : int or float, optional
@@ -424,9 +405,7 @@ def drop_rows_with_missing(df: pd.DataFrame, columns: str | list[str] | None = N
         (an int), or at least this fraction of them (a float between 0 and 1).
         Default: drop a row if any of the columns is missing.
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         A copy without the dropped rows (index kept).
 
     Example
@@ -456,17 +435,11 @@ def drop_rows_with_missing(df: pd.DataFrame, columns: str | list[str] | None = N
 
 
 @make_get_tool(toolsets=PAPER, stages=_CLEANING)
+@shared_doc()
 def get_missing_summary(df: pd.DataFrame) -> str:
     """Get a summary of missing values in the DataFrame.
 
-    Parameters
-    ----------
-    df : pd.DataFrame
-        The DataFrame to inspect.
-
-    Returns
-    -------
-    str
+    $inspect_df_returns_text
         For each column with missing values: count, percentage and dtype.
 
     Example
@@ -500,26 +473,24 @@ def _cast(series: pd.Series, type_name: str) -> pd.Series:
         raise ToolInputError(f"cannot cast column {series.name!r} ({series.dtype}) to {type_name!r}: {exc}") from None
 
 
+@shared_doc()
 def _cast_all(df: pd.DataFrame, mapping: dict[str, str]) -> pd.DataFrame:
     return df.assign(**{str(col): _cast(df[col], type_name) for col, type_name in mapping.items()})
 
 
 @make_override_tool(toolsets=PAPER, stages=_CLEANING + ("features",))
+@shared_doc()
 def cast_columns(df: pd.DataFrame, column_type_mapping: dict) -> pd.DataFrame:
     """Cast columns to specified data types.
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The DataFrame to change.
+    $df_to_change
     column_type_mapping : dict
         {column: type}; types: "float", "int", "str", "bool", "category",
         "datetime" or a dtype name such as "float32" or "Int64" (nullable int).
 
-    Returns
-    -------
-    pd.DataFrame
-        A copy with the columns cast.
+    $returns_cast
 
     Example
     -------
@@ -534,23 +505,20 @@ def cast_columns(df: pd.DataFrame, column_type_mapping: dict) -> pd.DataFrame:
 
 
 @make_override_tool(toolsets=PAPER, stages=_CLEANING + ("features",))
+@shared_doc()
 def cast_numeric_columns(df: pd.DataFrame, columns: str | list[str] | None = None,
                          target_type: str = "float") -> pd.DataFrame:
     """Cast numeric columns to specified type.
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The DataFrame to change.
+    $df_to_change
     columns : str or list[str], optional
         Numeric column(s) to cast; default: every numeric column (not booleans).
     target_type : str
         "float", "int", "float32", "Int64"...
 
-    Returns
-    -------
-    pd.DataFrame
-        A copy with the columns cast.
+    $returns_cast
 
     Example
     -------
@@ -562,27 +530,29 @@ def cast_numeric_columns(df: pd.DataFrame, columns: str | list[str] | None = Non
     return _cast_all(df, {c: target_type for c in names})
 
 
-@make_override_tool(toolsets=PAPER, stages=_CLEANING + ("features",))
-def cast_integer_columns_to_float(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd.DataFrame:
-    """Cast integer columns to float type.
+# The paper's two tools that cast every column of a kind: one text, the kind's words filled in.
+_CAST_KIND_DOC = """Cast $kind columns to $dtype type.
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The DataFrame to change.
+    $df_to_change
     columns : str or list[str], optional
-        Integer column(s) to cast; default: every integer column.
+        $which to cast; default: every $default column.
 
-    Returns
-    -------
-    pd.DataFrame
-        A copy with those columns as float64.
+    $returns_frame
+        A copy with those columns as $result
 
     Example
     -------
-    {"tool_name": "cast_integer_columns_to_float", "tool_args": {"bindings": {"df": "combined"},
-     "func_kwargs": {}, "output": "combined"}}
+    {"tool_name": "$tool_name", "tool_args": {"bindings": {"df": "combined"},
+     "func_kwargs": $example_kwargs, "output": "combined"}}
     """
+
+
+@make_override_tool(toolsets=PAPER, stages=_CLEANING + ("features",))
+@shared_doc(_CAST_KIND_DOC, kind="integer", dtype="float", which="Integer column(s)", default="integer",
+            result="float64.", example_kwargs="{}")
+def cast_integer_columns_to_float(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd.DataFrame:
     require_frame(df)
     is_int = pd.api.types.is_integer_dtype
     if columns is None:
@@ -596,27 +566,10 @@ def cast_integer_columns_to_float(df: pd.DataFrame, columns: str | list[str] | N
 
 
 @make_override_tool(toolsets=PAPER, stages=_CLEANING + ("features",))
+@shared_doc(_CAST_KIND_DOC, kind="categorical", dtype="category", which="Column(s)",
+            default="text (object/string)", example_kwargs='{"columns": ["HomePlanet", "Destination"]}',
+            result="pandas 'category' dtype (LightGBM and\nCatBoost use them natively; other models need encoding).")
 def cast_categorical_columns(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd.DataFrame:
-    """Cast categorical columns to category type.
-
-    Parameters
-    ----------
-    df : pd.DataFrame
-        The DataFrame to change.
-    columns : str or list[str], optional
-        Column(s) to cast; default: every text (object/string) column.
-
-    Returns
-    -------
-    pd.DataFrame
-        A copy with those columns as pandas 'category' dtype (LightGBM and
-        CatBoost use them natively; other models need encoding).
-
-    Example
-    -------
-    {"tool_name": "cast_categorical_columns", "tool_args": {"bindings": {"df": "combined"},
-     "func_kwargs": {"columns": ["HomePlanet", "Destination"]}, "output": "combined"}}
-    """
     require_frame(df)
     if columns is None:
         names = [c for c in df.columns

@@ -129,8 +129,8 @@ _EVALUATE_DOC = """Evaluate a trained $kind model on data.
 @make_get_tool(toolsets=PAPER, stages=("evaluation",), objects=("model", "X_test", "y_test"))
 @doc_from(_EVALUATE_DOC, kind="regression", model="regression model", truth="target values",
           computes="""Computes RMSE, MAE, R2 (and RMSLE when all values are non-negative) of the
-    model's predictions on X_test against y_test. The data can be any labelled
-    set, e.g. the train set or a held-out split.""", example_model="best_model", example_name="LightGBM")
+model's predictions on X_test against y_test. The data can be any labelled
+set, e.g. the train set or a held-out split.""", example_model="best_model", example_name="LightGBM")
 def evaluate_regression_model(model: Any, X_test: pd.DataFrame, y_test: pd.Series, model_name: str = "model",
                               eval_data_label: str = "test") -> str:
     y = as_target(y_test, len(X_test), "y_test", "X_test")
@@ -148,8 +148,8 @@ def evaluate_regression_model(model: Any, X_test: pd.DataFrame, y_test: pd.Serie
 @make_get_tool(toolsets=PAPER, stages=("evaluation",), objects=("model", "X_test", "y_test"))
 @doc_from(_EVALUATE_DOC, kind="classification", model="classifier", truth="labels",
           computes="""Computes accuracy, precision, recall, F1 (macro-averaged for more than two
-    classes), ROC AUC and log loss when the model gives probabilities, and the
-    confusion matrix. The data can be any labelled set, e.g. the train set.""", example_model="best_estimator",
+classes), ROC AUC and log loss when the model gives probabilities, and the
+confusion matrix. The data can be any labelled set, e.g. the train set.""", example_model="best_estimator",
           example_name="CatBoost Classifier")
 def evaluate_classification_model(model: Any, X_test: pd.DataFrame, y_test: pd.Series, model_name: str = "model",
                                   eval_data_label: str = "test") -> str:

@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mltb_core.toolkit.registry import (PAPER, ToolInputError, ToolReturn, doc_from, make_get_and_set_tool, make_get_tool,
+from mltb_core.toolkit.registry import (PAPER, ToolInputError, ToolReturn, make_get_and_set_tool, make_get_tool,
                                         make_override_tool)
+from mltb_core.toolkit.docparts import shared_doc
 from mltb_core.toolkit.expressions import compile_lambda, documents_expressions, evaluate_condition, evaluate_expression
 from mltb_core.toolkit.validation import (TRACKING_COLUMN, as_column_list, choose, numeric_columns, require_choice,
                                           require_columns, require_frame, require_name, require_positive_int)
@@ -110,10 +111,12 @@ def _is_categorical_like(series: pd.Series) -> bool:
             or isinstance(dtype, pd.CategoricalDtype))
 
 
+@shared_doc()
 def _categorical_columns(df: pd.DataFrame) -> list[str]:
     return [c for c in df.columns if c != TRACKING_COLUMN and _is_categorical_like(df[c])]
 
 
+@shared_doc()
 def _to_datetime(df: pd.DataFrame, column: str) -> pd.Series:
     series = df[column]
     if pd.api.types.is_datetime64_any_dtype(series):
@@ -128,6 +131,7 @@ def _to_datetime(df: pd.DataFrame, column: str) -> pd.Series:
 # ------------------------------------------------------------ derived features
 @make_override_tool(toolsets=PAPER, stages=_FEATURES)
 @documents_expressions
+@shared_doc()
 def create_numeric_feature(df: pd.DataFrame, name: str, expression: str) -> pd.DataFrame:
     """Create a numeric column from an expression over existing columns.
 
@@ -136,18 +140,13 @@ def create_numeric_feature(df: pd.DataFrame, name: str, expression: str) -> pd.D
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The frame to extend.
-    name : str
-        Name of the new (or replaced) column.
+    $frame_to_extend
+    $new_or_replaced_column
     expression : str
         Expression evaluated against the frame, e.g. ``"RoomService + FoodCourt + Spa"``.
         {expression_language}
 
-    Returns
-    -------
-    pd.DataFrame
-        A copy of ``df`` with the new column.
+    $returns_new_column
 
     Examples
     --------
@@ -183,6 +182,7 @@ def _lookup_mapping(mapping: dict, value: Any) -> Any:
 
 
 @make_override_tool(toolsets=PAPER, stages=_FEATURES)
+@shared_doc()
 def create_categorical_feature(df: pd.DataFrame, name: str, source_column: str, mapping: dict) -> pd.DataFrame:
     """Create a column by mapping each value of a source column through a dictionary.
 
@@ -192,18 +192,14 @@ def create_categorical_feature(df: pd.DataFrame, name: str, source_column: str, 
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The frame to extend.
-    name : str
-        Name of the new (or replaced) column.
+    $frame_to_extend
+    $new_or_replaced_column
     source_column : str
         Column whose values are looked up in ``mapping``.
     mapping : dict
         Source value -> new value, e.g. ``{"Earth": 0, "Europa": 1, "Mars": 2}``.
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         A copy of ``df`` with the mapped column.
 
     Examples
@@ -229,6 +225,7 @@ def create_categorical_feature(df: pd.DataFrame, name: str, source_column: str, 
 
 @make_override_tool(toolsets=PAPER, stages=_FEATURES)
 @documents_expressions
+@shared_doc()
 def create_conditional_feature(df: pd.DataFrame, name: str, condition: str, true_value: Any,
                                false_value: Any) -> pd.DataFrame:
     """Create a column holding ``true_value`` where a condition holds and ``false_value`` elsewhere.
@@ -237,10 +234,8 @@ def create_conditional_feature(df: pd.DataFrame, name: str, condition: str, true
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The frame to extend.
-    name : str
-        Name of the new (or replaced) column.
+    $frame_to_extend
+    $new_or_replaced_column
     condition : str
         Boolean expression over the columns, e.g. ``"Age < 18 and CryoSleep == True"``.
         {expression_language}
@@ -249,10 +244,7 @@ def create_conditional_feature(df: pd.DataFrame, name: str, condition: str, true
     false_value : Any
         Literal value for the other rows.
 
-    Returns
-    -------
-    pd.DataFrame
-        A copy of ``df`` with the new column.
+    $returns_new_column
 
     Examples
     --------
@@ -272,6 +264,7 @@ def create_conditional_feature(df: pd.DataFrame, name: str, condition: str, true
     return _with_columns(df, {name: values})
 
 
+@shared_doc()
 def _compile_safe_regex(pattern: Any) -> re.Pattern:
     if not isinstance(pattern, str) or not pattern:
         raise ToolInputError(f"'pattern' must be a non-empty regular expression string, got {pattern!r}")
@@ -287,6 +280,7 @@ def _compile_safe_regex(pattern: Any) -> re.Pattern:
 
 
 @make_override_tool(toolsets=PAPER, stages=_FEATURES)
+@shared_doc()
 def extract_string_pattern(df: pd.DataFrame, name: str, source_column: str, pattern: str,
                            group: int | str = 0) -> pd.DataFrame:
     """Extract the first regex match (or one of its groups) from a text column into a new column.
@@ -296,10 +290,8 @@ def extract_string_pattern(df: pd.DataFrame, name: str, source_column: str, patt
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The frame to extend.
-    name : str
-        Name of the new column.
+    $frame_to_extend
+    $new_column
     source_column : str
         Text column to search.
     pattern : str
@@ -307,9 +299,7 @@ def extract_string_pattern(df: pd.DataFrame, name: str, source_column: str, patt
     group : int or str, default 0
         Which group to keep: 0 is the whole match, 1 the first parenthesised group, or a group name.
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         A copy of ``df`` with the extracted column.
 
     Examples
@@ -346,6 +336,7 @@ def extract_string_pattern(df: pd.DataFrame, name: str, source_column: str, patt
 
 
 @make_override_tool(toolsets=PAPER, stages=_FEATURES)
+@shared_doc()
 def split_string_column(df: pd.DataFrame, name_prefix: str, source_column: str, delimiter: str,
                         max_splits: int = -1, indices: list[int] | None = None) -> pd.DataFrame:
     """Split a text column on a delimiter into new columns ``<name_prefix>_0``, ``<name_prefix>_1``, ...
@@ -354,8 +345,7 @@ def split_string_column(df: pd.DataFrame, name_prefix: str, source_column: str, 
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The frame to extend.
+    $frame_to_extend
     name_prefix : str
         Prefix of the new columns; part i is stored as ``<name_prefix>_<i>``.
     source_column : str
@@ -367,9 +357,7 @@ def split_string_column(df: pd.DataFrame, name_prefix: str, source_column: str, 
     indices : list of int, optional
         Which parts to keep (e.g. ``[0, 2]``); default keeps all parts.
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         A copy of ``df`` with one column per kept part.
 
     Examples
@@ -405,6 +393,7 @@ def split_string_column(df: pd.DataFrame, name_prefix: str, source_column: str, 
     return _with_columns(df, new)
 
 
+@shared_doc()
 def _grouped(df: pd.DataFrame, group_column: str | list[str], agg_column: str, agg_func: str):
     groups = as_column_list(group_column, "group_column")
     if not groups:
@@ -418,26 +407,18 @@ def _grouped(df: pd.DataFrame, group_column: str | list[str], agg_column: str, a
 
 
 @make_override_tool(toolsets=PAPER, stages=_FEATURES)
+@shared_doc()
 def create_group_aggregation(df: pd.DataFrame, name: str, group_column: str | list[str], agg_column: str,
                              agg_func: str) -> pd.DataFrame:
     """Add a column holding an aggregate of ``agg_column`` within each group (e.g. group size, group mean).
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The frame to extend.
-    name : str
-        Name of the new column.
-    group_column : str or list of str
-        Column(s) defining the groups.
-    agg_column : str
-        Column to aggregate.
-    agg_func : str
-        One of mean, median, sum, min, max, std, var, count, nunique, first, last.
+    $frame_to_extend
+    $new_column
+    $group_aggregate
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         A copy of ``df`` where every row gets its group's aggregate.
 
     Examples
@@ -453,24 +434,17 @@ def create_group_aggregation(df: pd.DataFrame, name: str, group_column: str | li
 
 
 @make_get_tool(toolsets=PAPER, stages=_FEATURES)
+@shared_doc()
 def get_group_aggregation(df: pd.DataFrame, group_column: str | list[str], agg_column: str,
                           agg_func: str) -> pd.DataFrame:
     """Show an aggregate of ``agg_column`` per group, without changing the frame.
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The frame to inspect.
-    group_column : str or list of str
-        Column(s) defining the groups.
-    agg_column : str
-        Column to aggregate.
-    agg_func : str
-        One of mean, median, sum, min, max, std, var, count, nunique, first, last.
+    $frame_to_inspect
+    $group_aggregate
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         One row per group: the group key(s) and the aggregate.
 
     Examples
@@ -484,6 +458,7 @@ def get_group_aggregation(df: pd.DataFrame, group_column: str | list[str], agg_c
 
 
 @make_override_tool(toolsets=PAPER, stages=_FEATURES)
+@shared_doc()
 def create_rolling_feature(df: pd.DataFrame, name: str, source_column: str, window: int,
                            agg_func: str = "mean") -> pd.DataFrame:
     """Add a rolling-window aggregate of a numeric column, in the frame's current row order.
@@ -492,10 +467,8 @@ def create_rolling_feature(df: pd.DataFrame, name: str, source_column: str, wind
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The frame to extend (sort it first if order matters).
-    name : str
-        Name of the new column.
+    $frame_to_extend_in_order
+    $new_column
     source_column : str
         Numeric column to aggregate.
     window : int
@@ -503,9 +476,7 @@ def create_rolling_feature(df: pd.DataFrame, name: str, source_column: str, wind
     agg_func : str, default 'mean'
         One of mean, median, sum, min, max, std, var, count.
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         A copy of ``df`` with the rolling column.
 
     Examples
@@ -526,6 +497,7 @@ def create_rolling_feature(df: pd.DataFrame, name: str, source_column: str, wind
     return _with_columns(df, {name: rolled})
 
 
+@shared_doc()
 def _shifted(df: pd.DataFrame, name: str, source_column: str, periods: int) -> pd.DataFrame:
     df = require_frame(df)
     require_name(name)
@@ -537,18 +509,14 @@ _SHIFT_DOC = """Add a column holding the value of ``source_column`` from ``$peri
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The frame to extend (sort it first if order matters).
-    name : str
-        Name of the new column.
+    $frame_to_extend_in_order
+    $new_column
     source_column : str
         Column to shift.
     $periods : int, default 1
         How many rows $direction.
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         A copy of ``df`` with the $column column.
 
     Examples
@@ -559,20 +527,21 @@ _SHIFT_DOC = """Add a column holding the value of ``source_column`` from ``$peri
 
 
 @make_override_tool(toolsets=PAPER, stages=_FEATURES)
-@doc_from(_SHIFT_DOC, periods="lag", when="earlier", blank="first", direction="back", column="lagged",
-          example="Sales_lag1")
+@shared_doc(_SHIFT_DOC, periods="lag", when="earlier", blank="first", direction="back",
+            column="lagged", example="Sales_lag1")
 def create_lag_feature(df: pd.DataFrame, name: str, source_column: str, lag: int = 1) -> pd.DataFrame:
     return _shifted(df, name, source_column, require_positive_int(lag, "lag"))
 
 
 @make_override_tool(toolsets=PAPER, stages=_FEATURES)
-@doc_from(_SHIFT_DOC, periods="lead", when="later", blank="last", direction="ahead", column="leading",
-          example="Sales_next")
+@shared_doc(_SHIFT_DOC, periods="lead", when="later", blank="last", direction="ahead",
+            column="leading", example="Sales_next")
 def create_lead_feature(df: pd.DataFrame, name: str, source_column: str, lead: int = 1) -> pd.DataFrame:
     return _shifted(df, name, source_column, -require_positive_int(lead, "lead"))
 
 
 @make_override_tool(toolsets=PAPER, stages=_FEATURES)
+@shared_doc()
 def extract_datetime_features(df: pd.DataFrame, datetime_column: str,
                               features: list[str] | None = None) -> pd.DataFrame:
     """Add calendar parts of a date/time column as numeric columns ``<datetime_column>_<part>``.
@@ -582,8 +551,7 @@ def extract_datetime_features(df: pd.DataFrame, datetime_column: str,
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The frame to extend.
+    $frame_to_extend
     datetime_column : str
         Date/time column (datetime dtype or parseable text).
     features : list of str, optional
@@ -591,9 +559,7 @@ def extract_datetime_features(df: pd.DataFrame, datetime_column: str,
         weekofyear, quarter, is_weekend, is_month_start, is_month_end.
         Default: year, month, day, dayofweek, hour.
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         A copy of ``df`` with one column per part.
 
     Examples
@@ -621,16 +587,15 @@ def extract_datetime_features(df: pd.DataFrame, datetime_column: str,
 
 
 @make_override_tool(toolsets=PAPER, stages=_FEATURES)
+@shared_doc()
 def create_time_delta(df: pd.DataFrame, name: str, start_column: str, end_column: str,
                       unit: str = "D") -> pd.DataFrame:
     """Add the time elapsed from ``start_column`` to ``end_column`` as a number of ``unit``.
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The frame to extend.
-    name : str
-        Name of the new column.
+    $frame_to_extend
+    $new_column
     start_column : str
         Earlier date/time column (datetime dtype or parseable text).
     end_column : str
@@ -638,9 +603,7 @@ def create_time_delta(df: pd.DataFrame, name: str, start_column: str, end_column
     unit : str, default 'D'
         D (days), h (hours), min (minutes), s (seconds) or W (weeks).
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         A copy of ``df`` with a float column (negative when end is before start).
 
     Examples
@@ -659,6 +622,7 @@ def create_time_delta(df: pd.DataFrame, name: str, start_column: str, end_column
 
 @make_override_tool(toolsets=PAPER, stages=_FEATURES)
 @documents_expressions
+@shared_doc()
 def apply_custom_function(df: pd.DataFrame, name: str, source_columns: str | list[str], func: str) -> pd.DataFrame:
     """Create a column by applying a lambda, given as a string, to one or several columns.
 
@@ -668,20 +632,15 @@ def apply_custom_function(df: pd.DataFrame, name: str, source_columns: str | lis
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The frame to extend.
-    name : str
-        Name of the new column.
+    $frame_to_extend
+    $new_column
     source_columns : str or list of str
         Column(s) passed to the function.
     func : str
         Lambda source, e.g. ``"lambda x: x.split('/')[0] if isinstance(x, str) else None"``.
         {expression_language}
 
-    Returns
-    -------
-    pd.DataFrame
-        A copy of ``df`` with the new column.
+    $returns_new_column
 
     Examples
     --------
@@ -732,6 +691,7 @@ def _check_one_hot_size(df: pd.DataFrame, columns: list[str], drop_first: bool) 
                              f"{MAX_ONE_HOT_NEW_COLUMNS}). Widest columns: {widest}. Label-encode or drop some.")
 
 
+@shared_doc()
 def _one_hot(df: pd.DataFrame, columns: list[str], drop_first: bool, prefix: Any) -> pd.DataFrame:
     if not columns:
         return df.copy(deep=False)
@@ -748,6 +708,7 @@ def _one_hot(df: pd.DataFrame, columns: list[str], drop_first: bool, prefix: Any
     return pd.get_dummies(df, columns=columns, drop_first=bool(drop_first), prefix=prefix, dtype=np.uint8)
 
 
+@shared_doc()
 def _label_encode(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     with_missing = {c: int(df[c].isna().sum()) for c in columns if df[c].isna().any()}
     if with_missing:
@@ -768,6 +729,7 @@ def _label_encode(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
 
 
 @make_override_tool(toolsets=PAPER, stages=_FEATURES)
+@shared_doc()
 def one_hot_encode(df: pd.DataFrame, columns: str | list[str] | None = None, drop_first: bool = True,
                    prefix: str | list[str] | dict | None = None) -> pd.DataFrame:
     """Replace categorical columns by 0/1 indicator columns ``<column>_<value>`` (uint8).
@@ -780,18 +742,14 @@ def one_hot_encode(df: pd.DataFrame, columns: str | list[str] | None = None, dro
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The frame to encode.
-    columns : str or list of str, optional
-        Columns to encode; default: every object/string/category column.
+    $frame_to_encode
+    $columns_to_encode
     drop_first : bool, default True
         Drop the first level's indicator (avoids redundant columns).
     prefix : str, list of str or dict, optional
         Prefix(es) for the new column names; default: the source column names.
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         A copy of ``df`` with the encoded columns replaced by indicators.
 
     Examples
@@ -804,6 +762,7 @@ def one_hot_encode(df: pd.DataFrame, columns: str | list[str] | None = None, dro
 
 
 @make_override_tool(toolsets=PAPER, stages=_FEATURES)
+@shared_doc()
 def label_encode(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd.DataFrame:
     """Replace categorical columns by integer codes 0..k-1 in sorted order of their values.
 
@@ -813,14 +772,10 @@ def label_encode(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The frame to encode.
-    columns : str or list of str, optional
-        Columns to encode; default: every object/string/category column.
+    $frame_to_encode
+    $columns_to_encode
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         A copy of ``df`` with integer-coded columns.
 
     Examples
@@ -833,6 +788,7 @@ def label_encode(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd
 
 
 @make_override_tool(toolsets=PAPER, stages=_FEATURES)
+@shared_doc()
 def encode_all_categorical_columns(df: pd.DataFrame, method: str = "one_hot", drop_first: bool = True) -> pd.DataFrame:
     """Encode every text/category column at once, by one-hot indicators or label codes.
 
@@ -843,16 +799,13 @@ def encode_all_categorical_columns(df: pd.DataFrame, method: str = "one_hot", dr
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The frame to encode.
+    $frame_to_encode
     method : str, default 'one_hot'
         'one_hot' (uint8 indicators) or 'label' (integer codes, needs no missing values).
     drop_first : bool, default True
         For one-hot: drop the first level's indicator.
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         A copy of ``df`` with every categorical column encoded.
 
     Examples
@@ -869,6 +822,7 @@ def encode_all_categorical_columns(df: pd.DataFrame, method: str = "one_hot", dr
 
 
 # ------------------------------------------------------------------ normalizers
+@shared_doc()
 def _normalize(df: pd.DataFrame, columns: list[str], method: str) -> pd.DataFrame:
     require_choice(method, NORMALIZE_METHODS, "method")
     not_numeric = [c for c in columns if not pd.api.types.is_numeric_dtype(df[c]) or pd.api.types.is_bool_dtype(df[c])]
@@ -893,6 +847,7 @@ def _normalize(df: pd.DataFrame, columns: list[str], method: str) -> pd.DataFram
 
 
 @make_override_tool(toolsets=PAPER, stages=_FEATURES)
+@shared_doc()
 def normalize_features(df: pd.DataFrame, columns: str | list[str] | None = None,
                        method: str = "standard") -> pd.DataFrame:
     """Rescale numeric columns (missing values stay missing).
@@ -903,17 +858,13 @@ def normalize_features(df: pd.DataFrame, columns: str | list[str] | None = None,
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The frame to rescale.
+    $frame_to_rescale
     columns : str or list of str, optional
         Numeric columns to rescale; default: all numeric columns except ``_is_train``.
     method : str, default 'standard'
         'standard' (zero mean, unit variance), 'minmax' (0..1), 'robust' (median/IQR) or 'maxabs' (-1..1).
 
-    Returns
-    -------
-    pd.DataFrame
-        A copy of ``df`` with rescaled float columns.
+    $returns_rescaled
 
     Examples
     --------
@@ -932,6 +883,7 @@ def normalize_features(df: pd.DataFrame, columns: str | list[str] | None = None,
 
 
 @make_override_tool(toolsets=PAPER, stages=_FEATURES)
+@shared_doc()
 def normalize_all_numerical_columns(df: pd.DataFrame, method: str = "standard") -> pd.DataFrame:
     """Rescale every numeric (non-bool) column except the ``_is_train`` tracking column.
 
@@ -940,15 +892,11 @@ def normalize_all_numerical_columns(df: pd.DataFrame, method: str = "standard") 
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The frame to rescale.
+    $frame_to_rescale
     method : str, default 'standard'
         'standard', 'minmax', 'robust' or 'maxabs'.
 
-    Returns
-    -------
-    pd.DataFrame
-        A copy of ``df`` with rescaled float columns.
+    $returns_rescaled
 
     Examples
     --------
@@ -964,6 +912,7 @@ _COLUMN_STAGES = ("cleaning", "features", "modeling")
 
 
 @make_override_tool(toolsets=PAPER, stages=_COLUMN_STAGES)
+@shared_doc()
 def drop_feature(df: pd.DataFrame, column: str | list[str]) -> pd.DataFrame:
     """Drop one column or a list of columns.
 
@@ -974,9 +923,7 @@ def drop_feature(df: pd.DataFrame, column: str | list[str]) -> pd.DataFrame:
     column : str or list of str
         Column name(s) to drop.
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         A copy of ``df`` without those columns.
 
     Examples
@@ -993,6 +940,7 @@ def drop_feature(df: pd.DataFrame, column: str | list[str]) -> pd.DataFrame:
 
 
 @make_get_and_set_tool(toolsets=PAPER, stages=_COLUMN_STAGES)
+@shared_doc()
 def get_features(df: pd.DataFrame, columns: str | list[str]) -> pd.DataFrame:
     """Store a new frame holding only the given columns, in the given order.
 
@@ -1003,9 +951,7 @@ def get_features(df: pd.DataFrame, columns: str | list[str]) -> pd.DataFrame:
     columns : str or list of str
         Column name(s) to keep.
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         A frame with just those columns.
 
     Examples
@@ -1025,6 +971,7 @@ def get_features(df: pd.DataFrame, columns: str | list[str]) -> pd.DataFrame:
 
 
 @make_override_tool(toolsets=PAPER, stages=_COLUMN_STAGES)
+@shared_doc()
 def rename_feature(df: pd.DataFrame, old_name: str | list[str], new_name: str | list[str]) -> pd.DataFrame:
     """Rename one column, or several (lists of equal length).
 
@@ -1037,9 +984,7 @@ def rename_feature(df: pd.DataFrame, old_name: str | list[str], new_name: str | 
     new_name : str or list of str
         New name(s), same count as ``old_name``; must not collide with other columns.
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         A copy of ``df`` with renamed columns.
 
     Examples
@@ -1064,13 +1009,13 @@ def rename_feature(df: pd.DataFrame, old_name: str | list[str], new_name: str | 
 
 
 @make_get_tool(toolsets=PAPER, stages=("cleaning", "features"))
+@shared_doc()
 def get_unique_values(df: pd.DataFrame, column: str, sort: bool = True, include_counts: bool = True) -> pd.DataFrame:
     """Show the distinct values of a column (missing shown as NaN), optionally with their counts.
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The frame to inspect.
+    $frame_to_inspect
     column : str
         Column to summarise.
     sort : bool, default True
@@ -1078,9 +1023,7 @@ def get_unique_values(df: pd.DataFrame, column: str, sort: bool = True, include_
     include_counts : bool, default True
         Add a ``count`` column with how often each value occurs.
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         One row per distinct value.
 
     Examples
@@ -1105,6 +1048,7 @@ def get_unique_values(df: pd.DataFrame, column: str, sort: bool = True, include_
 
 @make_get_and_set_tool(toolsets=PAPER, stages=("cleaning", "features"))
 @documents_expressions
+@shared_doc()
 def filter_dataframe(df: pd.DataFrame, condition: str) -> pd.DataFrame:
     """Store the rows for which a boolean condition holds (rows where it is missing are dropped).
 
@@ -1116,9 +1060,7 @@ def filter_dataframe(df: pd.DataFrame, condition: str) -> pd.DataFrame:
         Boolean expression over the columns, e.g. ``"Age >= 18 and Spa > 0"``.
         {expression_language}
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         The matching rows (original index kept).
 
     Examples

@@ -20,6 +20,7 @@ from mltb_core.toolkit.registry import (
     make_get_tool,
     make_set_tool,
 )
+from mltb_core.toolkit.docparts import shared_doc
 from mltb_core.toolkit.sandbox import resolve_read
 from mltb_core.toolkit.validation import TRACKING_COLUMN, as_column_list, choose, require_columns, require_frame
 
@@ -54,6 +55,7 @@ _READERS = {".csv": {}, ".gz": {}, ".tsv": {"sep": "\t"}, ".txt": {"sep": None, 
 
 
 @make_set_tool(toolsets=PAPER, stages=("loading",))
+@shared_doc()
 def read_data(filepath: str, ctx: ToolContext) -> pd.DataFrame:
     """Read CSV data into a pandas DataFrame.
 
@@ -65,9 +67,7 @@ def read_data(filepath: str, ctx: ToolContext) -> pd.DataFrame:
     filepath : str
         Path of the file, e.g. "train.csv" or the full path given in the task.
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         The file's contents, stored on the scratchpad under `output`.
 
     Example
@@ -86,6 +86,7 @@ def read_data(filepath: str, ctx: ToolContext) -> pd.DataFrame:
 
 
 @make_get_and_set_tool(toolsets=PAPER, stages=("loading",))
+@shared_doc()
 def concatenate_train_test(train_df: pd.DataFrame, test_df: pd.DataFrame) -> pd.DataFrame:
     """Concatenate train and test data with tracking columns for proper splitting.
 
@@ -104,9 +105,7 @@ def concatenate_train_test(train_df: pd.DataFrame, test_df: pd.DataFrame) -> pd.
     test_df : pd.DataFrame
         Test data (usually without the target column).
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         The combined DataFrame with the `_is_train` column.
 
     Example
@@ -221,6 +220,7 @@ def convert_dataframe_to_features_target(df: pd.DataFrame, target_column: str, i
 
 
 @make_get_and_set_tool(toolsets=PAPER, stages=("loading", "evaluation"), objects=("data",))
+@shared_doc()
 def convert_to_dataframe(data: Any, columns: list[str] | None = None) -> pd.DataFrame:
     """Convert various data types to pandas DataFrame.
 
@@ -234,9 +234,7 @@ def convert_to_dataframe(data: Any, columns: list[str] | None = None) -> pd.Data
     columns : list[str], optional
         Column names for the result (default: keep existing names, or 0, 1, ...).
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         The data as a DataFrame.
 
     Example
@@ -265,6 +263,7 @@ def convert_to_dataframe(data: Any, columns: list[str] | None = None) -> pd.Data
 
 
 @make_get_and_set_tool(toolsets=PAPER, stages=("loading", "features"))
+@shared_doc()
 def concatenate_dataframes(df1: pd.DataFrame, df2: pd.DataFrame, axis: int = 0) -> pd.DataFrame:
     """Concatenate two DataFrames.
 
@@ -280,9 +279,7 @@ def concatenate_dataframes(df1: pd.DataFrame, df2: pd.DataFrame, axis: int = 0) 
     axis : int
         0 to stack rows, 1 to add columns.
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         The concatenated DataFrame.
 
     Example
@@ -308,6 +305,7 @@ _JOIN_KINDS = {kind: kind for kind in ("inner", "left", "right", "outer", "cross
 
 
 @make_get_and_set_tool(toolsets=PAPER, stages=("loading", "features"))
+@shared_doc()
 def join_dataframes(left_df: pd.DataFrame, right_df: pd.DataFrame, left_on: str | list[str],
                     right_on: str | list[str] | None = None, how: str = "inner",
                     suffixes: list[str] = ("_x", "_y")) -> pd.DataFrame:
@@ -328,9 +326,7 @@ def join_dataframes(left_df: pd.DataFrame, right_df: pd.DataFrame, left_on: str 
     suffixes : list[str]
         Two suffixes for overlapping column names, default ["_x", "_y"].
 
-    Returns
-    -------
-    pd.DataFrame
+    $returns_frame
         The merged DataFrame.
 
     Example
@@ -390,20 +386,14 @@ def get_dataframe_summary(df: pd.DataFrame) -> str:
 
 
 @make_get_tool(toolsets=PAPER, stages=SUMMARY_STAGES)
+@shared_doc()
 def get_dataframe_dtypes_summary(df: pd.DataFrame) -> str:
     """Get comprehensive summary of the dtypes in the entire DataFrame.
 
     Groups the columns by dtype, so you can see at a glance which columns are
     numeric, text, boolean or categorical (e.g. which still need encoding).
 
-    Parameters
-    ----------
-    df : pd.DataFrame
-        The DataFrame to inspect.
-
-    Returns
-    -------
-    str
+    $inspect_df_returns_text
         One line per dtype: count and column names.
 
     Example
