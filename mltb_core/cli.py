@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mltb_core.analysis.results import SYNTHETIC_LABEL  # light (json, filelock)
+from mltb_core.bench.stages import stage_label  # light (no imports)
 from mltb_core.bench.tasks import BOARDS, DEFAULT_BOARD  # light (tomllib only); heavier modules are imported per command
 
 __all__ = ["main", "UsageError", "build_parser"]
@@ -410,7 +411,8 @@ def _record_lines(record) -> list[str]:
              f"outcome: {record.outcome}   valid: {record.valid}",
              f"score: {_fmt(record.score, 6)}   percentile: {_fmt(record.percentile, 2)}   "
              f"medal: {record.medal or '-'}   normalized: {_fmt(record.normalized)}",
-             f"stage reached: {record.stage_reached}/10 ({record.stage_name or '-'}); stopped: {record.stop_reason}",
+             f"stage reached: {stage_label(record.stage_reached, record.stage_name or '-')}; "
+             f"stopped: {record.stop_reason}",
              f"tokens: {record.tokens_in} in / {record.tokens_out} out   cost: ${record.cost_usd:.4f}   "
              f"LLM calls: {record.llm_calls}{synthetic}   tool calls: {record.tool_calls}   "
              f"tree nodes: {record.tree_nodes}",

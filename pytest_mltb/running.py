@@ -37,9 +37,10 @@ def run_case(config: pytest.Config, case: Case, trial_config, task, work_dir: Pa
 
 def failure_message(record) -> str:
     """A few lines: what the trial reached and why it stopped."""
-    lines = [f"{record.outcome}: reached stage {record.stage_reached}/10"
-             + (f" ({record.stage_name})" if record.stage_name else "")
-             + f"; stopped: {record.stop_reason or 'unknown'}"]
+    from mltb_core.bench.stages import stage_label
+
+    lines = [f"{record.outcome}: reached stage {stage_label(record.stage_reached, record.stage_name)}"
+             f"; stopped: {record.stop_reason or 'unknown'}"]
     if record.feedback:
         feedback = record.feedback.strip().splitlines()
         lines.append("feedback: " + " / ".join(feedback[:3])[:300])

@@ -23,7 +23,7 @@ from mltb_core.config import TrialConfig
 from mltb_core.llm.backends import is_synthetic, model_id
 from mltb_core.toolkit.textsafety import cap_text
 from mltb_core.analysis.results import TrialRecord
-from mltb_core.planners.rewards import REWARD_STAGES
+from mltb_core.bench.stages import STAGE_COUNT
 from mltb_core.bench.tasks import SUBMISSION_FILE, Task, percentile_note
 from mltb_core.planners.trajectory import TrajectoryWriter
 
@@ -261,9 +261,9 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
         _restore_submission(sandbox / SUBMISSION_FILE, submission)
         valid = bool(grade and grade.valid)
         stage = best.progress.stage
-        if config.agent_memory:   # the search's own validity check (stage 10), never the graded labels
+        if config.agent_memory:   # the search's own validity check (the last stage), never the graded labels
             from mltb_core.planners.agent_k import remember
-            remember(task.slug, trajectory_path, stage >= len(REWARD_STAGES))
+            remember(task.slug, trajectory_path, stage >= STAGE_COUNT)
         feedback_text = best.progress.feedback or ("" if valid else why_invalid)
         return TrialRecord(
             **base, outcome="valid" if valid else "planner_failure", valid=valid,
