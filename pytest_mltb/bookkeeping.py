@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from .collection import Case, Plan, case_id
+from .collection import Case, Plan
 
 __all__ = ["RunBook"]
 
@@ -45,7 +45,7 @@ class RunBook:
 
         done = set()
         for record in latest_records(self.read_existing()):
-            case = plan.case(case_id(record.task, record.planner, record.model, record.trial))
+            case = plan.case_of_record(record)
             if case and record.outcome != "infra_error" and record.config_hash == plan.config(case).config_hash():
                 done.add(case.id)
         return done
@@ -55,8 +55,7 @@ class RunBook:
         from mltb_core.analysis.results import TRAJECTORY_DIR, append_records
 
         if trajectory_text is not None:
-            relative = (Path(TRAJECTORY_DIR) / record.config_hash
-                        / f"{case_id(record.task, record.planner, record.model, record.trial)}.jsonl")
+            relative = Path(TRAJECTORY_DIR) / record.config_hash / f"{record.case_id}.jsonl"
             target = self.run_dir / relative
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(trajectory_text, encoding="utf-8")
@@ -67,11 +66,10 @@ class RunBook:
     def crash_record(case: Case, config, why: str):
         """The infrastructure-error record of a case whose worker died while running it."""
         from mltb_core.analysis.results import TrialRecord
-        from mltb_core.llm.backends import is_synthetic
 
-        return TrialRecord(task=case.task, planner=case.planner, model=case.model, trial=case.trial,
+        return TrialRecord(task=case.task, planner=case.planner, model=case.model.text, trial=case.trial,
                            seed=config.trial_seed, config_hash=config.config_hash(), outcome="infra_error",
-                           stop_reason="worker crashed", synthetic=is_synthetic(case.model),
+                           stop_reason="worker crashed", synthetic=case.model.synthetic,
                            error=f"{why} (killed, segfault or out of memory)")
 
     def run_records(self, plan: Plan | None) -> list:
@@ -83,4 +81,4 @@ class RunBook:
         # Unreadable lines were reported at start-up; lines this run appended are whole.
         wanted = {c.id: plan.config(c).config_hash() for c in plan.cases}
         return [r for r in latest_records(scan_records(self.results_path)[0])
-                if wanted.get(case_id(r.task, r.planner, r.model, r.trial)) == r.config_hash]
+                if wanted.get(r.case_id) == r.config_hash]

@@ -98,8 +98,7 @@ def read_steps(record: TrialRecord) -> tuple[list[dict], str]:
 
 
 def trial_page_name(record: TrialRecord) -> str:
-    model = "".join(c if c.isalnum() or c in "._-" else "-" for c in record.model)
-    return f"{record.task}-{record.planner}-{model}-t{record.trial:02d}-{record.config_hash}.html"
+    return f"{record.case_id}-{record.config_hash}.html"
 
 
 def task_page_name(task: str) -> str:

@@ -155,6 +155,13 @@ class TrialRecord:
     def key(self) -> tuple[str, str, str, int, str]:
         return record_key(self.task, self.planner, self.model, self.trial, self.config_hash)
 
+    @property
+    def case_id(self) -> str:
+        """The id of the case this record is a trial of (:func:`mltb_core.config.case_id`)."""
+        from mltb_core.config import case_id
+
+        return case_id(self.task, self.planner, self.model, self.trial)
+
 
 def record_key(task: str, planner: str, model: str, trial: int, config_hash: str) -> tuple[str, str, str, int, str]:
     return (task, planner, model, int(trial), config_hash)

@@ -19,20 +19,15 @@ from typing import Any
 from filelock import FileLock
 
 from mltb_core.llm import prompts
-from mltb_core.config import TrialConfig
-from mltb_core.llm.backends import is_synthetic, model_id
+from mltb_core.config import TrialConfig, case_id
 from mltb_core.toolkit.textsafety import cap_text
 from mltb_core.analysis.results import TrialRecord
 from mltb_core.bench.stages import STAGE_COUNT
 from mltb_core.bench.tasks import SUBMISSION_FILE, Task, percentile_note
 from mltb_core.planners.trajectory import TrajectoryWriter
 
-__all__ = ["run_trial", "item_id", "model_id", "prepare_agent_data", "solver_paths", "check_grants",
+__all__ = ["run_trial", "prepare_agent_data", "solver_paths", "check_grants",
            "ConfinementError", "start_worker", "fresh_dirs", "UNCONFINED_HINT", "check_confinement"]
-
-
-def item_id(task_slug: str, config: TrialConfig) -> str:
-    return f"{task_slug}-{config.planner}-{model_id(config.model)}-t{config.trial:02d}"
 
 
 def prepare_agent_data(split: Any, out_dir: Path) -> Path:
@@ -215,11 +210,11 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
     from mltb_core.toolkit import tools  # noqa: F401  (registers the toolset)
 
     out_dir = Path(out_dir)
-    ident = item_id(task.slug, config)
+    ident = case_id(task.slug, config.planner, config.model, config.trial)
     started = time.monotonic()
     seed = config.trial_seed
-    base = dict(task=task.slug, planner=config.planner, model=config.model, trial=config.trial, seed=seed,
-                config_hash=config.config_hash(), synthetic=is_synthetic(config.model),
+    base = dict(task=task.slug, planner=config.planner, model=config.model.text, trial=config.trial, seed=seed,
+                config_hash=config.config_hash(), synthetic=config.model.synthetic,
                 board=config.board, toolset=config.toolset)
     planner_cls = get_planner_class(config.planner)   # unknown names are usage errors: raise
     trajectory_path = out_dir / "trajectories" / f"{ident}.jsonl"
