@@ -26,8 +26,9 @@ def run_case(config: pytest.Config, case: Case, trial_config, task, work_dir: Pa
         if record is None:
             raise RuntimeError("mltb: no pytest_mltb_run_trial implementation returned a record")
         record.extra["attempts"] = attempt
-        # percentiles of invalid trials count as 0 only where a leaderboard exists (see results.py)
-        record.extra.setdefault("leaderboard", bool(task.leaderboard) and task.source != "replica")
+        # percentiles of invalid trials count as 0 only where a leaderboard exists (see results.py); run_trial
+        # sets it, a pytest_mltb_run_trial of a conftest may not
+        record.extra.setdefault("leaderboard", task.has_leaderboard)
         if record.outcome != "infra_error":
             break
         if attempt <= retries:

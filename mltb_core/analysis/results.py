@@ -361,7 +361,7 @@ def _task_has_leaderboard(slug: str) -> bool:
         task = load_tasks().get(slug)
     except Exception:  # noqa: BLE001 - a broken spec directory must not break reading results
         return False
-    return task is not None and bool(task.leaderboard) and task.source != "replica"
+    return task is not None and task.has_leaderboard
 
 
 NO_LEADERBOARD = "no leaderboard (schema replica or none given)"

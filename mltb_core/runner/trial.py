@@ -220,7 +220,7 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
     trajectory_path = out_dir / "trajectories" / f"{ident}.jsonl"
     writer = TrajectoryWriter(trajectory_path)
     llm = workspace = None
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = {"leaderboard": task.has_leaderboard}   # every front end's records carry it
 
     def ended(outcome: str, reason: str, error: str) -> TrialRecord:
         return TrialRecord(**base, outcome=outcome, stop_reason=reason, error=error,
