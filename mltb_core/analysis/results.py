@@ -118,6 +118,7 @@ class TrialRecord:
     toolset: str | None = None       # the tools offered to the model (paper | extended)
 
     def __post_init__(self) -> None:
+        self.model = str(self.model)   # a ModelRef given by a trial runner is kept as its string
         if self.outcome not in OUTCOMES:
             raise ValueError(f"outcome must be one of {OUTCOMES}, got {self.outcome!r}")
 
