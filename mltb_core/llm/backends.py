@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 from mltb_core.environment import read as read_environment
 from mltb_core.llm.base import LLMBackend, UnknownModelError
+from mltb_core.llm.models import DEFAULT_LOCAL_MODEL, MODELS
 
 __all__ = ["ENTRY_POINT_GROUP", "DEFAULT_MODEL", "BackendSpec", "ModelRef", "Preflight", "backend",
            "register_backend", "get_backend", "available_backends", "parse_model", "parse_models", "as_model_ref",
@@ -363,12 +364,11 @@ class LocalSpec(BackendSpec):
     """``local`` (the default named model), ``local:<name>`` (a named model of llm/models.py) or
     ``local:/path/model.gguf``. The value is ``("name", name)`` or ``("path", path)``."""
 
-    forms = ("local (= local:qwen2.5-coder-1.5b)", "local:<name> (named: qwen2.5-coder-1.5b, smollm2)",
+    # named from the one table of named models (a table, not an implementation: cheap to import)
+    forms = (f"local (= local:{DEFAULT_LOCAL_MODEL})", f"local:<name> (named: {', '.join(sorted(MODELS))})",
              "local:/path/model.gguf")
 
     def parse(self, arg: str) -> tuple[str, str]:
-        from mltb_core.llm.models import DEFAULT_LOCAL_MODEL, MODELS
-
         if not arg or arg in MODELS:
             return ("name", arg or DEFAULT_LOCAL_MODEL)
         if re.search(r"[\\/]", arg) or arg.endswith(".gguf"):
