@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from mltb_core.environment import read as read_environment
 from mltb_core.llm.base import LLMBackend, UnknownModelError
-from mltb_core.llm.models import DEFAULT_LOCAL_MODEL, MODELS
+from mltb_core.llm import models as _models
 
 __all__ = ["ENTRY_POINT_GROUP", "DEFAULT_MODEL", "BackendSpec", "ModelRef", "Preflight", "backend",
            "register_backend", "get_backend", "available_backends", "parse_model", "parse_models", "as_model_ref",
@@ -365,10 +365,13 @@ class LocalSpec(BackendSpec):
     ``local:/path/model.gguf``. The value is ``("name", name)`` or ``("path", path)``."""
 
     # named from the one table of named models (a table, not an implementation: cheap to import)
-    forms = (f"local (= local:{DEFAULT_LOCAL_MODEL})", f"local:<name> (named: {', '.join(sorted(MODELS))})",
+    forms = (f"local (= local:{_models.DEFAULT_LOCAL_MODEL})",
+             f"local:<name> (named: {', '.join(sorted(_models.MODELS))})",
              "local:/path/model.gguf")
 
     def parse(self, arg: str) -> tuple[str, str]:
+        from mltb_core.llm.models import DEFAULT_LOCAL_MODEL, MODELS   # read now: a test may swap the table
+
         if not arg or arg in MODELS:
             return ("name", arg or DEFAULT_LOCAL_MODEL)
         if re.search(r"[\\/]", arg) or arg.endswith(".gguf"):
