@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mltb_core.analysis.results import SYNTHETIC_LABEL, Outcome  # light (json, filelock)
+from mltb_core.bench.stages import stage_label  # light (no imports)
 from mltb_core.bench.tasks import BOARDS, DEFAULT_BOARD  # light (tomllib only); heavier modules are imported per command
 
 __all__ = ["main", "UsageError", "build_parser"]
@@ -343,9 +344,20 @@ def cmd_expert(args: argparse.Namespace) -> int:
 
 
 # ----------------------------------------------------------------------------- run
-def _check_model(model: str) -> None:
-    """Reject an unknown model string, or one that cannot run here (no API key, no price, no local
-    model), up front; print the registry's notes (e.g. an unpriced model on a custom server at $0)."""
+def _model_ref(text: str):
+    """The model string parsed once (a ModelRef passed along from here); unknown forms are usage errors."""
+    from mltb_core.llm.backends import parse_model
+    from mltb_core.llm.base import UnknownModelError
+
+    try:
+        return parse_model(text)
+    except UnknownModelError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _check_model(model) -> None:
+    """Reject a model that cannot run here (no API key, no price, no local model) up front; print the
+    registry's notes (e.g. an unpriced model on a custom server at $0)."""
     from mltb_core.llm.backends import preflight
     from mltb_core.llm.prices import PriceTableError
 
@@ -378,7 +390,7 @@ def _ranged(option: str) -> Callable[[str], Any]:
     return convert
 
 
-def _trial_config(args: argparse.Namespace):
+def _trial_config(args: argparse.Namespace, model):
     """The trial's TrialConfig from the run settings: cli > env (MLTB_*) > default, as in pytest."""
     from mltb_core.config import SettingValueError, TrialConfig, read_environment, resolve_settings, settings_for, trial_fields
 
@@ -386,7 +398,7 @@ def _trial_config(args: argparse.Namespace):
     try:
         values, _ = resolve_settings(settings, {s.name: getattr(args, "mltb_" + s.name) for s in settings},
                                      read_environment(settings))
-        config = TrialConfig(**{**trial_fields(values), "planner": args.planner, "model": args.model})
+        config = TrialConfig(**{**trial_fields(values), "planner": args.planner, "model": model})
     except SettingValueError as exc:
         raise UsageError(str(exc)) from None
     except (TypeError, ValueError) as exc:
@@ -410,7 +422,8 @@ def _record_lines(record) -> list[str]:
              f"outcome: {record.outcome}   valid: {record.valid}",
              f"score: {_fmt(record.score, 6)}   percentile: {_fmt(record.percentile, 2)}   "
              f"medal: {record.medal or '-'}   normalized: {_fmt(record.normalized)}",
-             f"stage reached: {record.stage_reached}/10 ({record.stage_name or '-'}); stopped: {record.stop_reason}",
+             f"stage reached: {stage_label(record.stage_reached, record.stage_name or '-')}; "
+             f"stopped: {record.stop_reason}",
              f"tokens: {record.tokens_in} in / {record.tokens_out} out   cost: ${record.cost_usd:.4f}   "
              f"LLM calls: {record.llm_calls}{synthetic}   tool calls: {record.tool_calls}   "
              f"tree nodes: {record.tree_nodes}",
@@ -437,8 +450,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         get_planner_class(args.planner)
     except UnknownPlannerError as exc:
         raise UsageError(str(exc)) from None
-    _check_model(args.model)
-    config, values = _trial_config(args)
+    model = _model_ref(args.model)
+    _check_model(model)
+    config, values = _trial_config(args, model)
     try:   # fail closed: no Landlock needs the explicit opt-in
         check_confinement(config.unconfined)
     except ConfinementError as exc:

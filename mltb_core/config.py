@@ -10,14 +10,15 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import MISSING, asdict, dataclass, field, fields, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any
 
 from mltb_core import environment
 from mltb_core.bench.tasks import BOARDS, DEFAULT_BOARD
 from mltb_core.toolkit.registry import DEFAULT_TOOLSET, TOOLSETS
-from mltb_core.llm.backends import DEFAULT_MODEL
+from mltb_core.llm.backends import DEFAULT_MODEL, ModelRef, as_model_ref, builtin_model_forms, model_id
 # declared in mltb_core.environment (the lowest layer, so every module can read through it)
 from mltb_core.environment import ENVIRONMENT, EnvironmentVariable
 
@@ -25,7 +26,8 @@ __all__ = ["TrialConfig", "trial_seed", "Range", "OptionValueError", "FIELD_RANG
            "OPTION_FIELDS", "option_range", "parse_option", "check_option", "EnvironmentValueError",
            "check_environment", "Setting", "SettingValueError", "option", "SETTINGS", "TRIAL_SETTINGS",
            "SESSION_SETTINGS", "SETTINGS_BY_NAME", "settings_for", "add_settings", "read_environment",
-           "resolve_settings", "trial_fields", "parse_bool", "knob", "declare_knobs", "PLANNER_KNOBS", "ENVIRONMENT", "EnvironmentVariable", "CONTEXT_MODES", "RUNS_DIR"]
+           "resolve_settings", "trial_fields", "parse_bool", "knob", "declare_knobs", "PLANNER_KNOBS", "ENVIRONMENT", "EnvironmentVariable", "CONTEXT_MODES", "RUNS_DIR",
+           "case_id", "is_case_id"]
 
 # What each LLM request carries of the path: every tool result whole (the paper's behaviour) or older
 # results cut to their first lines (fewer input tokens per call; see prompts.trim_observation).
@@ -213,7 +215,7 @@ class TrialConfig:
     """Everything that changes a trial's result. A field declared with :func:`option` is also a setting
     of ``pytest`` and ``mltb run`` (flag, ini key, environment variable, range, help): one entry each."""
     planner: str
-    model: str
+    model: ModelRef    # a model string is parsed here (library callers); the front ends pass a parsed one
     seed: int = option(0, "base seed of the run (each trial derives its own)",
                        range=Range(int, 0, 2**32 - 1, why="seeds numpy's generators"))
     trial: int = option(0, "trial number", range=_AT_LEAST_0, front_ends=RUN_ONLY)
@@ -262,6 +264,7 @@ class TrialConfig:
     knobs: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "model", as_model_ref(self.model))   # UnknownModelError (a ValueError) names it
         object.__setattr__(self, "knobs", dict(self.knobs))
         for name, value in self.knobs.items():
             setting = _KNOBS.get(name)
@@ -279,7 +282,8 @@ class TrialConfig:
         return trial_seed(self.seed, self.trial)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # the model as its string, as records and trajectories keep it (every other field is plain data)
+        return {**{f.name: getattr(self, f.name) for f in fields(self)}, "model": self.model.text}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrialConfig:
@@ -353,7 +357,8 @@ GATE_PRESETS: dict[str, dict[str, str]] = {
 SESSION_SETTINGS: tuple[Setting, ...] = (
     Setting("planner", "planner(s): comma list of registered planners, or 'all'", default="all",
             front_ends=PYTEST_ONLY, listing=lambda: list(PLANNER_KNOBS)),   # every planner declares its knobs
-    Setting("model", "model(s), comma list: local, local:/x.gguf, openai:<model>, sim, sim:<skill>",
+    # the built-in backends' forms (a plug-in's are listed by `mltb run --help`, which loads the plug-ins)
+    Setting("model", "model(s), comma list: " + ", ".join(builtin_model_forms()),
             default=DEFAULT_MODEL, front_ends=PYTEST_ONLY),
     Setting("task", "task slug(s), comma list", front_ends=PYTEST_ONLY, unset_text="every offline task"),
     # mltb's subcommands share their own repeatable --tasks-dir (same spelling, a list)
@@ -611,3 +616,20 @@ def trial_seed(base_seed: int, trial: int) -> int:
     """Independent, reproducible seed for trial ``trial`` of a run seeded ``base_seed``."""
     digest = hashlib.sha256(f"{base_seed}:{trial}".encode()).digest()
     return int.from_bytes(digest[:4], "little")
+
+
+# ---- case identity --------------------------------------------------------------------------------
+# One trial is a case: (task, planner, model, trial). Its id names the pytest item, the trajectory, the
+# sandbox and the submission file, the report page, and matches records to cases for --resume.
+_CASE_ID = re.compile(r"[^\[\]\s/]+-t(\d{2,})")
+
+
+def case_id(task: str, planner: str, model: ModelRef | str, trial: int) -> str:
+    """The id of a case: ``spaceship-titanic-react-openai-gpt-4o-t03``. ``model`` is a parsed ModelRef
+    (front ends) or a model string read back from a record (see :func:`mltb_core.llm.backends.model_id`)."""
+    return f"{task}-{planner}-{model_id(model)}-t{trial:02d}"
+
+
+def is_case_id(text: str) -> bool:
+    """Whether ``text`` has the shape :func:`case_id` gives (a cheap test before a plan is built)."""
+    return _CASE_ID.fullmatch(text) is not None

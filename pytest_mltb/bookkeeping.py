@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from .collection import Case, Plan, case_id
+from .collection import Case, Plan
 
 __all__ = ["RunBook"]
 
@@ -45,7 +45,7 @@ class RunBook:
 
         done = set()
         for record in latest_records(self.read_existing()):
-            case = plan.case(case_id(record.task, record.planner, record.model, record.trial))
+            case = plan.case_of_record(record)
             if case and record.outcome != Outcome.INFRA_ERROR and record.config_hash == plan.config(case).config_hash():
                 done.add(case.id)
         return done
@@ -55,8 +55,7 @@ class RunBook:
         from mltb_core.analysis.results import TRAJECTORY_DIR, append_records
 
         if trajectory_text is not None:
-            relative = (Path(TRAJECTORY_DIR) / record.config_hash
-                        / f"{case_id(record.task, record.planner, record.model, record.trial)}.jsonl")
+            relative = Path(TRAJECTORY_DIR) / record.config_hash / f"{record.case_id}.jsonl"
             target = self.run_dir / relative
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(trajectory_text, encoding="utf-8")
@@ -81,4 +80,4 @@ class RunBook:
         # Unreadable lines were reported at start-up; lines this run appended are whole.
         wanted = {c.id: plan.config(c).config_hash() for c in plan.cases}
         return [r for r in latest_records(scan_records(self.results_path)[0])
-                if wanted.get(case_id(r.task, r.planner, r.model, r.trial)) == r.config_hash]
+                if wanted.get(r.case_id) == r.config_hash]

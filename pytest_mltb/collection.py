@@ -8,20 +8,22 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 import pytest
 
-from mltb_core.config import TrialConfig, trial_fields
+from mltb_core.config import TrialConfig, case_id, is_case_id, trial_fields
 
 from .options import ALL_PLANNERS, Settings, check_trial_environment
 
-__all__ = ["Case", "Plan", "plan_for", "model_kind", "case_marker_names", "planner_names", "resolve_planners",
-           "resolve_models", "resolve_tasks", "build_cases", "model_id", "case_id", "trial_config",
-           "check_task_inputs", "check_models"]
+if TYPE_CHECKING:
+    from mltb_core.llm.backends import ModelRef
 
-CASE_FIXTURE = "mltb_case"
+__all__ = ["Case", "Plan", "plan_for", "case_marker_names", "planner_names", "resolve_planners",
+           "resolve_models", "resolve_tasks", "build_cases", "case_id", "case_id_of_nodeid", "trial_config",
+           "check_task_inputs", "check_models", "CASE_FIXTURE"]
+
+CASE_FIXTURE = "mltb_case"    # the fixture the plugin parametrises with the cases
 
 
 def planner_names() -> list[str]:
@@ -52,17 +54,9 @@ def resolve_planners(settings: Settings) -> list[str]:
     return requested
 
 
-def resolve_models(settings: Settings) -> list[str]:
-    """The model list; malformed model strings are usage errors naming the valid forms."""
-    from mltb_core.llm.backends import model_problem
-
-    models = settings.models
-    if not models:
-        raise pytest.UsageError("mltb: --model is empty")
-    problems = [why for m in models if (why := model_problem(m))]
-    if problems:
-        raise pytest.UsageError("mltb: " + "; ".join(problems))
-    return models
+def resolve_models(settings: Settings) -> list:
+    """The models, parsed once (ModelRefs); malformed model strings are usage errors naming the valid forms."""
+    return settings.model_refs()
 
 
 def _load_tasks(settings: Settings) -> dict:
@@ -108,7 +102,7 @@ def check_confinement_here(unconfined: bool) -> None:
         raise pytest.UsageError(f"mltb: {exc}") from None
 
 
-def check_models(models: list[str]) -> list[str]:
+def check_models(models: list) -> list[str]:
     """One usage error listing whatever the models lack before a run (API key, price, package, model
     file); returns the notes to show (e.g. an unpriced model on a custom server counted at $0)."""
     from mltb_core.llm.backends import preflight
@@ -123,30 +117,20 @@ def check_models(models: list[str]) -> list[str]:
     return checked.notes
 
 
-def model_id(model: str) -> str:
-    """An id-safe model name (one definition: :func:`mltb_core.llm.backends.model_id`)."""
-    from mltb_core.llm.backends import model_id as registry_model_id
-
-    return registry_model_id(model)
-
-
-def model_kind(model: str) -> str:
-    """The backend of a model string (``openai:gpt-4o`` → ``openai``), as the backend registry parses it."""
-    from mltb_core.llm.backends import parse_model
-
-    return parse_model(model).kind
-
-
-def case_id(task: str, planner: str, model: str, trial: int) -> str:
-    return f"{task}-{planner}-{model_id(model)}-t{trial:02d}"
+def case_id_of_nodeid(nodeid: str) -> str | None:
+    """The case id in an item's node id (``...::test_x[<case id>]``), or None when it has none."""
+    if not nodeid.endswith("]") or "[" not in nodeid:
+        return None
+    param = nodeid.rsplit("[", 1)[-1][:-1]
+    return param if is_case_id(param) else None
 
 
 @dataclass(frozen=True)
 class Case:
-    """One pytest item: a trial of a planner with a model on a task."""
+    """One pytest item: a trial of a planner with a model (parsed once: a ModelRef) on a task."""
     task: str
     planner: str
-    model: str
+    model: ModelRef
     trial: int
 
     @property
@@ -157,16 +141,16 @@ class Case:
 def case_marker_names(case: Case) -> tuple[str, str, str]:
     """The markers of a case's item: planner, model kind and task (dashes → underscores), so that
     ``-m "mcts_shaped and not sim and spaceship_titanic"`` selects items."""
-    return case.planner, model_kind(case.model), re.sub(r"\W", "_", case.task)
+    return case.planner, case.model.kind, re.sub(r"\W", "_", case.task)
 
 
-def build_cases(tasks: list, planners: list[str], models: list[str], trials: int) -> list[Case]:
+def build_cases(tasks: list, planners: list[str], models: list[ModelRef], trials: int) -> list[Case]:
     """Every combination in a fixed order: task, planner, model, trial (as given; defaults are sorted)."""
     return [Case(task.slug, planner, model, trial)
             for task in tasks for planner in planners for model in models for trial in range(trials)]
 
 
-def trial_config(settings: Settings, planner: str, model: str, trial: int) -> TrialConfig:
+def trial_config(settings: Settings, planner: str, model: ModelRef, trial: int) -> TrialConfig:
     """The TrialConfig of one case: the trial settings that were set override the field defaults
     (the table maps each setting to its field); a value TrialConfig rejects is a usage error."""
     try:
@@ -178,7 +162,7 @@ def trial_config(settings: Settings, planner: str, model: str, trial: int) -> Tr
 class Plan:
     """The cases of this run in collection order, with the TrialConfig each one runs with."""
 
-    def __init__(self, cases: list[Case], configs: dict[str, TrialConfig], models: list[str]):
+    def __init__(self, cases: list[Case], configs: dict[str, TrialConfig], models: list[ModelRef]):
         self.cases = tuple(cases)
         self.configs = configs          # by case id
         self.models = tuple(models)
@@ -195,9 +179,12 @@ class Plan:
 
     def case_of_nodeid(self, nodeid: str) -> Case | None:
         """The case of an item's node id (``...::test_x[<case id>]``), or None for other items."""
-        if not nodeid.endswith("]") or "[" not in nodeid:
-            return None
-        return self.case(nodeid.rsplit("[", 1)[-1][:-1])
+        found = case_id_of_nodeid(nodeid)
+        return None if found is None else self.case(found)
+
+    def case_of_record(self, record) -> Case | None:
+        """The case a record (from this run or an earlier one) is a trial of, or None."""
+        return self.case(record.case_id)
 
 
 _PLAN = pytest.StashKey[Plan]()

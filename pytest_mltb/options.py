@@ -91,6 +91,7 @@ class Settings:
     """Resolved options (raw, before name validation, which needs the core registries)."""
     values: dict[str, Any]
     sources: dict[str, str] = field(default_factory=dict)
+    _model_refs: list | None = field(default=None, repr=False, compare=False)
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -113,6 +114,21 @@ class Settings:
     @property
     def models(self) -> list[str]:
         return _split(self.values["model"])
+
+    def model_refs(self) -> list:
+        """The models parsed once (:class:`mltb_core.llm.backends.ModelRef`), for everything after the
+        options; a malformed string is a usage error naming the valid forms."""
+        if self._model_refs is None:
+            from mltb_core.llm.backends import parse_models
+            from mltb_core.llm.base import UnknownModelError
+
+            if not self.models:
+                raise pytest.UsageError("mltb: --model is empty")
+            try:
+                self._model_refs = parse_models(self.models)
+            except UnknownModelError as exc:
+                raise pytest.UsageError(f"mltb: {exc}") from None
+        return self._model_refs
 
     @property
     def tasks(self) -> list[str]:

@@ -19,15 +19,14 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from .collection import CASE_FIXTURE
 from .options import add_options, add_planner_options, resolve_settings
 
 if TYPE_CHECKING:
     from .collection import Case
     from .running import WorkerContext
-    from .servers import WorkerCap
     from .session import Controller
 
-CASE_FIXTURE = "mltb_case"
 CONTROLLER = pytest.StashKey["Controller"]()
 CONTEXT = pytest.StashKey["WorkerContext"]()
 WORKER_CAP = pytest.StashKey["WorkerCap"]()
@@ -83,7 +82,7 @@ def _size_workers(config: pytest.Config, settings) -> None:
     if not settings.engaged and not names_the_suite(list(config.args), Path(config.invocation_params.dir),
                                                      bool(config.option.pyargs)):
         return
-    cap = cap_xdist_workers(config, settings.models)
+    cap = cap_xdist_workers(config, settings.model_refs())
     if cap is not None:
         config.stash[WORKER_CAP] = cap
 

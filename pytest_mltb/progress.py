@@ -125,7 +125,9 @@ class ProgressReporter:
         if terminal is None:
             return
         if record is not None and self.config.getoption("verbose", 0) > 0:
-            stage = f"stage {record.stage_reached}/10" + (f" ({record.stage_name})" if record.stage_name else "")
+            from mltb_core.bench.stages import stage_label
+
+            stage = f"stage {stage_label(record.stage_reached, record.stage_name)}"
             terminal.write_line(f"    mltb: {record.task} · {record.planner} · t{record.trial}: {record.outcome}, {stage}, "
                                 f"${record.cost_usd:.4f}, {record.tokens_in + record.tokens_out:,} tokens, "
                                 f"{record.wall_seconds:.1f} s")

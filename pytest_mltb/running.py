@@ -28,8 +28,9 @@ def run_case(config: pytest.Config, case: Case, trial_config, task, work_dir: Pa
         if record is None:
             raise RuntimeError("mltb: no pytest_mltb_run_trial implementation returned a record")
         record.extra["attempts"] = attempt
-        # percentiles of invalid trials count as 0 only where a leaderboard exists (see results.py)
-        record.extra.setdefault("leaderboard", bool(task.leaderboard) and task.source != "replica")
+        # percentiles of invalid trials count as 0 only where a leaderboard exists (see results.py); run_trial
+        # sets it, a pytest_mltb_run_trial of a conftest may not
+        record.extra.setdefault("leaderboard", task.has_leaderboard)
         if record.outcome != Outcome.INFRA_ERROR:
             break
         if attempt <= retries:
@@ -39,9 +40,10 @@ def run_case(config: pytest.Config, case: Case, trial_config, task, work_dir: Pa
 
 def failure_message(record) -> str:
     """A few lines: what the trial reached and why it stopped."""
-    lines = [f"{record.outcome}: reached stage {record.stage_reached}/10"
-             + (f" ({record.stage_name})" if record.stage_name else "")
-             + f"; stopped: {record.stop_reason or 'unknown'}"]
+    from mltb_core.bench.stages import stage_label
+
+    lines = [f"{record.outcome}: reached stage {stage_label(record.stage_reached, record.stage_name)}"
+             f"; stopped: {record.stop_reason or 'unknown'}"]
     if record.feedback:
         feedback = record.feedback.strip().splitlines()
         lines.append("feedback: " + " / ".join(feedback[:3])[:300])

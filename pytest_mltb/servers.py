@@ -42,22 +42,24 @@ def available_memory() -> int | None:
     return int(psutil.virtual_memory().available)
 
 
-def _local_model_paths(models) -> list[Path | None]:
-    """The model file of every distinct ``local`` model (None: the default model, not locatable now)."""
-    from mltb_core.llm.backends import model_problem, parse_model
+def _local_values(models) -> list[tuple[str, str]]:
+    """The parsed value of every distinct ``local`` model (``("name", n)`` or ``("path", p)``)."""
+    from mltb_core.llm.backends import as_model_ref
 
-    # malformed model strings are the model check's usage error, not this one's
-    args = sorted({ref.arg or "" for ref in map(parse_model, (m for m in models if not model_problem(m)))
-                   if ref.kind == "local"})
+    return sorted({ref.value for ref in map(as_model_ref, models) if ref.kind == "local"}, key=repr)
+
+
+def _local_model_paths(models) -> list[Path | None]:
+    """The model file of every distinct ``local`` model (None: a named model not locatable now)."""
     paths: list[Path | None] = []
-    for arg in args:
-        if arg:
-            paths.append(Path(arg).expanduser())
+    for kind, text in _local_values(models):
+        if kind == "path":
+            paths.append(Path(text).expanduser())
             continue
-        from mltb_core.llm.local import default_model_path
+        from mltb_core.llm.local import resolve_model_path
 
         try:
-            paths.append(default_model_path())
+            paths.append(resolve_model_path((kind, text)))
         except Exception:  # noqa: BLE001 - not installed / not fetched: the model preflight says so
             paths.append(None)
     return paths
@@ -170,9 +172,7 @@ class LocalServers:
     def start(self, models, workers: int = 0) -> None:
         """Start (or join) the servers: one per xdist worker (``workers`` > 0), each with its share of the
         cores, so every worker keeps its own warm prompt prefix; one without xdist."""
-        from mltb_core.llm.backends import parse_model
-
-        local = sorted({ref.value for ref in map(parse_model, models) if ref.kind == "local"}, key=repr)
+        local = _local_values(models)
         if not local:
             return
         from mltb_core.llm.local import resolve_model_path, worker_servers

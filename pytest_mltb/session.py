@@ -9,24 +9,19 @@ it wakes up when benchmark items are collected.
 from __future__ import annotations
 
 import json
-import re
 import time
 from pathlib import Path
 
 import pytest
 
 from .bookkeeping import RunBook
-from .collection import Case, Plan, plan_for
+from .collection import Case, Plan, case_id_of_nodeid, plan_for
 from .gating import Gate
 from .options import Settings, default_run_dir
 from .servers import LocalServers
 from .transport import RECORD_PROPERTY, TRAJECTORY_PROPERTY, decode_trajectory, report_property
 
 __all__ = ["Controller"]
-
-# Node ids that may be benchmark items (``[<task>-<planner>-<model>-tNN]``): only those make an
-# un-engaged controller build its plan (which imports the core).
-_CASE_NODEID = re.compile(r"\[[^\[\]]+-t\d+\]$")
 
 
 class Controller:
@@ -79,7 +74,8 @@ class Controller:
 
     def note_collected(self, nodeids: list[str]) -> None:
         """Notice benchmark items among collected ids (start the embedded model server if needed)."""
-        if self.saw_cases or not any(_CASE_NODEID.search(n) for n in nodeids):
+        # only node ids shaped like a case id make an un-engaged controller build its plan (imports the core)
+        if self.saw_cases or not any(case_id_of_nodeid(n) for n in nodeids):
             return
         try:
             plan = self.plan()
@@ -166,7 +162,7 @@ class Controller:
     def record_crash(self, report: pytest.TestReport) -> None:
         """xdist lost a worker while it ran ``report``'s item: record an infra error for that case and
         turn the crash report into a setup error (an ERROR, tabled apart like any infra error)."""
-        if not _CASE_NODEID.search(report.nodeid):
+        if case_id_of_nodeid(report.nodeid) is None:
             return
         plan = self.plan()
         case: Case | None = plan.case_of_nodeid(report.nodeid)

@@ -15,8 +15,8 @@ from mltb_core.llm import backends
 from mltb_core.llm.backends import (ENTRY_POINT_GROUP, BackendRegistryError, BackendSpec, backend, is_synthetic,
                                     model_id, parse_model, preflight, register_backend, reload_backends)
 from mltb_core.llm.prices import FREE, UnknownPriceError, load_price_table
-from mltb_core.runner.trial import item_id, run_trial
-from pytest_mltb.collection import case_id
+from mltb_core.config import case_id
+from mltb_core.runner.trial import run_trial
 
 pytest_plugins = ["pytester"]
 
@@ -82,9 +82,9 @@ def no_openai_env(monkeypatch):
 def test_one_model_id_for_test_ids_and_trajectory_files(model, ident):
     assert model_id(model) == ident
     config = TrialConfig(planner="react", model=model)
-    # the pytest item id and the trial's file names agree (they once said local-x vs local-models-x.gguf)
-    assert item_id("spaceship-titanic", config) == case_id("spaceship-titanic", "react", model, 0)
-    assert f"-{ident}-" in item_id("spaceship-titanic", config)
+    # the string and its parsed form give one id (the trial's file names once said local-models-x.gguf)
+    assert case_id("spaceship-titanic", "react", config.model, 0) == case_id("spaceship-titanic", "react", model, 0)
+    assert f"-{ident}-" in case_id("spaceship-titanic", "react", config.model, 0)
 
 
 @pytest.mark.parametrize("model, words", [

@@ -8,23 +8,18 @@ them inside the confined worker through the same runner and grants a trial uses.
 """
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 
 import mltb_core
-import mltb_core.llm as llm_module
 import mltb_core.toolkit.tools  # noqa: F401  (registers the toolset)
 from mltb_core.toolkit import limits
-from mltb_core.config import TrialConfig
 from mltb_core.runner.confine import landlock_abi
 from mltb_core.bench.grading import grade_submission
 from mltb_core.toolkit.registry import REGISTRY, ToolContext, execute, make_set_tool
@@ -33,10 +28,9 @@ from mltb_core.toolkit.scratchpad import Scratchpad
 from mltb_core.bench.splits import prepare_split
 from mltb_core.bench.tasks import get_task
 from mltb_core.runner.solve import ConfinementError, check_grants, prepare_agent_data, solver_paths
-from mltb_core.runner.trial import run_trial
 
 sys.path.insert(0, str(Path(__file__).parent))
-from scripted import ScriptedBackend, call, scripted_trial  # noqa: E402
+from scripted import call, scripted_trial  # noqa: E402
 from confined_child import run_confined  # noqa: E402
 
 TASK = "spaceship-titanic"

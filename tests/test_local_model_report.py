@@ -1,7 +1,6 @@
 """benchmarks/local_model_report.py writes reports/local-model.md from real trial records and trajectories."""
 import argparse
 import json
-from pathlib import Path
 
 import pytest
 

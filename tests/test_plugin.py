@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import re
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
 
@@ -49,7 +48,7 @@ def pytest_mltb_run_trial(task, config, out_dir):
         stage_reached=10 if valid else seed % 10, stage_name="submission" if valid else "cleaning",
         stop_reason="budget" if not valid else "submitted", feedback="fix the missing values",
         tokens_in=seed % 1000, tokens_out=seed % 100, llm_calls=1 + seed % 7, cost_usd=0.0,
-        wall_seconds=0.0, trajectory=str(trajectory), synthetic=config.model.startswith("sim"),
+        wall_seconds=0.0, trajectory=str(trajectory), synthetic=config.model.synthetic,
         error="server down" if infra else None)
 '''
 

@@ -2,7 +2,6 @@
 import re
 from types import SimpleNamespace
 
-import pytest
 
 from mltb_core.analysis.results import TrialRecord, record_json
 from pytest_mltb.progress import ProgressReporter, format_duration

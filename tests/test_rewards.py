@@ -1,5 +1,4 @@
 """The ten shaped-reward stages: order, once per trajectory, and the feedback the model reads."""
-from pathlib import Path
 
 import pytest
 

@@ -120,7 +120,7 @@ def test_mltb_run_reads_the_same_environment_and_switches_both_ways(monkeypatch)
                               "--no-feedback", "--temperature", "0.1"])
     monkeypatch.setenv("MLTB_TEMPERATURE", "0.9")
     monkeypatch.setenv("MLTB_MAX_ITERATIONS", "4")
-    config, values = cli._trial_config(args)
+    config, values = cli._trial_config(args, cli._model_ref(args.model))
     assert (config.reward_shaping, config.feedback, config.temperature, config.max_iterations) == (True, False, 0.1, 4)
     assert values["out"] is None   # cmd_run then picks mltb-runs/<timestamp>, like pytest
     assert cli.default_out_dir().parent.name == "mltb-runs"

@@ -7,7 +7,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import mltb_core.toolkit.tools.features as features
 from mltb_core.toolkit.registry import REGISTRY, ToolCall
 from mltb_core.toolkit.scratchpad import Scratchpad
 from tool_calls import call_tool, failed, ok

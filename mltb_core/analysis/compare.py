@@ -290,7 +290,6 @@ def _median_delta(name: str, metric: str, base: list[TrialRecord], cur: list[Tri
     if min(b.sample.n, c.sample.n) < MIN_TRIALS_FOR_MEDIAN_CI:    # too few for a 95 % interval of a median
         change = CI(change.estimate, None, None, change.n, change.level)
     needed = None
-    n = min(b.sample.n, c.sample.n)
     if threshold is not None:
         needed = _median_trials_needed(b.sample, c.sample, change, threshold)
     return Delta(name, metric, b.sample.estimate(), c.sample.estimate(), change, threshold, b.sample.n,

@@ -17,6 +17,7 @@ from typing import Any
 
 from mltb_core.bench.tasks import SUBMISSION_FILE
 from mltb_core.config import TrialConfig
+from mltb_core.llm.backends import ModelRef
 from mltb_core.llm import prompts
 from mltb_core.llm.prices import Price, PriceTable, UnknownPriceError, load_price_table
 
@@ -88,12 +89,10 @@ def tokens_per_call(task: Any, config: TrialConfig, data_dir: Path = Path("data"
     return first + history, candidates * OUTPUT_TOKENS_PER_CANDIDATE
 
 
-def _price(model: str, table: PriceTable) -> Price | None:
-    kind, _, name = model.partition(":")
-    if kind != "openai" or not name:
-        return None
+def _price(model: ModelRef, table: PriceTable) -> Price | None:
+    """The model's price as its backend states it (free backends: $0); None when it has none."""
     try:
-        return table.price(name)
+        return model.price(table)[0]
     except UnknownPriceError:
         return None   # the backend refuses to start on it, with the better message
 

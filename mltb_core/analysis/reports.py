@@ -33,6 +33,7 @@ from mltb_core.analysis.results import (RESULTS_FILE, SYNTHETIC_LABEL, TrialReco
 from mltb_core.analysis.ranking import ranking_html
 from mltb_core.analysis.tables import Table, planner_rank, build_tables, render_tables, variant_labels
 from mltb_core.analysis.treeview import TREE_CSS, tree_from_steps, tree_page
+from mltb_core.bench.stages import REWARD_STAGES
 
 __all__ = ["build_report", "report_main", "load_runs", "trial_page_name", "task_page_name", "provenance",
            "config_legend", "ReportSection", "default_out_dir", "MIN_BOX_POINTS",
@@ -97,8 +98,7 @@ def read_steps(record: TrialRecord) -> tuple[list[dict], str]:
 
 
 def trial_page_name(record: TrialRecord) -> str:
-    model = "".join(c if c.isalnum() or c in "._-" else "-" for c in record.model)
-    return f"{record.task}-{record.planner}-{model}-t{record.trial:02d}-{record.config_hash}.html"
+    return f"{record.case_id}-{record.config_hash}.html"
 
 
 def task_page_name(task: str) -> str:
@@ -106,9 +106,7 @@ def task_page_name(task: str) -> str:
 
 
 def stage_names() -> dict[int, str]:
-    from mltb_core.planners.rewards import REWARD_STAGES as STAGE_DEFS
-
-    return {s.number: s.name for s in STAGE_DEFS}
+    return {s.number: s.name for s in REWARD_STAGES}
 
 
 # ---- provenance and the configuration legend ---------------------------------------------------------
@@ -304,8 +302,6 @@ def _funnel_plot(records: list[TrialRecord]) -> str | None:
         return None
     names = stage_names()
     fig, ax = plt.subplots(figsize=(6, 3.8))
-    from mltb_core.planners.rewards import REWARD_STAGES  # pandas: only when a report is drawn
-
     stages = list(range(1, len(REWARD_STAGES) + 1))
     for (model,), mine in group_by(counted, "model").items():
         for label, cell in _columns(mine):

@@ -130,6 +130,7 @@ class TrialRecord:
     toolset: str | None = None       # the tools offered to the model (paper | extended)
 
     def __post_init__(self) -> None:
+        self.model = str(self.model)   # a ModelRef given by a trial runner is kept as its string
         try:
             self.outcome = Outcome(self.outcome)
         except ValueError:
@@ -179,6 +180,13 @@ class TrialRecord:
     @property
     def key(self) -> tuple[str, str, str, int, str]:
         return record_key(self.task, self.planner, self.model, self.trial, self.config_hash)
+
+    @property
+    def case_id(self) -> str:
+        """The id of the case this record is a trial of (:func:`mltb_core.config.case_id`)."""
+        from mltb_core.config import case_id
+
+        return case_id(self.task, self.planner, self.model, self.trial)
 
 
 def record_key(task: str, planner: str, model: str, trial: int, config_hash: str) -> tuple[str, str, str, int, str]:
@@ -379,7 +387,7 @@ def _task_has_leaderboard(slug: str) -> bool:
         task = load_tasks().get(slug)
     except Exception:  # noqa: BLE001 - a broken spec directory must not break reading results
         return False
-    return task is not None and bool(task.leaderboard) and task.source != "replica"
+    return task is not None and task.has_leaderboard
 
 
 NO_LEADERBOARD = "no leaderboard (schema replica or none given)"

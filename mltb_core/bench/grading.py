@@ -18,6 +18,7 @@ leaderboard fixture) do raise, so they surface as infrastructure errors.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path

@@ -212,6 +212,12 @@ class Task:
         return self.source == "replica"
 
     @property
+    def has_leaderboard(self) -> bool:
+        """Whether the task has a Kaggle board at all (a schema replica never does, whatever it names).
+        Records carry it (``extra["leaderboard"]``) so tables can tell later without the spec."""
+        return bool(self.leaderboard) and not self.is_replica
+
+    @property
     def is_classification(self) -> bool:
         return self.problem_type in ("binary", "multiclass")
 

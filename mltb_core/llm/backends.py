@@ -25,18 +25,22 @@ from typing import Any, Callable
 
 from mltb_core.environment import read as read_environment
 from mltb_core.llm.base import LLMBackend, UnknownModelError
+from mltb_core.llm import models as _models
 from mltb_core.plugins import RegistryError, claim, load_entry_points
 
 __all__ = ["ENTRY_POINT_GROUP", "DEFAULT_MODEL", "BackendSpec", "ModelRef", "Preflight", "backend",
-           "register_backend", "get_backend", "available_backends", "parse_model", "model_problem", "model_id",
-           "is_synthetic", "model_forms", "preflight", "custom_openai_base_url", "BackendRegistryError"]
+           "register_backend", "get_backend", "available_backends", "parse_model", "parse_models", "as_model_ref",
+           "builtin_model_forms", "model_id", "is_synthetic", "model_forms", "preflight", "custom_openai_base_url",
+           "BackendRegistryError"]
 
 ENTRY_POINT_GROUP = "mltb.backends"
 DEFAULT_MODEL = "local"
 OPENAI_API_HOST = "api.openai.com"
 
-# The built-ins' entry points, as pyproject.toml declares them; used as well when the installed
-# metadata predates them (an editable install made before they were declared).
+# The built-ins' entry points. Their home is pyproject.toml ([project.entry-points."mltb.backends"]): the
+# built-ins are found through the group like a third party's, so that path runs on every run. This copy
+# serves a checkout used without an install (no metadata) or an install older than the declarations;
+# tests/test_model_ref.py checks it equals pyproject.toml's table.
 _BUILTIN_ENTRY_POINTS = {"openai": "mltb_core.llm.backends:OpenAISpec",
                          "local": "mltb_core.llm.backends:LocalSpec",
                          "sim": "mltb_core.llm.backends:SimSpec"}
@@ -148,14 +152,29 @@ def model_forms() -> list[str]:
     return [form for spec in available_backends().values() for form in spec.forms]
 
 
+def builtin_model_forms() -> list[str]:
+    """The forms of the backends this module defines, in name order, without loading any plug-in (for
+    help texts built in every pytest run)."""
+    builtins = [cls for cls in BackendSpec.__subclasses__() if cls.__module__ == __name__ and cls.name]
+    return [form for cls in sorted(builtins, key=lambda cls: cls.name) for form in cls.forms]
+
+
 @dataclass(frozen=True)
 class ModelRef:
-    """A parsed, validated model string."""
+    """A parsed, validated model string, made once by a front end and passed along as is.
+
+    ``kind`` is the backend (``openai``), ``arg`` the rest (``gpt-4o``), ``value`` the backend's parsed
+    argument, ``text`` the original string (what records on disk keep; also ``str(ref)``), ``id`` the
+    form for test ids and file names (``openai-gpt-4o``).
+    """
     text: str
     kind: str
     arg: str
     value: Any
     spec: BackendSpec = field(repr=False, compare=False)
+
+    def __str__(self) -> str:
+        return self.text
 
     @property
     def id(self) -> str:
@@ -191,25 +210,40 @@ def parse_model(model: str) -> ModelRef:
     raise UnknownModelError(f"unknown model {model!r}: {why}. Valid forms: {', '.join(model_forms())}")
 
 
-def model_problem(model: str) -> str | None:
-    """Why ``model`` is not a valid model string (the whole message), or None."""
-    try:
-        parse_model(model)
-    except UnknownModelError as exc:
-        return str(exc)
-    return None
+def parse_models(models: list[str]) -> list[ModelRef]:
+    """Every model string parsed; one :class:`UnknownModelError` naming each bad one (the front ends'
+    usage error)."""
+    refs, problems = [], []
+    for model in models:
+        try:
+            refs.append(parse_model(model))
+        except UnknownModelError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise UnknownModelError("; ".join(problems))
+    return refs
 
 
-def model_id(model: str) -> str:
+def as_model_ref(model: ModelRef | str) -> ModelRef:
+    """``model`` as a :class:`ModelRef`: a parsed one as is, a string parsed (library callers, tests)."""
+    return model if isinstance(model, ModelRef) else parse_model(model)
+
+
+def model_id(model: ModelRef | str) -> str:
     """``model`` as it appears in test ids and file names: ``openai:gpt-4o`` → ``openai-gpt-4o``,
-    ``sim:0.6`` → ``sim0.6``, ``local:/models/x.gguf`` → ``local-x``."""
-    return parse_model(model).id
+    ``sim:0.6`` → ``sim0.6``, ``local:/models/x.gguf`` → ``local-x``. A string no installed backend
+    reads (a record of a plug-in not installed here) keeps its text, made id-safe: results of any
+    backend can still be listed and named."""
+    try:
+        return as_model_ref(model).id
+    except UnknownModelError:
+        return _id_safe(str(model)) or "model"
 
 
-def is_synthetic(model: str) -> bool:
+def is_synthetic(model: ModelRef | str) -> bool:
     """True when ``model`` names a synthetic policy (not an LLM); False for unknown strings."""
     try:
-        return parse_model(model).synthetic
+        return as_model_ref(model).synthetic
     except UnknownModelError:
         return False
 
@@ -221,7 +255,7 @@ class Preflight:
     notes: list[str] = field(default_factory=list)
 
 
-def preflight(models: list[str], price_table: Any = None) -> Preflight:
+def preflight(models: list[ModelRef | str], price_table: Any = None) -> Preflight:
     """Check every model before a run: valid string, distinct ids, price, requirements (keys, packages, files)."""
     from mltb_core.llm.prices import PriceTableError
 
@@ -229,10 +263,11 @@ def preflight(models: list[str], price_table: Any = None) -> Preflight:
     seen: dict[str, str] = {}
     for model in models:
         try:
-            ref = parse_model(model)
+            ref = as_model_ref(model)
         except UnknownModelError as exc:
             result.problems.append(str(exc))
             continue
+        model = ref.text
         if seen.setdefault(ref.id, model) != model:
             result.problems.append(f"models {seen[ref.id]!r} and {model!r} share the id {ref.id!r}; "
                                    f"their results would mix")
@@ -313,11 +348,13 @@ class LocalSpec(BackendSpec):
     """``local`` (the default named model), ``local:<name>`` (a named model of llm/models.py) or
     ``local:/path/model.gguf``. The value is ``("name", name)`` or ``("path", path)``."""
 
-    forms = ("local (= local:qwen2.5-coder-1.5b)", "local:<name> (named: qwen2.5-coder-1.5b, smollm2)",
+    # named from the one table of named models (a table, not an implementation: cheap to import)
+    forms = (f"local (= local:{_models.DEFAULT_LOCAL_MODEL})",
+             f"local:<name> (named: {', '.join(sorted(_models.MODELS))})",
              "local:/path/model.gguf")
 
     def parse(self, arg: str) -> tuple[str, str]:
-        from mltb_core.llm.models import DEFAULT_LOCAL_MODEL, MODELS
+        from mltb_core.llm.models import DEFAULT_LOCAL_MODEL, MODELS   # read now: a test may swap the table
 
         if not arg or arg in MODELS:
             return ("name", arg or DEFAULT_LOCAL_MODEL)

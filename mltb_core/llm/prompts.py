@@ -16,6 +16,8 @@ import json
 import os.path
 from typing import Any
 
+from mltb_core.bench.stages import STAGE_COUNT, by_stage, stage_index
+
 # -- planners ------------------------------------------------------------------------
 TOOL_CALL_FORMAT = (
     "Call exactly one tool per reply. Objects live on a named scratchpad: pass objects by name in "
@@ -110,8 +112,9 @@ LATS_REFLECTION_SYSTEM = (
 
 REFLECTIONS_HEADER = "Reflections on earlier failed attempts (avoid these mistakes):"
 
-# Hierarchical MCTS: one prefix per subtask (paper, Appendix H.3), keyed by stage name.
-SUBTASK_PREFIXES: dict[str, str] = {
+# Hierarchical MCTS: one prefix per subtask (paper, Appendix H.3), keyed by stage name; by_stage refuses
+# (at import) a table that lacks a stage of REWARD_STAGES or names an unknown one.
+SUBTASK_PREFIXES: dict[str, str] = by_stage({
     "train_data_loading": "You are a Data Scientist in the Data Loading stage of solving a Kaggle challenge, using only the tools available to you. This stage ends when you have loaded the train data successfully.",
     "test_data_loading": "You are a Data Scientist in the Data Loading stage of solving a Kaggle challenge, using only the tools available to you. This stage ends when you have loaded the test data successfully.",
     "combine_train_test": "You are a Data Scientist in the Data Loading stage of solving a Kaggle challenge, using only the tools available to you. This stage ends when you have combined the train and test data into a single dataframe successfully, to be used for downstream Data Cleaning and Feature Engineering.",
@@ -122,7 +125,7 @@ SUBTASK_PREFIXES: dict[str, str] = {
     "test_data_to_features": "You are a Data Scientist in the Converting the Test Data to Features stage of solving a Kaggle challenge, using only the tools available to you. Convert the test data into features. This stage ends when the test data is successfully converted into features, for making downstream predictions upon.",
     "modeling": "You are a Data Scientist in the Modeling stage of solving a Kaggle challenge, using only the tools available to you. Train and tune models. You might need to experiment with different model choices and properly tune your hyperparameters to get good performance. Use the provided evaluation tools to evaluate your trained models if needed. This stage ends when the agent has successfully created a model that it considers to be the best.",
     "create_submission": "You are a Data Scientist in the Create Submission stage of solving a Kaggle challenge, using only the tools available to you. Make predictions on the test data, and create a submission dataframe that contains the predictions in the requested format. This stage ends when the submission file in the correct format is written.",
-}
+}, "prompts.SUBTASK_PREFIXES")
 
 
 def subtask_system(stage_name: str) -> str:
@@ -230,12 +233,12 @@ AGENT_K_STAGE_SYSTEM = (
 
 
 def stage_request(title: str, number: int, last_result: str) -> str:
-    return (f"Stage {number} of 10: {title}. Unit test: the stage check for '{title}' passes. "
+    return (f"Stage {number} of {STAGE_COUNT}: {title}. Unit test: the stage check for '{title}' passes. "
             f"Last test result: {last_result or 'not run yet'}")
 
 
-AGENT_K_TUNE_REQUEST = ("Stage 9 (modeling) passed with a fitted model. Tune it: call a tune_* tool on the same "
-                        "train features and target.")
+AGENT_K_TUNE_REQUEST = (f"Stage {stage_index('modeling')} (modeling) passed with a fitted model. Tune it: call a "
+                        "tune_* tool on the same train features and target.")
 MEMORY_HEADER = "What worked on earlier tasks of this run (pipelines whose submissions were valid):"
 
 

@@ -1,14 +1,16 @@
 """Tool masking: which tools each of the ten subtasks offers the model."""
 from __future__ import annotations
 
+from mltb_core.bench.stages import by_stage
 from mltb_core.toolkit.registry import REGISTRY, ToolRegistry
 
 __all__ = ["subtask_tools"]
 
 _SUMMARIES = ("get_dataframe_summary", "get_dataframe_dtypes_summary", "get_missing_summary", "get_unique_values")
 
-# Explicit names per subtask, plus every tool carrying the listed stage tags.
-_SUBTASKS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+# Explicit names per subtask, plus every tool carrying the listed stage tags; one entry per stage of
+# REWARD_STAGES (by_stage refuses a missing or unknown stage at import).
+_SUBTASKS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = by_stage({
     "train_data_loading": (("read_data",), ()),
     "test_data_loading": (("read_data",), ()),
     "combine_train_test": (("concatenate_train_test", "concatenate_dataframes", "join_dataframes"), ()),
@@ -22,7 +24,7 @@ _SUBTASKS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # predictions (convert_to_dataframe, concatenate_dataframes) before save_dataframe_to_csv writes the file.
     "create_submission": (("predict_target", "create_submission", "save_dataframe_to_csv", "convert_to_dataframe",
                            "get_features", "concatenate_dataframes"), ()),
-}
+}, "masking._SUBTASKS")
 
 
 def subtask_tools(stage_name: str, registry: ToolRegistry | None = None) -> list[str]:

@@ -15,40 +15,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+# The stage list itself (names, titles, count) lives in the lowest layer: prompts and front ends read it too.
+from mltb_core.bench.stages import REWARD_STAGES, Stage, stage_index
 from mltb_core.toolkit.scratchpad import Scratchpad
 from mltb_core.toolkit.validation import TRACKING_COLUMN
 
 __all__ = ["REWARD_STAGES", "Stage", "StageContext", "Progress", "PathLog", "advance", "stage_index"]
 
 MAX_CATEGORY_LEVELS = 50
-
-
-@dataclass(frozen=True)
-class Stage:
-    number: int
-    name: str
-    title: str
-
-
-REWARD_STAGES: tuple[Stage, ...] = (
-    Stage(1, "train_data_loading", "train data loaded"),
-    Stage(2, "test_data_loading", "test data loaded"),
-    Stage(3, "combine_train_test", "train and test combined"),
-    Stage(4, "data_cleaning", "no missing values"),
-    Stage(5, "feature_engineering", "features encoded"),
-    Stage(6, "split_train_test", "split back into train and test"),
-    Stage(7, "train_data_to_features_target", "train features and target"),
-    Stage(8, "test_data_to_features", "test features"),
-    Stage(9, "modeling", "model fitted"),
-    Stage(10, "create_submission", "valid submission written"),
-)
-
-
-def stage_index(name: str) -> int:
-    for s in REWARD_STAGES:
-        if s.name == name:
-            return s.number
-    raise KeyError(f"unknown stage {name!r}; stages: {[s.name for s in REWARD_STAGES]}")
+_MODELING = stage_index("modeling")   # its reward is scaled by the cross-validated quality
 
 
 @dataclass
@@ -387,7 +362,7 @@ def advance(ctx: StageContext, previous: Progress, pad: Scratchpad, log: PathLog
             break
         stage += 1
         passed.append(stage)
-        if stage == 9:
+        if stage == _MODELING:
             quality = _quality(ctx, found.get("cv_score"))
             reward += 0.5 + 0.5 * quality
         else:

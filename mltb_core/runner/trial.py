@@ -15,20 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from mltb_core.llm import prompts
-from mltb_core.config import TrialConfig
-from mltb_core.llm.backends import model_id
+from mltb_core.config import TrialConfig, case_id
 from mltb_core.analysis.results import Outcome, TrialRecord
-from mltb_core.planners.rewards import REWARD_STAGES
+from mltb_core.bench.stages import STAGE_COUNT
 from mltb_core.bench.tasks import Task
 from mltb_core.planners.trajectory import TrajectoryWriter
 from mltb_core.runner.solve import (ConfinementError, WorkerSettings, confinement_label, prepare_agent_data,
                                     solve_and_grade)
 
-__all__ = ["run_trial", "item_id", "model_id", "SearchOutcome", "write_prompts"]
-
-
-def item_id(task_slug: str, config: TrialConfig) -> str:
-    return f"{task_slug}-{config.planner}-{model_id(config.model)}-t{config.trial:02d}"
+__all__ = ["run_trial", "SearchOutcome", "write_prompts"]
 
 
 def _prepare_backend(llm: Any) -> None:
@@ -86,13 +81,13 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
     from mltb_core.toolkit import tools  # noqa: F401  (registers the toolset)
 
     out_dir = Path(out_dir)
-    ident = item_id(task.slug, config)
+    ident = case_id(task.slug, config.planner, config.model, config.trial)
     started = time.monotonic()
     planner_cls = get_planner_class(config.planner)   # unknown names are usage errors: raise
     trajectory_path = out_dir / "trajectories" / f"{ident}.jsonl"
     writer = TrajectoryWriter(trajectory_path)
     llm = episode = None
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = {"leaderboard": task.has_leaderboard}   # every front end's records carry it
 
     def record(outcome: Outcome, **fields: Any) -> TrialRecord:
         return TrialRecord.for_config(task.slug, config, outcome, wall_seconds=time.monotonic() - started,
@@ -129,9 +124,9 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
         found = solved.result
         best = found.best
         stage = best.progress.stage
-        if config.knob("agent_memory"):   # the search's own validity check (stage 10), never the graded labels
+        if config.knob("agent_memory"):   # the search's own validity check (the last stage), never the graded labels
             from mltb_core.planners.agent_k import remember
-            remember(task.slug, trajectory_path, stage >= len(REWARD_STAGES))
+            remember(task.slug, trajectory_path, stage >= STAGE_COUNT)
         extra.update(cached_llm_calls=found.usage.cached_calls, best_depth=best.depth,
                      submission_reason=solved.invalid_reason, worker_peak_mib=solved.peak_mib)
         return record(Outcome.VALID if solved.valid else Outcome.PLANNER_FAILURE,

@@ -5,7 +5,6 @@ input checks live in :mod:`mltb_core.toolkit.validation`.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 import numpy as np

@@ -1,0 +1,98 @@
+"""The stage list (bench/stages.py) is the one home of the stage count and names: the tables keyed by stage
+follow it (or fail at import), the front ends print its count, and the prompts stay byte-identical."""
+import hashlib
+import json
+import subprocess
+import sys
+
+import pytest
+
+from mltb_core.analysis.results import TrialRecord
+from mltb_core.bench import stages
+from mltb_core.bench.stages import REWARD_STAGES, STAGE_COUNT, STAGE_NAMES, StageTableError, by_stage, stage_label
+
+# sha256 of json.dumps(prompts.all_prompts(), indent=2, sort_keys=True), measured on main 4931607 before the
+# stage tables were keyed by REWARD_STAGES: prompts are cached by their text and documented, so deriving
+# them must not change a byte.
+PROMPTS_SHA256 = "bca51141d8cda69a742ac2df3ac707ab86e6c65c89a5c0400e83fc528774c0bd"
+
+
+def test_the_prompts_are_byte_identical_to_before():
+    from mltb_core.llm import prompts
+
+    text = json.dumps(prompts.all_prompts(), indent=2, sort_keys=True)
+    assert hashlib.sha256(text.encode()).hexdigest() == PROMPTS_SHA256
+    assert prompts.stage_request("t", 3, "").startswith("Stage 3 of 10: t.")
+    assert prompts.AGENT_K_TUNE_REQUEST.startswith("Stage 9 (modeling) passed")
+
+
+def test_the_stage_tables_are_keyed_by_the_stage_list_in_its_order():
+    from mltb_core.llm.prompts import SUBTASK_PREFIXES
+    from mltb_core.planners import masking
+
+    assert tuple(SUBTASK_PREFIXES) == STAGE_NAMES == tuple(masking._SUBTASKS)
+    assert [s.number for s in REWARD_STAGES] == list(range(1, STAGE_COUNT + 1))
+
+
+def test_by_stage_refuses_a_missing_or_unknown_stage_and_names_it():
+    table = {name: name.upper() for name in reversed(STAGE_NAMES)}
+    assert list(by_stage(table, "t")) == list(STAGE_NAMES)        # reordered to stage order
+    del table["modeling"]
+    table["modelling"] = "typo"
+    with pytest.raises(StageTableError, match=r"my\.TABLE .*missing \['modeling'\].*unknown \['modelling'\]"):
+        by_stage(table, "my.TABLE")
+
+
+@pytest.mark.parametrize("before, module, table", [
+    ("", "mltb_core.llm.prompts", "prompts.SUBTASK_PREFIXES"),
+    ("import mltb_core.llm.prompts\n", "mltb_core.planners.masking", "masking._SUBTASKS")])  # prompts loaded first
+def test_a_new_stage_without_an_entry_fails_loudly_at_import(before, module, table):
+    # a fresh interpreter whose stage list gained an eleventh stage: the table without it refuses to load
+    code = (before + "from mltb_core.bench import stages\n"
+            "stages.REWARD_STAGES += (stages.Stage(11, 'ensembling', 'models ensembled'),)\n"
+            "stages.STAGE_NAMES += ('ensembling',)\n"
+            f"import {module}\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "StageTableError" in done.stderr and f"{table} must have one entry per stage" in done.stderr
+    assert "missing ['ensembling']" in done.stderr
+
+
+def test_every_stage_has_a_check():
+    from mltb_core.planners.rewards import _Checker
+
+    assert all(callable(getattr(_Checker, f"stage{s.number}", None)) for s in REWARD_STAGES)
+
+
+def _record(**fields):
+    base = dict(task="spaceship-titanic", planner="react", model="sim", trial=0, seed=0, config_hash="h",
+                outcome="planner_failure", stage_reached=3, stage_name="combine_train_test")
+    return TrialRecord(**{**base, **fields})
+
+
+def test_front_ends_print_the_count_of_the_stage_list(monkeypatch):
+    from mltb_core.cli import _record_lines
+    from pytest_mltb.running import failure_message
+
+    assert stage_label(3, "combine_train_test") == "3/10 (combine_train_test)" and stage_label(0) == "0/10"
+    monkeypatch.setattr(stages, "STAGE_COUNT", 12)   # a longer list shows in every front end
+    assert "reached stage 3/12 (combine_train_test); stopped" in failure_message(_record())
+    assert "stage reached: 3/12 (combine_train_test); stopped" in "\n".join(_record_lines(_record()))
+    assert "stage reached: 0/12 (-)" in "\n".join(_record_lines(_record(stage_reached=0, stage_name="")))
+
+
+def test_the_progress_line_prints_the_count_of_the_stage_list(monkeypatch):
+    from types import SimpleNamespace
+
+    from mltb_core.analysis.results import record_json
+    from pytest_mltb.progress import ProgressReporter
+    from pytest_mltb.transport import RECORD_PROPERTY
+
+    lines = []
+    terminal = SimpleNamespace(isatty=False, write_line=lines.append)
+    config = SimpleNamespace(pluginmanager=SimpleNamespace(get_plugin=lambda name: terminal),
+                             getoption=lambda name, default=None: 1)
+    monkeypatch.setattr(stages, "STAGE_COUNT", 12)
+    ProgressReporter(config, interval=0.0).pytest_runtest_logreport(
+        SimpleNamespace(when="teardown", user_properties=[(RECORD_PROPERTY, record_json(_record()))]))
+    assert "stage 3/12 (combine_train_test)" in lines[0]
