@@ -84,8 +84,6 @@ class ProgressReporter:
         self.total = max(self.total or 0, len(ids))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        from mltb_core.analysis.results import Outcome
-
         if report.when != "teardown":
             return
         self.done += 1
@@ -94,6 +92,8 @@ class ProgressReporter:
             if self.trials:
                 self._show(None)
             return
+        from mltb_core.analysis.results import Outcome   # only once a trial ran: a plain test run stays light
+
         self.trials += 1
         self.valid += int(record.valid)
         self.infra += int(record.outcome == Outcome.INFRA_ERROR)

@@ -18,7 +18,7 @@ from mltb_core.llm import backends
 from mltb_core.llm.backends import BackendSpec, ModelRef, backend, parse_model, register_backend
 from mltb_core.llm.prices import Price
 from pytest_mltb.collection import build_cases, case_id_of_nodeid, case_marker_names, check_models, trial_config
-from pytest_mltb.options import OPTIONS, Settings
+from pytest_mltb.options import Settings, pytest_options
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK = get_task("spaceship-titanic")
@@ -46,7 +46,7 @@ def counted_parses(monkeypatch):
 
 
 def test_the_pytest_front_end_parses_each_model_once_and_passes_the_ref_along(counted_parses, tmp_path):
-    defaults = {opt.name: opt.default for opt in OPTIONS}
+    defaults = {opt.name: opt.default for opt in pytest_options()}
     settings = Settings({**defaults, "model": "sim,sim:0.6", "max_llm_calls": 2})
     refs = settings.model_refs()
     assert settings.model_refs() is refs and counted_parses == ["sim", "sim:0.6"]
@@ -70,7 +70,7 @@ def test_the_pytest_front_end_parses_each_model_once_and_passes_the_ref_along(co
 
 
 def test_a_bad_model_is_one_usage_error_naming_each():
-    defaults = {opt.name: opt.default for opt in OPTIONS}
+    defaults = {opt.name: opt.default for opt in pytest_options()}
     with pytest.raises(pytest.UsageError, match=r"'gemini:pro'.*no backend called 'gemini'.*'sim:7'.*outside"):
         Settings({**defaults, "model": "sim,gemini:pro,sim:7"}).model_refs()
 

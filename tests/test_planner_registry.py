@@ -115,7 +115,8 @@ def test_mltb_run_takes_a_planners_knob_checks_it_and_hands_it_to_the_config(cap
     from mltb_core import cli
 
     argv = ["run", "--task", "spaceship-titanic", "--planner", "automind", "--model", "sim"]
-    config_, _ = cli._trial_config(cli.build_parser().parse_args([*argv, "--num-drafts", "5"]))
+    args = cli.build_parser().parse_args([*argv, "--num-drafts", "5"])
+    config_, _ = cli._trial_config(args, cli._model_ref(args.model))
     assert config_.knob("num_drafts") == 5 and config_.planner_knobs()["num_drafts"] == 5
     assert cli.main([*argv, "--num-drafts", "0"]) == 2
     assert "bad value for --num-drafts: 0 is not allowed: expected an integer >= 1" in capsys.readouterr().err
