@@ -236,3 +236,19 @@ def test_fitted_models_use_limits_thread_count(pad, ctx):
         assert params["thread_count"] == 2 and params["random_seed"] == ctx.seed
     ok(run(pad, ctx, "fit_random_forest_regressor", y="y_reg", cv=2))
     assert pad["model"].n_jobs == 1 and pad["model"].random_state == ctx.seed
+
+
+def test_prior_weighted_accuracy_is_scored_with_the_tasks_class_weights(pad, tmp_path):
+    """Forest cover's metric: the CV score the model sees uses the spec's [scoring] weights, as the grader
+    does, instead of falling back to plain accuracy."""
+    scores = {}
+    for heavy in ("1", "7"):
+        weights = {label: (1.0 if label == heavy else 0.0) for label in ("1", "3", "5", "7")}
+        task = SimpleNamespace(metric="prior_weighted_accuracy", scoring={"class_weights": weights})
+        result = ok(run(pad, ToolContext(sandbox=tmp_path, task=task), "fit_logistic_regressor", cv=3))
+        assert pad["model"].mltb_cv_metric_ == "prior_weighted_accuracy" and "does not apply" not in result.message
+        scores[heavy] = pad["model"].mltb_cv_score_
+    ok(run(pad, ToolContext(sandbox=tmp_path, task=SimpleNamespace(metric="accuracy")), "fit_logistic_regressor", cv=3))
+    # all weight on one class: that class's recall, which differs between a common and a rare class
+    assert scores["1"] != pytest.approx(scores["7"])
+    assert pad["model"].mltb_cv_score_ not in (pytest.approx(scores["1"]), pytest.approx(scores["7"]))

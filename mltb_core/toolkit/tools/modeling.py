@@ -36,7 +36,7 @@ __all__ = ["PreparedClassifier", "PreparedRegressor", "ModelSpec", "MODEL_SPECS"
 
 MAX_CATEGORY_LEVELS = 50
 MAX_FOLDS = 20
-CLASSIFICATION_METRICS = ("accuracy", "macro_f1", "roc_auc", "gini", "mcc", "log_loss")
+CLASSIFICATION_METRICS = ("accuracy", "prior_weighted_accuracy", "macro_f1", "roc_auc", "gini", "mcc", "log_loss")
 REGRESSION_METRICS = ("rmse", "rmsle", "mae", "r2")
 _STAGES = ("modeling",)
 _CATEGORY_MISSING = "NaN"  # CatBoost takes categorical values as text only
@@ -336,11 +336,12 @@ def _metric_value(metric: Any, estimator: Any, X: pd.DataFrame, y: Any) -> float
 
 
 def _cv_metric(ctx: ToolContext | None, kind: str, y: np.ndarray) -> _CVMetric:
-    from mltb_core.bench.metrics import METRICS
+    from mltb_core.bench.metrics import METRICS, task_metric as configured_metric
 
     allowed = CLASSIFICATION_METRICS if kind == "classifier" else REGRESSION_METRICS
     default = "accuracy" if kind == "classifier" else "rmse"
-    task_metric = getattr(getattr(ctx, "task", None), "metric", None)
+    task = getattr(ctx, "task", None)
+    task_metric = getattr(task, "metric", None)
     name, remark = default, ""
     if task_metric in allowed and task_metric in METRICS:
         name = task_metric
@@ -348,7 +349,8 @@ def _cv_metric(ctx: ToolContext | None, kind: str, y: np.ndarray) -> _CVMetric:
         remark = f" (the task metric {task_metric!r} does not apply to a {kind}; showing {default})"
     if name == "rmsle" and np.min(y) < 0:
         name, remark = "rmse", " (rmsle needs a non-negative target; showing rmse)"
-    metric = METRICS[name]
+    # the task's own settings (prior_weighted_accuracy's class weights), as the grader scores it
+    metric = configured_metric(task) if name == task_metric else METRICS[name]
 
     def scorer(estimator: Any, X: pd.DataFrame, y_true: Any) -> float:
         value = _metric_value(metric, estimator, X, y_true)
