@@ -104,9 +104,9 @@ def worker_cap(models, requested: int, cores: int | None = None, memory: int | N
     if not paths:
         return None
     if cores is None:
-        from mltb_core.llm.local import _available_cores  # the cores the servers divide among themselves
+        from mltb_core.llm.local import available_cores  # the cores the servers divide among themselves
 
-        cores = _available_cores()
+        cores = available_cores()
     memory = available_memory() if memory is None else memory
     needs = [server_memory_need(p) if p is not None else None for p in paths]
     need = None if None in needs else sum(needs)

@@ -77,7 +77,7 @@ def test_only_the_benchmark_suite_counts_as_an_mltb_run_without_options(tmp_path
 
 def run_sized(pytester: pytest.Pytester, monkeypatch, *args: str, cores: int = 3, memory: int = 64 * GIB):
     """An in-process run on a pretend machine (``cores``, ``memory``), collect-only: no trial, no server."""
-    monkeypatch.setattr(local, "_available_cores", lambda: cores)
+    monkeypatch.setattr(local, "available_cores", lambda: cores)
     monkeypatch.setattr(servers, "available_memory", lambda: memory)
     pytester.makepyfile(test_challenges=SUITE)
     pytester.makeconftest(CONFTEST)

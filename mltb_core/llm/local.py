@@ -48,7 +48,7 @@ from mltb_core.toolkit.constraints import OBJECT_NAME
 
 __all__ = ["LocalBackend", "LocalServer", "LocalModelUnavailable", "LocalServerError", "default_model_path",
            "resolve_model_path",
-           "INSTALL_HINT", "process_server", "release_process_servers", "worker_servers", "current_partition"]
+           "INSTALL_HINT", "process_server", "release_process_servers", "worker_servers", "current_partition", "available_cores"]
 
 INSTALL_HINT = "pip install 'mltb[local]'"
 # llama.cpp's native build compiles AMX kernels when the CPU lists AMX; some VMs list it and fault on it.
@@ -112,7 +112,8 @@ def _require_llama_cpp() -> None:
         raise LocalModelUnavailable(f"the local model needs llama-cpp-python's server: {INSTALL_HINT}")
 
 
-def _available_cores() -> int:
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity): what the local servers divide among themselves."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
@@ -218,7 +219,7 @@ class LocalServer:
         partitions = partitions or env_partitions
         named = model_for_path(self.model_path)
         self.n_ctx = n_ctx or (named.n_ctx if named else DEFAULT_N_CTX)
-        cores = max(_available_cores() // partitions, 1)
+        cores = max(available_cores() // partitions, 1)
         # never more decode threads than the partition's cores (two workers on 2 cores: one each)
         self.n_threads = n_threads or min(named.n_threads if named else DEFAULT_GENERATION_THREADS, cores)
         self.n_threads_batch = n_threads_batch or cores
