@@ -98,15 +98,18 @@ def users_gone(users_file: Path, server_pid: int, listening_for: float, grace: f
 
 
 def _watch_users(server: ThreadingHTTPServer, users_file: Path, grace: float, interval: float = 10.0) -> None:
-    """Stop serving once :func:`users_gone` says so (a daemon thread)."""
-    started = time.monotonic()
+    """Stop serving once :func:`users_gone` says so twice in a row (a daemon thread): a process joining just
+    as the last user died registers itself in between, and keeps the server."""
+    started, gone_before = time.monotonic(), False
     while True:
         time.sleep(interval)
-        if users_gone(users_file, os.getpid(), time.monotonic() - started, grace):
+        gone = users_gone(users_file, os.getpid(), time.monotonic() - started, grace)
+        if gone and gone_before:
             print(f"mltb llama server: no process uses it any more ({users_file}): exiting", file=sys.stderr,
                   flush=True)
             server.shutdown()
             return
+        gone_before = gone
 
 
 class _Engine:
