@@ -1,7 +1,7 @@
 """Local-call speed of the default model (Qwen2.5-Coder-1.5B) on this box: warm calls at ~4k tokens of
 context, branch switches, server settings, and one MCTS-Shaped trial with its prompt-cache share.
 
-Run: ``python benchmarks/local_llm_speed.py [--part warm,switch,trial,threads] [--model local]``.
+Run: ``python benchmarks/local_llm_speed.py [--part warm,switch,trial,threads,batch] [--model local]``.
 
 - ``warm``: a ~4k-token conversation (the real tool catalogue, then tool results), each call adding one
   turn: seconds per call (median over ``--calls``), prompt and cached tokens as the server reports them.
@@ -10,6 +10,8 @@ Run: ``python benchmarks/local_llm_speed.py [--part warm,switch,trial,threads] [
 - ``trial``: one MCTS-Shaped trial on spaceship-titanic at ``--trial-calls`` LLM calls: wall time, and the
   share of prompt tokens served from cache (record ``tokens_in_cached`` / ``tokens_in``).
 - ``threads``: decode and prompt-evaluation speed for decode/prompt thread splits and max tokens.
+- ``batch``: decoding k sequences together (one llama.cpp batch per step, the sequences sharing the
+  prompt's KV cells) against one sequence: what decoding an expansion's k candidates together would gain.
 
 Targets (issue 17): median warm call ≤ 8 s at ~4k tokens; a 40-call MCTS-Shaped trial ≤ 6 min; cache
 share in an MCTS trial ≥ 70 %. The box is shared: the load average is printed beside every figure.
@@ -200,10 +202,76 @@ def threads(model: str, turns: int) -> list[Figure]:
     return figures
 
 
+def batch(model: str, turns: int, ks: tuple[int, ...] = (1, 3), steps: int = 30) -> list[Figure]:
+    """Tokens per second when k sequences that share the ~4k-token prompt decode in one batch per step.
+
+    In-process, on a llama.cpp context with ``max(ks)`` sequences over one unified KV cache (the prompt is
+    evaluated once, then shared by ``llama_memory_seq_cp`` without copying); greedy steps, so the figure is
+    the model's forward pass alone (a grammar-constrained sampler adds its own cost per sequence)."""
+    import json
+
+    import llama_cpp
+    import numpy as np
+    from llama_cpp import _internals
+
+    from mltb_core.llm.backends import parse_model
+    from mltb_core.llm.local import resolve_model_path
+
+    path = resolve_model_path(parse_model(model).value)
+    weights = _internals.LlamaModel(path_model=str(path), params=llama_cpp.llama_model_default_params(), verbose=False)
+    prompt = weights.tokenize(json.dumps(_history(turns)).encode(), add_bos=False, special=False)[:4000]
+    params = llama_cpp.llama_context_default_params()
+    params.n_ctx, params.n_batch, params.n_ubatch = 8192, 512, 512
+    params.n_threads = params.n_threads_batch = 1  # the default model's decode setting (models.py)
+    params.n_seq_max, params.kv_unified = max(ks), True
+    context = _internals.LlamaContext(model=weights, params=params, verbose=False)
+    ctx, memory, n_vocab = context.ctx, llama_cpp.llama_get_memory(context.ctx), weights.n_vocab()
+    step_batch = llama_cpp.llama_batch_init(512, 0, max(ks))
+
+    def decode(tokens: list[tuple[int, int, bool]], first_pos: int, same_pos: bool) -> None:
+        """One llama_decode of (sequence, token, wants logits) rows: a step (every row at first_pos) or a
+        prompt chunk (consecutive positions)."""
+        step_batch.n_tokens = len(tokens)
+        for i, (seq, token, logits) in enumerate(tokens):
+            step_batch.token[i], step_batch.pos[i] = token, first_pos if same_pos else first_pos + i
+            step_batch.n_seq_id[i], step_batch.seq_id[i][0], step_batch.logits[i] = 1, seq, logits
+        if llama_cpp.llama_decode(ctx, step_batch) != 0:
+            raise RuntimeError("llama_decode failed")
+
+    start = time.perf_counter()
+    for first in range(0, len(prompt), 512):
+        decode([(0, token, False) for token in prompt[first:first + 512]], first, same_pos=False)
+    prompt_seconds = time.perf_counter() - start
+    figures, single = [], None
+    for k in ks:
+        for seq in range(1, max(ks)):
+            llama_cpp.llama_memory_seq_rm(memory, seq, -1, -1)
+        llama_cpp.llama_memory_seq_rm(memory, 0, len(prompt), -1)
+        for seq in range(1, k):
+            llama_cpp.llama_memory_seq_cp(memory, 0, seq, -1, -1)
+        tokens = [prompt[-1]] * k
+        start = time.perf_counter()
+        for step in range(steps):
+            decode([(seq, tokens[seq], True) for seq in range(k)], len(prompt) + step, same_pos=True)
+            tokens = [int(np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, i), shape=(n_vocab,)).argmax())
+                      for i in range(k)]
+        seconds = time.perf_counter() - start
+        rate = k * steps / seconds
+        single = single or rate
+        figures.append(Figure(f"decode {k} sequence(s) together", f"{rate:.1f} tok/s ({rate / single:.2f}x)",
+                              note=f"{steps} greedy steps after a shared {len(prompt):,}-token prompt "
+                                   f"({prompt_seconds:.0f} s to evaluate); 1 thread; load {load_average()}"))
+        print(figures[-1], flush=True)
+    llama_cpp.llama_batch_free(step_batch)
+    context.close()
+    weights.close()
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="local")
-    parser.add_argument("--part", default="warm,switch,trial", help="comma list of: warm, switch, trial, threads")
+    parser.add_argument("--part", default="warm,switch,trial", help="comma list of: warm, switch, trial, threads, batch")
     parser.add_argument("--calls", type=int, default=6, help="warm / switch calls")
     parser.add_argument("--turns", type=int, default=7, help="tool-result turns in the ~4k-token history")
     parser.add_argument("--trial-calls", type=int, default=40)
@@ -224,6 +292,8 @@ def main() -> None:
             figures += trial(args.model, args.trial_calls, args.task)
         elif part == "threads":
             figures += threads(args.model, args.turns)
+        elif part == "batch":
+            figures += batch(args.model, args.turns)
         else:
             parser.error(f"unknown part {part!r}")
     emit("Local LLM speed", figures, args.json)
