@@ -65,6 +65,18 @@ def records(out: Path) -> list:
     return latest_records(read_records(path)) if path.exists() else []
 
 
+def run_round(command: list[str]) -> int:
+    """One pytest round. Ctrl-C reaches pytest as well (one process group): wait while it ends its session
+    (the running trial is left unrecorded, its llama.cpp server stopped) instead of killing it, as
+    ``subprocess.call`` would, then pass the interrupt on."""
+    with subprocess.Popen(command, cwd=ROOT) as process:
+        try:
+            return process.wait()
+        except KeyboardInterrupt:
+            process.wait()
+            raise
+
+
 def run_rounds(args: argparse.Namespace) -> None:
     """One pytest run per trial round; the report is rewritten after each."""
     if not args.resume and records(args.out):
@@ -72,7 +84,7 @@ def run_rounds(args: argparse.Namespace) -> None:
     for trial in range(1, args.trials + 1):
         command = pytest_command(args, trial, resume=args.resume or trial > 1)
         print("$ " + shlex.join(command), flush=True)
-        code = subprocess.call(command, cwd=ROOT)
+        code = run_round(command)
         # 0: every item passed; 1: some trials failed (a planner failure is a finding, not an error)
         if code not in (0, 1):
             write_report(args)
@@ -235,6 +247,11 @@ def main(argv: list[str] | None = None) -> int:
     except RunError as exc:
         print(f"local_llm_table: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        write_report(args)
+        print(f"local_llm_table: interrupted; the report covers the trials recorded in {args.out}; continue "
+              f"with --resume", file=sys.stderr)
+        return 130
     print(text.split("\n## ", 1)[0])
     print(f"report: {args.report}")
     return 0

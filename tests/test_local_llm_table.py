@@ -44,3 +44,44 @@ def test_rounds_resume_and_the_report_says_partial_until_complete(table, tmp_pat
     assert table.main([*argv(out, report, 3), "--report-only"]) == 0
     assert report.read_text().startswith("# The planners on a real LLM — **PARTIAL**")
     assert "4 of 6 planned trials recorded" in report.read_text()
+
+
+STALL_PLUGIN = '''
+import time
+seen = []
+def pytest_runtest_setup(item):
+    seen.append(item.nodeid)
+    if len(seen) == 2:          # the first trial is recorded; the second one hangs until interrupted
+        time.sleep(120)
+'''
+
+
+def test_ctrl_c_ends_the_round_cleanly_and_writes_the_partial_report(tmp_path):
+    """Ctrl-C (SIGINT to the process group, as a terminal sends it): pytest ends its session, the script
+    rewrites the report from what was recorded and exits 130 with a one-line hint, no traceback."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from benchmark_scripts import BENCHMARKS
+
+    (tmp_path / "stall_plugin.py").write_text(STALL_PLUGIN)
+    out, report = tmp_path / "run", tmp_path / "local-llm.md"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    process = subprocess.Popen([sys.executable, str(BENCHMARKS / "local_llm_table.py"), *argv(out, report, 1),
+                                "--", "-p", "stall_plugin"], env=env, start_new_session=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    results = out / "results.jsonl"
+    deadline = time.monotonic() + 120
+    while not (results.exists() and results.read_text().count("\n") >= 1):
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.2)
+    time.sleep(1)
+    os.killpg(process.pid, signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, (stdout, stderr)
+    assert "interrupted" in stderr and "--resume" in stderr and "Traceback" not in stderr
+    assert len(results.read_text().splitlines()) == 1          # the interrupted trial is not recorded
+    assert "1 of 2 planned trials recorded" in report.read_text()
