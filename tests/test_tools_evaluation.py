@@ -81,7 +81,16 @@ def test_predict_target_aligns_column_order(pad, ctx):
 def test_predict_target_reports_missing_and_extra_columns(pad, ctx):
     result = call(pad, ctx, "predict_target", {"model": "clf", "X_data": "X_bad"}, output="pred")
     assert_error(result, "predict_target", "missing 1 column(s) the model was trained on: ['a']")
-    assert "never saw: ['c']" in result.message
+    assert "never saw: ['c']" in result.message and "same cleaning/feature steps" in result.message
+
+
+def test_predict_target_on_a_test_split_that_still_holds_the_target_says_how_to_drop_it(pad, ctx):
+    """Every training column plus one: what a model passes when it predicts on the test split without
+    converting it (a real trial retried that 15 times on "Apply the same cleaning/feature steps")."""
+    pad["X_with_target"] = pad["X"].assign(MedHouseVal=0.0)
+    result = call(pad, ctx, "predict_target", {"model": "clf", "X_data": "X_with_target"}, output="pred")
+    assert_error(result, "predict_target", "1 column(s) the model never saw: ['MedHouseVal']")
+    assert "convert_dataframe_to_features_target (is_train=false), which drops it" in result.message
 
 
 def test_predict_target_probabilities(pad, ctx):

@@ -108,6 +108,16 @@ def test_every_tool_words_a_bad_column_alike(ctx, frame, tool, kwargs, param):
     failed(result, f"unknown column(s) in '{param}': 'Agee' (did you mean 'Age'?). Available columns: Age,")
 
 
+
+@pytest.mark.parametrize("tool, kwargs", [("fillna_with_mode", {"columns": ["HomePlanet", "Age", "HomePlanet", "Age"]}),
+                                          ("fillna_with_median", {"columns": ["Age", "Age"]})])
+def test_a_column_listed_twice_is_named_not_a_type_error(ctx, frame, tool, kwargs):
+    """A model wrote fillna_with_mode(columns=[..., 'Destination', ..., 'Destination']): pandas then hands the
+    tool a frame for that name and the model read "TypeError: int() argument must be ... not 'Series'"."""
+    result = call_tool(Scratchpad(objects={"df": frame}), ctx, tool, {"df": "df"}, kwargs, "out")
+    listed = "'HomePlanet', 'Age'" if tool == "fillna_with_mode" else "'Age'"
+    failed(result, f"'columns' names {listed} more than once: list each column once")
+
 def test_validation_is_the_module_the_tools_import():
     from mltb_core.toolkit.tools import cleaning, evaluation, features, loading, modeling
 

@@ -7,7 +7,7 @@ would be valid. One cutoff and one column count for suggestions, so every tool a
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -53,7 +53,19 @@ def as_column_list(columns: Any, param: str = "columns") -> list[Any] | None:
         return [columns]
     if isinstance(columns, Mapping) or not isinstance(columns, Iterable):
         raise ToolInputError(f"'{param}' must be a column name or a list of column names, got {columns!r}")
-    return list(columns)
+    names = list(columns)
+    # pandas turns a repeated name into a frame where a column was expected (the tool then fails with a
+    # TypeError that names neither the list nor the name)
+    seen: set[Any] = set()
+    repeated: list[Any] = []
+    for name in names:
+        if isinstance(name, Hashable):
+            if name in seen and name not in repeated:
+                repeated.append(name)
+            seen.add(name)
+    if repeated:
+        raise ToolInputError(f"'{param}' names {', '.join(map(repr, repeated))} more than once: list each column once")
+    return names
 
 
 def missing_columns_message(df: pd.DataFrame, missing: Iterable[Any], param: str = "columns") -> str:

@@ -84,8 +84,11 @@ def align_features(model: Any, X: Any) -> Any:
             hint = f" ('{TRACKING_COLUMN}' must be dropped: split the combined frame first)" \
                 if TRACKING_COLUMN in extra else ""
             parts.append(f"{len(extra)} column(s) the model never saw: {extra[:20]}{hint}")
-        raise ToolInputError("X does not have the model's training columns: " + "; ".join(parts)
-                             + ". Apply the same cleaning/feature steps to both train and test data.")
+        # every training column plus more: typically the test split still holding the target's placeholder
+        advice = ("Drop them; if one is the target (its test rows hold only a placeholder), convert the test "
+                  "frame with convert_dataframe_to_features_target (is_train=false), which drops it."
+                  if extra and not missing else "Apply the same cleaning/feature steps to both train and test data.")
+        raise ToolInputError("X does not have the model's training columns: " + "; ".join(parts) + ". " + advice)
     return X.set_axis(columns, axis=1)[names] if columns != names else X
 
 
