@@ -94,18 +94,6 @@ def run_rounds(args: argparse.Namespace) -> None:
 
 
 # ---------------------------------------------------------------------------- the report
-def _git(*argv: str) -> str:
-    try:
-        return subprocess.run(["git", *argv], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
-def code_commit() -> str:
-    dirty = _git("status", "--porcelain", "--untracked-files=no")
-    return _git("rev-parse", "HEAD") + (" (with uncommitted changes)" if dirty and dirty != "unknown" else "")
-
-
 def model_facts(model: str) -> str:
     """The model string, the file it names and that file's SHA-256 (pinned for named models)."""
     from mltb_core.llm.backends import parse_model
@@ -177,6 +165,7 @@ def run_argv(argv: list[str]) -> list[str]:
 
 
 def write_report(args: argparse.Namespace) -> str:
+    from mltb_core.analysis.provenance import git_commit, trial_code
     from mltb_core.analysis.results import counted_records
     from mltb_core.analysis.tables import build_tables
 
@@ -193,7 +182,9 @@ def write_report(args: argparse.Namespace) -> str:
                   f"(`{command}` continues it). Figures below cover only the recorded trials.", ""]
     lines += [f"- command: `{command}` (each round runs `{shlex.join(pytest_command(args, args.trials, True)[1:])}` "
               f"with `--trials` 1, 2, … {args.trials})",
-              f"- code commit: `{code_commit()}`",
+              f"- code commit: `{git_commit() or 'not a git checkout'}` (this checkout, which wrote the report); "
+              f"trials run by: "
+              f"{trial_code(recs) or 'none yet'} (each record's `code`; older records did not record it)",
               f"- model: {model_facts(args.model)}",
               f"- machine: {machine_facts()}",
               f"- written: {_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",

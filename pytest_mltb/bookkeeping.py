@@ -38,16 +38,16 @@ class RunBook:
                 raise pytest.UsageError(f"mltb: {exc}") from None
         return self._existing
 
-    def done_case_ids(self, plan: Plan) -> set[str]:
-        """Cases of ``plan`` already recorded with a real outcome (infra errors are rerun) under the
-        configuration that case runs with now."""
+    def done_records(self, plan: Plan) -> dict[str, object]:
+        """The records of ``plan``'s cases already recorded with a real outcome (infra errors are rerun)
+        under the configuration that case runs with now, by case id."""
         from mltb_core.analysis.results import Outcome, latest_records
 
-        done = set()
+        done = {}
         for record in latest_records(self.read_existing()):
             case = plan.case_of_record(record)
             if case and record.outcome != Outcome.INFRA_ERROR and record.config_hash == plan.config(case).config_hash():
-                done.add(case.id)
+                done[case.id] = record
         return done
 
     def write(self, record, trajectory_text: str | None) -> None:

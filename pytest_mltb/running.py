@@ -19,6 +19,7 @@ class InfraErrorOutcome(Exception):
 
 def run_case(config: pytest.Config, case: Case, trial_config, task, work_dir: Path, retries: int, split=None):
     """Run one trial through the ``pytest_mltb_run_trial`` hook, retrying infrastructure errors ``retries`` times."""
+    from mltb_core.analysis.provenance import code_version
     from mltb_core.analysis.results import Outcome
 
     for attempt in range(1, retries + 2):
@@ -31,6 +32,8 @@ def run_case(config: pytest.Config, case: Case, trial_config, task, work_dir: Pa
         # percentiles of invalid trials count as 0 only where a leaderboard exists (see results.py); run_trial
         # sets it, a pytest_mltb_run_trial of a conftest may not
         record.extra.setdefault("leaderboard", task.has_leaderboard)
+        if record.code is None:   # TrialRecord.for_config stamps it; a record a conftest built may lack it
+            record.code = code_version()
         if record.outcome != Outcome.INFRA_ERROR:
             break
         if attempt <= retries:

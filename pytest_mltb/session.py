@@ -40,6 +40,7 @@ class Controller:
         self.servers = LocalServers()
         self.engaged = settings.engaged
         self.skip: set[str] = set()
+        self.resumed: dict[str, object] = {}   # --resume: the records of the skipped cases
         self.session: pytest.Session | None = None
         self.started = time.monotonic()
         self.spent_usd = 0.0
@@ -62,7 +63,8 @@ class Controller:
                 check_task_inputs(resolve_tasks(settings))
             self.book.read_existing()
             if settings.resume:
-                self.skip = self.book.done_case_ids(plan)
+                self.resumed = self.book.done_records(plan)
+                self.skip = set(self.resumed)
 
     def plan(self) -> Plan:
         return plan_for(self.config, self.settings)
@@ -117,10 +119,24 @@ class Controller:
         if self.settings.resume:
             lines.append(f"mltb: --resume: {len(self.skip)} trial(s) already recorded for this configuration "
                          f"will be skipped")
+            lines += self.other_code_lines()
         estimate = self.cost_estimate()
         if estimate is not None:
             lines.append(f"mltb: {estimate.line()}")
         return lines
+
+    def other_code_lines(self) -> list[str]:
+        """A warning when recorded trials that --resume keeps ran on other code than this session: the
+        config hash pins the settings, not the code, so the tables would mix code versions."""
+        from mltb_core.analysis.provenance import code_version, trial_code
+
+        here = code_version()
+        other = [record for record in self.resumed.values() if record.code != here]
+        if not other:
+            return []
+        return [f"mltb: warning: --resume: {len(other)} of the {len(self.resumed)} recorded trial(s) kept ran on other "
+                f"code ({trial_code(other)}) than this session ({here}): the tables will mix code versions; "
+                f"a new --mltb-out runs every trial on this code"]
 
     def cost_estimate(self):
         """The run's estimated dollar cost from its budgets (None for free models), printed before it starts."""

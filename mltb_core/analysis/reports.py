@@ -19,13 +19,13 @@ import html
 import io
 import json
 import statistics
-import subprocess
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from mltb_core.analysis.compare import cell_figures
+from mltb_core.analysis.provenance import git_commit, trial_code
 from mltb_core.analysis.results import (RESULTS_FILE, SYNTHETIC_LABEL, TrialRecord, consistency_values, counted_records,
                                         group_by, markdown_text, latest_records, model_label, normalized_values,
                                         percentile_values,
@@ -110,26 +110,13 @@ def stage_names() -> dict[int, str]:
 
 
 # ---- provenance and the configuration legend ---------------------------------------------------------
-def _git_commit() -> str | None:
-    root = Path(__file__).resolve().parents[2]
-    try:
-        out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True,
-                             text=True, timeout=10)
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if out.returncode != 0:
-        return None
-    return out.stdout.strip() + (" (with uncommitted changes)" if dirty.stdout.strip() else "")
-
-
 def provenance(run_dirs: Sequence[Path | str], records: list[TrialRecord]) -> dict[str, Any]:
     """What produced this report: mltb version, git commit (None outside a checkout), date, runs, records."""
     import mltb_core
 
     raw = sum(1 for d in run_dirs if (Path(d) / RESULTS_FILE).is_file() for _ in read_records(Path(d) / RESULTS_FILE))
-    return {"mltb_version": mltb_core.__version__, "git_commit": _git_commit(),
+    return {"mltb_version": mltb_core.__version__, "git_commit": git_commit(),
+            "trial_code": trial_code(records),
             "generated_utc": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "runs": [str(Path(d).resolve()) for d in run_dirs], "records": len(records),
             # lines of results.jsonl replaced by a later record of the same trial (a rerun without --resume)
@@ -165,6 +152,7 @@ def _provenance_html(prov: dict[str, Any], depth: int = 0, links: bool = True) -
     home = "../" * depth
     return (f"<p class='prov'>mltb {html.escape(prov['mltb_version'])} · commit {html.escape(commit)} · generated "
             f"{html.escape(prov['generated_utc'])} · {prov['records']} trial record(s) from {html.escape(runs)}"
+            + (f", run by {html.escape(prov['trial_code'])}" if prov.get("trial_code") else "")
             + (f" ({prov['superseded']} earlier record(s) of rerun trials superseded: the latest counts)"
                if prov.get("superseded") else "")
             + (f" · <a href='{home}index.html'>leaderboard</a> · <a href='{home}index.html#configs'>configurations</a>"
@@ -443,6 +431,7 @@ def build_report(run_dirs: Sequence[Path | str], out_dir: Path | str | None = No
     commit = prov["git_commit"] or "no git checkout"
     markdown = [f"# mltb leaderboard\n\nmltb {prov['mltb_version']} · commit {commit} · {prov['generated_utc']} · "
                 f"runs: {', '.join(prov['runs'])} · {len(records)} trial record(s)"
+                + (f", run by {prov['trial_code']}" if prov["trial_code"] else "")
                 + (f" ({prov['superseded']} earlier record(s) of rerun trials superseded: the latest counts)"
                    if prov["superseded"] else "") + "\n"]
     if not records:

@@ -128,6 +128,8 @@ class TrialRecord:
     percentile_note: str | None = None
     board: str | None = None
     toolset: str | None = None       # the tools offered to the model (paper | extended)
+    # the code that ran the trial (provenance.code_version: mltb version @ commit); None in older records
+    code: str | None = None
 
     def __post_init__(self) -> None:
         self.model = str(self.model)   # a ModelRef given by a trial runner is kept as its string
@@ -141,11 +143,12 @@ class TrialRecord:
         """The record of a trial of ``task`` under ``config``: the fields that say which trial it is (model,
         seed, config hash, board, toolset, ...) all come from the config, so no route that makes a record
         (a finished trial, an infrastructure error, a crashed worker) can leave one out."""
+        from mltb_core.analysis.provenance import code_version
         from mltb_core.llm.backends import is_synthetic
 
         return cls(task=task, planner=config.planner, model=config.model, trial=config.trial, seed=config.trial_seed,
                    config_hash=config.config_hash(), synthetic=is_synthetic(config.model), board=config.board,
-                   toolset=config.toolset, outcome=outcome, **fields)
+                   toolset=config.toolset, code=code_version(), outcome=outcome, **fields)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

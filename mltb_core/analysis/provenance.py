@@ -1,0 +1,56 @@
+"""Which code ran a trial or wrote a report: the mltb version and, in a git checkout of mltb, its commit.
+
+Every record carries it (``TrialRecord.code``) because a run directory outlives the code: ``--resume`` and
+later sessions add trials to it, and the config hash says which settings a trial ran with, not which code.
+"""
+from __future__ import annotations
+
+import functools
+import subprocess
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+__all__ = ["git_commit", "code_version", "trial_code", "NOT_RECORDED"]
+
+NOT_RECORDED = "not recorded"   # records written before mltb stamped its code on them
+# the directory holding mltb_core/: a git checkout of mltb, or site-packages for an installed copy
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _git(root: Path, *argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-C", str(root), *argv], capture_output=True, text=True, timeout=10)
+
+
+@functools.lru_cache(maxsize=None)
+def git_commit(root: Path = ROOT) -> str | None:
+    """The commit of the checkout mltb runs from (12 hex digits, "(with uncommitted changes)" when tracked
+    files differ from it), or None when ``root`` is not the top of a git checkout: an installed copy in a
+    virtual environment that lives inside some other repository must not report that repository's commit.
+    Read once per process."""
+    try:
+        top = _git(root, "rev-parse", "--show-toplevel")
+        if top.returncode != 0 or Path(top.stdout.strip()).resolve() != root.resolve():
+            return None
+        head = _git(root, "rev-parse", "--short=12", "HEAD")
+        dirty = _git(root, "status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if head.returncode != 0:
+        return None
+    return head.stdout.strip() + (" (with uncommitted changes)" if dirty.stdout.strip() else "")
+
+
+def code_version() -> str:
+    """``mltb <version>``, plus ``@ <commit>`` when running from a git checkout of mltb."""
+    from mltb_core import __version__
+
+    commit = git_commit()
+    return f"mltb {__version__}" + (f" @ {commit}" if commit else "")
+
+
+def trial_code(records: Iterable[Any]) -> str:
+    """Which code ran these trials, most trials first: ``mltb 0.1.0 @ 1a2b3c4d5e6f (40), not recorded (5)``."""
+    counts = Counter(record.code or NOT_RECORDED for record in records)
+    return ", ".join(f"{code} ({n})" for code, n in counts.most_common())
