@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import KeysView
 from pathlib import Path
 
 import pytest
@@ -39,8 +40,7 @@ class Controller:
         self.gate = Gate(settings)
         self.servers = LocalServers()
         self.engaged = settings.engaged
-        self.skip: set[str] = set()
-        self.resumed: dict[str, object] = {}   # --resume: the records of the skipped cases
+        self.resumed: dict[str, object] = {}   # --resume: the records of the cases it skips, by case id
         self.session: pytest.Session | None = None
         self.started = time.monotonic()
         self.spent_usd = 0.0
@@ -64,10 +64,14 @@ class Controller:
             self.book.read_existing()
             if settings.resume:
                 self.resumed = self.book.done_records(plan)
-                self.skip = set(self.resumed)
 
     def plan(self) -> Plan:
         return plan_for(self.config, self.settings)
+
+    @property
+    def skip(self) -> KeysView[str]:
+        """The case ids --resume skips (those of :attr:`resumed`)."""
+        return self.resumed.keys()
 
     @property
     def active(self) -> bool:

@@ -7,6 +7,7 @@ would be valid. One cutoff and one column count for suggestions, so every tool a
 from __future__ import annotations
 
 import difflib
+from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
 
@@ -56,13 +57,7 @@ def as_column_list(columns: Any, param: str = "columns") -> list[Any] | None:
     names = list(columns)
     # pandas turns a repeated name into a frame where a column was expected (the tool then fails with a
     # TypeError that names neither the list nor the name)
-    seen: set[Any] = set()
-    repeated: list[Any] = []
-    for name in names:
-        if isinstance(name, Hashable):
-            if name in seen and name not in repeated:
-                repeated.append(name)
-            seen.add(name)
+    repeated = [name for name, count in Counter(c for c in names if isinstance(c, Hashable)).items() if count > 1]
     if repeated:
         raise ToolInputError(f"'{param}' names {', '.join(map(repr, repeated))} more than once: list each column once")
     return names
