@@ -13,6 +13,9 @@ Run: ``python benchmarks/local_llm_speed.py [--part warm,switch,trial,threads,ba
 - ``batch``: decoding k sequences together (one llama.cpp batch per step, the sequences sharing the
   prompt's KV cells) against one sequence: what decoding an expansion's k candidates together would gain.
 
+Prompt-lookup drafts (off by default): set ``MLTB_DRAFT_TOKENS=4`` before a run, then ``--log`` on its server
+log prints completion tokens per forward pass beside the seconds.
+
 Targets (issue 17): median warm call ≤ 8 s at ~4k tokens; a 40-call MCTS-Shaped trial ≤ 6 min; cache
 share in an MCTS trial ≥ 70 %. The box is shared: the load average is printed beside every figure.
 """
@@ -159,7 +162,18 @@ def from_log(path: str) -> list[Figure]:
             *([Figure("warm call at ≥ 3,500 prompt tokens (median)", f"{statistics.median(big):.1f} s", "≤ 8 s",
                       statistics.median(big) <= 8.0, f"n={len(big)}")] if big else []),
             Figure("prompt tokens served from cache (all logged calls)", f"{cached / prompt:.0%}", "≥ 70 %",
-                   cached / prompt >= 0.70, f"{cached:,} of {prompt:,}; {len(calls)} calls")]
+                   cached / prompt >= 0.70, f"{cached:,} of {prompt:,}; {len(calls)} calls"),
+            *_passes_figure(warm_calls)]
+
+
+def _passes_figure(calls: list[dict]) -> list[Figure]:
+    """Completion tokens per forward pass (> 1 when prompt-lookup drafts are accepted); older logs lack it."""
+    logged = [c for c in calls if "forward_passes" in c]
+    if not logged:
+        return []
+    tokens, passes = sum(c["completion_tokens"] for c in logged), sum(c["forward_passes"] for c in logged)
+    return [Figure("completion tokens per forward pass", f"{tokens / passes:.2f}", "", None,
+                   f"{tokens:,} tokens in {passes:,} passes (the prompt's included) over {len(logged)} calls")]
 
 
 def threads(model: str, turns: int) -> list[Figure]:

@@ -183,6 +183,8 @@ def test_the_settings_variables_are_declared_by_config_and_config_reexports_the_
     ("MLTB_DATA_SOURCE", "cloud", "bad environment variable MLTB_DATA_SOURCE='cloud': expected one of"),
     ("MLTB_TOOL_MEMORY_LIMIT", "lots", "bad environment variable MLTB_TOOL_MEMORY_LIMIT: not a size: 'lots'"),
     ("MLTB_THREADS", "many", "bad value for MLTB_THREADS='many'"),
+    ("MLTB_DRAFT_TOKENS", "lots", "bad environment variable MLTB_DRAFT_TOKENS must be a whole number from 0 to 64"),
+    ("MLTB_DRAFT_TOKENS", "-1", "bad environment variable MLTB_DRAFT_TOKENS must be a whole number from 0 to 64"),
 ])
 def test_the_start_up_check_reads_through_the_accessor(monkeypatch, name, value, message):
     from mltb_core.config import EnvironmentValueError, check_environment

@@ -222,6 +222,7 @@ def test_pytest_reports_a_shadowing_spec_as_a_usage_error(pytester, tmp_path):
 @pytest.mark.parametrize("name, value", [
     ("MLTB_TOOL_MEMORY_LIMIT", "lots"), ("MLTB_THREADS", "many"), ("MLTB_THREADS", "0"),
     ("MLTB_LLM_TIMEOUT", "soon"), ("MLTB_LLM_MAX_RETRIES", "2.5"), ("MLTB_DATA_SOURCE", "cloud"),
+    ("MLTB_DRAFT_TOKENS", "4.5"),
 ])
 def test_a_malformed_environment_variable_is_a_start_up_error(capsys, pytester, monkeypatch, name, value):
     monkeypatch.setenv(name, value)

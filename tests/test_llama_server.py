@@ -84,6 +84,67 @@ def test_n_choices_and_bad_requests(smollm2):
     assert status == 400 and "streaming" in reply["error"]["message"]
 
 
+def test_lookup_draft_continues_the_latest_earlier_occurrence():
+    from mltb_core.llm.llama_server import lookup_draft
+
+    #          0  1  2  3  4  5  6  7  8  9 10
+    tokens = [5, 6, 7, 1, 5, 6, 8, 9, 2, 5, 6]
+    assert list(lookup_draft(tokens, 2)) == [8, 9]  # "5 6" last seen at 4, not 0
+    assert list(lookup_draft(tokens, 9)) == [8, 9, 2, 5, 6]  # capped by what follows
+    assert list(lookup_draft([1, 2, 3, 9, 3], 2)) == [9, 3]  # falls back to shorter n-grams
+    assert list(lookup_draft([1, 2, 3, 4], 2)) == []  # the suffix itself never counts
+    assert list(lookup_draft([4], 2)) == []
+
+
+CALL_SCHEMA = {"type": "object", "properties": {
+    "tool_name": {"type": "string", "enum": ["read_data", "fill_missing_values", "drop_columns"]},
+    "tool_args": {"type": "object", "properties": {"output": {"type": "string"}}, "required": ["output"]}},
+    "required": ["tool_name", "tool_args"]}
+
+
+def _history_of_calls() -> list[dict]:
+    calls = [("read_data", "train"), ("read_data", "test"), ("fill_missing_values", "train_filled"),
+             ("fill_missing_values", "test_filled"), ("drop_columns", "train_clean")]
+    messages = [{"role": "system", "content": "You call one tool per reply, as JSON."}]
+    for tool, output in calls:
+        messages += [{"role": "assistant", "content": json.dumps({"tool_name": tool, "tool_args": {"output": output}})},
+                     {"role": "user", "content": f"Stored {output}. Next call?"}]
+    return messages
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.7])
+def test_prompt_lookup_drafts_change_the_speed_not_the_reply(temperature):
+    """The same seeded constrained replies with drafts as without (each drafted position is sampled as if
+    decoded alone), in fewer forward passes: the history holds what a tool call repeats."""
+    why = _installed("smollm2")
+    if why:
+        pytest.skip(f"local:smollm2 is not installed: {why}")
+    replies, passes = {}, {}
+    for drafts in (0, 6):
+        with tempfile.TemporaryDirectory() as cache_dir:
+            server = LocalServer(models.model_path("smollm2"), cache_dir=cache_dir, n_ctx=2048,
+                                 partition=f"drafts{drafts}", partitions=1, draft_tokens=drafts)
+            url = server.acquire()
+            try:
+                for seed in range(3):
+                    status, reply = post(url, {"messages": _history_of_calls(), "max_tokens": 40, "seed": seed,
+                                               "temperature": temperature, "response_format": {
+                                                   "type": "json_object", "schema": CALL_SCHEMA}})
+                    assert status == 200, reply
+                    replies.setdefault(drafts, []).append(reply["choices"][0]["message"]["content"])
+                log = request_log(server.log_path)
+            finally:
+                server.release()
+        assert len(log) == 3
+        passes[drafts] = sum(call["forward_passes"] for call in log)
+        tokens = sum(call["completion_tokens"] for call in log)
+    assert replies[6] == replies[0]
+    assert all(json.loads(reply)["tool_name"] in CALL_SCHEMA["properties"]["tool_name"]["enum"]
+               for reply in replies[0])
+    assert passes[0] >= tokens  # plain decoding: a pass per token (the prompt's gives the first)
+    assert passes[6] < passes[0], passes
+
+
 @pytest.mark.slow
 def test_a_constrained_call_on_the_default_model():
     """The default model (1.1 GB, assembled once into the model cache) answers one grammar-constrained call."""

@@ -213,6 +213,20 @@ def test_a_named_models_file_is_served_with_its_own_settings():
     assert halves.n_threads == 1 == halves.n_threads_batch
 
 
+def test_prompt_lookup_drafts_are_off_unless_asked_for(monkeypatch):
+    monkeypatch.delenv("MLTB_DRAFT_TOKENS", raising=False)
+
+    def drafts(**opts) -> str:
+        server = LocalServer(Path("m.gguf"), cache_dir="/nonexistent-not-created", partitions=1, **opts)
+        argv = server._command(1234)
+        return dict(zip(argv[3::2], argv[4::2]))["--draft-tokens"]
+
+    assert drafts() == "0"
+    monkeypatch.setenv("MLTB_DRAFT_TOKENS", "3")
+    assert drafts() == "3"
+    assert drafts(draft_tokens=2) == "2"  # an explicit setting wins
+
+
 def test_backends_of_one_process_keep_one_server_until_released(model_file, tmp_path):
     backends = [LocalBackend(model_file, cache_dir=tmp_path, server_command=fake_command) for _ in range(2)]
     try:

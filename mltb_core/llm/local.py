@@ -179,21 +179,39 @@ def _ready(port: int, timeout: float = 2.0) -> bool:
 
 def llama_server_command(model_path: Path, port: int, n_ctx: int, n_threads: int,
                          n_threads_batch: int | None = None, chat_format: str = "chatml",
-                         cache_bytes: int = 0, users_file: Path | None = None) -> list[str]:
+                         cache_bytes: int = 0, users_file: Path | None = None,
+                         draft_tokens: int = 0) -> list[str]:
     """The server command line: mltb's own server over llama.cpp (:mod:`mltb_core.llm.llama_server`).
 
     ``cache_bytes``: its prefix cache, which keeps the KV state of earlier requests so a tree search
     that switches branches re-evaluates only what differs from the closest earlier prompt.
     ``--flash_attn``: a cold 2,411-token spaceship-titanic prompt took 21 s instead of ~28 s on 2 cores.
     ``--log-requests``: one line per call in the server log (tokens, cached, seconds), see :func:`request_log`.
+    ``draft_tokens``: prompt-lookup drafts per decoding step (0: plain decoding).
     ``users_file``: the shared state file; the server exits once no process it lists runs, so users killed
     with SIGKILL (or an OOM kill) do not leave a 2 GB server behind.
     """
     return [sys.executable, "-m", "mltb_core.llm.llama_server", "--model", str(model_path), "--host", "127.0.0.1",
             "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(n_threads),
             "--n_threads_batch", str(n_threads_batch or n_threads), "--chat_format", chat_format,
-            "--flash_attn", "true", "--cache-bytes", str(cache_bytes), "--log-requests"] + (
+            "--flash_attn", "true", "--cache-bytes", str(cache_bytes), "--draft-tokens", str(draft_tokens),
+            "--log-requests"] + (
                 ["--users-file", str(users_file)] if users_file is not None else [])
+
+
+def draft_tokens_override() -> int | None:
+    """``MLTB_DRAFT_TOKENS`` as a count (None: unset, plain decoding); ValueError naming the variable when it
+    is not a whole number from 0 to 64."""
+    raw = read_environment("MLTB_DRAFT_TOKENS")
+    if raw is None or not raw.strip():
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 64:
+        raise ValueError(f"MLTB_DRAFT_TOKENS must be a whole number from 0 to 64, got {raw!r}")
+    return value
 
 
 class LocalServer:
@@ -210,7 +228,8 @@ class LocalServer:
     def __init__(self, model_path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = None,
                  n_ctx: int | None = None, n_threads: int | None = None, n_threads_batch: int | None = None,
                  startup_timeout: float = 180.0, command: Callable[[int], list[str]] | None = None,
-                 partition: str | None = None, partitions: int | None = None) -> None:
+                 partition: str | None = None, partitions: int | None = None,
+                 draft_tokens: int | None = None) -> None:
         from mltb_core.llm.models import model_for_path
 
         self.model_path = Path(model_path).resolve()
@@ -224,12 +243,16 @@ class LocalServer:
         self.n_threads = n_threads or min(named.n_threads if named else DEFAULT_GENERATION_THREADS, cores)
         self.n_threads_batch = n_threads_batch or cores
         self.chat_format = named.chat_format if named else "chatml"
+        if draft_tokens is None:
+            draft_tokens = draft_tokens_override() or 0
+        self.draft_tokens = draft_tokens
         self.cache_bytes = PROMPT_CACHE_BYTES // partitions
         self.startup_timeout = startup_timeout
         self._command = command or (lambda port: llama_server_command(self.model_path, port, self.n_ctx,
                                                                       self.n_threads, self.n_threads_batch,
                                                                       self.chat_format, self.cache_bytes,
-                                                                      users_file=self.state_path))
+                                                                      users_file=self.state_path,
+                                                                      draft_tokens=self.draft_tokens))
         key = str(self.model_path) + (f"|{self.partition}" if self.partition else "")
         digest = hashlib.sha256(key.encode()).hexdigest()[:16]
         self.state_dir = Path(cache_dir or default_cache_dir()) / "llm-server"
@@ -479,6 +502,7 @@ class LocalBackend(OpenAIBackend):
     ``constrained=False`` sends the chat untouched with native ``tools`` and no grammar. Constrained,
     the reply follows the state-aware call schema when the episode sends one (TrialConfig's
     ``constrained_calls``, on by default here), else :func:`call_schema` (any offered tool name).
+    ``draft_tokens``: the server's prompt-lookup drafts (default: ``MLTB_DRAFT_TOKENS``, else none).
     ``keep_server`` (default) keeps this process's server reference after ``close`` until the process
     exits (:func:`release_process_servers`), so the next trial finds the server and its prefix warm.
     ``base_url`` points at an already running OpenAI-compatible server (no LocalServer then).
@@ -487,7 +511,7 @@ class LocalBackend(OpenAIBackend):
     def __init__(self, model_path: str | os.PathLike | None = None, *, named: str | None = None, seed: int = 0,
                  cache: ResponseCache | None = None, cache_dir: str | os.PathLike | None = None,
                  n_ctx: int | None = None, n_threads: int | None = None, n_threads_batch: int | None = None,
-                 max_tokens: int | None = None,
+                 max_tokens: int | None = None, draft_tokens: int | None = None,
                  constrained: bool = True, base_url: str | None = None, startup_timeout: float = 180.0,
                  server_command: Callable[[int], list[str]] | None = None, timeout: float = 300.0,
                  keep_server: bool = True,
@@ -509,7 +533,7 @@ class LocalBackend(OpenAIBackend):
         self.constrained = constrained
         self.keep_server = keep_server
         server_opts = dict(cache_dir=cache_dir, n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads_batch,
-                           startup_timeout=startup_timeout, command=server_command)
+                           draft_tokens=draft_tokens, startup_timeout=startup_timeout, command=server_command)
         if base_url:
             self.server = None
         elif keep_server:
