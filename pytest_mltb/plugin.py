@@ -49,7 +49,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
     """``--planner`` and the planners' knobs, once the command line can say whether they are needed."""
-    add_planner_options(parser, list(args), list(early_config.inicfg))
+    add_planner_options(parser, list(args), _ini_keys(early_config))
+
+
+def _ini_keys(config: pytest.Config) -> list[str]:
+    """The keys the ini file sets. pytest 9.2 deprecates ``config.inicfg`` (a warning on every run) and
+    offers no public listing; its ``_inicfg`` holds the same mapping (before 9.2: ``inicfg`` itself)."""
+    held = config.__dict__.get("_inicfg")
+    return list(held if held is not None else config.inicfg)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -196,3 +196,17 @@ def test_challenge(mltb_case, mltb_split, mltb_record, mltb_check):
     assert len(ids) == len(tasks) * 2 * trials, result.stdout.str()
     assert all("-sim-t" in i for i in ids) and {i.split("[")[1].split("-react")[0].split("-lats")[0]
                                                 for i in ids} == set(tasks)
+
+
+def test_a_planner_knob_in_the_ini_file_is_read_without_warnings(pytester):
+    """An ``mltb_*`` ini key makes the plugin add the planners' knobs before the ini is checked, and
+    listing the ini keys uses no API pytest deprecates (9.2 warned about ``config.inicfg`` on every run)."""
+    from tests.test_input_limits import SUITE, TASK
+
+    pytester.makeini("[pytest]\nmltb_expansion_k = 2\n")
+    pytester.makepyfile(test_challenges=SUITE)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--collect-only", f"--task={TASK}",
+                                           "--model=sim", "--planner=mcts_shaped", "-W", "always")
+    text = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.OK, text[-3000:]
+    assert "inicfg" not in text and "Unknown config option" not in text, text[-3000:]
