@@ -40,7 +40,7 @@ def messages(worker: int, step: int) -> list[dict]:
                     {"role": "user", "content": f"Result {i}:\n" + "\n".join(
                         f"- {name}: {text.strip()[:120]}" for name, text in task.fields.items())}]
     return ([{"role": "system", "content": PLANNER_SYSTEMS[worker % len(PLANNER_SYSTEMS)]},
-             {"role": "user", "content": task.prompt(Path("/data"), Path("/out/submission.csv"))}]
+             {"role": "user", "content": task.prompt(Path("submission.csv"))}]
             + history + [{"role": "user", "content": f"Step {step}: your next tool call?"}])
 
 

@@ -45,7 +45,7 @@ def _episode(workspace, planner="react", trial=0, context="full", llm=None, **co
     config = TrialConfig(planner=planner, model="sim:0.7", trial=trial, context=context, **config)
     llm = llm or Recording(0.7, seed=config.trial_seed)
     return Episode.in_process(task, config, llm, StageContext.from_split(task, split, config.max_features),
-                   ToolContext(sandbox=sandbox, data_dir=data_dir, task=task), data_dir), config
+                   ToolContext(sandbox=sandbox, data_dir=data_dir, task=task)), config
 
 
 def _first_request(workspace, planner, trial):
@@ -79,7 +79,13 @@ def test_first_requests_of_all_planners_and_trials_share_the_task_and_tool_catal
 def test_the_preamble_holds_no_trial_specific_path(workspace):
     ep, _ = _episode(workspace, "react", trial=5)
     assert str(ep.workspace.tool_ctx.sandbox) not in ep.preamble
+    assert str(ep.workspace.tool_ctx.data_dir) not in ep.preamble
     assert f"to {prompts.TASK_HEADER}" not in ep.preamble and "in CSV format to submission.csv" in ep.preamble
+    # a run gives every case its own copy of the data (<run>/work/<case>/data/...): same preamble for all
+    task, split, out, _ = workspace
+    other = (task, split, out, prepare_agent_data(split, out / "work" / "another-case"))
+    assert _episode(other, "mcts_shaped", trial=2)[0].preamble == ep.preamble
+    assert "located at train.csv" in ep.preamble and "located at test.csv" in ep.preamble
 
 
 def _walk(ep, steps):

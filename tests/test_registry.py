@@ -220,7 +220,7 @@ def test_episodes_offer_only_the_trials_toolset(tmp_path):
     task = get_task("spaceship-titanic")
     for toolset, has_helper in (("paper", False), ("extended", True)):
         ep = Episode.in_process(task, TrialConfig("hierarchical_mcts", "sim", toolset=toolset), SimPolicy(seed=0), None,
-                     ToolContext(sandbox=tmp_path, task=task), tmp_path)
+                     ToolContext(sandbox=tmp_path, task=task))
         names = {s["function"]["name"] for s in ep.tool_schemas()}
         assert ("create_submission" in names) == has_helper
         offered = subtask_tools("create_submission", ep.registry)

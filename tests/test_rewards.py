@@ -33,7 +33,7 @@ def run_script(spaceship, script, max_features=1000, feedback=True, raw_width=No
     backend = ScriptedBackend(script)
     ep = Episode.in_process(task, TrialConfig(planner="react", model="scripted"), backend,
                  stage_ctx,
-                 ToolContext(sandbox=sandbox, data_dir=data_dir, task=task), data_dir, feedback=feedback)
+                 ToolContext(sandbox=sandbox, data_dir=data_dir, task=task), feedback=feedback)
     node = ep.root
     for _ in script:
         node = ep.step(node, ep.propose(node, "system", 1)[0])

@@ -17,7 +17,7 @@ TOOLS = [t.schema() for t in mltb_core.toolkit.tools.REGISTRY]
 def _messages(task_slug="spaceship-titanic", history=(), system=prompts.EXPANSION_SYSTEM):
     """A request as the episode lays it out: shared preamble, the planner's instructions, the path."""
     task = get_task(task_slug)
-    preamble = prompts.shared_preamble(task.prompt(Path("/data/x"), Path("/sandbox/y/submission.csv")), TOOLS)
+    preamble = prompts.shared_preamble(task.prompt(Path("submission.csv")), TOOLS)
     msgs = [{"role": "system", "content": preamble}, {"role": "system", "content": system}]
     for i, (text, call, observation) in enumerate(history):
         msgs.append({"role": "assistant", "content": text, "tool_calls": [
@@ -33,10 +33,10 @@ def test_is_labelled_synthetic_and_built_from_the_model_string():
 
 
 def test_reads_the_task_prompt_like_a_model_would():
-    info = parse_task_prompt(get_task("playground-series-s4e1").prompt(Path("/d"), Path("/s/submission.csv")))
-    assert (info.train_path, info.test_path, info.output_path) == ("/d/train.csv", "/d/test.csv", "/s/submission.csv")
+    info = parse_task_prompt(get_task("playground-series-s4e1").prompt(Path("submission.csv")))
+    assert (info.train_path, info.test_path, info.output_path) == ("train.csv", "test.csv", "submission.csv")
     assert info.target == "Exited" and info.id_column == "id" and info.probability and not info.regression
-    reg = parse_task_prompt(get_task("playground-series-s3e1").prompt(Path("/d"), Path("/s/submission.csv")))
+    reg = parse_task_prompt(get_task("playground-series-s3e1").prompt(Path("submission.csv")))
     assert reg.regression and reg.target == "MedHouseVal"
 
 
@@ -54,7 +54,7 @@ def test_skill_sets_the_mistake_rate():
     msgs = _messages()
     perfect = SimPolicy(1.0, seed=0).complete(msgs, TOOLS, n=20)
     assert {c.tool_calls[0].key() for c in perfect.candidates} == {perfect.candidates[0].tool_calls[0].key()}
-    assert perfect.candidates[0].tool_calls[0].func_kwargs["filepath"] == "/data/x/train.csv"
+    assert perfect.candidates[0].tool_calls[0].func_kwargs["filepath"] == "train.csv"
     sloppy = SimPolicy(0.0, seed=0).complete(msgs, TOOLS, n=20)
     assert len({c.tool_calls[0].key() for c in sloppy.candidates if c.tool_calls}) > 1
 
@@ -143,7 +143,7 @@ def node_at_cleaning(tmp_path_factory):
     (out / "sandbox").mkdir()
     config = TrialConfig(planner="mcts_shaped", model="sim:0.5", tool_masking=False)
     ep = Episode.in_process(task, config, SimPolicy(0.5, seed=7), StageContext.from_split(task, split, 1000),
-                 ToolContext(sandbox=out / "sandbox", data_dir=data_dir, task=task), data_dir)
+                 ToolContext(sandbox=out / "sandbox", data_dir=data_dir, task=task))
     steps = [("load_train", ToolCall("read_data", {}, {"filepath": str(data_dir / "train.csv")}, "train")),
              ("load_test", ToolCall("read_data", {}, {"filepath": str(data_dir / "test.csv")}, "test")),
              ("inspect", ToolCall("get_dataframe_summary", {"df": "train"}, {})),

@@ -145,10 +145,10 @@ def test_leaderboard_files_exist_and_truncated_boards_carry_the_true_team_count(
 
 def test_prompt_follows_the_paper_template():
     task = get_task("spaceship-titanic")
-    text = task.prompt(Path("/data/sp"), Path("/out") / SUBMISSION_FILE)
+    text = task.prompt(Path(SUBMISSION_FILE))
     for expected in ("Spaceship Titanic", "File and Data Field Descriptions", "CryoSleep",
-                     "Submission File Format", "Benchmark Instructions", "/data/sp/train.csv",
-                     "/data/sp/test.csv", "/out/submission.csv", "Concatenate train and test", "True or False"):
+                     "Submission File Format", "Benchmark Instructions", "located at train.csv",
+                     "located at test.csv", "in CSV format to submission.csv", "Concatenate train and test", "True or False"):
         assert expected in text
     assert "SYNTHETIC" not in text
 
@@ -156,12 +156,12 @@ def test_prompt_follows_the_paper_template():
 @pytest.mark.parametrize("slug", sorted(REPLICAS))
 def test_replica_prompts_say_the_data_is_synthetic(slug):
     task = get_task(slug)
-    assert "SYNTHETIC SCHEMA REPLICA" in task.prompt(Path("d"), Path("o.csv"))
+    assert "SYNTHETIC SCHEMA REPLICA" in task.prompt(Path("o.csv"))
     assert "replica" in task.title.lower() and "replica" in task.summary.lower()
 
 
 def test_probability_prompt_asks_for_probabilities():
-    text = get_task("playground-series-s5e8").prompt(Path("d"), Path("o.csv"))
+    text = get_task("playground-series-s5e8").prompt(Path("o.csv"))
     assert "probability that y is 1" in text
 
 

@@ -73,16 +73,16 @@ def _schemas(config: TrialConfig) -> list[dict[str, Any]]:
     return schemas
 
 
-def prefix_tokens(task: Any, config: TrialConfig, data_dir: Path = Path("data")) -> int:
+def prefix_tokens(task: Any, config: TrialConfig) -> int:
     """Tokens of the part every call of a trial shares: the tool schemas and the shared preamble."""
     schemas = _schemas(config)
-    preamble = prompts.shared_preamble(task.prompt(data_dir, Path(SUBMISSION_FILE)), schemas)
+    preamble = prompts.shared_preamble(task.prompt(Path(SUBMISSION_FILE)), schemas)
     return (len(preamble) + len(json.dumps(schemas))) // CHARS_PER_TOKEN
 
 
-def tokens_per_call(task: Any, config: TrialConfig, data_dir: Path = Path("data")) -> tuple[int, int]:
+def tokens_per_call(task: Any, config: TrialConfig) -> tuple[int, int]:
     """(input, output) tokens of an average call of ``config`` on ``task``."""
-    first = prefix_tokens(task, config, data_dir) + len(prompts.EXPANSION_SYSTEM) // CHARS_PER_TOKEN
+    first = prefix_tokens(task, config) + len(prompts.EXPANSION_SYSTEM) // CHARS_PER_TOKEN
     depth = min(calls_per_trial(config), config.max_depth) / 2   # the mean path length over a trial
     history = int(depth * HISTORY_TOKENS_PER_STEP[config.context])
     candidates = config.planner_knobs().get("expansion_k", 1)   # tree searches propose k at once

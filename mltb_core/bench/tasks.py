@@ -261,9 +261,12 @@ class Task:
         path = Path(os.path.expanduser(self.data))
         return path if path.is_absolute() else (self.spec_path.parent / path)
 
-    def prompt(self, data_dir: Path, output_path: Path) -> str:
-        """The task instruction in the paper's template (Appendix H), in our own words."""
-        data_dir = Path(data_dir)
+    def prompt(self, output_path: Path) -> str:
+        """The task instruction in the paper's template (Appendix H), in our own words.
+
+        Paths are relative, as in the paper: the read tools look up a relative path in the trial's data
+        directory, and an absolute one would name the run and the case, so every trial's preamble would
+        differ and no cache could reuse it across trials, planners or runs."""
         lines: list[str] = []
         if self.is_replica:
             lines += [_REPLICA_NOTICE, ""]
@@ -275,8 +278,8 @@ class Task:
                   f"- {self.id_column} – identifier of each row of the test set.",
                   f"- {self.target} – {self._submission_text()}", "",
                   "## Benchmark Instructions", "",
-                  f"- The training data is located at {data_dir / 'train.csv'}.",
-                  f"- The test data is located at {data_dir / 'test.csv'}.",
+                  "- The training data is located at train.csv.",
+                  "- The test data is located at test.csv.",
                   "- Load, clean, and perform feature engineering before fitting models.",
                   "- Concatenate train and test datasets before preprocessing to ensure consistent "
                   "transformations, then split back.",

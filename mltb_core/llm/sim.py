@@ -541,10 +541,10 @@ def _conversation_start(messages: list[dict]) -> int:
 def parse_task_prompt(text: str) -> TaskInfo:
     """What the policy needs from the task prompt: paths, id column, target, problem kind."""
     info = TaskInfo()
-    m = re.search(r"(\S+train\.csv)", text)
+    m = re.search(r"(\S*train\.csv)", text)
     if m:
         info.train_path = m.group(1).rstrip(".,")
-    m = re.search(r"(\S+test\.csv)", text)
+    m = re.search(r"(\S*test\.csv)", text)
     if m:
         info.test_path = m.group(1).rstrip(".,")
     m = re.search(r"CSV format to (\S+?)\.?\s*$", text, re.M)

@@ -66,7 +66,7 @@ class Budget:
 
 
 class Episode:
-    def __init__(self, task: Any, config: TrialConfig, llm: LLMBackend, workspace: Workspace, data_dir: Path,
+    def __init__(self, task: Any, config: TrialConfig, llm: LLMBackend, workspace: Workspace,
                  trajectory: TrajectoryWriter | None = None, registry: ToolRegistry | None = None,
                  feedback: bool = True):
         self.task, self.config, self.llm, self.workspace = task, config, llm, workspace
@@ -79,9 +79,10 @@ class Episode:
         self.tool_calls = 0
         self.tool_seconds = 0.0
         self.nodes = 0
-        # The submission path is relative (tools write relative paths into the trial's own sandbox): an
-        # absolute sandbox path would differ per planner and trial and break the shared prompt prefix.
-        self.task_prompt = task.prompt(data_dir, Path(SUBMISSION_FILE))
+        # Relative paths only (tools read relative paths from the data directory and write them into the
+        # trial's own sandbox): an absolute path would differ per run, planner and trial and break the
+        # shared prompt prefix.
+        self.task_prompt = task.prompt(Path(SUBMISSION_FILE))
         self._schemas = {t.name: t.schema() for t in self.registry}
         if config.context == "trimmed":
             self._schemas = {name: prompts.compact_schema(s) for name, s in self._schemas.items()}
@@ -95,11 +96,11 @@ class Episode:
 
     @classmethod
     def in_process(cls, task: Any, config: TrialConfig, llm: LLMBackend, stage_ctx: StageContext,
-                   tool_ctx: ToolContext, data_dir: Path, trajectory: TrajectoryWriter | None = None,
+                   tool_ctx: ToolContext, trajectory: TrajectoryWriter | None = None,
                    registry: ToolRegistry | None = None, feedback: bool = True) -> Episode:
         """An episode whose tool calls run in this process (what the worker itself does; scripts, tests)."""
         workspace = LocalWorkspace(stage_ctx, tool_ctx, toolset_registry(config, registry))
-        return cls(task, config, llm, workspace, data_dir, trajectory, registry, feedback)
+        return cls(task, config, llm, workspace, trajectory, registry, feedback)
 
     # -- prompts ---------------------------------------------------------------------
     def tool_schemas(self, allowed: Iterable[str] | None = None) -> list[dict[str, Any]]:

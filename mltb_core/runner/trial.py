@@ -99,7 +99,7 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
         # noted first, so that an infrastructure error's record keeps them too
         extra.update(confinement=confinement_label(workspace), worker_start_seconds=round(workspace.start_seconds, 3))
         feedback = planner_cls.feedback_enabled(config)
-        episode = Episode(task, config, llm, workspace, data_dir, writer, feedback=feedback)
+        episode = Episode(task, config, llm, workspace, writer, feedback=feedback)
         writer.write("trial_start", task=task.slug, config=config.to_dict(), seed=config.trial_seed,
                      synthetic=llm.synthetic, feedback=feedback, prompt=episode.task_prompt)
         result = planner_cls(episode, config).run()
