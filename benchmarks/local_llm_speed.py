@@ -1,12 +1,14 @@
 """Local-call speed of the default model (Qwen2.5-Coder-1.5B) on this box: warm calls at ~4k tokens of
 context, branch switches, server settings, and one MCTS-Shaped trial with its prompt-cache share.
 
-Run: ``python benchmarks/local_llm_speed.py [--part warm,switch,trial,threads,batch] [--model local]``.
+Run: ``python benchmarks/local_llm_speed.py [--part warm,switch,first,trial,threads,batch] [--model local]``.
 
 - ``warm``: a ~4k-token conversation (the real tool catalogue, then tool results), each call adding one
   turn: seconds per call (median over ``--calls``), prompt and cached tokens as the server reports them.
 - ``switch``: two branches sharing the system prompt and first turns, called alternately (a tree search):
   the prefix cache restores each branch instead of re-evaluating it.
+- ``first``: a new server's first reply with an empty prefix store, then another new server's once the
+  first stored the shared preamble (what every later pytest run, xdist worker and trial script starts with).
 - ``trial``: one MCTS-Shaped trial on spaceship-titanic at ``--trial-calls`` LLM calls: wall time, and the
   share of prompt tokens served from cache (record ``tokens_in_cached`` / ``tokens_in``).
 - ``threads``: decode and prompt-evaluation speed for decode/prompt thread splits and max tokens.
@@ -114,6 +116,27 @@ def switch(model: str, calls: int, turns: int) -> list[Figure]:
                    statistics.median(seconds) <= 8.0,
                    f"n={calls}, alternating two branches of {min(prompt)}–{max(prompt)} tokens; "
                    f"{sum(cached) / sum(prompt):.0%} of prompt tokens cached; load {load_average()}")]
+
+
+def first_call(model: str, turns: int) -> list[Figure]:
+    """A new server's first reply with an empty prefix store, then a second new server's (another trial of
+    the same task: the same preamble, another last turn) with the first turn the first server stored."""
+    tools = realistic_tools()
+    seconds, cached = {}, {}
+    with tempfile.TemporaryDirectory() as cache_dir:
+        for store, ask in (("empty", "First tool call?"), ("stored", "Which tool comes first?")):
+            backend = _backend(model, cache_dir)
+            try:
+                elapsed, usage = _call(backend, _history(0) + [{"role": "user", "content": ask}], tools, 0)
+            finally:
+                backend.close()
+            seconds[store], cached[store] = elapsed, (usage.cached_input_tokens, usage.prompt_tokens)
+            print(f"new server, {store} prefix store: first reply {elapsed:.1f} s, {usage.prompt_tokens} prompt "
+                  f"({usage.cached_input_tokens} cached)", flush=True)
+    return [Figure("first reply of a new server (empty → stored prefix store)",
+                   f"{seconds['empty']:.1f} s → {seconds['stored']:.1f} s", "", None,
+                   f"prompt {cached['empty'][1]} tokens, {cached['stored'][0]} of them restored from the store "
+                   f"the first server wrote; load {load_average()}")]
 
 
 def trial(model: str, calls: int, task: str) -> list[Figure]:
@@ -285,7 +308,7 @@ def batch(model: str, turns: int, ks: tuple[int, ...] = (1, 3), steps: int = 30)
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="local")
-    parser.add_argument("--part", default="warm,switch,trial", help="comma list of: warm, switch, trial, threads, batch")
+    parser.add_argument("--part", default="warm,switch,first,trial", help=f"comma list of: {', '.join(PARTS)}")
     parser.add_argument("--calls", type=int, default=6, help="warm / switch calls")
     parser.add_argument("--turns", type=int, default=7, help="tool-result turns in the ~4k-token history")
     parser.add_argument("--trial-calls", type=int, default=40)
@@ -296,21 +319,24 @@ def main() -> None:
     if args.log:
         emit("Local LLM calls in a server log", from_log(args.log), args.json)
         return
+    parts = args.part.split(",")
+    for part in parts:
+        if part not in PARTS:
+            parser.error(f"unknown part {part!r} (one of {', '.join(PARTS)})")
     figures = []
-    for part in args.part.split(","):
-        if part == "warm":
-            figures += warm(args.model, args.calls, args.turns)
-        elif part == "switch":
-            figures += switch(args.model, args.calls, args.turns)
-        elif part == "trial":
-            figures += trial(args.model, args.trial_calls, args.task)
-        elif part == "threads":
-            figures += threads(args.model, args.turns)
-        elif part == "batch":
-            figures += batch(args.model, args.turns)
-        else:
-            parser.error(f"unknown part {part!r}")
+    for part in parts:
+        figures += PARTS[part](args)
     emit("Local LLM speed", figures, args.json)
+
+
+PARTS = {
+    "warm": lambda args: warm(args.model, args.calls, args.turns),
+    "switch": lambda args: switch(args.model, args.calls, args.turns),
+    "first": lambda args: first_call(args.model, args.turns),
+    "trial": lambda args: trial(args.model, args.trial_calls, args.task),
+    "threads": lambda args: threads(args.model, args.turns),
+    "batch": lambda args: batch(args.model, args.turns),
+}
 
 
 if __name__ == "__main__":

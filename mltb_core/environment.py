@@ -47,6 +47,9 @@ ENVIRONMENT: tuple[EnvironmentVariable, ...] = (
     EnvironmentVariable("MLTB_DRAFT_TOKENS", "prompt-lookup draft tokens per decoding step of the local llama.cpp "
                                              "server: a speed setting, replies are unchanged; slower on 2 shared "
                                              "cores (reports/benchmarks.md)", "0", ("mltb_core.llm.local",)),
+    EnvironmentVariable("MLTB_PREFIX_STORE", "disk the local llama.cpp servers may fill with saved prompt prefixes, "
+                                             "so a new server skips the cold first prompt (0/off: none)", "2 GiB",
+                        ("mltb_core.llm.local",)),
     EnvironmentVariable("MLTB_DATA_SOURCE", "override every task's data source: original or kaggle",
                         "the task spec's source", ("mltb_core.bench.datasources", "mltb_core.config")),
     EnvironmentVariable("MLTB_TASKS_DIR", "extra directories of task specs (an os.pathsep list); also the "

@@ -11,6 +11,9 @@ Here:
 - a prefix cache that survives branch switches: llama-cpp-python's LlamaRAMCache (longest-prefix lookup,
   LRU within ``--cache-bytes``), holding lean states (the KV cells; one logits row, since the suffix
   evaluated after a restore refreshes the logits anyway);
+- a prefix store on disk (``--prefix-store``, :mod:`mltb_core.llm.prefix_store`): the state of the first
+  request that carried each distinct first turn (the shared preamble) is saved, so a new server restores it
+  instead of evaluating 2–4k tokens cold (60–110 s on 2 cores) before its first reply;
 - every reply reports ``usage.prompt_tokens_details.cached_tokens`` (the OpenAI field that
   :func:`mltb_core.llm.openai_backend.server_cached_tokens` reads): the prompt tokens not evaluated for
   this request, i.e. taken from the live KV cache or a restored state;
@@ -39,7 +42,10 @@ import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mltb_core.llm.prefix_store import PrefixStore
 
 __all__ = ["main", "build_parser", "CHAT_ARGS", "pid_alive", "users_gone", "lookup_draft"]
 
@@ -62,6 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--draft-tokens", type=int, default=0,
                         help="prompt-lookup drafts of up to this many tokens per decoding step (0: none)")
     parser.add_argument("--cache-bytes", type=int, default=0, help="prefix-cache capacity in bytes (0: none)")
+    parser.add_argument("--prefix-store", type=Path,
+                        help="directory of prompt prefixes saved across server processes (with --cache-bytes)")
+    parser.add_argument("--prefix-store-bytes", type=int, default=0,
+                        help="disk the prefix store may fill, in bytes (0: no store)")
     parser.add_argument("--log-requests", action="store_true",
                         help="one JSON line per request on stderr: tokens, cached, seconds (for benchmarks)")
     parser.add_argument("--users-file", type=Path,
@@ -151,6 +161,88 @@ class _PromptLookup:
         return lookup_draft(input_ids, self.k)
 
 
+# A first turn shorter than this is not worth a file: it evaluates in a few seconds.
+MIN_STORED_PREFIX = 256
+
+
+def first_turn_end(tokens: Any, end_of_turn: int | None) -> int | None:
+    """How many tokens the first chat turn takes, its end-of-turn token included (None: no whole first turn,
+    or no end-of-turn token in this model's vocabulary)."""
+    import numpy as np
+
+    if end_of_turn is None:
+        return None
+    ends = np.flatnonzero(np.asarray(tokens) == end_of_turn)
+    return int(ends[0]) + 1 if len(ends) else None
+
+
+def _prefix_cache(llama_cpp: Any, engine: "_Engine", capacity_bytes: int, store: PrefixStore | None) -> Any:
+    """llama-cpp-python's RAM prefix cache, backed by ``store`` (None: RAM only).
+
+    A lookup restores the stored state with the longest common prefix when it beats both the RAM cache and
+    the live context; a save also writes the state to the store when no stored state covers its first turn
+    (so each distinct preamble is written once, by the first request that carries it)."""
+    import numpy as np
+
+    from mltb_core.llm.prefix_store import SavedPrefix, common_prefix
+
+    special = engine.llm.tokenize(b"<|im_end|>", add_bos=False, special=True)
+    end_of_turn = special[0] if len(special) == 1 else None
+
+    class PrefixCache(llama_cpp.LlamaRAMCache):
+        def _ram_prefix(self, key: tuple[int, ...]) -> int:
+            best = self._find_longest_prefix_key(key)
+            return 0 if best is None else common_prefix(np.asarray(best), np.asarray(key))
+
+        def _restore(self, key: tuple[int, ...]) -> Any:
+            """The stored state to restore for ``key``, already loaded into the context (None: none better)."""
+            llm = engine.llm
+            tokens = np.asarray(key, dtype=np.int32)
+            entry, length = store.longest(tokens)
+            live = common_prefix(llm.input_ids[:llm.n_tokens], tokens)
+            if entry is None or length <= max(self._ram_prefix(key), live):
+                return None
+            saved = store.load(entry)
+            if saved is None:
+                return None
+            input_ids = np.zeros(llm.n_ctx(), dtype=np.intc)
+            input_ids[:len(saved.tokens)] = saved.tokens
+            state = llama_cpp.llama.LlamaState(input_ids=input_ids, scores=saved.scores, n_tokens=len(saved.tokens),
+                                               llama_state=saved.state, llama_state_size=len(saved.state),
+                                               seed=saved.seed)
+            try:
+                llm.load_state(state)  # here, so a state the context refuses costs a cold prompt, not a request
+            except RuntimeError as exc:
+                print(f"mltb llama server: a stored prefix did not load ({exc}): deleted", file=sys.stderr, flush=True)
+                entry.path.unlink(missing_ok=True)
+                llm.reset()
+                return None
+            engine.restored.append(length)
+            super().__setitem__(tuple(saved.tokens.tolist()), state)
+            return state
+
+        def __getitem__(self, key: Any) -> Any:
+            key = tuple(key)
+            if store is not None:
+                state = self._restore(key)
+                if state is not None:
+                    return state
+            return super().__getitem__(key)
+
+        def __setitem__(self, key: Any, value: Any) -> None:
+            super().__setitem__(key, value)
+            if store is None:
+                return
+            # the tokens whose KV cells the state holds (the last sampled token is not evaluated yet)
+            tokens = np.asarray(value.input_ids[:value.n_tokens], dtype=np.int32)
+            first = first_turn_end(tokens, end_of_turn)
+            if first is None or first < MIN_STORED_PREFIX or store.longest(tokens)[1] >= first:
+                return
+            store.save(SavedPrefix(tokens=tokens, scores=value.scores, state=value.llama_state, seed=value.seed))
+
+    return PrefixCache(capacity_bytes=capacity_bytes)
+
+
 class _Engine:
     """The model, its prompt cache and the count of prompt tokens each request evaluated."""
 
@@ -207,8 +299,16 @@ class _Engine:
                              n_threads_batch=args.n_threads_batch, chat_format=args.chat_format,
                              flash_attn=args.flash_attn == "true", verbose=False)
         self.llm.draft_model = self.drafts  # after __init__, which would turn logits_all on for a draft model
+        self.restored: list[int] = []  # prompt tokens restored from the prefix store, per request
         if args.cache_bytes > 0:
-            self.llm.set_cache(llama_cpp.LlamaRAMCache(capacity_bytes=args.cache_bytes))
+            store = None
+            if args.prefix_store is not None and args.prefix_store_bytes > 0:
+                from mltb_core.llm.prefix_store import PrefixStore, store_directory
+
+                store = PrefixStore(store_directory(args.prefix_store, args.model, llama_cpp=llama_cpp.__version__,
+                                                    n_ctx=args.n_ctx, flash_attn=args.flash_attn),
+                                    args.prefix_store_bytes)
+            self.llm.set_cache(_prefix_cache(llama_cpp, self, args.cache_bytes, store))
         # A batch of several tokens before listening: a llama.cpp build whose kernels this CPU cannot run
         # (AMX on VMs that list it) dies here, while starting, not on a trial's first call.
         self.llm.eval(self.llm.tokenize(b"self test of the batch kernels"))

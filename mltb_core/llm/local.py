@@ -180,7 +180,8 @@ def _ready(port: int, timeout: float = 2.0) -> bool:
 def llama_server_command(model_path: Path, port: int, n_ctx: int, n_threads: int,
                          n_threads_batch: int | None = None, chat_format: str = "chatml",
                          cache_bytes: int = 0, users_file: Path | None = None,
-                         draft_tokens: int = 0) -> list[str]:
+                         draft_tokens: int = 0, prefix_store: Path | None = None,
+                         prefix_store_bytes: int = 0) -> list[str]:
     """The server command line: mltb's own server over llama.cpp (:mod:`mltb_core.llm.llama_server`).
 
     ``cache_bytes``: its prefix cache, which keeps the KV state of earlier requests so a tree search
@@ -188,6 +189,8 @@ def llama_server_command(model_path: Path, port: int, n_ctx: int, n_threads: int
     ``--flash_attn``: a cold 2,411-token spaceship-titanic prompt took 21 s instead of ~28 s on 2 cores.
     ``--log-requests``: one line per call in the server log (tokens, cached, seconds), see :func:`request_log`.
     ``draft_tokens``: prompt-lookup drafts per decoding step (0: plain decoding).
+    ``prefix_store``: the directory where servers save the state of each distinct first turn (the shared
+    preamble), at most ``prefix_store_bytes``, so a new server restores it instead of evaluating it cold.
     ``users_file``: the shared state file; the server exits once no process it lists runs, so users killed
     with SIGKILL (or an OOM kill) do not leave a 2 GB server behind.
     """
@@ -196,7 +199,22 @@ def llama_server_command(model_path: Path, port: int, n_ctx: int, n_threads: int
             "--n_threads_batch", str(n_threads_batch or n_threads), "--chat_format", chat_format,
             "--flash_attn", "true", "--cache-bytes", str(cache_bytes), "--draft-tokens", str(draft_tokens),
             "--log-requests"] + (
-                ["--users-file", str(users_file)] if users_file is not None else [])
+                ["--users-file", str(users_file)] if users_file is not None else []) + (
+                ["--prefix-store", str(prefix_store), "--prefix-store-bytes", str(prefix_store_bytes)]
+                if prefix_store is not None and prefix_store_bytes > 0 else [])
+
+
+PREFIX_STORE_ENV = "MLTB_PREFIX_STORE"
+
+
+def prefix_store_bytes() -> int:
+    """Disk the servers' prefix store may fill (``MLTB_PREFIX_STORE``; 0: no store); ValueError naming the
+    variable when it is not a size."""
+    from mltb_core.environment import default as environment_default
+    from mltb_core.toolkit.limits import parse_size, size_setting
+
+    return size_setting(PREFIX_STORE_ENV, read_environment(PREFIX_STORE_ENV),
+                        parse_size(environment_default(PREFIX_STORE_ENV))) or 0
 
 
 def draft_tokens_override() -> int | None:
@@ -248,14 +266,16 @@ class LocalServer:
         self.draft_tokens = draft_tokens
         self.cache_bytes = PROMPT_CACHE_BYTES // partitions
         self.startup_timeout = startup_timeout
-        self._command = command or (lambda port: llama_server_command(self.model_path, port, self.n_ctx,
-                                                                      self.n_threads, self.n_threads_batch,
-                                                                      self.chat_format, self.cache_bytes,
-                                                                      users_file=self.state_path,
-                                                                      draft_tokens=self.draft_tokens))
         key = str(self.model_path) + (f"|{self.partition}" if self.partition else "")
         digest = hashlib.sha256(key.encode()).hexdigest()[:16]
         self.state_dir = Path(cache_dir or default_cache_dir()) / "llm-server"
+        # shared by every partition's server: a preamble one worker saved warms the other's first call
+        self.prefix_store = self.state_dir / "prefixes"
+        self.prefix_store_bytes = prefix_store_bytes()
+        self._command = command or (lambda port: llama_server_command(
+            self.model_path, port, self.n_ctx, self.n_threads, self.n_threads_batch, self.chat_format,
+            self.cache_bytes, users_file=self.state_path, draft_tokens=self.draft_tokens,
+            prefix_store=self.prefix_store, prefix_store_bytes=self.prefix_store_bytes))
         self.state_path = self.state_dir / f"{digest}.json"
         self.log_path = self.state_dir / f"{digest}.log"
         self._lock = FileLock(str(self.state_dir / f"{digest}.lock"), timeout=startup_timeout + 60)

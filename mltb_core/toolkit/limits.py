@@ -30,7 +30,7 @@ from typing import Any
 from mltb_core.environment import default as environment_default, read as read_environment
 
 __all__ = ["ToolTimeout", "ToolOutOfMemory", "call_with_time_limit", "call_with_limits", "set_memory_budget",
-           "tool_memory_limit", "sandbox_quota", "parse_size", "limit_threads", "THREAD_ENV_VARS", "MEMORY_LIMIT_ENV",
+           "tool_memory_limit", "sandbox_quota", "parse_size", "size_setting", "limit_threads", "THREAD_ENV_VARS", "MEMORY_LIMIT_ENV",
            "DEFAULT_TOOL_MEMORY"]
 
 THREAD_ENV_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
@@ -69,10 +69,10 @@ DEFAULT_SANDBOX_QUOTA = parse_size(environment_default(SANDBOX_QUOTA_ENV))
 
 def tool_memory_limit() -> int | None:
     """The per-trial memory budget in bytes from ``MLTB_TOOL_MEMORY_LIMIT`` (None: no budget)."""
-    return _size_setting(MEMORY_LIMIT_ENV, read_environment(MEMORY_LIMIT_ENV), DEFAULT_TOOL_MEMORY)
+    return size_setting(MEMORY_LIMIT_ENV, read_environment(MEMORY_LIMIT_ENV), DEFAULT_TOOL_MEMORY)
 
 
-def _size_setting(name: str, value: str | None, default: int) -> int | None:
+def size_setting(name: str, value: str | None, default: int) -> int | None:
     """A size variable's ``value``: unset is ``default``; 0/off/none/unlimited is None (no limit)."""
     raw = (value or "").strip()
     if not raw:
@@ -87,7 +87,7 @@ def _size_setting(name: str, value: str | None, default: int) -> int | None:
 
 def sandbox_quota() -> int | None:
     """Bytes a trial's sandbox and scratch directory may hold, from ``MLTB_SANDBOX_QUOTA`` (None: no quota)."""
-    return _size_setting(SANDBOX_QUOTA_ENV, read_environment(SANDBOX_QUOTA_ENV), DEFAULT_SANDBOX_QUOTA)
+    return size_setting(SANDBOX_QUOTA_ENV, read_environment(SANDBOX_QUOTA_ENV), DEFAULT_SANDBOX_QUOTA)
 
 
 def _mapped_bytes() -> int | None:
