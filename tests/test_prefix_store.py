@@ -123,7 +123,7 @@ def test_the_server_command_carries_the_store_unless_switched_off(tmp_path, monk
 # ------------------------------------------------------------------------------ a real server, tiny model
 needs_llama = pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
                                  reason="llama-cpp-python is not installed (pip install 'mltb[local-smoke]')")
-SYSTEM = "You are a data scientist working on a tabular Kaggle challenge with named tools. " * 30
+SYSTEM = "You are a data scientist working on a tabular Kaggle challenge with named tools. " * 40
 
 
 def _post(url: str, messages: list[dict]) -> dict:
@@ -164,10 +164,15 @@ def test_a_new_server_restores_the_first_turn_another_server_saved():
         assert cached == 0 and len(files) == 1  # the first server evaluated all and saved the first turn
         # a new process: the shared system turn comes from the store; the same prompt gives the same reply
         warm_reply, prompt_again, cached_again, files_again = _ask(cache_dir, "two", first)
-        assert prompt_again == prompt and cached_again >= 256 and warm_reply == cold_reply
+        assert prompt_again == prompt and cached_again >= 512 and warm_reply == cold_reply
         assert files_again == files  # the first turn is stored already: not written twice
         _, other_prompt, other_cached, _ = _ask(cache_dir, "three", other)
-        assert 256 <= other_cached < other_prompt  # everything up to the user turn, which differs
+        assert 512 <= other_cached < other_prompt  # everything up to the user turn, which differs
+        # a first turn the store already restores all but a few tokens of (a subtask's tools appended to the
+        # preamble) is not written again
+        variant = [{"role": "system", "content": SYSTEM + "Tools now: read_data, drop_columns."}, first[1]]
+        _, _, variant_cached, variant_files = _ask(cache_dir, "variant", variant)
+        assert variant_cached >= 512 and variant_files == files
         # one flipped byte: the next server evaluates cold, deletes the file and saves a good one
         data = bytearray(files[0].read_bytes())
         data[len(data) // 2] ^= 0xFF

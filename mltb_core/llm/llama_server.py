@@ -161,8 +161,10 @@ class _PromptLookup:
         return lookup_draft(input_ids, self.k)
 
 
-# A first turn shorter than this is not worth a file: it evaluates in a few seconds.
-MIN_STORED_PREFIX = 256
+# A first turn is saved only when the store would then restore at least this many more of its tokens:
+# evaluating fewer takes seconds, a file takes ~30 KB per token. (Hierarchical MCTS appends each subtask's
+# few tools to the preamble: those variants share the stored preamble and are not saved again.)
+MIN_STORED_GAIN = 512
 
 
 def first_turn_end(tokens: Any, end_of_turn: int | None) -> int | None:
@@ -181,7 +183,8 @@ def _prefix_cache(llama_cpp: Any, engine: "_Engine", capacity_bytes: int, store:
 
     A lookup restores the stored state with the longest common prefix when it beats both the RAM cache and
     the live context; a save also writes the state to the store when no stored state covers its first turn
-    (so each distinct preamble is written once, by the first request that carries it)."""
+    that the store restores all but a few tokens of (so each distinct preamble is written once, by the first
+    request that carries it)."""
     import numpy as np
 
     from mltb_core.llm.prefix_store import SavedPrefix, common_prefix
@@ -236,7 +239,7 @@ def _prefix_cache(llama_cpp: Any, engine: "_Engine", capacity_bytes: int, store:
             # the tokens whose KV cells the state holds (the last sampled token is not evaluated yet)
             tokens = np.asarray(value.input_ids[:value.n_tokens], dtype=np.int32)
             first = first_turn_end(tokens, end_of_turn)
-            if first is None or first < MIN_STORED_PREFIX or store.longest(tokens)[1] >= first:
+            if first is None or first - store.longest(tokens)[1] < MIN_STORED_GAIN:
                 return
             store.save(SavedPrefix(tokens=tokens, scores=value.scores, state=value.llama_state, seed=value.seed))
 
