@@ -74,6 +74,40 @@ def test_branch_switches_are_served_from_the_prefix_cache(smollm2):
         [cached[i] for i in range(4)]
 
 
+def test_every_system_message_reaches_the_model(smollm2):
+    """A planner's instructions come as a second system message; llama-cpp-python's own ChatML dropped it."""
+    url, _ = smollm2
+    preamble = {"role": "system", "content": "You are a data scientist. " * 10}
+    instructions = {"role": "system", "content": "Propose tool candidates for the data loading stage. " * 5}
+    ask = {"role": "user", "content": "Next tool call?"}
+    tokens = {}
+    for name, messages in (("without", [preamble, ask]), ("with", [preamble, instructions, ask])):
+        status, reply = post(url, {"messages": messages, "max_tokens": 2, "temperature": 0})
+        assert status == 200, reply
+        tokens[name] = reply["usage"]["prompt_tokens"]
+    assert tokens["with"] >= tokens["without"] + 40, tokens  # the 5 sentences and their turn markers
+    status, reply = post(url, {"messages": [preamble, {"role": "tool", "content": "rows: 5"}]})
+    assert status == 400 and "role 'tool' cannot be rendered" in reply["error"]["message"]
+
+
+def test_chatml_prompt_renders_every_turn_in_order():
+    from mltb_core.llm.llama_server import chatml_prompt
+
+    messages = [{"role": "system", "content": "P"}, {"role": "system", "content": "I"},
+                {"role": "user", "content": "U"}, {"role": "assistant", "content": "A"}]
+    assert chatml_prompt(messages) == ("<|im_start|>system\nP<|im_end|>\n<|im_start|>system\nI<|im_end|>\n"
+                                       "<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\nA<|im_end|>\n"
+                                       "<|im_start|>assistant\n")
+    # one system message, first: byte for byte what llama-cpp-python's chatml gave (the prefix caches stay valid)
+    from llama_cpp import llama_chat_format
+
+    one = [messages[0], messages[2], messages[3], {"role": "user", "content": "U2"}]
+    assert chatml_prompt(one) == llama_chat_format.format_chatml(messages=one).prompt
+    assert chatml_prompt(one[1:2]) == llama_chat_format.format_chatml(messages=one[1:2]).prompt
+    with pytest.raises(ValueError, match="content must be text"):
+        chatml_prompt([{"role": "assistant", "content": None}])
+
+
 def test_n_choices_and_bad_requests(smollm2):
     url, _ = smollm2
     status, reply = post(url, {"messages": conversation("C", 1), "max_tokens": 3, "n": 2, "seed": 1})

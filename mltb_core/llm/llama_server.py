@@ -25,6 +25,9 @@ Here:
   same replies); upstream needs ``logits_all`` for it (an n_ctx × n_vocab array, 10 GB at 16k context),
   here only the drafted batch returns its rows. Off because on 2 shared cores each extra row costs more
   than the passes it saves (reports/benchmarks.md); where extra rows are cheap, MLTB_DRAFT_TOKENS turns it on;
+- every message in order with its own role (:func:`chatml_prompt`): llama-cpp-python's "chatml" format
+  keeps the first system message only, so a planner's instructions (the second system message: ReAct's,
+  MCTS's expansion prompt, Hierarchical MCTS's subtask, LATS's judge) never reached the model;
 - one model, one lock: requests are served one at a time (llama.cpp's context is not thread-safe).
 
 Only what mltb's local backend sends is served: ``GET /v1/models``, ``POST /v1/chat/completions``
@@ -47,11 +50,46 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from mltb_core.llm.prefix_store import PrefixStore
 
-__all__ = ["main", "build_parser", "CHAT_ARGS", "pid_alive", "users_gone", "lookup_draft"]
+__all__ = ["main", "build_parser", "CHAT_ARGS", "CHAT_ROLES", "chatml_prompt", "pid_alive", "users_gone",
+           "lookup_draft"]
 
 # The request fields passed on to Llama.create_chat_completion (others are ignored, as OpenAI's are).
 CHAT_ARGS = ("messages", "tools", "tool_choice", "temperature", "top_p", "stop", "seed", "response_format",
              "max_tokens", "presence_penalty", "frequency_penalty")
+
+
+# The roles a ChatML turn can carry; the client (mltb_core.llm.local.chatml_messages) maps tool results to user
+# turns and calls to JSON text before a request gets here.
+CHAT_ROLES = ("system", "user", "assistant")
+
+
+def chatml_prompt(messages: list[dict[str, Any]]) -> str:
+    """The prompt of ``messages`` in ChatML as Qwen2.5's and SmolLM2's own templates render text turns: each
+    message in order, with its role, then the assistant's turn. A conversation with one system message, first,
+    gives byte for byte the prompt of llama-cpp-python's "chatml" format, which drops every later system
+    message. ValueError (a 400 reply) names a role or content it cannot render."""
+    turns = [] if messages and messages[0].get("role") == "system" else ["<|im_start|>system\n<|im_end|>\n"]
+    for i, message in enumerate(messages):
+        role, content = message.get("role"), message.get("content")
+        if role not in CHAT_ROLES:
+            raise ValueError(f"message {i}: role {role!r} cannot be rendered (roles: {', '.join(CHAT_ROLES)})")
+        if not isinstance(content, str):
+            raise ValueError(f"message {i}: content must be text, got {type(content).__name__}")
+        turns.append(f"<|im_start|>{role}\n{content}<|im_end|>\n")
+    return "".join(turns) + "<|im_start|>assistant\n"
+
+
+def _chat_handler(chat_format: str) -> Any:
+    """The chat handler for ``chat_format``: mltb's own for ChatML (see :func:`chatml_prompt`), else None
+    (llama-cpp-python's)."""
+    if chat_format != "chatml":
+        return None
+    from llama_cpp import llama_chat_format
+
+    def format_chatml(messages: list[dict[str, Any]], **_: Any) -> Any:
+        return llama_chat_format.ChatFormatterResponse(prompt=chatml_prompt(messages), stop="<|im_end|>")
+
+    return llama_chat_format.chat_formatter_to_chat_completion_handler(format_chatml)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -300,6 +338,7 @@ class _Engine:
         self.log_requests = args.log_requests
         self.llm = LeanLlama(model_path=args.model, n_ctx=args.n_ctx, n_batch=args.n_batch, n_threads=args.n_threads,
                              n_threads_batch=args.n_threads_batch, chat_format=args.chat_format,
+                             chat_handler=_chat_handler(args.chat_format),
                              flash_attn=args.flash_attn == "true", verbose=False)
         self.llm.draft_model = self.drafts  # after __init__, which would turn logits_all on for a draft model
         self.restored: list[int] = []  # prompt tokens restored from the prefix store, per request

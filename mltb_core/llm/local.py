@@ -519,9 +519,10 @@ class LocalBackend(OpenAIBackend):
     """The named model ``named`` (None: the default), or the GGUF at ``model_path``, through the shared
     llama.cpp server; free, ``supports_n=False``.
 
-    ``constrained=False`` sends the chat untouched with native ``tools`` and no grammar. Constrained,
-    the reply follows the state-aware call schema when the episode sends one (TrialConfig's
-    ``constrained_calls``, on by default here), else :func:`call_schema` (any offered tool name).
+    Every request is rewritten by :func:`chatml_messages` (the server's ChatML has no tool role and no native
+    tool schemas). Constrained (the default), the reply follows the state-aware call schema when the episode
+    sends one (TrialConfig's ``constrained_calls``, on by default here), else :func:`call_schema` (any offered
+    tool name); ``constrained=False`` sends the same prompt with no grammar.
     ``draft_tokens``: the server's prompt-lookup drafts (default: ``MLTB_DRAFT_TOKENS``, else none).
     ``keep_server`` (default) keeps this process's server reference after ``close`` until the process
     exits (:func:`release_process_servers`), so the next trial finds the server and its prefix warm.
@@ -571,11 +572,9 @@ class LocalBackend(OpenAIBackend):
 
     def _request(self, messages: list[dict], tools: list[dict], n: int, temperature: float,
                  seed: int | None, schema: dict[str, Any] | None = None) -> dict[str, Any]:
-        if not self.constrained:
-            return super()._request(messages, tools, n, temperature, seed, schema)
         # The catalogue of every offered tool stays in the prompt (a stable prefix); the schema narrows the reply.
         kwargs = super()._request(chatml_messages(messages, tools), [], n, temperature, seed)
-        if tools:
+        if tools and self.constrained:
             kwargs["response_format"] = {"type": "json_object", "schema": schema or call_schema(tools)}
         return kwargs
 
