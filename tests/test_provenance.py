@@ -47,6 +47,24 @@ def test_the_commit_of_a_checkout_and_its_uncommitted_changes(repo):
     git_commit.cache_clear()
 
 
+def test_a_report_written_into_the_checkout_is_not_a_code_change(repo):
+    """A long run writes its report into the checkout it runs from: later trials ran the same code."""
+    (repo / "reports").mkdir()
+    (repo / "reports" / "table.md").write_text("one")
+    (repo / "README.md").write_text("one")
+    _git(repo, "add", ".")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "reports")
+    head = _git(repo, "rev-parse", "--short=12", "HEAD")
+    (repo / "reports" / "table.md").write_text("two")
+    (repo / "README.md").write_text("two")
+    git_commit.cache_clear()
+    assert git_commit(repo) == head
+    (repo / "a.txt").write_text("changed code")
+    git_commit.cache_clear()
+    assert git_commit(repo) == f"{head} (with uncommitted changes)"
+    git_commit.cache_clear()
+
+
 def test_an_installed_copy_inside_another_repository_reports_no_commit(repo):
     """site-packages of a virtual environment that lives in the user's own repository: not mltb's commit."""
     site = repo / ".venv" / "lib" / "site-packages"

@@ -15,6 +15,9 @@ from typing import Any
 __all__ = ["git_commit", "code_version", "trial_code", "NOT_RECORDED"]
 
 NOT_RECORDED = "not recorded"   # records written before mltb stamped its code on them
+# What a run may rewrite in its own checkout without changing the code that runs: the reports it writes
+# (benchmarks/local_llm_table.py's default) and prose. Uncommitted changes anywhere else flag the commit.
+NOT_CODE = (":(exclude)reports/", ":(exclude)*.md")
 # the directory holding mltb_core/: a git checkout of mltb, or site-packages for an installed copy
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,7 +29,7 @@ def _git(root: Path, *argv: str) -> subprocess.CompletedProcess:
 @functools.lru_cache(maxsize=None)
 def git_commit(root: Path = ROOT) -> str | None:
     """The commit of the checkout mltb runs from (12 hex digits, "(with uncommitted changes)" when tracked
-    files differ from it), or None when ``root`` is not the top of a git checkout: an installed copy in a
+    files other than reports and prose (:data:`NOT_CODE`) differ from it), or None when ``root`` is not the top of a git checkout: an installed copy in a
     virtual environment that lives inside some other repository must not report that repository's commit.
     Read once per process."""
     try:
@@ -34,7 +37,7 @@ def git_commit(root: Path = ROOT) -> str | None:
         if top.returncode != 0 or Path(top.stdout.strip()).resolve() != root.resolve():
             return None
         head = _git(root, "rev-parse", "--short=12", "HEAD")
-        dirty = _git(root, "status", "--porcelain", "--untracked-files=no")
+        dirty = _git(root, "status", "--porcelain", "--untracked-files=no", "--", ".", *NOT_CODE)
     except (OSError, subprocess.SubprocessError):
         return None
     if head.returncode != 0:
