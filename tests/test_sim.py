@@ -37,7 +37,8 @@ def test_reads_the_task_prompt_like_a_model_would():
     assert (info.train_path, info.test_path, info.output_path) == ("train.csv", "test.csv", "submission.csv")
     assert info.target == "Exited" and info.id_column == "id" and info.probability and not info.regression
     reg = parse_task_prompt(get_task("playground-series-s3e1").prompt(Path("submission.csv")))
-    assert reg.regression and reg.target == "MedHouseVal"
+    assert reg.regression and reg.target == "MedHouseVal" and not reg.logarithmic
+    assert parse_task_prompt(get_task("nyc-taxi-trip-duration").prompt(Path("submission.csv"))).logarithmic
 
 
 def test_same_context_same_candidates_and_seeds_differ():

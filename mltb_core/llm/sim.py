@@ -108,6 +108,7 @@ class TaskInfo:
     id_column: str = "id"
     regression: bool = False
     probability: bool = False
+    logarithmic: bool = False   # scored by a logarithmic error: predictions must not go below 0
 
 
 @dataclass
@@ -412,6 +413,11 @@ class SimPolicy(LLMBackend):
                             {"target_column": info.target, "is_train": False}, "X_test")
         if step == "fit":
             family = rng.choices(["lightgbm", "xgboost", "random_forest", "linear"], [0.55, 0.2, 0.15, 0.1])[0]
+            if info.regression and info.logarithmic:
+                # What the prompt's metric tells any data scientist: a logarithmic error needs predictions >= 0.
+                # A forest predicts within the training targets' range; boosting and linear models can go
+                # below it, which Kaggle rejects (issue 18). The draw above stays, so later draws are unchanged.
+                family = "random_forest"
             kind = "regressor" if info.regression else "classifier"
             name = f"fit_{family}_{kind}" if family != "linear" else (
                 "fit_linear_regressor" if info.regression else "fit_logistic_regressor")
@@ -556,6 +562,7 @@ def parse_task_prompt(text: str) -> TaskInfo:
         info.id_column, info.target = bullets[0][0], bullets[1][0]
         info.probability = "probability" in bullets[1][1]
         info.regression = "predicted value" in bullets[1][1]
+    info.logarithmic = "logarithmic error" in text
     return info
 
 
