@@ -135,9 +135,10 @@ def _post(url: str, messages: list[dict]) -> dict:
 
 
 def _ask(cache_dir: str, partition: str, messages: list[dict]) -> tuple[str, int, int, list[Path]]:
-    """One request on a new server process: its reply, prompt and cached tokens, and the store's files."""
+    """One request on a new server process: its reply, prompt and cached tokens (all restored from the store,
+    as its log says: a new server has nothing else), and the store's files."""
     from mltb_core.llm import models
-    from mltb_core.llm.local import LocalServer
+    from mltb_core.llm.local import LocalServer, request_log
 
     server = LocalServer(models.model_path("smollm2"), cache_dir=cache_dir, n_ctx=2048, partition=partition,
                          partitions=1)
@@ -147,6 +148,10 @@ def _ask(cache_dir: str, partition: str, messages: list[dict]) -> tuple[str, int
         server.release()
     files = sorted(server.prefix_store.rglob("*" + FILE_SUFFIX))
     usage = reply["usage"]
+    logged = request_log(server.log_path)[-1]
+    cached = usage["prompt_tokens_details"]["cached_tokens"]
+    # when the whole prompt was stored, its last token is evaluated again to get fresh logits
+    assert logged["cached_tokens"] == cached and cached <= logged["restored_tokens"] <= cached + 1
     return (reply["choices"][0]["message"]["content"], usage["prompt_tokens"],
             usage["prompt_tokens_details"]["cached_tokens"], files)
 

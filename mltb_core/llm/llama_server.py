@@ -220,8 +220,8 @@ def _prefix_cache(llama_cpp: Any, engine: "_Engine", capacity_bytes: int, store:
     """llama-cpp-python's RAM prefix cache, backed by ``store`` (None: RAM only).
 
     A lookup restores the stored state with the longest common prefix when it beats both the RAM cache and
-    the live context; a save also writes the state to the store when no stored state covers its first turn
-    that the store restores all but a few tokens of (so each distinct preamble is written once, by the first
+    the live context; a save also writes the state to the store unless the store already restores all but
+    :data:`MIN_STORED_GAIN` tokens of its first turn (so each distinct preamble is written once, by the first
     request that carries it)."""
     import numpy as np
 
@@ -341,7 +341,7 @@ class _Engine:
                              chat_handler=_chat_handler(args.chat_format),
                              flash_attn=args.flash_attn == "true", verbose=False)
         self.llm.draft_model = self.drafts  # after __init__, which would turn logits_all on for a draft model
-        self.restored: list[int] = []  # prompt tokens restored from the prefix store, per request
+        self.restored: list[int] = []  # prompt tokens restored from the prefix store in this request
         if args.cache_bytes > 0:
             store = None
             if args.prefix_store is not None and args.prefix_store_bytes > 0:
@@ -363,13 +363,13 @@ class _Engine:
         n = request.get("n") or 1
         if not isinstance(n, int) or not 1 <= n <= 20:
             raise ValueError("'n' must be an integer from 1 to 20")
-        choices, prompt_tokens, completion_tokens, cached, steps = [], 0, 0, 0, 0
+        choices, prompt_tokens, completion_tokens, cached, restored, steps = [], 0, 0, 0, 0, 0
         start = time.perf_counter()
         with self.lock:
             for i in range(n):
                 if n > 1 and "seed" in kwargs:
                     kwargs["seed"] = request["seed"] + i
-                self.evaluated = []
+                self.evaluated, self.restored = [], []
                 if self.drafts:
                     self.drafts.armed = False
                 reply = self.llm.create_chat_completion(**kwargs)
@@ -379,11 +379,13 @@ class _Engine:
                 if i == 0:
                     prompt_tokens = usage["prompt_tokens"]
                     cached = max(prompt_tokens - evaluated, 0)
+                    restored = sum(self.restored)
                 completion_tokens += usage["completion_tokens"]
                 steps += len(self.evaluated)  # model evaluations: the prompt, then one per decoding step
                 choices += [{**choice, "index": len(choices)} for choice in reply["choices"]]
         if self.log_requests:
-            print(json.dumps({"request": {"prompt_tokens": prompt_tokens, "cached_tokens": cached, "n": n,
+            print(json.dumps({"request": {"prompt_tokens": prompt_tokens, "cached_tokens": cached,
+                                          "restored_tokens": restored, "n": n,
                                           "completion_tokens": completion_tokens,
                                           "forward_passes": steps, "seconds": round(time.perf_counter() - start, 3)}}),
                   file=sys.stderr, flush=True)
