@@ -61,6 +61,12 @@ def test_uct_prefers_unvisited_then_value_plus_exploration():
 def test_lats_score_parsing():
     assert parse_score("good progress. Score: 7") == 0.7
     assert parse_score("Score: 12") == 1.0 and parse_score("no idea") == 0.1
+    # forms a 1.5B judge wrote in the planner table instead of "Score: N" (the last grade counts)
+    assert parse_score('{"reflection": "Loaded the train data.", "score": 5}') == 0.5
+    assert parse_score("Each step is justified. The score is 10, a valid submission.") == 1.0
+    assert parse_score("Good start (3/10 done). I would give it 6 out of 10") == 0.6
+    assert parse_score("a score of 4. Score: 7") == 0.7
+    assert parse_score("Stored 10 rows; 2 columns") == 0.1
 
 
 def test_masking_offers_each_subtask_its_tools():

@@ -13,17 +13,27 @@ from mltb_core.llm import prompts
 from mltb_core.planners.mcts import TreeSearch
 from mltb_core.planners.tree import Node
 
-_SCORE = re.compile(r"score\s*[:=]?\s*(\d+(?:\.\d+)?)", re.I)
+# The judge is asked to end with "Score: N"; models also write {"score": N}, "the score is N" and "N/10".
+_SCORE = re.compile(r"score[\"']?\s*(?:[:=]|\bis\b|\bof\b)?\s*[\"']?(\d+(?:\.\d+)?)"
+                    r"|(\d+(?:\.\d+)?)\s*(?:/|out of)\s*10\b", re.I)
+UNSCORED = 0.1   # a reply with no score counts as the lowest grade
 MAX_REFLECTIONS = 3
 
 
-def parse_score(text: str) -> float:
-    """'... Score: 7' → 0.7; unparseable or out of range → the lowest score, 0.1."""
-    matches = _SCORE.findall(text or "")
+def judge_score(text: str) -> float | None:
+    """The grade in a judge's reply, mapped from 1-10 to 0.1-1.0 (the last one given, clipped to the range);
+    None when it gives none."""
+    matches = list(_SCORE.finditer(text or ""))
     if not matches:
-        return 0.1
-    value = float(matches[-1])
+        return None
+    value = float(matches[-1].group(1) or matches[-1].group(2))
     return min(max(value, 1.0), 10.0) / 10.0
+
+
+def parse_score(text: str) -> float:
+    """'... Score: 7' → 0.7; a reply without a score → :data:`UNSCORED`."""
+    score = judge_score(text)
+    return UNSCORED if score is None else score
 
 
 class LATS(TreeSearch):
@@ -38,7 +48,10 @@ class LATS(TreeSearch):
         if node.terminal:
             return 1.0
         text = self.ep.ask(node, prompts.LATS_EVALUATOR_SYSTEM, prompts.EVALUATOR_REQUEST, purpose="evaluate")
-        return parse_score(text)
+        score = judge_score(text)
+        # said in the trajectory: a judge that gives no grade makes LATS's values the default, not the model's
+        self.ep.trajectory.write("judge_score", node_id=node.id, score=score, scored=score is not None)
+        return UNSCORED if score is None else score
 
     def extra_messages(self, node: Node):
         if not self.reflections:
