@@ -17,7 +17,8 @@ Assumptions (every planner-ordering figure measured with ``sim`` rests on them):
 2. **One fixed pipeline**, in order: load train, load test, inspect, combine train+test, fill numeric
    gaps (median), fill the rest (mode; drops columns still missing), drop id/name-like columns, expand
    a datetime column, label-encode categoricals, split back, train features/target, test features,
-   fit (LightGBM 55 %, XGBoost 20 %, random forest 15 %, linear 10 %; cv=3), predict, write the
+   fit (LightGBM 55 %, XGBoost 20 %, random forest 15 %, linear 10 %; cv=3; a random forest when the
+   prompt says the metric is a logarithmic error, which rejects negative predictions), predict, write the
    submission. With ``create_submission`` offered (extended toolset) one call writes the file; without
    it (paper toolset) it takes the id column from the test data (``get_features``), names the
    predictions after the target (``convert_to_dataframe``), joins them (``concatenate_dataframes``,
