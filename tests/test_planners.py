@@ -66,6 +66,7 @@ def test_lats_score_parsing():
     assert parse_score("Each step is justified. The score is 10, a valid submission.") == 1.0
     assert parse_score("Good start (3/10 done). I would give it 6 out of 10") == 0.6
     assert parse_score("a score of 4. Score: 7") == 0.7
+    assert parse_score("The features are stored on the scratchpad.\n\nGrade: 7") == 0.7
     assert parse_score("Stored 10 rows; 2 columns") == 0.1
 
 

@@ -13,8 +13,9 @@ from mltb_core.llm import prompts
 from mltb_core.planners.mcts import TreeSearch
 from mltb_core.planners.tree import Node
 
-# The judge is asked to end with "Score: N"; models also write {"score": N}, "the score is N" and "N/10".
-_SCORE = re.compile(r"score[\"']?\s*(?:[:=]|\bis\b|\bof\b)?\s*[\"']?(\d+(?:\.\d+)?)"
+# The judge is asked to end with "Score: N"; models also write {"score": N}, "the score is N", "Grade: N"
+# and "N/10".
+_SCORE = re.compile(r"(?:score|grade|rating)[\"']?\s*(?:[:=]|\bis\b|\bof\b)?\s*[\"']?(\d+(?:\.\d+)?)"
                     r"|(\d+(?:\.\d+)?)\s*(?:/|out of)\s*10\b", re.I)
 UNSCORED = 0.1   # a reply with no score counts as the lowest grade
 MAX_REFLECTIONS = 3
