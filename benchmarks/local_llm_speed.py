@@ -139,6 +139,18 @@ def first_call(model: str, turns: int) -> list[Figure]:
                    f"the first server wrote; load {load_average()}")]
 
 
+def _first_logged_call(since: float) -> dict | None:
+    """The first call in the newest server log of the default cache written since ``since`` (perf_counter
+    time of the trial's start), or None."""
+    from mltb_core.llm.cache import default_cache_dir
+    from mltb_core.llm.local import request_log
+
+    started = time.time() - (time.perf_counter() - since)
+    logs = [p for p in (Path(default_cache_dir()) / "llm-server").glob("*.log") if p.stat().st_mtime >= started]
+    calls = request_log(max(logs, key=lambda p: p.stat().st_mtime)) if logs else []
+    return calls[0] if calls else None
+
+
 def trial(model: str, calls: int, task: str) -> list[Figure]:
     """One MCTS-Shaped trial: wall time and the share of prompt tokens served from cache."""
     from _bench import sim_trial
@@ -151,6 +163,10 @@ def trial(model: str, calls: int, task: str) -> list[Figure]:
         release_process_servers()
     wall = time.perf_counter() - start
     share = record.tokens_in_cached / record.tokens_in if record.tokens_in else 0.0
+    first = _first_logged_call(start)
+    restored = (f"first call {first['seconds']:.0f} s with {first['cached_tokens']} of {first['prompt_tokens']} prompt "
+                f"tokens cached (a prefix store that held the preamble restores most of them)" if first else
+                "first call not found in a server log")
     per_call = record.llm_seconds / max(record.llm_calls, 1)
     print(f"trial: {record.outcome}, stage {record.stage_reached} ({record.stage_name}), {record.llm_calls} calls, "
           f"{record.wall_seconds:.0f} s wall, {record.tokens_in} prompt tokens ({record.tokens_in_cached} cached)",
@@ -158,7 +174,7 @@ def trial(model: str, calls: int, task: str) -> list[Figure]:
     return [Figure(f"MCTS-Shaped trial, {calls} LLM calls, {task}", f"{record.wall_seconds / 60:.1f} min", "≤ 6 min",
                    record.wall_seconds <= 360,
                    f"{record.llm_calls} calls ({per_call:.1f} s each), stage {record.stage_reached} "
-                   f"{record.stage_name or ''}, {record.outcome}; incl. server start {wall - record.wall_seconds:.0f} s "
+                   f"{record.stage_name or ''}, {record.outcome}; {restored}; server start {wall - record.wall_seconds:.0f} s "
                    f"outside; load {load_average()}"),
             Figure("prompt tokens served from cache in that trial", f"{share:.0%}", "≥ 70 %", share >= 0.70,
                    f"{record.tokens_in_cached:,} of {record.tokens_in:,}")]
