@@ -146,6 +146,34 @@ def trial_seconds_table(recs: list) -> list[str]:
     return lines
 
 
+def stop_table(recs: list) -> list[str]:
+    """Why each counted trial ended, by planner and task: the stage it reached, the stage it did not pass,
+    and its stop reason. Stop reasons come from the trial's worker (untrusted text), so they are escaped,
+    and a trailing parenthesis (the server's error detail, with numbers that differ per trial) is cut so
+    alike stops group together."""
+    import re
+    from collections import Counter
+
+    from mltb_core.analysis.results import counted_records, group_by, markdown_text
+    from mltb_core.analysis.tables import planner_rank
+    from mltb_core.bench.stages import REWARD_STAGES
+
+    names = {s.number: s.name for s in REWARD_STAGES}    # mltb's names, never the record's stage_name
+    detail = re.compile(r"\s*\((?:[^()]|\([^()]*\))*\)\s*$")
+    lines = ["| planner | task | trials | stage reached | not passed | why the trial ended |",
+             "|---|---|---|---|---|---|"]
+    for (planner, task), cell in sorted(group_by(counted_records(recs), "planner", "task").items(),
+                                        key=lambda kv: (planner_rank(kv[0][0]), kv[0][1])):
+        stops = Counter((r.valid, r.stage_reached, detail.sub("", r.stop_reason or "") or "(none given)")
+                        for r in cell)
+        for (valid, stage, reason), n in sorted(stops.items(), key=lambda kv: (-kv[0][1], kv[0][2])):
+            reached = f"{stage} {names[stage]}" if stage in names else str(stage)
+            blocked = "– (valid submission)" if valid else \
+                f"{stage + 1} {names[stage + 1]}" if stage + 1 in names else "–"
+            lines.append(f"| {planner} | {task} | {n} | {reached} | {blocked} | {markdown_text(reason)} |")
+    return lines
+
+
 def run_argv(argv: list[str]) -> list[str]:
     """The arguments that run (and continue) the measurement: ``argv`` without --report-only, --report and --notes,
     so a report rewritten from the records names the command that makes more of them."""
@@ -199,6 +227,7 @@ def write_report(args: argparse.Namespace) -> str:
         lines += [f"- {note}" for note in table.notes] + ([""] if table.notes else [])
     if recs:
         lines += ["## Seconds per trial", ""] + trial_seconds_table(recs) + [""]
+        lines += ["## Where trials ended", ""] + stop_table(recs) + [""]
     if args.notes and Path(args.notes).is_file():
         lines += ["## Notes", "", Path(args.notes).read_text().strip(), ""]
     text = "\n".join(lines)

@@ -25,7 +25,7 @@ def test_rounds_resume_and_the_report_says_partial_until_complete(table, tmp_pat
     assert sorted((r["planner"], r["trial"]) for r in records) == [("mcts_shaped", 0), ("react", 0)]
     text = report.read_text()
     assert "PARTIAL" not in text and "## Consistency" in text and "Clopper" in text   # the interval named
-    for heading in ("## Cost per planner and task", "## Stage funnel", "## Seconds per trial",
+    for heading in ("## Cost per planner and task", "## Stage funnel", "## Seconds per trial", "## Where trials ended",
                     "## Median leaderboard percentile"):
         assert heading in text
     assert "- code commit: `" in text and "- machine: " in text and "--max-llm-calls 3" in text
@@ -93,3 +93,27 @@ def test_ctrl_c_ends_the_round_cleanly_and_writes_the_partial_report(tmp_path):
     assert "interrupted" in stderr and "--resume" in stderr and "Traceback" not in stderr
     assert len(results.read_text().splitlines()) == 1          # the interrupted trial is not recorded
     assert "1 of 2 planned trials recorded" in report.read_text()
+
+
+def test_where_trials_ended_groups_alike_stops_names_the_stage_not_passed_and_escapes_worker_text(table):
+    from mltb_core.analysis.results import Outcome, TrialRecord
+
+    def record(trial, stage, reason, valid=False, outcome=Outcome.PLANNER_FAILURE):
+        return TrialRecord(task="spaceship-titanic", planner="react", model="local", trial=trial, seed=trial,
+                           config_hash="h", outcome=outcome, valid=valid, stage_reached=stage, stop_reason=reason)
+
+    recs = [record(0, 1, "the conversation outgrew the model's context window (local:x: BadRequestError "
+                         "(HTTP 400): Requested tokens (16754) exceed context window of 16384)"),
+            record(1, 1, "the conversation outgrew the model's context window (local:x: BadRequestError "
+                         "(HTTP 400): Requested tokens (17117) exceed context window of 16384)"),
+            record(2, 9, "| injected | [link](http://x) <b>"),
+            record(3, 10, "a valid submission was written", valid=True, outcome=Outcome.VALID),
+            record(4, 0, "", outcome=Outcome.INFRA_ERROR)]
+    lines = table.stop_table(recs)
+    assert lines[2].endswith("| 10 create_submission | – (valid submission) | a valid submission was written |")
+    assert lines[-1] == ("| react | spaceship-titanic | 2 | 1 train_data_loading | 2 test_data_loading | "
+                         "the conversation outgrew the model's context window |")   # one row, detail cut
+    injected = next(line for line in lines if "injected" in line)
+    assert injected.startswith("| react | spaceship-titanic | 1 | 9 modeling | 10 create_submission | ")
+    assert injected.count("|") - injected.count("\\|") == 7 and "\\[link\\]" in injected and "\\<b\\>" in injected
+    assert len(lines) == 2 + 3     # the infra error is not a counted trial
