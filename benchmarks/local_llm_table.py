@@ -43,8 +43,9 @@ class RunError(RuntimeError):
 
 
 def pytest_command(args: argparse.Namespace, trials: int, resume: bool) -> list[str]:
-    """The benchmark command of one round: every cell up to ``trials`` trials."""
-    command = [sys.executable, "-m", "pytest", str(ROOT / "suites"), "-p", "no:cacheprovider", "-q",
+    """The benchmark command of one round: every cell up to ``trials`` trials. ``suites`` is relative: rounds
+    run in this checkout (cwd ROOT), and the report names the command the same whichever checkout writes it."""
+    command = [sys.executable, "-m", "pytest", "suites", "-p", "no:cacheprovider", "-q",
                "--planner", ",".join(args.planners), "--task", ",".join(args.tasks), "--model", args.model,
                "--trials", str(trials), "--max-llm-calls", str(args.max_llm_calls),
                "--max-seconds", f"{args.max_seconds:g}", "--no-llm-cache", "--mltb-out", str(args.out)]
