@@ -48,6 +48,9 @@ def pytest_command(args: argparse.Namespace, trials: int, resume: bool) -> list[
     command = [sys.executable, "-m", "pytest", "suites", "-p", "no:cacheprovider", "-q",
                "--planner", ",".join(args.planners), "--task", ",".join(args.tasks), "--model", args.model,
                "--trials", str(trials), "--max-llm-calls", str(args.max_llm_calls),
+               # the step caps as high as the call budget, so the calls are what binds: ReAct's steps are
+               # min(--max-iterations, --max-depth), 40 by default, which had capped it below 60 calls
+               "--max-iterations", str(args.max_llm_calls), "--max-depth", str(args.max_llm_calls),
                "--max-seconds", f"{args.max_seconds:g}", "--no-llm-cache", "--mltb-out", str(args.out)]
     if resume:
         command.append("--resume")

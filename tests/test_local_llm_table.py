@@ -28,7 +28,7 @@ def test_rounds_resume_and_the_report_says_partial_until_complete(table, tmp_pat
     for heading in ("## Cost per planner and task", "## Stage funnel", "## Seconds per trial", "## Where trials ended",
                     "## Median leaderboard percentile"):
         assert heading in text
-    assert "- code commit: `" in text and "- machine: " in text and "--max-llm-calls 3" in text
+    assert "- code commit: `" in text and "- machine: " in text and "--max-llm-calls 3 --max-iterations 3 --max-depth 3" in text
     assert "trials run by: mltb " in text and "(2)" in text
 
     # the same directory again without --resume: refused, nothing run
