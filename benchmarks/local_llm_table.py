@@ -131,17 +131,22 @@ def machine_facts() -> str:
            f"{platform.python_version()}; load average {load} when written"
 
 
+def cells(recs: list) -> list:
+    """The counted records grouped by (planner, task), planners in the paper's order, tasks by name."""
+    from mltb_core.analysis.results import counted_records, group_by
+    from mltb_core.analysis.tables import planner_rank
+
+    return sorted(group_by(counted_records(recs), "planner", "task").items(),
+                  key=lambda kv: (planner_rank(kv[0][0]), kv[0][1]))
+
+
 def trial_seconds_table(recs: list) -> list[str]:
     """Seconds, LLM calls and stage per trial, by planner and task (median and range)."""
     import statistics
 
-    from mltb_core.analysis.results import counted_records, group_by
-    from mltb_core.analysis.tables import planner_rank
-
     lines = ["| planner | task | n | wall s per trial (median, min–max) | LLM s per trial | LLM calls | "
              "stage reached (median, max) |", "|---|---|---|---|---|---|---|"]
-    for (planner, task), cell in sorted(group_by(counted_records(recs), "planner", "task").items(),
-                                        key=lambda kv: (planner_rank(kv[0][0]), kv[0][1])):
+    for (planner, task), cell in cells(recs):
         wall = [r.wall_seconds for r in cell]
         lines.append(f"| {planner} | {task} | {len(cell)} | {statistics.median(wall):.0f} ({min(wall):.0f}–"
                      f"{max(wall):.0f}) | {statistics.median(r.llm_seconds for r in cell):.0f} | "
@@ -158,16 +163,14 @@ def stop_table(recs: list) -> list[str]:
     import re
     from collections import Counter
 
-    from mltb_core.analysis.results import counted_records, group_by, markdown_text
-    from mltb_core.analysis.tables import planner_rank
+    from mltb_core.analysis.results import markdown_text
     from mltb_core.bench.stages import REWARD_STAGES
 
     names = {s.number: s.name for s in REWARD_STAGES}    # mltb's names, never the record's stage_name
     detail = re.compile(r"\s*\((?:[^()]|\([^()]*\))*\)\s*$")
     lines = ["| planner | task | trials | stage reached | not passed | why the trial ended |",
              "|---|---|---|---|---|---|"]
-    for (planner, task), cell in sorted(group_by(counted_records(recs), "planner", "task").items(),
-                                        key=lambda kv: (planner_rank(kv[0][0]), kv[0][1])):
+    for (planner, task), cell in cells(recs):
         stops = Counter((r.valid, r.stage_reached, detail.sub("", r.stop_reason or "") or "(none given)")
                         for r in cell)
         for (valid, stage, reason), n in sorted(stops.items(), key=lambda kv: (-kv[0][1], kv[0][2])):
