@@ -269,6 +269,26 @@ def test_real_smollm2_completion(tmp_path):
     assert backend.server.state() is None
 
 
+@pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
+                    reason="llama-cpp-python is not installed (pip install 'mltb[local]')")
+def test_real_trials_on_fresh_servers_draw_by_their_trial_seed(tmp_path):
+    """Each trial on a server of its own (as every round of the planner table starts them): the replies
+    follow the trial seed. Before, unseeded requests on a fresh llama-cpp-python server drew the same
+    samples whatever the trial seed, so replicate trials were copies."""
+    def replies(trial_seed: int, store: str) -> list[str]:
+        backend = make_backend("local:smollm2", seed=trial_seed, cache_dir=tmp_path / store, max_tokens=16,
+                               n_ctx=2048, keep_server=False)
+        try:
+            return [backend.complete([{"role": "user", "content": "Say one sentence about a cat."}], [],
+                                     temperature=1.0).candidates[0].text for _ in range(2)]
+        finally:
+            backend.close()
+
+    first = replies(1, "a")
+    assert replies(2, "b") != first
+    assert replies(1, "c") == first  # fresh store and server: nothing restored, the same draws
+
+
 def test_real_trial_with_the_embedded_model(tmp_path):
     """One whole trial through the real llama.cpp server and openai client with the bundled SmolLM2."""
     from mltb_core.config import TrialConfig

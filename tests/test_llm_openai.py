@@ -126,6 +126,24 @@ def test_n_candidates_by_repeated_calls(server):
     assert response.usage.calls == 3 and response.usage.prompt_tokens == 30
 
 
+def _unseeded_request_seeds(server, trial_seed: int, calls: int = 3) -> list[int]:
+    before = len(server.requests)
+    server.enqueue(*(content_reply("ok") for _ in range(calls)))
+    backend = backend_for(server, seed=trial_seed)
+    for _ in range(calls):
+        backend.complete(MESSAGES, [])  # the planners send no seed of their own
+    return [r["seed"] for r in server.requests[before:]]
+
+
+def test_unseeded_requests_carry_seeds_drawn_from_the_trial_seed(server):
+    # A server that picks its own seed when none is sent (llama-cpp-python chains it from the previous
+    # request) would otherwise give every trial the same samples.
+    first = _unseeded_request_seeds(server, trial_seed=11)
+    assert len(set(first)) == 3  # each request its own sample
+    assert _unseeded_request_seeds(server, trial_seed=11) == first  # reproducible from the trial seed
+    assert set(_unseeded_request_seeds(server, trial_seed=12)).isdisjoint(first)  # another trial, other draws
+
+
 def test_server_returning_fewer_choices_is_topped_up(server):
     server.enqueue(content_reply("one", fill_n=False), content_reply("two", fill_n=False))
     response = backend_for(server).complete(MESSAGES, [], n=2)

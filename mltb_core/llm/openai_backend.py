@@ -100,6 +100,8 @@ class OpenAIBackend(LLMBackend):
         self.strict_tools = strict_tools
         self._sleep = sleep
         self._jitter = random.Random(seed)
+        # Sampler seeds of requests the caller left unseeded: a stream of the trial seed (see _generate).
+        self._sampler_seeds = random.Random(f"sampler:{seed}")
         self.base_url = base_url or read_environment("OPENAI_BASE_URL") or None
         self.api_key = api_key or read_environment("OPENAI_API_KEY") or None
         self._client = None
@@ -195,11 +197,16 @@ class OpenAIBackend(LLMBackend):
         usage = Usage()
         candidates: list[Candidate] = []
         request_index = 0
+        if seed is None:
+            # The trial seed must reach the sampler. Given no seed, llama-cpp-python seeds a request from
+            # the one before it (or from a restored prompt prefix), so trials with different seeds drew
+            # the same samples: the planner table's replicate trials came out token-for-token identical.
+            seed = self._sampler_seeds.randrange(2**31)
         while len(candidates) < n:
             wanted = n - len(candidates) if self.supports_n else 1
             # Repeated requests get distinct seeds, else a seeded server returns the same sample.
-            call_seed = None if seed is None else seed + request_index
-            response = self._call_with_retries(self._request(messages, tools, wanted, temperature, call_seed, call_schema),
+            response = self._call_with_retries(self._request(messages, tools, wanted, temperature,
+                                                             seed + request_index, call_schema),
                                                  usage)
             request_index += 1
             usage.calls += 1
