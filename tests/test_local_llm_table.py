@@ -71,8 +71,11 @@ def test_ctrl_c_ends_the_round_cleanly_and_writes_the_partial_report(tmp_path):
     (tmp_path / "stall_plugin.py").write_text(STALL_PLUGIN)
     out, report = tmp_path / "run", tmp_path / "local-llm.md"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    # As from a terminal: a runner started in the background (`cmd &` in a script) ignores SIGINT, and
+    # Python keeps an ignored SIGINT ignored, so the child gets the default disposition back.
     process = subprocess.Popen([sys.executable, str(BENCHMARKS / "local_llm_table.py"), *argv(out, report, 1),
                                 "--", "-p", "stall_plugin"], env=env, start_new_session=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     results = out / "results.jsonl"
     deadline = time.monotonic() + 120
