@@ -44,6 +44,7 @@ class Step:
     completion_tokens: int = 5
     cached_tokens: int | None = None          # usage.prompt_tokens_details.cached_tokens (OpenAI)
     timings: dict[str, Any] | None = None     # llama.cpp's non-standard top-level "timings"
+    finish_reason: str | None = None          # every choice's, instead of "tool_calls"/"stop" (e.g. "length")
 
     def body(self, request: dict[str, Any]) -> str:
         if self.raw_body is not None:
@@ -52,7 +53,7 @@ class Step:
         wanted = int(request.get("n") or 1)
         if self.fill_n and messages:
             messages = (messages * wanted)[:max(wanted, len(messages))]
-        choices = [{"index": i, "finish_reason": "tool_calls" if m.get("tool_calls") else "stop",
+        choices = [{"index": i, "finish_reason": self.finish_reason or ("tool_calls" if m.get("tool_calls") else "stop"),
                     "message": {"role": "assistant", **m}} for i, m in enumerate(messages)]
         usage: dict[str, Any] = {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
                                  "total_tokens": self.prompt_tokens + self.completion_tokens}

@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from fake_openai_server import (FakeOpenAIServer, connection_cut, content_reply, delay, empty_choices, error,
-                                malformed_body, tool_call_reply)
+from fake_openai_server import (FakeOpenAIServer, Step, connection_cut, content_reply, delay, empty_choices,
+                                error, malformed_body, tool_call_reply)
 from mltb_core.llm import InfraError, UnknownModelError, make_backend
-from mltb_core.llm.base import Usage, parse_content_tool_calls
+from mltb_core.llm.base import MALFORMED, Usage, parse_content_tool_calls
 from mltb_core.llm.openai_backend import OpenAIBackend
 from mltb_core.llm.prices import PriceTableError, UnknownPriceError, load_price_table
 
@@ -274,3 +274,28 @@ def test_retry_policy_comes_from_the_environment(monkeypatch):
     monkeypatch.setenv("MLTB_LLM_TIMEOUT", "soon")
     with pytest.raises(ValueError, match="MLTB_LLM_TIMEOUT must be a number"):
         OpenAIBackend("gpt-4o", base_url="http://127.0.0.1:9/v1", api_key="x")
+
+
+def test_a_reply_cut_off_at_the_length_limit_is_reported_as_cut_off_not_malformed(server):
+    # A call naming many columns runs past max_tokens; the server stops it mid-JSON. The model must learn
+    # that its reply was too long, not that its JSON was broken (it would retry the same long call).
+    partial = '{"tool_name": "fillna_with_median", "tool_args": {"bindings": {"df": "combined"}, "func_kwargs": {"columns": ["Elevation", "Aspect"'
+    server.enqueue(Step(choices=[{"content": partial}], finish_reason="length"),
+                   Step(choices=[{"content": "I would first look at the"}], finish_reason="length"),
+                   Step(choices=[{"content": partial}]))
+    backend = backend_for(server, max_tokens=64)
+    for _ in range(2):
+        [cand] = backend.complete(MESSAGES, []).candidates
+        assert not cand.tool_calls
+        assert "cut off at the 64-token reply limit" in cand.error and MALFORMED not in cand.error
+    assert [r["max_tokens"] for r in server.requests] == [64, 64]
+    [cand] = backend.complete(MESSAGES, []).candidates  # the same text, stopped by the model: malformed
+    assert cand.error.startswith(MALFORMED)
+
+
+def test_a_complete_call_survives_a_length_stop(server):
+    # The call closed before the limit (trailing text ran on): the call stands.
+    text = json.dumps({"tool_name": "read_data", "tool_args": READ_ARGS}) + " Next I will"
+    server.enqueue(Step(choices=[{"content": text}], finish_reason="length"))
+    [cand] = backend_for(server, max_tokens=64).complete(MESSAGES, []).candidates
+    assert cand.error is None and cand.tool_calls[0].tool_name == "read_data"

@@ -187,6 +187,17 @@ class LLMBackend:
 
 # ------------------------------------------------------------------ tool-call parsing
 MALFORMED = "your tool call was malformed: "
+
+
+def cut_off_error(limit: int | None) -> str:
+    """What the model is told when the server stopped its reply at the reply-length limit.
+
+    Not "malformed": the model wrote a call longer than the harness lets a reply run (e.g. every column of a
+    wide frame by name), and only a shorter call can get through.
+    """
+    where = f"the {limit}-token reply limit" if limit else "the server's reply limit"
+    return (f"your reply was cut off at {where} before the tool call was complete; write one shorter tool "
+            "call (for example name fewer columns, or split the work over several calls)")
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.S)
 _CALL_HINT = re.compile(r"\"(tool_name|name)\"\s*:")
 

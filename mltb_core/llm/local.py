@@ -43,6 +43,7 @@ from mltb_core.llm.llama_server import pid_alive as _pid_alive
 from mltb_core.llm.base import InfraError
 from mltb_core.llm.cache import ResponseCache, default_cache_dir
 from mltb_core.llm.openai_backend import OpenAIBackend
+from mltb_core.llm.models import REPLY_TOKENS
 from mltb_core.llm.prices import FREE
 from mltb_core.toolkit.constraints import OBJECT_NAME
 
@@ -56,7 +57,7 @@ CRASH_HINT = ("if this CPU lists AMX (grep amx /proc/cpuinfo), rebuild llama-cpp
               "source .ci/llama_cpp_env.sh && pip install --force-reinstall --no-cache-dir llama-cpp-python")
 # For a GGUF given by path (named models carry their own, measured, in llm/models.py).
 DEFAULT_N_CTX = 8192
-DEFAULT_MAX_TOKENS = 192      # one tool call is 40-100 tokens; longer replies are runaway generations
+DEFAULT_MAX_TOKENS = REPLY_TOKENS
 # Decoding one token of a 135M model is too little work to split: two threads spin on each other's
 # barrier and, on a box shared with test workers, measured 70-400 ms/token against 29 ms with one.
 # Prompt evaluation (large batches) does scale with cores, so it gets them all.

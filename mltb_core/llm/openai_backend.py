@@ -14,7 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 from mltb_core.environment import default as environment_default, read as read_environment
-from mltb_core.llm.base import Candidate, ContextOverflowError, InfraError, LLMBackend, LLMResponse, Usage, candidate_from_message
+from mltb_core.llm.base import (Candidate, ContextOverflowError, InfraError, LLMBackend, LLMResponse, Usage,
+                                candidate_from_message, cut_off_error)
 from mltb_core.llm.cache import ResponseCache
 from mltb_core.llm.prices import Price, PriceTable, load_price_table
 
@@ -214,16 +215,20 @@ class OpenAIBackend(LLMBackend):
                 usage.prompt_tokens += response.usage.prompt_tokens or 0
                 usage.completion_tokens += response.usage.completion_tokens or 0
             usage.cached_input_tokens += server_cached_tokens(response)
-            candidates.extend(self._candidate(choice.message) for choice in response.choices[:wanted])
+            candidates.extend(self._candidate(choice.message, getattr(choice, "finish_reason", None))
+                              for choice in response.choices[:wanted])
         usage.cost_usd = self.price.cost(usage.prompt_tokens, usage.completion_tokens, usage.cached_input_tokens)
         usage.seconds = time.perf_counter() - start
         return LLMResponse(candidates, usage)
 
-    @staticmethod
-    def _candidate(message: Any) -> Candidate:
+    def _candidate(self, message: Any, finish_reason: str | None = None) -> Candidate:
         native = [(call.function.name, call.function.arguments)
                   for call in (message.tool_calls or []) if getattr(call, "function", None) is not None]
-        return candidate_from_message(message.content, native)
+        candidate = candidate_from_message(message.content, native)
+        if finish_reason == "length" and (candidate.error or not candidate.tool_calls):
+            # A reply stopped at the length limit reads as broken JSON; say what really happened.
+            candidate.error = cut_off_error(self.max_tokens)
+        return candidate
 
 
 def server_cached_tokens(response: Any) -> int:
