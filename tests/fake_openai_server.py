@@ -53,7 +53,8 @@ class Step:
         wanted = int(request.get("n") or 1)
         if self.fill_n and messages:
             messages = (messages * wanted)[:max(wanted, len(messages))]
-        choices = [{"index": i, "finish_reason": self.finish_reason or ("tool_calls" if m.get("tool_calls") else "stop"),
+        choices = [{"index": i,
+                    "finish_reason": self.finish_reason or ("tool_calls" if m.get("tool_calls") else "stop"),
                     "message": {"role": "assistant", **m}} for i, m in enumerate(messages)]
         usage: dict[str, Any] = {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
                                  "total_tokens": self.prompt_tokens + self.completion_tokens}

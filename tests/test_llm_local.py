@@ -14,10 +14,11 @@ import pytest
 from fake_openai_server import FakeOpenAIServer, content_reply
 from mltb_core.llm import make_backend, prompts
 from mltb_core.llm.llama_server import users_gone
-from mltb_core.llm.local import (DEFAULT_MAX_TOKENS, LocalBackend, LocalModelUnavailable, LocalServer,
+from mltb_core.llm.local import (LocalBackend, LocalModelUnavailable, LocalServer,
                                  LocalServerError, _pid_alive, _ready, call_schema, chatml_messages,
                                  llama_server_command, release_process_servers, tool_catalogue,
                                  worker_servers)
+from mltb_core.llm.models import REPLY_TOKENS
 
 FAKE_SERVER = Path(__file__).with_name("fake_openai_server.py")
 TOOLS = [{"type": "function", "function": {
@@ -133,7 +134,7 @@ def test_backend_rewrites_the_request_for_the_small_model(model_file):
     assert response.usage.calls == 2 and response.usage.cost_usd == 0 and response.usage.prompt_tokens == 20
     first, second = server.requests
     assert "tools" not in first and "n" not in first and [first["seed"], second["seed"]] == [7, 8]
-    assert first["max_tokens"] == DEFAULT_MAX_TOKENS and first["response_format"]["schema"] == call_schema(TOOLS)
+    assert first["max_tokens"] == REPLY_TOKENS and first["response_format"]["schema"] == call_schema(TOOLS)
     assert [m["role"] for m in first["messages"]] == ["system", "user", "assistant", "user"]
     assert first["messages"][3]["content"] == "Result of read_data:\nStored df (10 rows)."
 

@@ -198,6 +198,8 @@ def cut_off_error(limit: int | None) -> str:
     where = f"the {limit}-token reply limit" if limit else "the server's reply limit"
     return (f"your reply was cut off at {where} before the tool call was complete; write one shorter tool "
             "call (for example name fewer columns, or split the work over several calls)")
+
+
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.S)
 _CALL_HINT = re.compile(r"\"(tool_name|name)\"\s*:")
 

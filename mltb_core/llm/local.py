@@ -57,7 +57,6 @@ CRASH_HINT = ("if this CPU lists AMX (grep amx /proc/cpuinfo), rebuild llama-cpp
               "source .ci/llama_cpp_env.sh && pip install --force-reinstall --no-cache-dir llama-cpp-python")
 # For a GGUF given by path (named models carry their own, measured, in llm/models.py).
 DEFAULT_N_CTX = 8192
-DEFAULT_MAX_TOKENS = REPLY_TOKENS
 # Decoding one token of a 135M model is too little work to split: two threads spin on each other's
 # barrier and, on a box shared with test workers, measured 70-400 ms/token against 29 ms with one.
 # Prompt evaluation (large batches) does scale with cores, so it gets them all.
@@ -546,7 +545,7 @@ class LocalBackend(OpenAIBackend):
         path = resolve_model_path(("path", str(model_path)) if model_path else ("name", named))
         profile = model_for_path(path)
         if max_tokens is None:
-            max_tokens = profile.max_tokens if profile else DEFAULT_MAX_TOKENS
+            max_tokens = profile.max_tokens if profile else REPLY_TOKENS
         opts.pop("price_table", None)  # local models are free
         super().__init__(path.stem, name=name, base_url=base_url or "http://127.0.0.1:0/v1", api_key="local",
                          seed=seed, cache=cache, price=FREE, supports_n=False, max_tokens=max_tokens,
