@@ -114,14 +114,14 @@ def load_rows(out: Path) -> list[dict]:
 
 def _pct(num: int, den: int, interval: bool = False) -> str:
     """``75 % (3/4)``; with ``interval`` (trial-level shares only: calls of one trial are not independent)
-    the 95 % Wilson interval too."""
+    the 95 % Clopper-Pearson interval too (the interval every table gives a rate)."""
     if not den:
         return "–"
     text = f"{100 * num / den:.0f} % ({num}/{den}"
     if interval:
-        from mltb_core.analysis.stats import wilson_interval
+        from mltb_core.analysis.stats import rate_interval
 
-        ci = wilson_interval(num, den)
+        ci = rate_interval(num, den)
         text += f"; 95 % CI {100 * ci.low:.0f}–{100 * ci.high:.0f} %"
     return text + ")"
 
@@ -140,10 +140,10 @@ def write_report(out: Path, report: Path, args: argparse.Namespace) -> str:
              f"(load average {', '.join(f'{x:.1f}' for x in os.getloadavg())} when written).", "",
              f"**n = {len(rows)} trials in all** ({args.trials} per cell asked). Each trial: "
              f"`--model local`, at most {args.max_llm_calls} LLM calls and {args.max_seconds:g} s, no LLM cache, "
-             f"{args.workers} worker processes with one llama.cpp server each. Shares come with a 95 % Wilson "
-             "interval where the unit is a trial (consistency); call-level shares are counts only, since the calls "
-             "of one trial are not independent. One task and one model: the figures describe SmolLM2 on "
-             "spaceship-titanic under these budgets, nothing wider.", "",
+             f"{args.workers} worker processes with one llama.cpp server each. Shares come with a 95 % exact "
+             "(Clopper-Pearson) interval where the unit is a trial (consistency); call-level shares are counts "
+             "only, since the calls of one trial are not independent. One task and one model: the figures "
+             "describe SmolLM2 on spaceship-titanic under these budgets, nothing wider.", "",
              "*Constrained* = state-aware constrained calls (`constrained_calls=True`, the default for local "
              "models): per node a JSON schema with only the offered tools whose inputs exist, bindings to "
              "existing objects of the right kind, columns of the bound frame, readable files "

@@ -191,4 +191,6 @@ def test_ranking_section_has_pass_at_k_rating_and_a_cd_diagram():
     assert "pass@3" in text and "### Rating" in text and "Friedman test over 3 task(s) × 3 planners" in text
     assert "![critical-difference diagram](cd.svg)" in text and figure.lstrip().startswith("<?xml")
     assert "| t1     | agent_k   |   3 | 2/3" in text            # medals only on the task with a board
+    # a medal rate gets the exact interval every other rate gets (Wilson's 2/3 → [0.21, 0.94] is narrower)
+    assert "| 2/3 0.67 [0.09, 0.99] " in text and "[0.21, 0.94]" not in text
     assert "<svg" in ranking_html(records)

@@ -14,7 +14,7 @@ from tabulate import tabulate
 
 from mltb_core.analysis.results import TrialRecord, counted_records, quality_value
 from mltb_core.analysis.stats import (PASS_AT_K, FriedmanResult, Rating, bradley_terry_ratings, friedman_test,
-                                      pass_at_k, wilson_interval)
+                                      pass_at_k, rate_interval)
 
 __all__ = ["task_scores", "task_trials", "medal_rows", "pass_at_k_rows", "cd_diagram_svg", "ranking_markdown", "ranking_html",
            "entry_key"]
@@ -69,7 +69,8 @@ def pass_at_k_rows(records: Iterable[TrialRecord], key: Callable[[TrialRecord], 
 
 
 def medal_rows(records: Iterable[TrialRecord], key: Callable[[TrialRecord], str]) -> list[list]:
-    """Any-medal and gold rates on tasks graded against a Kaggle board (some trial has a percentile)."""
+    """Any-medal and gold rates on tasks graded against a Kaggle board (some trial has a percentile), with the
+    interval every table gives a rate (Clopper-Pearson)."""
     rows = []
     for task, row in sorted(_cells(records, key).items()):
         if not any(r.percentile is not None for rs in row.values() for r in rs):
@@ -78,8 +79,8 @@ def medal_rows(records: Iterable[TrialRecord], key: Callable[[TrialRecord], str]
             n = len(rs)
             medal = sum(1 for r in rs if r.medal in MEDALS)
             gold = sum(1 for r in rs if r.medal == "gold")
-            rows.append([task, entry, n, f"{medal}/{n} {wilson_interval(medal, n).format()}",
-                         f"{gold}/{n} {wilson_interval(gold, n).format()}"])
+            rows.append([task, entry, n, f"{medal}/{n} {rate_interval(medal, n).format()}",
+                         f"{gold}/{n} {rate_interval(gold, n).format()}"])
     return rows
 
 
