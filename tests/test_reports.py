@@ -110,6 +110,23 @@ def svg_texts(index: str) -> str:
     return " ".join(re.findall(r"<text[^>]*>([^<]*)</text>", index))
 
 
+def test_a_figure_renders_to_the_same_svg_every_time():
+    """A report re-rendered from the same records must not differ in its plots (matplotlib would stamp the
+    time and draw random clip-path ids), or every regenerated report's diff is noise."""
+    from mltb_core.analysis.plots import figure_svg, inline_svg, pyplot
+
+    def draw() -> str:
+        fig, ax = pyplot().subplots(figsize=(3, 2))
+        ax.plot([0, 1, 2], [1, 0, 2])
+        ax.set_title("planner <b>")
+        return figure_svg(fig)
+
+    first, second = draw(), draw()
+    assert first == second and "dc:date" not in first and "clip-path=" in first
+    assert first.startswith("<?xml") and inline_svg(first).startswith("<svg")
+    assert "planner &lt;b&gt;" in first                 # labels stay (escaped) text
+
+
 def test_build_report_merges_runs(tmp_path):
     make_run(tmp_path / "run1", "react")
     records = make_run(tmp_path / "run2", "mcts_shaped")

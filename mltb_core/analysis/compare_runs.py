@@ -24,13 +24,13 @@ tasks no p below 2^(1-k)).
 from __future__ import annotations
 
 import html
-import io
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tabulate import tabulate
 
+from mltb_core.analysis.plots import figure_svg, inline_svg, pyplot
 from mltb_core.analysis.results import Outcome, TrialRecord, group_by, percentile_exclusion, quality_value
 from mltb_core.analysis.stats import (CI, MIN_TRIALS_FOR_MEDIAN_CI, cluster_sign_flip, median_interval,
                                       paired_proportion_diff_ci, t_interval)
@@ -251,10 +251,7 @@ def render_comparison(comparisons: list[ArmComparison], fmt: str = "simple") -> 
 
 
 def _delta_plot(comparisons: list[ArmComparison]) -> str:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     rows = [(c, task, f) for c in comparisons for task, f in c.per_task.items()]
     fig, ax = plt.subplots(figsize=(7, 0.5 + 0.45 * max(len(rows), 1)))
@@ -273,11 +270,7 @@ def _delta_plot(comparisons: list[ArmComparison]) -> str:
     ax.set_xlim(-1.05, 1.05)
     ax.invert_yaxis()   # rows in the tables' order, top to bottom
     ax.grid(axis="x", alpha=0.3)
-    buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", bbox_inches="tight")
-    plt.close(fig)
-    text = buffer.getvalue()
-    return text[text.index("<svg"):]
+    return inline_svg(figure_svg(fig))
 
 
 def comparison_html(comparisons: list[ArmComparison], run_a: Path, run_b: Path) -> str:

@@ -7,11 +7,11 @@ the reports module adds the section with one call. Every figure says what it is 
 from __future__ import annotations
 
 import html
-import io
 from collections.abc import Callable, Iterable
 
 from tabulate import tabulate
 
+from mltb_core.analysis.plots import figure_svg, pyplot
 from mltb_core.analysis.results import TrialRecord, counted_records, quality_value
 from mltb_core.analysis.stats import (PASS_AT_K, FriedmanResult, Rating, bradley_terry_ratings, friedman_test,
                                       pass_at_k, rate_interval)
@@ -97,10 +97,7 @@ def cd_diagram_svg(result: FriedmanResult, names: dict[str, str] | None = None) 
     """Demšar's critical-difference diagram: mean ranks on an axis, groups within the Nemenyi CD joined."""
     if result.critical_difference is None or not result.mean_ranks:
         return None
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     names = names or {}
     k = len(result.planners)
     ordered = sorted(result.mean_ranks.items(), key=lambda kv: kv[1])
@@ -135,10 +132,7 @@ def cd_diagram_svg(result: FriedmanResult, names: dict[str, str] | None = None) 
         y = -0.25 - 0.18 * level
         ax.hlines(y, ordered[i][1] - 0.03, ordered[j][1] + 0.03, color="steelblue", lw=3)
         level += 1
-    buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", bbox_inches="tight")
-    plt.close(fig)
-    return buffer.getvalue()
+    return figure_svg(fig)
 
 
 def _friedman_text(result: FriedmanResult, names: dict[str, str]) -> list[str]:

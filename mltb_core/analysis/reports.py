@@ -16,7 +16,6 @@ commit, date, runs). Extra sections (e.g. pass@k or ratings) are passed to :func
 from __future__ import annotations
 
 import html
-import io
 import json
 import statistics
 from dataclasses import dataclass, replace
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from mltb_core.analysis.compare import cell_figures
+from mltb_core.analysis.plots import figure_svg, inline_svg, pyplot
 from mltb_core.analysis.provenance import git_commit, trial_code
 from mltb_core.analysis.results import (RESULTS_FILE, SYNTHETIC_LABEL, TrialRecord, consistency_values, counted_records,
                                         group_by, markdown_text, latest_records, model_label, normalized_values,
@@ -180,23 +180,7 @@ def _legend_html(legend: dict[str, Any]) -> str:
 
 # ---- plots -------------------------------------------------------------------------------------------
 def _svg(fig) -> str:
-    import matplotlib.pyplot as plt
-
-    buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", bbox_inches="tight")
-    plt.close(fig)
-    text = buffer.getvalue()
-    return "<div>" + text[text.index("<svg"):] + "</div>"  # no XML prolog, so it embeds inline
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams["svg.fonttype"] = "none"   # labels stay text: searchable, selectable, smaller
-    return plt
+    return "<div>" + inline_svg(figure_svg(fig)) + "</div>"
 
 
 def _variant_rank(variant: tuple[str, str]) -> tuple:
@@ -224,7 +208,7 @@ def _per_task(records: list[TrialRecord], values_of, stat) -> list[float]:
 def _distribution_plots(records: list[TrialRecord], model: str, synthetic: bool) -> str:
     """Consistency and median percentile per task, per planner column: a box with ≥ MIN_BOX_POINTS tasks,
     else the points themselves; the panel says n."""
-    plt = _pyplot()
+    plt = pyplot()
     columns = _columns(records)
     fig, axes = plt.subplots(1, 3, figsize=(16, 3.8))
     panels = [("Consistency per task", consistency_values, statistics.fmean, (-0.03, 1.05)),
@@ -251,7 +235,7 @@ def _distribution_plots(records: list[TrialRecord], model: str, synthetic: bool)
 
 def _cost_vs_score(records: list[TrialRecord]) -> str | None:
     """Mean cost per trial against median percentile, one point per (column, task); None without percentiles."""
-    plt = _pyplot()
+    plt = pyplot()
     use_dollars = any(r.cost_usd > 0 for r in records)
     fig, ax = plt.subplots(figsize=(6, 3.8))
     xs_all = []
@@ -284,7 +268,7 @@ def _cost_vs_score(records: list[TrialRecord]) -> str | None:
 
 
 def _funnel_plot(records: list[TrialRecord]) -> str | None:
-    plt = _pyplot()
+    plt = pyplot()
     counted = counted_records(records)
     if not counted:
         return None
