@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import hashlib
+import json
 import os
 import platform
 import shlex
@@ -114,6 +115,18 @@ def model_facts(model: str) -> str:
     return f"`{model}`, SHA-256 `{digest}`"
 
 
+def reply_limit(model: str) -> int | None:
+    """Tokens a reply of ``model`` may run to, when mltb sets it (its named local models and GGUF files)."""
+    from mltb_core.llm.backends import parse_model
+    from mltb_core.llm.models import REPLY_TOKENS, get_model
+
+    ref = parse_model(model)
+    if ref.kind != "local":
+        return None
+    kind, text = ref.value
+    return get_model(text).max_tokens if kind == "name" else REPLY_TOKENS
+
+
 def machine_facts() -> str:
     cpu = "unknown"
     try:
@@ -181,6 +194,116 @@ def stop_table(recs: list) -> list[str]:
     return lines
 
 
+def _trajectory(out: Path, rec) -> list[dict] | None:
+    """A recorded trial's steps, or None when its trajectory file is not in the run directory."""
+    from mltb_core.planners.trajectory import read_trajectory
+
+    path = out / rec.trajectory if rec.trajectory else None
+    return list(read_trajectory(path)) if path is not None and path.is_file() else None
+
+
+def _calls(steps: list[dict]) -> list[dict]:
+    """The tool calls a trajectory started, in order."""
+    return [call for step in steps if step.get("step_type") == "tool_execution_initiation"
+            for call in step.get("tools_to_execute", [])]
+
+
+def trajectory_findings(recs: list, out: Path, budget: int, reply_tokens: int | None) -> list[str]:
+    """What the trials' trajectories show about where they ended, counted from ``OUT/<record's trajectory>``:
+    LATS's judge (graded or not), how trials that fitted a model failed to write a submission, ReAct's repeated
+    calls, why trials stayed at stage 1, and replies cut off at the reply limit. Each count says over how many
+    trials it runs; a trial whose trajectory file is missing is named, never silently left out."""
+    from collections import Counter
+
+    from mltb_core.analysis.results import counted_records, markdown_text
+    from mltb_core.analysis.tables import planner_rank
+    from mltb_core.bench.stages import stage_index
+    from mltb_core.llm.base import CUT_OFF
+
+    have, missing = [], []
+    for rec in counted_records(recs):
+        steps = _trajectory(out, rec)
+        if steps is None:
+            missing.append(f"{rec.planner} on {rec.task}, trial {rec.trial}")
+        else:
+            have.append((rec, steps))
+    lines = [f"Counted from the trajectories of {len(have)} of the {len(have) + len(missing)} counted trials"
+             + (f" (no trajectory file in the run directory: {'; '.join(missing)})" if missing else "") + ".", ""]
+    if not have:
+        return lines
+
+    judged = [steps for rec, steps in have if any(s.get("step_type") == "judge_score" for s in steps)]
+    if judged:
+        grades = [s for steps in judged for s in steps if s.get("step_type") == "judge_score"]
+        per_trial = sorted(sum(s.get("n", 1) for s in steps if s.get("step_type") == "llm_call"
+                               and s.get("purpose") == "evaluate") for steps in judged)
+        spread = f"{per_trial[0]}" if per_trial[0] == per_trial[-1] else f"{per_trial[0]}–{per_trial[-1]}"
+        lines.append(f"- LATS's judge gave a grade the parser read in {sum(bool(s.get('scored')) for s in grades)} "
+                     f"of {len(grades)} evaluations ({len(judged)} trials); the others counted as the lowest grade. "
+                     f"The judge's evaluations are LLM calls within the same {budget}-call budget: {spread} of each "
+                     f"LATS trial's calls, the rest proposals.")
+
+    modeling = stage_index("modeling")
+    fitted = [(rec, _calls(steps)) for rec, steps in have if rec.stage_reached >= modeling and not rec.valid]
+    if fitted:
+        names = [{c["tool_name"] for c in calls} for _, calls in fitted]
+        saved = sorted({c.get("tool_args", {}).get("bindings", {}).get("df", "?") for _, calls in fitted
+                        for c in calls if c["tool_name"] == "save_dataframe_to_csv"})
+        lines.append(f"- {len(fitted)} trial(s) fitted a model (stage {modeling}) without a valid submission; "
+                     f"{sum('predict_target' in n for n in names)} of them predicted with `predict_target`, "
+                     f"{sum('convert_to_dataframe' in n for n in names)} turned predictions into a frame with "
+                     f"`convert_to_dataframe`, and the frames they saved as the submission were "
+                     f"{', '.join(markdown_text(s) for s in saved) or 'none'} (names the model chose). The paper's "
+                     "toolset has no `create_submission` (the extended toolset's attaches the ids in one call), so "
+                     "the file is assembled by hand: `get_features` for the ids, `convert_to_dataframe` for the "
+                     "predictions, `concatenate_dataframes` with `axis=1`, then `save_dataframe_to_csv`.")
+
+    react = []
+    for rec, steps in have:
+        if rec.planner == "react":
+            keys = [json.dumps([c["tool_name"], c.get("tool_args")], sort_keys=True) for c in _calls(steps)]
+            prompts = [(s.get("usage") or {}).get("prompt_tokens", 0) for s in steps
+                       if s.get("step_type") == "llm_call"]
+            growth = (f", prompt +{(prompts[-1] - prompts[0]) / (len(prompts) - 1):,.0f} tokens per call"
+                      if len(prompts) > 1 else "")
+            react.append(f"{rec.task} trial {rec.trial}: {len(keys) - len(set(keys))} of {len(keys)}{growth}")
+    if react:
+        lines.append("- ReAct's tool calls that repeated an earlier call of the same trial (same tool, same "
+                     f"arguments): {'; '.join(sorted(react))}. Every reply and observation, repeats included, stays "
+                     "in the conversation ReAct sends back, until the context is full.")
+
+    stuck = [_calls(steps) for rec, steps in have if rec.stage_reached == 1]
+    if stuck:
+        never_test = sum(not any(c["tool_name"] == "read_data" and "test" in str(
+            c.get("tool_args", {}).get("func_kwargs", {}).get("filepath", "")) for c in calls) for calls in stuck)
+        self_concat = sum(any(c["tool_name"] == "concatenate_train_test"
+                              and (b := c.get("tool_args", {}).get("bindings", {})).get("train_df")
+                              and b.get("train_df") == b.get("test_df") for c in calls) for calls in stuck)
+        lines.append(f"- {len(stuck)} trial(s) ended at stage 1 (train data loaded); {never_test} of them never "
+                     f"called `read_data` on the test file, and {self_concat} bound the same frame to both "
+                     "arguments of `concatenate_train_test`.")
+
+    cut = Counter()
+    for rec, steps in have:
+        for step in steps:
+            if step.get("step_type") != "llm_call":
+                continue
+            if step.get("purpose") == "evaluate":    # LATS's judge replies in text: cut off when it used every token
+                cut[rec.planner, "all"] += 1
+                cut[rec.planner, "cut"] += bool(reply_tokens) and \
+                    (step.get("usage") or {}).get("completion_tokens", 0) >= reply_tokens
+            else:
+                for cand in step.get("candidates") or []:
+                    cut[rec.planner, "all"] += 1
+                    cut[rec.planner, "cut"] += str(cand.get("error") or "").startswith(CUT_OFF)
+    planners = sorted({p for p, _ in cut}, key=planner_rank)
+    limit = f"the {reply_tokens}-token reply limit" if reply_tokens else "the reply limit"
+    lines.append(f"- Replies cut off at {limit} (proposals reported to the model as cut off, and LATS judge "
+                 "replies that used every token), per planner: "
+                 + "; ".join(f"{p}: {cut[p, 'cut']} of {cut[p, 'all']}" for p in planners) + ".")
+    return lines
+
+
 def run_argv(argv: list[str]) -> list[str]:
     """The arguments that run (and continue) the measurement: ``argv`` without --report-only, --report and --notes,
     so a report rewritten from the records names the command that makes more of them."""
@@ -235,8 +358,13 @@ def write_report(args: argparse.Namespace) -> str:
     if recs:
         lines += ["## Seconds per trial", ""] + trial_seconds_table(recs) + [""]
         lines += ["## Where trials ended", ""] + stop_table(recs) + [""]
+        lines += ["## What the trajectories show", ""] + trajectory_findings(
+            recs, args.out, args.max_llm_calls, reply_limit(args.model)) + [""]
     if args.notes and Path(args.notes).is_file():
-        lines += ["## Notes", "", Path(args.notes).read_text().strip(), ""]
+        source = args.notes.resolve()
+        source = source.relative_to(ROOT) if source.is_relative_to(ROOT) else source
+        lines += ["## Notes", "", f"Written by hand (`{source}`); the sections above are generated from the records.",
+                  "", Path(args.notes).read_text().strip(), ""]
     text = "\n".join(lines)
     args.report.parent.mkdir(parents=True, exist_ok=True)
     args.report.write_text(text)

@@ -30,6 +30,7 @@ def test_rounds_resume_and_the_report_says_partial_until_complete(table, tmp_pat
         assert heading in text
     assert "- code commit: `" in text and "- machine: " in text and "--max-llm-calls 3 --max-iterations 3 --max-depth 3" in text
     assert "trials run by: mltb " in text and "(2)" in text
+    assert "## What the trajectories show\n\nCounted from the trajectories of 2 of the 2 counted trials." in text
 
     # the same directory again without --resume: refused, nothing run
     assert table.main(argv(out, report, 1)) == 2
@@ -120,3 +121,51 @@ def test_where_trials_ended_groups_alike_stops_names_the_stage_not_passed_and_es
     assert injected.startswith("| react | spaceship-titanic | 1 | 9 modeling | 10 create_submission | ")
     assert injected.count("|") - injected.count("\\|") == 7 and "\\[link\\]" in injected and "\\<b\\>" in injected
     assert len(lines) == 2 + 3     # the infra error is not a counted trial
+
+
+def test_trajectory_findings_count_what_the_trials_did_and_name_a_missing_trajectory(table, tmp_path):
+    """The report's trajectory counts come from the run directory's files, each over the trials it covers."""
+    from mltb_core.analysis.results import Outcome, TrialRecord
+    from mltb_core.llm.base import cut_off_error
+
+    def call(tool, bindings=None, kwargs=None):
+        return {"step_type": "tool_execution_initiation",
+                "tools_to_execute": [{"tool_name": tool, "tool_args": {"bindings": bindings or {},
+                                                                      "func_kwargs": kwargs or {}}}]}
+
+    def propose(error=None):
+        return {"step_type": "llm_call", "purpose": "propose", "candidates": [{"text": "{}", "error": error}]}
+
+    trials = {
+        "react": [propose(), call("read_data", kwargs={"filepath": "train.csv"}), propose(),
+                  call("read_data", kwargs={"filepath": "train.csv"}), propose(cut_off_error(512)),
+                  call("concatenate_train_test", {"train_df": "train", "test_df": "train"})],
+        "lats": [propose(), call("read_data", kwargs={"filepath": "test.csv"}),
+                 {"step_type": "llm_call", "purpose": "evaluate", "usage": {"completion_tokens": 512}},
+                 {"step_type": "judge_score", "scored": False},
+                 {"step_type": "llm_call", "purpose": "evaluate", "usage": {"completion_tokens": 40}},
+                 {"step_type": "judge_score", "scored": True}],
+        "mcts_shaped": [propose(), call("predict_target"), call("save_dataframe_to_csv", {"df": "pred|<b>"})],
+    }
+    recs = []
+    for planner, steps in trials.items():
+        path = tmp_path / "trajectories" / f"{planner}.jsonl"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("".join(json.dumps(s) + "\n" for s in steps))
+        recs.append(TrialRecord(task="spaceship-titanic", planner=planner, model="local", trial=0, seed=0,
+                                config_hash="h", outcome=Outcome.PLANNER_FAILURE, valid=False,
+                                stage_reached=9 if planner == "mcts_shaped" else 1,
+                                trajectory=f"trajectories/{planner}.jsonl"))
+    recs.append(TrialRecord(task="spaceship-titanic", planner="react", model="local", trial=1, seed=1,
+                            config_hash="h", outcome=Outcome.PLANNER_FAILURE, valid=False, stage_reached=1,
+                            trajectory="trajectories/gone.jsonl"))
+    text = "\n".join(table.trajectory_findings(recs, tmp_path, 60, 512))
+    assert "trajectories of 3 of the 4 counted trials" in text and "react on spaceship-titanic, trial 1" in text
+    assert "read in 1 of 2 evaluations (1 trials)" in text and "2 of each LATS trial's calls" in text
+    assert "spaceship-titanic trial 0: 1 of 3, prompt +" in text            # ReAct read train.csv twice
+    assert "2 trial(s) ended at stage 1" in text and "1 of them never called `read_data` on the test" in text
+    assert "1 bound the same frame to both arguments" in text
+    assert "react: 1 of 3; lats: 1 of 3; mcts_shaped: 0 of 1" in text         # paper order; the judge's 512
+    assert "1 trial(s) fitted a model" in text and "pred\\|\\<b\\>" in text    # model-chosen name escaped
+    assert table.reply_limit("local") == 512 and table.reply_limit("local:smollm2") == 192
+    assert table.reply_limit("sim:1.0") is None

@@ -187,6 +187,7 @@ class LLMBackend:
 
 # ------------------------------------------------------------------ tool-call parsing
 MALFORMED = "your tool call was malformed: "
+CUT_OFF = "your reply was cut off"   # how every cut-off error starts (reports count them by it)
 
 
 def cut_off_error(limit: int | None) -> str:
@@ -196,7 +197,7 @@ def cut_off_error(limit: int | None) -> str:
     wide frame by name), and only a shorter call can get through.
     """
     where = f"the {limit}-token reply limit" if limit else "the server's reply limit"
-    return (f"your reply was cut off at {where} before the tool call was complete; write one shorter tool "
+    return (f"{CUT_OFF} at {where} before the tool call was complete; write one shorter tool "
             "call (for example name fewer columns, or split the work over several calls)")
 
 
