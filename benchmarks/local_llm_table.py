@@ -283,6 +283,20 @@ def trajectory_findings(recs: list, out: Path, budget: int, reply_tokens: int | 
                      f"called `read_data` on the test file, and {self_concat} bound the same frame to both "
                      "arguments of `concatenate_train_test`.")
 
+    shown = Counter()
+    for rec, steps in have:
+        for step in steps:
+            if step.get("step_type") == "reward_feedback":
+                shown[rec.planner, "all"] += 1
+                shown[rec.planner, "shown"] += str(step.get("shown_to_model")) == "True"
+    if shown:
+        told = sorted({p for p, _ in shown}, key=planner_rank)
+        lines.append("- Stage feedback (the stage a node reached and what to do next, e.g. \"read the test CSV\") "
+                     "shown to the model after its tool calls, per planner: "
+                     + "; ".join(f"{p}: {shown[p, 'shown']} of {shown[p, 'all']}" for p in told)
+                     + ". mltb follows the paper (its section 5.1 gives this feedback to the MCTS variants), so "
+                     "ReAct and LATS see only each tool's own result.")
+
     cut = Counter()
     for rec, steps in have:
         for step in steps:

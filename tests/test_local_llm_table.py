@@ -137,7 +137,8 @@ def test_trajectory_findings_count_what_the_trials_did_and_name_a_missing_trajec
         return {"step_type": "llm_call", "purpose": "propose", "candidates": [{"text": "{}", "error": error}]}
 
     trials = {
-        "react": [propose(), call("read_data", kwargs={"filepath": "train.csv"}), propose(),
+        "react": [{"step_type": "reward_feedback", "shown_to_model": False},
+                  propose(), call("read_data", kwargs={"filepath": "train.csv"}), propose(),
                   call("read_data", kwargs={"filepath": "train.csv"}), propose(cut_off_error(512)),
                   call("concatenate_train_test", {"train_df": "train", "test_df": "train"})],
         "lats": [propose(), call("read_data", kwargs={"filepath": "test.csv"}),
@@ -145,7 +146,9 @@ def test_trajectory_findings_count_what_the_trials_did_and_name_a_missing_trajec
                  {"step_type": "judge_score", "scored": False},
                  {"step_type": "llm_call", "purpose": "evaluate", "usage": {"completion_tokens": 40}},
                  {"step_type": "judge_score", "scored": True}],
-        "mcts_shaped": [propose(), call("predict_target"), call("save_dataframe_to_csv", {"df": "pred|<b>"})],
+        "mcts_shaped": [propose(), call("predict_target"), call("save_dataframe_to_csv", {"df": "pred|<b>"}),
+                        {"step_type": "reward_feedback", "shown_to_model": True},
+                        {"step_type": "reward_feedback", "shown_to_model": True}],
     }
     recs = []
     for planner, steps in trials.items():
@@ -166,6 +169,7 @@ def test_trajectory_findings_count_what_the_trials_did_and_name_a_missing_trajec
     assert "2 trial(s) ended at stage 1" in text and "1 of them never called `read_data` on the test" in text
     assert "1 bound the same frame to both arguments" in text
     assert "react: 1 of 3; lats: 1 of 3; mcts_shaped: 0 of 1" in text         # paper order; the judge's 512
+    assert "per planner: react: 0 of 1; mcts_shaped: 2 of 2. mltb follows the paper" in text   # feedback shown
     assert "1 trial(s) fitted a model" in text and "pred\\|\\<b\\>" in text    # model-chosen name escaped
     assert table.reply_limit("local") == 512 and table.reply_limit("local:smollm2") == 192
     assert table.reply_limit("sim:1.0") is None
