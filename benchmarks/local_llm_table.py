@@ -118,13 +118,13 @@ def model_facts(model: str) -> str:
 def reply_limit(model: str) -> int | None:
     """Tokens a reply of ``model`` may run to, when mltb sets it (its named local models and GGUF files)."""
     from mltb_core.llm.backends import parse_model
-    from mltb_core.llm.models import REPLY_TOKENS, get_model
+    from mltb_core.llm.models import get_model, reply_tokens_for
 
     ref = parse_model(model)
     if ref.kind != "local":
         return None
     kind, text = ref.value
-    return get_model(text).max_tokens if kind == "name" else REPLY_TOKENS
+    return reply_tokens_for(get_model(text).filename if kind == "name" else text)
 
 
 def machine_facts() -> str:
@@ -288,7 +288,7 @@ def trajectory_findings(recs: list, out: Path, budget: int, reply_tokens: int | 
         for step in steps:
             if step.get("step_type") == "reward_feedback":
                 shown[rec.planner, "all"] += 1
-                shown[rec.planner, "shown"] += str(step.get("shown_to_model")) == "True"
+                shown[rec.planner, "shown"] += step.get("shown_to_model") is True
     if shown:
         told = sorted({p for p, _ in shown}, key=planner_rank)
         lines.append("- Stage feedback (the stage a node reached and what to do next, e.g. \"read the test CSV\") "

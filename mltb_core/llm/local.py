@@ -43,7 +43,6 @@ from mltb_core.llm.llama_server import pid_alive as _pid_alive
 from mltb_core.llm.base import InfraError
 from mltb_core.llm.cache import ResponseCache, default_cache_dir
 from mltb_core.llm.openai_backend import OpenAIBackend
-from mltb_core.llm.models import REPLY_TOKENS
 from mltb_core.llm.prices import FREE
 from mltb_core.toolkit.constraints import OBJECT_NAME
 
@@ -537,15 +536,14 @@ class LocalBackend(OpenAIBackend):
                  server_command: Callable[[int], list[str]] | None = None, timeout: float = 300.0,
                  keep_server: bool = True,
                  **opts: Any) -> None:
-        from mltb_core.llm.models import model_for_path
+        from mltb_core.llm.models import reply_tokens_for
 
         name = f"local:{model_path}" if model_path else (f"local:{named}" if named else "local")
         if base_url is None and server_command is None:
             _require_llama_cpp()
         path = resolve_model_path(("path", str(model_path)) if model_path else ("name", named))
-        profile = model_for_path(path)
         if max_tokens is None:
-            max_tokens = profile.max_tokens if profile else REPLY_TOKENS
+            max_tokens = reply_tokens_for(path)
         opts.pop("price_table", None)  # local models are free
         super().__init__(path.stem, name=name, base_url=base_url or "http://127.0.0.1:0/v1", api_key="local",
                          seed=seed, cache=cache, price=FREE, supports_n=False, max_tokens=max_tokens,

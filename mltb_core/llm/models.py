@@ -297,6 +297,12 @@ def model_for_path(path: str | os.PathLike) -> LocalModel | None:
     return next((m for m in MODELS.values() if m.filename == name), None)
 
 
+def reply_tokens_for(path: str | os.PathLike) -> int:
+    """Tokens a reply from the GGUF at ``path`` may run to: its named model's setting, else ``REPLY_TOKENS``."""
+    profile = model_for_path(path)
+    return profile.max_tokens if profile else REPLY_TOKENS
+
+
 def model_status(model: LocalModel) -> dict[str, object]:
     """What ``mltb models`` shows: installed (cheap checks), assembled (file there at its size), size, hash."""
     problems = installed_problems(model)
