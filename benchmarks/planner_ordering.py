@@ -78,15 +78,16 @@ def _one(args: tuple[str, TrialConfig, str]) -> dict:
 
 def run_grid(tasks: Sequence[str], planners: Sequence[str], model: str, seeds: int, max_llm_calls: int,
              max_iterations: int, toolset: str, jobs: int) -> list[TrialRecord]:
-    work = tempfile.mkdtemp(prefix="mltb-ordering-")
-    grid = [(t, TrialConfig(planner=p, model=model, trial=s, llm_cache=False, max_llm_calls=max_llm_calls,
-                            max_iterations=max_iterations, toolset=toolset), work)
-            for t in tasks for p in planners for s in range(seeds)]
-    if jobs <= 1:
-        rows = [_one(job) for job in grid]
-    else:
-        with mp.get_context("fork").Pool(jobs) as pool:
-            rows = list(pool.imap_unordered(_one, grid))
+    # The trials' sandboxes are scratch: only the records are kept, so nothing is left in /tmp.
+    with tempfile.TemporaryDirectory(prefix="mltb-ordering-") as work:
+        grid = [(t, TrialConfig(planner=p, model=model, trial=s, llm_cache=False, max_llm_calls=max_llm_calls,
+                                max_iterations=max_iterations, toolset=toolset), work)
+                for t in tasks for p in planners for s in range(seeds)]
+        if jobs <= 1:
+            rows = [_one(job) for job in grid]
+        else:
+            with mp.get_context("fork").Pool(jobs) as pool:
+                rows = list(pool.imap_unordered(_one, grid))
     return sorted((TrialRecord.from_dict(r) for r in rows), key=lambda r: (r.task, r.planner, r.trial))
 
 
