@@ -194,6 +194,43 @@ def stop_table(recs: list) -> list[str]:
     return lines
 
 
+def stage_comparison(recs: list) -> list[str]:
+    """Do the planners differ in the stage their trials reach? Consistency counts valid submissions only; the
+    stage a trial reached (the paper's stage-wise reward) also separates planners whose trials all fail.
+    Per planner: the median stage and the share that fitted a model, with its exact interval; then a
+    Friedman test over blocks of one task and one trial seed, with its Holm-adjusted pairwise post-hoc."""
+    import statistics
+
+    from mltb_core.analysis.ranking import friedman_text, stage_blocks
+    from mltb_core.analysis.results import counted_records
+    from mltb_core.analysis.stats import friedman_test, rate_interval
+    from mltb_core.analysis.tables import planner_rank
+    from mltb_core.bench.stages import stage_index
+
+    counted = counted_records(recs)
+    modeling = stage_index("modeling")
+    lines = ["| planner | trials | stage reached (median, min–max) | fitted a model (stage ≥ "
+             f"{modeling}) [95 % CI] |", "|---|---|---|---|"]
+    for planner in sorted({r.planner for r in counted}, key=planner_rank):
+        stages = [r.stage_reached for r in counted if r.planner == planner]
+        fitted = sum(stage >= modeling for stage in stages)
+        ci = rate_interval(fitted, len(stages))
+        lines.append(f"| {planner} | {len(stages)} | {statistics.median(stages):g} ({min(stages)}–{max(stages)}) | "
+                     f"{fitted}/{len(stages)} [{ci.low:.2f}, {ci.high:.2f}] |")
+    blocks = stage_blocks(counted, lambda r: r.planner)
+    result = friedman_test(blocks)
+    lines += ["", "- interval: exact Clopper-Pearson over the planner's trials on every task together", "",
+              *friedman_text(result, {}, blocks="blocks (task, trial seed)",
+                             measure="the stage each trial reached, ties sharing a rank"), "",
+              f"- Blocks: {len(result.tasks)} of the {len(blocks)} (task, trial) pairs recorded so far have a trial of "
+              f"every planner; only those enter the test. Every trial of a task uses the same data split, and a trial's "
+              f"seed depends on its index alone, so the planners of a block also share the sampler's seed stream.",
+              "- What it covers: these tasks and this model; with so few tasks it says nothing about tasks in "
+              "general. The stage is ordinal (stage 9 is not 'three times' stage 3), so only ranks within a block "
+              "count."]
+    return lines
+
+
 def _trajectory(out: Path, rec) -> list[dict] | None:
     """A recorded trial's steps, or None when its trajectory file is not in the run directory."""
     from mltb_core.planners.trajectory import read_trajectory
@@ -372,6 +409,7 @@ def write_report(args: argparse.Namespace) -> str:
     if recs:
         lines += ["## Seconds per trial", ""] + trial_seconds_table(recs) + [""]
         lines += ["## Where trials ended", ""] + stop_table(recs) + [""]
+        lines += ["## Do the planners differ in the stage they reach?", ""] + stage_comparison(recs) + [""]
         lines += ["## What the trajectories show", ""] + trajectory_findings(
             recs, args.out, args.max_llm_calls, reply_limit(args.model)) + [""]
     if args.notes and Path(args.notes).is_file():

@@ -26,6 +26,7 @@ def test_rounds_resume_and_the_report_says_partial_until_complete(table, tmp_pat
     text = report.read_text()
     assert "PARTIAL" not in text and "## Consistency" in text and "Clopper" in text   # the interval named
     for heading in ("## Cost per planner and task", "## Stage funnel", "## Seconds per trial", "## Where trials ended",
+                    "## Do the planners differ in the stage they reach?",
                     "## Median leaderboard percentile"):
         assert heading in text
     assert "- code commit: `" in text and "- machine: " in text and "--max-llm-calls 3 --max-iterations 3 --max-depth 3" in text
@@ -121,6 +122,34 @@ def test_where_trials_ended_groups_alike_stops_names_the_stage_not_passed_and_es
     assert injected.startswith("| react | spaceship-titanic | 1 | 9 modeling | 10 create_submission | ")
     assert injected.count("|") - injected.count("\\|") == 7 and "\\[link\\]" in injected and "\\<b\\>" in injected
     assert len(lines) == 2 + 3     # the infra error is not a counted trial
+
+
+def test_stage_comparison_pairs_planners_by_task_and_trial_seed_and_tests_all_pairs(table):
+    import scipy.stats as ss
+
+    from mltb_core.analysis.results import Outcome, TrialRecord
+
+    def record(task, planner, trial, stage, outcome=Outcome.PLANNER_FAILURE):
+        return TrialRecord(task=task, planner=planner, model="local", trial=trial, seed=trial, config_hash="h",
+                           outcome=outcome, valid=False, stage_reached=stage)
+
+    stages = {"mcts_shaped": [9, 9, 9, 9, 9, 9], "react": [1, 1, 3, 1, 1, 1], "lats": [1, 3, 1, 2, 1, 1]}
+    recs = [record(task, planner, trial, values[3 * t + trial])
+            for planner, values in stages.items() for t, task in enumerate(("a", "b")) for trial in range(3)]
+    recs += [record("a", "react", 3, 9),                                  # a block without the other planners
+             record("a", "lats", 3, 0, outcome=Outcome.INFRA_ERROR)]      # not a counted trial
+    lines = table.stage_comparison(recs)
+    rows = [line for line in lines if line.startswith("| ") and "---" not in line][1:]
+    assert [row.split(" | ")[0] for row in rows] == ["| react", "| lats", "| mcts_shaped"]   # the paper's order
+    assert rows[0] == "| react | 7 | 1 (1–9) | 1/7 [0.00, 0.58] |"
+    assert rows[2] == "| mcts_shaped | 6 | 9 (9–9) | 6/6 [0.54, 1.00] |"
+    text = "\n".join(lines)
+    # the test runs on the 6 complete blocks only, ranking the three planners within each
+    expected = ss.friedmanchisquare(*[stages[p] for p in ("lats", "mcts_shaped", "react")])
+    assert "Friedman test over 6 blocks (task, trial seed) × 3 planners" in text
+    assert f"χ² = {expected.statistic:.2f}, p = {expected.pvalue:.3g}" in text
+    assert "Blocks: 6 of the 7 (task, trial) pairs" in text
+    assert "Mean ranks (1 = best): mcts_shaped 1.00" in text
 
 
 def test_trajectory_findings_count_what_the_trials_did_and_name_a_missing_trajectory(table, tmp_path):

@@ -158,6 +158,35 @@ def test_bradley_terry_interval_holds_the_trial_noise():
         both.values(), key=lambda r: -r.estimate)      # seeded: deterministic
 
 
+def test_friedman_permutation_p_matches_the_exact_permutation_distribution():
+    """3 blocks × 3 planners, one planner best in every block: the exact p over all 6**3 within-block
+    orderings is 42/216; the χ² approximation gives half of it. The Monte Carlo p lands within 4 of its
+    standard errors of the exact value; an all-tied table gives 1."""
+    import itertools
+
+    from mltb_core.analysis.stats import friedman_test
+
+    scores = {"t1": {"a": 3, "b": 2, "c": 1}, "t2": {"a": 3, "b": 1, "c": 2}, "t3": {"a": 3, "b": 2, "c": 1}}
+    observed = 3 ** 2 + 7 ** 2 + 8 ** 2            # squared rank sums (a ranks 1, 1, 1; b 2, 3, 2; c 3, 2, 3)
+    orders = list(itertools.permutations((1, 2, 3)))
+    exact = sum(sum(sum(col) ** 2 for col in zip(*blocks)) >= observed
+                for blocks in itertools.product(orders, repeat=3)) / len(orders) ** 3
+    assert exact == pytest.approx(42 / 216)
+    result = friedman_test(scores)
+    assert result.permutations == 20_000
+    assert abs(result.permutation_p - exact) < 4 * (exact * (1 - exact) / result.permutations) ** 0.5
+    assert result.p_value < exact / 1.8                      # the approximation is far off at 3 blocks
+    tied = friedman_test({t: {"a": 1, "b": 1, "c": 1} for t in ("t1", "t2")})
+    assert tied.permutation_p == 1.0 and tied.p_value == 1.0
+
+    from mltb_core.analysis.ranking import friedman_text
+
+    assert f"permutation p = {result.permutation_p:.3g} (20,000 shuffles" in friedman_text(result, {})[0]
+    ordered = friedman_test({f"t{i}": {"a": 3, "b": 2, "c": 1} for i in range(10)})   # exact p = 6 / 6**10
+    assert ordered.permutation_p == 1 / 20_001
+    assert "permutation p ≤ 5e-05 (no shuffle reached the observed statistic)" in friedman_text(ordered, {})[0]
+
+
 def test_friedman_uses_scipy_and_holm_is_monotone():
     from scipy import stats as ss
 

@@ -7,6 +7,7 @@ the reports module adds the section with one call. Every figure says what it is 
 from __future__ import annotations
 
 import html
+from collections import defaultdict
 from collections.abc import Callable, Iterable
 
 from tabulate import tabulate
@@ -17,7 +18,7 @@ from mltb_core.analysis.stats import (PASS_AT_K, FriedmanResult, Rating, bradley
                                       pass_at_k, rate_interval)
 
 __all__ = ["task_scores", "task_trials", "medal_rows", "pass_at_k_rows", "cd_diagram_svg", "ranking_markdown", "ranking_html",
-           "entry_key"]
+           "entry_key", "friedman_text", "stage_blocks"]
 
 MEDALS = ("gold", "silver", "bronze")
 
@@ -135,22 +136,41 @@ def cd_diagram_svg(result: FriedmanResult, names: dict[str, str] | None = None) 
     return figure_svg(fig)
 
 
-def _friedman_text(result: FriedmanResult, names: dict[str, str]) -> list[str]:
+def friedman_text(result: FriedmanResult, names: dict[str, str], blocks: str = "task(s)",
+                  measure: str = "the per-task normalized scores") -> list[str]:
+    """The Friedman test and its post-hoc in words. ``blocks`` names what :func:`friedman_test` blocked on (its
+    ``tasks``) and ``measure`` what was ranked within each block."""
     n, k = len(result.tasks), len(result.planners)
     if result.statistic is None:
-        return [f"Friedman test: not run (needs ≥ 3 planners and ≥ 2 tasks where all have a score; have {k} "
+        return [f"Friedman test: not run (needs ≥ 3 planners and ≥ 2 {blocks} where all have a score; have {k} "
                 f"and {n})."]
     ranks = ", ".join(f"{names.get(p, p)} {r:.2f}" for p, r in sorted(result.mean_ranks.items(), key=lambda kv: kv[1]))
+    floor = 1 / (result.permutations + 1)
+    perm_p = (f"≤ {floor:.2g} (no shuffle reached the observed statistic)"
+              if result.permutation_p is not None and result.permutation_p <= floor * (1 + 1e-9)
+              else f"= {result.permutation_p:.3g}")
     sig = result.significant_pairs()
     pairs = "; ".join(f"{names.get(a, a)} vs {names.get(b, b)} (p={result.posthoc[(a, b)]:.3f})" for a, b in sig)
-    return [f"Friedman test over {n} task(s) × {k} planners (scipy.stats.friedmanchisquare on the per-task "
-            f"normalized scores): χ² = {result.statistic:.2f}, p = {result.p_value:.3g}. Mean ranks (1 = best): "
+    return [f"Friedman test over {n} {blocks} × {k} planners (scipy.stats.friedmanchisquare on {measure}): "
+            f"χ² = {result.statistic:.2f}, p = {result.p_value:.3g} (the χ² approximation); permutation p "
+            f"{perm_p} ({result.permutations:,} shuffles of the ranks within each block; valid "
+            f"however few the blocks). Mean ranks (1 = best): "
             f"{ranks}. Nemenyi critical difference at α = {result.alpha}: {result.critical_difference:.2f}.",
             "Post-hoc: Wilcoxon signed-rank per pair (scipy.stats.wilcoxon), Holm-adjusted: "
             + (f"pairs differing at α = {result.alpha}: {pairs}." if sig else
-               f"no pair differs at α = {result.alpha}" + (f" (with {n} tasks the smallest possible two-sided "
+               f"no pair differs at α = {result.alpha}" + (f" (with {n} {blocks} the smallest possible two-sided "
                                                            "Wilcoxon p is "
                                                            f"{2 / 2 ** n:.3f} before adjustment)." if n < 10 else "."))]
+
+
+def stage_blocks(records: Iterable[TrialRecord], key: Callable[[TrialRecord], str]) -> dict[str, dict[str, float]]:
+    """The stage each entry reached, per block of one task and one trial index. A trial's seed depends on its
+    index alone (``config.trial_seed``), so the entries of a block share the data split and the sampler's seed
+    stream: a paired design, for :func:`friedman_test`, whose "tasks" these blocks are."""
+    blocks: dict[str, dict[str, float]] = defaultdict(dict)
+    for record in counted_records(records):
+        blocks[f"{record.task} #{record.trial}"][key(record)] = float(record.stage_reached)
+    return dict(blocks)
 
 
 def _sections(records: list[TrialRecord], key, seed: int, names: dict[str, str]):
@@ -190,7 +210,7 @@ def ranking_markdown(records: Iterable[TrialRecord], key: Callable[[TrialRecord]
     lines += ["", "### Rating", "", RATING_NOTE, ""]
     lines += [tabulate(_rating_rows(ratings, names), headers=["planner", "rating", "95 % CI", "wins/games"],
                        tablefmt="github")] if ratings else ["No scores to rate."]
-    lines += ["", "### Friedman test and critical-difference diagram", ""] + _friedman_text(result, names)
+    lines += ["", "### Friedman test and critical-difference diagram", ""] + friedman_text(result, names)
     figure = cd_diagram_svg(result, names)
     if figure is not None and cd_link:
         lines += ["", f"![critical-difference diagram]({cd_link})"]

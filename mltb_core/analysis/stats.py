@@ -38,11 +38,13 @@ __all__ = ["CI", "containing", "bootstrap_ci", "rate_interval", "median_interval
            "paired_proportion_diff_ci", "TrialSample", "RateSample", "clustered_ci", "diff_ci", "z_value",
            "trials_needed_for_rate_drop", "median_standard_error", "cluster_sign_flip", "t_interval", "trials_needed_for_rate_gate", "rate_gate_probabilities", "powered_half_width", "POWER", "MIN_TRIALS_FOR_MEDIAN_CI",
            "DEFAULT_LEVEL", "DEFAULT_RESAMPLES", "PASS_AT_K", "pass_at_k", "Rating", "pairwise_outcomes",
-           "bradley_terry_ratings", "FriedmanResult", "friedman_test", "holm"]
+           "bradley_terry_ratings", "FriedmanResult", "friedman_test", "friedman_permutation_p", "holm",
+           "FRIEDMAN_PERMUTATIONS"]
 
 DEFAULT_RESAMPLES = 2000
 DEFAULT_LEVEL = 0.95
 POWER = 0.8                 # 1 - beta of the power check
+FRIEDMAN_PERMUTATIONS = 20_000   # Monte Carlo draws of the Friedman permutation p (its floor: 1/20,001)
 
 
 def median_ranks(n: int, level: float = DEFAULT_LEVEL) -> tuple[int, int] | None:
@@ -656,15 +658,20 @@ class FriedmanResult:
     critical_difference: float | None
     posthoc: dict[tuple[str, str], float]     # Wilcoxon signed-rank p-values, Holm-adjusted
     alpha: float = 0.05
+    permutation_p: float | None = None         # the same statistic's p over within-block permutations
+    permutations: int = 0
 
     def significant_pairs(self) -> list[tuple[str, str]]:
         return [pair for pair, p in self.posthoc.items() if p < self.alpha]
 
 
-def friedman_test(scores: dict[str, dict[str, float]], alpha: float = 0.05) -> FriedmanResult:
+def friedman_test(scores: dict[str, dict[str, float]], alpha: float = 0.05,
+                  permutations: int = FRIEDMAN_PERMUTATIONS, seed: int = 0) -> FriedmanResult:
     """Friedman test across the tasks on which every planner has a score (higher is better).
 
-    scipy.stats.friedmanchisquare needs at least 3 planners; with fewer, only the mean ranks are given.
+    scipy.stats.friedmanchisquare needs at least 3 planners; with fewer, only the mean ranks are given. Its p
+    is the χ² approximation, loose with few blocks, so the result also carries a permutation p
+    (:func:`friedman_permutation_p`), which holds at any number of blocks.
     The post-hoc is Wilcoxon signed-rank per pair (scipy.stats.wilcoxon) with Holm's step-down
     adjustment (Benavoli et al. 2016 recommend it over rank-based post-hocs); the Nemenyi critical
     difference (Demšar 2006, q from scipy.stats.studentized_range) is given for the CD diagram.
@@ -677,13 +684,14 @@ def friedman_test(scores: dict[str, dict[str, float]], alpha: float = 0.05) -> F
     table = np.array([[scores[t][p] for p in planners] for t in tasks], dtype=float)
     ranks = np.vstack([_scipy_stats.rankdata(-row) for row in table])    # 1 = best, ties averaged
     mean_ranks = {p: float(ranks[:, j].mean()) for j, p in enumerate(planners)}
-    statistic = p_value = cd = None
+    statistic = p_value = cd = perm_p = None
     if k >= 3 and n >= 2:
         if np.all(table == table[:, :1]):
-            statistic, p_value = 0.0, 1.0    # every planner tied on every task: no evidence of a difference
+            statistic, p_value, perm_p = 0.0, 1.0, 1.0   # every planner tied on every task: no evidence of a difference
         else:
             res = _scipy_stats.friedmanchisquare(*table.T)
             statistic, p_value = float(res.statistic), float(res.pvalue)
+            perm_p = friedman_permutation_p(ranks, permutations, seed)
         q = _scipy_stats.studentized_range.ppf(1 - alpha, k, np.inf) / math.sqrt(2.0)
         cd = float(q * math.sqrt(k * (k + 1) / (6.0 * n)))
     raw: dict[tuple[str, str], float] = {}
@@ -691,7 +699,24 @@ def friedman_test(scores: dict[str, dict[str, float]], alpha: float = 0.05) -> F
         for j in range(i + 1, k):
             diff = table[:, i] - table[:, j]
             raw[(a, planners[j])] = 1.0 if np.all(diff == 0) else float(_scipy_stats.wilcoxon(diff).pvalue)
-    return FriedmanResult(tuple(planners), tuple(tasks), mean_ranks, statistic, p_value, cd, holm(raw), alpha)
+    return FriedmanResult(tuple(planners), tuple(tasks), mean_ranks, statistic, p_value, cd, holm(raw), alpha,
+                          perm_p, permutations if perm_p is not None else 0)
+
+
+def friedman_permutation_p(ranks: np.ndarray, permutations: int = FRIEDMAN_PERMUTATIONS, seed: int = 0) -> float:
+    """Monte Carlo p of Friedman's statistic under its null (within each block, which planner got which rank
+    is exchangeable): every draw shuffles each block's ranks among the planners. Ties keep their shape under
+    the shuffle, so the sum of squared rank sums orders draws exactly as the tie-corrected χ² does. The
+    observed table counts as one draw, so p ≥ 1/(permutations + 1)."""
+    rng = np.random.default_rng(seed)
+    observed = float((ranks.sum(axis=0) ** 2).sum())
+    hits, left = 0, permutations
+    while left:
+        batch = min(left, 5000)    # bounded memory whatever the table's size
+        draws = rng.permuted(np.broadcast_to(ranks, (batch, *ranks.shape)), axis=2)
+        hits += int(((draws.sum(axis=1) ** 2).sum(axis=1) >= observed - 1e-9).sum())
+        left -= batch
+    return (hits + 1) / (permutations + 1)
 
 
 def holm(p_values: dict) -> dict:
