@@ -46,6 +46,7 @@ class Controller:
         self.spent_usd = 0.0
         self.received = 0
         self.saw_cases = False
+        self.models_checked = False
         self.planner_failures = 0
         self.other_failures = 0    # errors (infra included) and failures of anything but a trial
         self.nothing_left = False  # --resume found every selected trial recorded
@@ -92,9 +93,24 @@ class Controller:
             from mltb_core.runner.trial import write_prompts
 
             write_prompts(self.run_dir)  # the exact prompts travel with the results
+            self.check_models(plan)      # a run engaged only by collecting the suite was not validated
             dist = getattr(self.config.option, "dist", "no")
             workers = len(self.config.option.tx or ()) if dist != "no" else 0
             self.servers.start(plan.models, workers)
+
+    def check_models(self, plan) -> None:
+        """The models' preflight (keys, prices, packages; a local model's file assembled and hash-checked),
+        once per session, whether the model was named or is the default: a bad model file is a usage error
+        before any server or trial starts, never an internal error when the server is started."""
+        if self.models_checked:
+            return
+        from .collection import check_models
+
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        for note in check_models(list(plan.models)):
+            if terminal is not None:
+                terminal.write_line(f"mltb: note: {note}")
+        self.models_checked = True
 
     def validate(self) -> None:
         """Usage errors for names and files the user gave, before collection (defaults are valid by
@@ -102,13 +118,9 @@ class Controller:
         if not self.engaged:
             return
         plan = self.plan()    # unknown planner/model/task names are usage errors
-        from .collection import check_confinement_here, check_models
+        from .collection import check_confinement_here
 
-        if self.settings.explicit("model"):
-            terminal = self.config.pluginmanager.get_plugin("terminalreporter")
-            for note in check_models(list(plan.models)):
-                if terminal is not None:
-                    terminal.write_line(f"mltb: note: {note}")
+        self.check_models(plan)
         check_confinement_here(self.settings.unconfined)
         # task inputs are checked in __init__ (before xdist starts workers); --compare and
         # --fail-on-regression are read when the settings are resolved (options.py)

@@ -159,6 +159,29 @@ def test_pytest_on_a_corrupt_model_exits_4_before_any_trial(fake, pytester):
     assert not (pytester.path / "run" / "results.jsonl").exists()
 
 
+@pytest.mark.parametrize("options", [["--task=spaceship-titanic", "--planner=react"], []],
+                         ids=["default-model", "no-mltb-option"])
+def test_pytest_on_a_corrupt_default_model_exits_4_before_any_server(fake, pytester, monkeypatch, options):
+    """The README's main job names no --model: the default model gets the same preflight as a named one,
+    whether mltb options engaged the run up front or it only collected the suite (it was an internal
+    error from the server start, exit 3)."""
+    path = models.model_path(NAME)
+    raw = bytearray(path.read_bytes())
+    raw[-1] ^= 0x01
+    path.write_bytes(bytes(raw))
+    models._VERIFIED.clear()
+    monkeypatch.setattr(models, "DEFAULT_LOCAL_MODEL", NAME)
+    for variable in [v for v in os.environ if v.startswith("MLTB_") and v != models.MODELS_DIR_ENV]:
+        monkeypatch.delenv(variable)       # no mltb option from the environment either
+    pytester.makepyfile(test_challenges="def test_challenge(mltb_case, mltb_record, mltb_check):\n"
+                                        "    mltb_check(mltb_record)\n")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", *options)
+    text = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, text[-2000:]
+    assert "failed its check" in text and "INTERNALERROR" not in text, text[-2000:]
+    assert not path.exists()
+
+
 def test_mltb_models_lists_every_named_model(fake, capsys):
     assert mltb_main(["models"]) == 0
     out = capsys.readouterr().out
