@@ -71,8 +71,10 @@ def pytest_configure(config: pytest.Config) -> None:
         from .progress import ProgressReporter
         from .session import Controller
 
-        _size_workers(config, settings)
-        controller = Controller(config, settings)
+        mltb_run = _is_mltb_run(config, settings)
+        controller = Controller(config, settings, mltb_run)   # its model preflight first: the file is on disk
+        if mltb_run:
+            _size_workers(config, settings)
         config.stash[CONTROLLER] = controller
         config.pluginmanager.register(ControllerHooks(controller), "mltb-controller")
         config.pluginmanager.register(ProgressReporter(config), "mltb-progress")
@@ -80,15 +82,20 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[CONTEXT] = WorkerContext(config, settings, run_dir, skip)
 
 
+def _is_mltb_run(config: pytest.Config, settings) -> bool:
+    """An mltb option given, or the benchmark suite named: the plugin leaves other test suites in the
+    environment alone."""
+    from .servers import names_the_suite
+
+    return settings.engaged or names_the_suite(list(config.args), Path(config.invocation_params.dir),
+                                               bool(config.option.pyargs))
+
+
 def _size_workers(config: pytest.Config, settings) -> None:
     """With a local model, cap ``-n`` to the llama.cpp servers the machine holds (servers.worker_cap), before
-    xdist starts its workers; only for an mltb run (an mltb option given, or the benchmark suite named), so
-    the plugin leaves other test suites in the environment alone."""
-    from .servers import cap_xdist_workers, names_the_suite
+    xdist starts its workers."""
+    from .servers import cap_xdist_workers
 
-    if not settings.engaged and not names_the_suite(list(config.args), Path(config.invocation_params.dir),
-                                                     bool(config.option.pyargs)):
-        return
     cap = cap_xdist_workers(config, settings.model_refs())
     if cap is not None:
         config.stash[WORKER_CAP] = cap

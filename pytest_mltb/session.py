@@ -28,7 +28,7 @@ __all__ = ["Controller"]
 class Controller:
     """Controller-side state: the run book, the gate, the servers, counters and run budgets."""
 
-    def __init__(self, config: pytest.Config, settings: Settings):
+    def __init__(self, config: pytest.Config, settings: Settings, mltb_run: bool = False):
         self.config = config
         self.settings = settings
         out = settings.out
@@ -47,6 +47,7 @@ class Controller:
         self.received = 0
         self.saw_cases = False
         self.models_checked = False
+        self.model_notes: list[str] = []
         self.planner_failures = 0
         self.other_failures = 0    # errors (infra included) and failures of anything but a trial
         self.nothing_left = False  # --resume found every selected trial recorded
@@ -65,6 +66,10 @@ class Controller:
             self.book.read_existing()
             if settings.resume:
                 self.resumed = self.book.done_records(plan)
+        if mltb_run and not (config.option.help or config.option.collectonly):
+            # The models' preflight (a local model's file assembled and hash-checked) here, in pytest_configure,
+            # before xdist starts its workers: a usage error raised once they run leaves them running trials.
+            self.check_models(self.plan())
 
     def plan(self) -> Plan:
         return plan_for(self.config, self.settings)
@@ -93,7 +98,10 @@ class Controller:
             from mltb_core.runner.trial import write_prompts
 
             write_prompts(self.run_dir)  # the exact prompts travel with the results
-            self.check_models(plan)      # a run engaged only by collecting the suite was not validated
+            if self.config.option.collectonly:
+                return                   # nothing runs: no model to check, no server to start
+            self.check_models(plan)      # a run that became an mltb run only by what it collected
+            self.write_model_notes()
             dist = getattr(self.config.option, "dist", "no")
             workers = len(self.config.option.tx or ()) if dist != "no" else 0
             self.servers.start(plan.models, workers)
@@ -101,16 +109,21 @@ class Controller:
     def check_models(self, plan) -> None:
         """The models' preflight (keys, prices, packages; a local model's file assembled and hash-checked),
         once per session, whether the model was named or is the default: a bad model file is a usage error
-        before any server or trial starts, never an internal error when the server is started."""
+        before any server or trial starts, never an internal error when the server is started. Its notes
+        are written by :meth:`write_model_notes` once the terminal is up."""
         if self.models_checked:
             return
         from .collection import check_models
 
+        self.model_notes = check_models(list(plan.models))
+        self.models_checked = True
+
+    def write_model_notes(self) -> None:
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
-        for note in check_models(list(plan.models)):
+        for note in self.model_notes:
             if terminal is not None:
                 terminal.write_line(f"mltb: note: {note}")
-        self.models_checked = True
+        self.model_notes = []
 
     def validate(self) -> None:
         """Usage errors for names and files the user gave, before collection (defaults are valid by
@@ -120,7 +133,9 @@ class Controller:
         plan = self.plan()    # unknown planner/model/task names are usage errors
         from .collection import check_confinement_here
 
-        self.check_models(plan)
+        if not self.config.option.collectonly:
+            self.check_models(plan)
+            self.write_model_notes()
         check_confinement_here(self.settings.unconfined)
         # task inputs are checked in __init__ (before xdist starts workers); --compare and
         # --fail-on-regression are read when the settings are resolved (options.py)

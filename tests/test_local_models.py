@@ -7,6 +7,7 @@ through ``register_model`` (the same table the real ones live in); nothing of 1.
 import hashlib
 import importlib
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -159,12 +160,14 @@ def test_pytest_on_a_corrupt_model_exits_4_before_any_trial(fake, pytester):
     assert not (pytester.path / "run" / "results.jsonl").exists()
 
 
-@pytest.mark.parametrize("options", [["--task=spaceship-titanic", "--planner=react"], []],
-                         ids=["default-model", "no-mltb-option"])
+@pytest.mark.parametrize("options", [["--task=spaceship-titanic", "--planner=react"], [],
+                                     ["--task=spaceship-titanic", "--planner=react", "-n", "2"]],
+                         ids=["default-model", "no-mltb-option", "xdist"])
 def test_pytest_on_a_corrupt_default_model_exits_4_before_any_server(fake, pytester, monkeypatch, options):
     """The README's main job names no --model: the default model gets the same preflight as a named one,
     whether mltb options engaged the run up front or it only collected the suite (it was an internal
-    error from the server start, exit 3)."""
+    error from the server start, exit 3), and under xdist before any worker starts (a usage error raised
+    once they ran left them running trials)."""
     path = models.model_path(NAME)
     raw = bytearray(path.read_bytes())
     raw[-1] ^= 0x01
@@ -175,7 +178,16 @@ def test_pytest_on_a_corrupt_default_model_exits_4_before_any_server(fake, pytes
         monkeypatch.delenv(variable)       # no mltb option from the environment either
     pytester.makepyfile(test_challenges="def test_challenge(mltb_case, mltb_record, mltb_check):\n"
                                         "    mltb_check(mltb_record)\n")
-    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", *options)
+    def hung(signum, frame):   # the xdist case hung when the error came after the workers started
+        raise TimeoutError("pytest was still running 120 s after a corrupt model")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(120)
+    try:
+        result = pytester.runpytest_inprocess("-p", "no:cacheprovider", *options)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
     text = result.stdout.str() + result.stderr.str()
     assert result.ret == pytest.ExitCode.USAGE_ERROR, text[-2000:]
     assert "failed its check" in text and "INTERNALERROR" not in text, text[-2000:]
