@@ -146,15 +146,15 @@ def friedman_text(result: FriedmanResult, names: dict[str, str], blocks: str = "
                 f"and {n})."]
     ranks = ", ".join(f"{names.get(p, p)} {r:.2f}" for p, r in sorted(result.mean_ranks.items(), key=lambda kv: kv[1]))
     floor = 1 / (result.permutations + 1)
-    perm_p = (f"≤ {floor:.2g} (no shuffle reached the observed statistic)"
-              if result.permutation_p is not None and result.permutation_p <= floor * (1 + 1e-9)
-              else f"= {result.permutation_p:.3g}")
+    at_floor = result.permutation_p is not None and result.permutation_p <= floor * (1 + 1e-9)
+    perm_p = f"≤ {floor:.2g}" if at_floor else f"= {result.permutation_p:.3g}"
+    shuffles = (f"none of {result.permutations:,} shuffles of the ranks within each block reached the observed "
+                f"statistic" if at_floor else f"{result.permutations:,} shuffles of the ranks within each block")
     sig = result.significant_pairs()
     pairs = "; ".join(f"{names.get(a, a)} vs {names.get(b, b)} (p={result.posthoc[(a, b)]:.3f})" for a, b in sig)
     return [f"Friedman test over {n} {blocks} × {k} planners (scipy.stats.friedmanchisquare on {measure}): "
             f"χ² = {result.statistic:.2f}, p = {result.p_value:.3g} (the χ² approximation); permutation p "
-            f"{perm_p} ({result.permutations:,} shuffles of the ranks within each block; valid "
-            f"however few the blocks). Mean ranks (1 = best): "
+            f"{perm_p} ({shuffles}; valid however few the blocks). Mean ranks (1 = best): "
             f"{ranks}. Nemenyi critical difference at α = {result.alpha}: {result.critical_difference:.2f}.",
             "Post-hoc: Wilcoxon signed-rank per pair (scipy.stats.wilcoxon), Holm-adjusted: "
             + (f"pairs differing at α = {result.alpha}: {pairs}." if sig else
