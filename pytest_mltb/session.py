@@ -28,7 +28,7 @@ __all__ = ["Controller"]
 class Controller:
     """Controller-side state: the run book, the gate, the servers, counters and run budgets."""
 
-    def __init__(self, config: pytest.Config, settings: Settings, mltb_run: bool = False):
+    def __init__(self, config: pytest.Config, settings: Settings, mltb_run: bool):
         self.config = config
         self.settings = settings
         out = settings.out
@@ -120,22 +120,20 @@ class Controller:
 
     def write_model_notes(self) -> None:
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
-        for note in self.model_notes:
-            if terminal is not None:
+        if terminal is not None:
+            for note in self.model_notes:
                 terminal.write_line(f"mltb: note: {note}")
         self.model_notes = []
 
     def validate(self) -> None:
-        """Usage errors for names and files the user gave, before collection (defaults are valid by
-        construction and checked when items are collected)."""
+        """Usage errors for names and files the user gave, before collection. The models were checked in
+        ``__init__`` (an engaged run is an mltb run); their notes are written here, now the terminal is up."""
         if not self.engaged:
             return
-        plan = self.plan()    # unknown planner/model/task names are usage errors
+        self.plan()    # unknown planner/model/task names are usage errors
         from .collection import check_confinement_here
 
-        if not self.config.option.collectonly:
-            self.check_models(plan)
-            self.write_model_notes()
+        self.write_model_notes()
         check_confinement_here(self.settings.unconfined)
         # task inputs are checked in __init__ (before xdist starts workers); --compare and
         # --fail-on-regression are read when the settings are resolved (options.py)

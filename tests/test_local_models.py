@@ -178,6 +178,7 @@ def test_pytest_on_a_corrupt_default_model_exits_4_before_any_server(fake, pytes
         monkeypatch.delenv(variable)       # no mltb option from the environment either
     pytester.makepyfile(test_challenges="def test_challenge(mltb_case, mltb_record, mltb_check):\n"
                                         "    mltb_check(mltb_record)\n")
+
     def hung(signum, frame):   # the xdist case hung when the error came after the workers started
         raise TimeoutError("pytest was still running 120 s after a corrupt model")
 
