@@ -16,7 +16,8 @@ Run: ``python benchmarks/local_llm_speed.py [--part warm,switch,first,trial,thre
   prompt's KV cells) against one sequence: what decoding an expansion's k candidates together would gain.
 
 Prompt-lookup drafts (off by default): set ``MLTB_DRAFT_TOKENS=4`` before a run, then ``--log`` on its server
-log prints completion tokens per forward pass beside the seconds.
+log prints completion tokens per forward pass beside the seconds. Grammar fast-forward (on by default):
+``MLTB_FAST_FORWARD=off`` before a run measures plain decoding for comparison.
 
 Targets (issue 17): median warm call ≤ 8 s at ~4k tokens; a 40-call MCTS-Shaped trial ≤ 6 min; cache
 share in an MCTS trial ≥ 70 %. The box is shared: the load average is printed beside every figure.

@@ -581,11 +581,11 @@ def _check_data_source() -> None:
 def _environment_checks() -> list:
     """Each reader of an MLTB_* variable with a format, called once: ValueError naming variable and value."""
     from mltb_core.toolkit.limits import sandbox_quota, tool_memory_limit
-    from mltb_core.llm.local import draft_tokens_override, prefix_store_bytes
+    from mltb_core.llm.local import draft_tokens_override, fast_forward_setting, prefix_store_bytes
     from mltb_core.llm.openai_backend import check_retry_env
 
-    return [tool_memory_limit, sandbox_quota, check_retry_env, draft_tokens_override, prefix_store_bytes,
-            _check_data_source]
+    return [tool_memory_limit, sandbox_quota, check_retry_env, draft_tokens_override, fast_forward_setting,
+            prefix_store_bytes, _check_data_source]
 
 
 def check_environment() -> None:

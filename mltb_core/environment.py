@@ -47,6 +47,10 @@ ENVIRONMENT: tuple[EnvironmentVariable, ...] = (
     EnvironmentVariable("MLTB_DRAFT_TOKENS", "prompt-lookup draft tokens per decoding step of the local llama.cpp "
                                              "server: a speed setting, replies are unchanged; slower on 2 shared "
                                              "cores (reports/benchmarks.md)", "0", ("mltb_core.llm.local",)),
+    EnvironmentVariable("MLTB_FAST_FORWARD", "the local llama.cpp server emits the bytes a call's grammar allows "
+                                             "one way only without decoding them, with json.dumps's whitespace "
+                                             "(off: today's plain decoding; reports/benchmarks.md)", "on",
+                        ("mltb_core.llm.local",)),
     EnvironmentVariable("MLTB_PREFIX_STORE", "disk the local llama.cpp servers may fill with saved prompt prefixes, "
                                              "so a new server skips the cold first prompt (0/off: none)", "2 GiB",
                         ("mltb_core.llm.local",)),

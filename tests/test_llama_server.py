@@ -5,14 +5,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import tempfile
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from mltb_core.llm import models
 from mltb_core.llm.local import LocalServer, request_log
+from local_server_http import post
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
                                 reason="llama-cpp-python is not installed (pip install 'mltb[local-smoke]')")
@@ -22,16 +21,6 @@ def _installed(name: str) -> str | None:
     """Why the named model cannot be used here (None: it can), without assembling it."""
     problems = models.installed_problems(models.get_model(name))
     return "; ".join(problems) or None
-
-
-def post(url: str, body: dict) -> tuple[int, dict]:
-    request = urllib.request.Request(f"{url}/chat/completions", json.dumps(body).encode(),
-                                     {"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=600) as reply:
-            return reply.status, json.loads(reply.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
 
 
 @pytest.fixture(scope="module")
@@ -157,7 +146,7 @@ def test_prompt_lookup_drafts_change_the_speed_not_the_reply(temperature):
     for drafts in (0, 6):
         with tempfile.TemporaryDirectory() as cache_dir:
             server = LocalServer(models.model_path("smollm2"), cache_dir=cache_dir, n_ctx=2048,
-                                 partition=f"drafts{drafts}", partitions=1, draft_tokens=drafts)
+                                 partition=f"drafts{drafts}", partitions=1, draft_tokens=drafts, fast_forward=False)
             url = server.acquire()
             try:
                 for seed in range(3):

@@ -25,6 +25,11 @@ Here:
   same replies); upstream needs ``logits_all`` for it (an n_ctx × n_vocab array, 10 GB at 16k context),
   here only the drafted batch returns its rows. Off because on 2 shared cores each extra row costs more
   than the passes it saves (reports/benchmarks.md); where extra rows are cheap, MLTB_DRAFT_TOKENS turns it on;
+- grammar fast-forward (``--fast-forward``, on unless ``MLTB_FAST_FORWARD=off``; :mod:`mltb_core.llm.grammar_forcing`):
+  half of a tool call's tokens are the JSON skeleton and name endings its grammar fixes, so those are
+  emitted without sampling and evaluated in one batch with the token sampled before them; the grammar's
+  whitespace is json.dumps's, as in the model's own history. A warm 34-token call: 5 forward passes
+  instead of 35;
 - every message in order with its own role (:func:`chatml_prompt`): llama-cpp-python's "chatml" format
   keeps the first system message only, so a planner's instructions (the second system message: ReAct's,
   MCTS's expansion prompt, Hierarchical MCTS's subtask, LATS's judge) never reached the model;
@@ -36,6 +41,7 @@ Only what mltb's local backend sends is served: ``GET /v1/models``, ``POST /v1/c
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import json
 import os
@@ -46,6 +52,8 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from mltb_core.llm.grammar_forcing import GrammarProbe, canonical_json_grammar, emitted_tokens
 
 if TYPE_CHECKING:
     from mltb_core.llm.prefix_store import PrefixStore
@@ -105,6 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--flash_attn", choices=("true", "false"), default="true")
     parser.add_argument("--draft-tokens", type=int, default=0,
                         help="prompt-lookup drafts of up to this many tokens per decoding step (0: none)")
+    parser.add_argument("--fast-forward", choices=("true", "false"), default="false",
+                        help="emit the bytes a call's grammar allows one way only without decoding them, and pin "
+                             "the grammar's whitespace to json.dumps's (mltb_core.llm.grammar_forcing)")
     parser.add_argument("--cache-bytes", type=int, default=0, help="prefix-cache capacity in bytes (0: none)")
     parser.add_argument("--prefix-store", type=Path,
                         help="directory of prompt prefixes saved across server processes (with --cache-bytes)")
@@ -305,8 +316,24 @@ class _Engine:
                                                   n_tokens=self.n_tokens, llama_state=ctypes.string_at(buffer, written),
                                                   llama_state_size=written, seed=self._seed)
 
+            @contextlib.contextmanager
+            def _decode_threads(self) -> Any:
+                # a few rows decode like one: on the decode threads (llama.cpp would take the prompt's
+                # n_threads_batch for any batch of two or more; two threads on shared cores made a 2-row
+                # step 7x slower than a 1-row one here)
+                llama_cpp.llama_set_n_threads(self._ctx.ctx, args.n_threads, args.n_threads)
+                try:
+                    yield
+                finally:
+                    llama_cpp.llama_set_n_threads(self._ctx.ctx, args.n_threads, args.n_threads_batch)
+
             def eval(self, tokens: Any) -> None:
                 engine.evaluated.append(len(tokens))
+                if self._forced_batch:  # a sampled token and the bytes its grammar forced: one row of logits
+                    self._forced_batch = False
+                    with self._decode_threads():
+                        super().eval(tokens)
+                    return
                 if not (engine.drafts and engine.drafts.armed):
                     super().eval(tokens)
                     return
@@ -316,23 +343,93 @@ class _Engine:
                 self._ctx.kv_cache_seq_rm(-1, self.n_tokens, -1)
                 n_past = self.n_tokens
                 self._batch.set_batch(batch=tokens, n_past=n_past, logits_all=True)
-                # a few rows decode like one: on the decode threads (llama.cpp would take the prompt's
-                # n_threads_batch for any batch of two or more; two threads on shared cores made a 2-row
-                # step 7x slower than a 1-row one here)
-                llama_cpp.llama_set_n_threads(self._ctx.ctx, args.n_threads, args.n_threads)
-                try:
+                with self._decode_threads():
                     self._ctx.decode(self._batch)
-                finally:
-                    llama_cpp.llama_set_n_threads(self._ctx.ctx, args.n_threads, args.n_threads_batch)
                 self.input_ids[n_past:n_past + len(tokens)] = tokens
                 self.n_tokens += len(tokens)
                 self._requires_eval = False
+
+            # Grammar fast-forward (engine.forcing, see mltb_core.llm.grammar_forcing). Upstream's generate
+            # lets its caller send tokens to evaluate with the one just sampled; the positions of those
+            # forced tokens are then "sampled" from _replay, without the sampler (whose grammar has already
+            # accepted their bytes), and only the last row of the batch is sampled for real.
+            _forced_batch = False
+            _replay: dict[int, int] = {}
+            _replayed = False
+            _pending: list[int] = []
+            _forced_grammar: Any = None
+
+            def _init_sampler(self, *a: Any, **kw: Any) -> Any:
+                sampler = super()._init_sampler(*a, **kw)
+                self._forced_grammar = None
+                if engine.forcing is not None and kw.get("grammar") is not None:
+                    self._forced_grammar = GrammarProbe.grammar_sampler(llama_cpp, sampler.sampler)
+                    for token in self._pending if self._forced_grammar is not None else ():
+                        llama_cpp.llama_sampler_accept(self._forced_grammar, token)  # the reply's forced start
+                self._pending = []
+                return sampler
+
+            def sample(self, *a: Any, idx: int | None = None, **kw: Any) -> Any:
+                self._replayed = idx in self._replay
+                if self._replayed:
+                    return self._replay.pop(idx)
+                return super().sample(*a, idx=idx, **kw)
+
+            def _forced_tokens(self, grammar: Any) -> tuple[list[int], bool]:
+                """The tokens to emit unsampled from ``grammar``'s state (emitted_tokens), and whether only the
+                end may follow them."""
+                forced, end = engine.forcing.forced(grammar)
+                tokens = self.tokenize(forced, add_bos=False, special=False) if forced else []
+                if self.detokenize(tokens) != forced:  # e.g. a multi-byte character cut by a choice
+                    tokens = [engine.forcing.token_of_byte[byte] for byte in forced]
+                return emitted_tokens(tokens, end), end
+
+            def generate(self, tokens: Any, *a: Any, grammar: Any = None, **kw: Any) -> Any:
+                if engine.forcing is None or grammar is None:
+                    return (yield from super().generate(tokens, *a, grammar=grammar, **kw))
+                start_grammar = llama_cpp.llama_sampler_init_grammar(
+                    self._model.vocab, grammar._grammar.encode(), grammar._root.encode())
+                try:
+                    first, _ = self._forced_tokens(start_grammar)
+                finally:
+                    llama_cpp.llama_sampler_free(start_grammar)
+                self._pending, self._replay, engine.forced_start = first, {}, len(first)
+                self._forced_batch = False  # a reply cut off at max_tokens may have left it armed
+                inner = super().generate([*tokens, *first], *a, grammar=grammar, **kw)
+                yield from first
+                send = None
+                while True:
+                    try:
+                        token = inner.send(send)
+                    except StopIteration:
+                        return
+                    send = None
+                    yield token
+                    if self._replayed or self._forced_grammar is None or llama_cpp.llama_vocab_is_eog(
+                            self._model.vocab, token):
+                        continue
+                    run, end = self._forced_tokens(self._forced_grammar)
+                    if end:  # nothing but the end may follow: no pass for the tokens nobody samples after
+                        yield from run
+                        yield engine.forcing.eog[0]
+                        return
+                    for forced in run:
+                        llama_cpp.llama_sampler_accept(self._forced_grammar, forced)
+                    if run:
+                        self._replay = {self.n_tokens + j: t for j, t in enumerate(run)}
+                        self._forced_batch = True
+                        send = run
 
         engine = self
         self.evaluated: list[int] = []
         if not 0 <= args.draft_tokens < args.n_batch:
             raise ValueError(f"--draft-tokens must be from 0 to {args.n_batch - 1}, got {args.draft_tokens}")
         self.drafts = _PromptLookup(args.draft_tokens) if args.draft_tokens else None
+        if self.drafts and args.fast_forward == "true":
+            raise ValueError("--draft-tokens and --fast-forward true cannot be combined")
+        self.forcing: GrammarProbe | None = None
+        self.forced_start = 0  # tokens of the reply's forced start, evaluated with the prompt
+        self._grammars: dict[str, Any] = {}
         self.lock = threading.Lock()
         self.model_name = args.model
         self.log_requests = args.log_requests
@@ -351,15 +448,42 @@ class _Engine:
                                                     n_ctx=args.n_ctx, flash_attn=args.flash_attn),
                                     args.prefix_store_bytes)
             self.llm.set_cache(_prefix_cache(llama_cpp, self, args.cache_bytes, store))
+        if args.fast_forward == "true":
+            self.forcing = GrammarProbe(llama_cpp, self.llm)
+            why = None if self.forcing.complete else "this vocabulary lacks single-byte tokens"
+            chain = llama_cpp._internals.LlamaSampler()
+            chain.add_grammar(self.llm._model, llama_cpp.LlamaGrammar.from_string('root ::= "a"', verbose=False))
+            if GrammarProbe.grammar_sampler(llama_cpp, chain.sampler) is None:
+                why = "no sampler named 'grammar' in llama-cpp-python's chain"  # the forced start needs it
+            chain.close()
+            if why:  # a byte the probe cannot see might be allowed, or a forced byte never reach the grammar
+                print(f"mltb llama server: {why}: no grammar fast-forward", file=sys.stderr, flush=True)
+                self.forcing = None
         # A batch of several tokens before listening: a llama.cpp build whose kernels this CPU cannot run
         # (AMX on VMs that list it) dies here, while starting, not on a trial's first call.
         self.llm.eval(self.llm.tokenize(b"self test of the batch kernels"))
         self.llm.reset()
 
+    def _grammar(self, schema: Any) -> Any:
+        """The call schema's grammar with json.dumps's whitespace (kept per schema: a search repeats states)."""
+        from llama_cpp import llama_grammar
+
+        key = json.dumps(schema, sort_keys=True)
+        if key not in self._grammars:
+            if len(self._grammars) >= 256:
+                self._grammars.clear()
+            gbnf = canonical_json_grammar(llama_grammar.json_schema_to_gbnf(json.dumps(schema)))
+            self._grammars[key] = llama_grammar.LlamaGrammar.from_string(gbnf, verbose=False)
+        return self._grammars[key]
+
     def chat(self, request: dict[str, Any]) -> dict[str, Any]:
         kwargs = {k: request[k] for k in CHAT_ARGS if request.get(k) is not None}
         if not isinstance(kwargs.get("messages"), list):
             raise ValueError("'messages' must be a list")
+        response_format = kwargs.get("response_format")
+        if self.forcing is not None and isinstance(response_format, dict) and \
+                response_format.get("type") == "json_object" and isinstance(response_format.get("schema"), dict):
+            kwargs["grammar"] = self._grammar(kwargs.pop("response_format")["schema"])
         n = request.get("n") or 1
         if not isinstance(n, int) or not 1 <= n <= 20:
             raise ValueError("'n' must be an integer from 1 to 20")
@@ -369,13 +493,14 @@ class _Engine:
             for i in range(n):
                 if n > 1 and "seed" in kwargs:
                     kwargs["seed"] = request["seed"] + i
-                self.evaluated, self.restored = [], []
+                self.evaluated, self.restored, self.forced_start = [], [], 0
                 if self.drafts:
                     self.drafts.armed = False
                 reply = self.llm.create_chat_completion(**kwargs)
                 usage = reply["usage"]
-                # the first eval of a request is its prompt suffix; later ones are single sampled tokens
-                evaluated = self.evaluated[0] if self.evaluated else 0
+                # the first eval of a request is its prompt suffix (with the reply's forced start); later
+                # ones are single sampled tokens, or one with the bytes its grammar forced
+                evaluated = max((self.evaluated[0] if self.evaluated else 0) - self.forced_start, 0)
                 if i == 0:
                     prompt_tokens = usage["prompt_tokens"]
                     cached = max(prompt_tokens - evaluated, 0)

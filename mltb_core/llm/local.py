@@ -180,7 +180,7 @@ def llama_server_command(model_path: Path, port: int, n_ctx: int, n_threads: int
                          n_threads_batch: int | None = None, chat_format: str = "chatml",
                          cache_bytes: int = 0, users_file: Path | None = None,
                          draft_tokens: int = 0, prefix_store: Path | None = None,
-                         prefix_store_bytes: int = 0) -> list[str]:
+                         prefix_store_bytes: int = 0, fast_forward: bool = False) -> list[str]:
     """The server command line: mltb's own server over llama.cpp (:mod:`mltb_core.llm.llama_server`).
 
     ``cache_bytes``: its prefix cache, which keeps the KV state of earlier requests so a tree search
@@ -188,6 +188,8 @@ def llama_server_command(model_path: Path, port: int, n_ctx: int, n_threads: int
     ``--flash_attn``: a cold 2,411-token spaceship-titanic prompt took 21 s instead of ~28 s on 2 cores.
     ``--log-requests``: one line per call in the server log (tokens, cached, seconds), see :func:`request_log`.
     ``draft_tokens``: prompt-lookup drafts per decoding step (0: plain decoding).
+    ``fast_forward``: bytes a call's grammar allows one way only are emitted without decoding
+    (:mod:`mltb_core.llm.grammar_forcing`).
     ``prefix_store``: the directory where servers save the state of each distinct first turn (the shared
     preamble), at most ``prefix_store_bytes``, so a new server restores it instead of evaluating it cold.
     ``users_file``: the shared state file; the server exits once no process it lists runs, so users killed
@@ -197,7 +199,7 @@ def llama_server_command(model_path: Path, port: int, n_ctx: int, n_threads: int
             "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(n_threads),
             "--n_threads_batch", str(n_threads_batch or n_threads), "--chat_format", chat_format,
             "--flash_attn", "true", "--cache-bytes", str(cache_bytes), "--draft-tokens", str(draft_tokens),
-            "--log-requests"] + (
+            "--fast-forward", "true" if fast_forward else "false", "--log-requests"] + (
                 ["--users-file", str(users_file)] if users_file is not None else []) + (
                 ["--prefix-store", str(prefix_store), "--prefix-store-bytes", str(prefix_store_bytes)]
                 if prefix_store is not None and prefix_store_bytes > 0 else [])
@@ -231,6 +233,22 @@ def draft_tokens_override() -> int | None:
     return value
 
 
+FAST_FORWARD_ENV = "MLTB_FAST_FORWARD"
+
+
+def fast_forward_setting() -> bool:
+    """``MLTB_FAST_FORWARD`` as a switch (unset: its declared default); ValueError naming the variable when it
+    is not one."""
+    from mltb_core.config import parse_bool
+    from mltb_core.environment import default as environment_default
+
+    raw = read_environment(FAST_FORWARD_ENV)
+    try:
+        return parse_bool(environment_default(FAST_FORWARD_ENV) if raw is None or not raw.strip() else raw)
+    except ValueError as exc:
+        raise ValueError(f"{FAST_FORWARD_ENV}: {exc}") from None
+
+
 class LocalServer:
     """A llama.cpp server shared by every process of this machine that uses the same model file and
     ``partition`` (default: this xdist worker's id, see :func:`current_partition`).
@@ -246,7 +264,7 @@ class LocalServer:
                  n_ctx: int | None = None, n_threads: int | None = None, n_threads_batch: int | None = None,
                  startup_timeout: float = 180.0, command: Callable[[int], list[str]] | None = None,
                  partition: str | None = None, partitions: int | None = None,
-                 draft_tokens: int | None = None) -> None:
+                 draft_tokens: int | None = None, fast_forward: bool | None = None) -> None:
         from mltb_core.llm.models import model_for_path
 
         self.model_path = Path(model_path).resolve()
@@ -263,6 +281,8 @@ class LocalServer:
         if draft_tokens is None:
             draft_tokens = draft_tokens_override() or 0
         self.draft_tokens = draft_tokens
+        # the two decode differently; drafts are asked for explicitly, so they win
+        self.fast_forward = (fast_forward_setting() if fast_forward is None else fast_forward) and not draft_tokens
         self.cache_bytes = PROMPT_CACHE_BYTES // partitions
         self.startup_timeout = startup_timeout
         key = str(self.model_path) + (f"|{self.partition}" if self.partition else "")
@@ -274,7 +294,8 @@ class LocalServer:
         self._command = command or (lambda port: llama_server_command(
             self.model_path, port, self.n_ctx, self.n_threads, self.n_threads_batch, self.chat_format,
             self.cache_bytes, users_file=self.state_path, draft_tokens=self.draft_tokens,
-            prefix_store=self.prefix_store, prefix_store_bytes=self.prefix_store_bytes))
+            prefix_store=self.prefix_store, prefix_store_bytes=self.prefix_store_bytes,
+            fast_forward=self.fast_forward))
         self.state_path = self.state_dir / f"{digest}.json"
         self.log_path = self.state_dir / f"{digest}.log"
         self._lock = FileLock(str(self.state_dir / f"{digest}.lock"), timeout=startup_timeout + 60)
@@ -523,6 +544,7 @@ class LocalBackend(OpenAIBackend):
     sends one (TrialConfig's ``constrained_calls``, on by default here), else :func:`call_schema` (any offered
     tool name); ``constrained=False`` sends the same prompt with no grammar.
     ``draft_tokens``: the server's prompt-lookup drafts (default: ``MLTB_DRAFT_TOKENS``, else none).
+    ``fast_forward``: the server's grammar fast-forward (default: ``MLTB_FAST_FORWARD``).
     ``keep_server`` (default) keeps this process's server reference after ``close`` until the process
     exits (:func:`release_process_servers`), so the next trial finds the server and its prefix warm.
     ``base_url`` points at an already running OpenAI-compatible server (no LocalServer then).
@@ -531,7 +553,7 @@ class LocalBackend(OpenAIBackend):
     def __init__(self, model_path: str | os.PathLike | None = None, *, named: str | None = None, seed: int = 0,
                  cache: ResponseCache | None = None, cache_dir: str | os.PathLike | None = None,
                  n_ctx: int | None = None, n_threads: int | None = None, n_threads_batch: int | None = None,
-                 max_tokens: int | None = None, draft_tokens: int | None = None,
+                 max_tokens: int | None = None, draft_tokens: int | None = None, fast_forward: bool | None = None,
                  constrained: bool = True, base_url: str | None = None, startup_timeout: float = 180.0,
                  server_command: Callable[[int], list[str]] | None = None, timeout: float = 300.0,
                  keep_server: bool = True,
@@ -552,7 +574,8 @@ class LocalBackend(OpenAIBackend):
         self.constrained = constrained
         self.keep_server = keep_server
         server_opts = dict(cache_dir=cache_dir, n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads_batch,
-                           draft_tokens=draft_tokens, startup_timeout=startup_timeout, command=server_command)
+                           draft_tokens=draft_tokens, fast_forward=fast_forward, startup_timeout=startup_timeout,
+                           command=server_command)
         if base_url:
             self.server = None
         elif keep_server:
