@@ -228,6 +228,27 @@ def test_prompt_lookup_drafts_are_off_unless_asked_for(monkeypatch):
     assert drafts(draft_tokens=2) == "2"  # an explicit setting wins
 
 
+def test_a_cached_reply_of_plain_decoding_is_not_served_to_fast_forward(model_file, tmp_path):
+    """Fast-forward pins the grammar's whitespace, so its replies are not plain decoding's: the response
+    cache keys them apart (plain decoding keeps the keys it had)."""
+    from mltb_core.llm.cache import ResponseCache
+
+    cache = ResponseCache(tmp_path / "responses")
+    messages = [{"role": "user", "content": "go"}]
+    try:
+        plain = LocalBackend(model_file, cache_dir=tmp_path, cache=cache, server_command=fake_command,
+                             fast_forward=False)
+        assert plain.response_identity == plain.name == "local:" + str(model_file)
+        assert not plain.complete(messages, TOOLS, seed=1).cached
+        assert plain.complete(messages, TOOLS, seed=1).cached
+        fast = LocalBackend(model_file, cache_dir=tmp_path, cache=cache, server_command=fake_command,
+                            fast_forward=True)
+        assert not fast.complete(messages, TOOLS, seed=1).cached
+        assert fast.complete(messages, TOOLS, seed=1).cached
+    finally:
+        release_process_servers()
+
+
 def test_backends_of_one_process_keep_one_server_until_released(model_file, tmp_path):
     backends = [LocalBackend(model_file, cache_dir=tmp_path, server_command=fake_command) for _ in range(2)]
     try:

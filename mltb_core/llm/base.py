@@ -131,6 +131,11 @@ class LLMBackend:
     # toolkit/constraints.py); other backends ignore the schema. ``constrains_by_default``: whether
     # TrialConfig.constrained_calls=None means on (the embedded model, which cannot do without).
     accepts_call_schema: bool = False
+
+    @property
+    def response_identity(self) -> str:
+        """What, besides the request, decides this backend's replies: the response cache's key part."""
+        return self.name
     constrains_by_default: bool = False
     # Whether n candidates cost n requests (a server without ``n``): an LLM-call budget then caps n.
     calls_per_candidate: bool = False
@@ -155,7 +160,7 @@ class LLMBackend:
             start = time.perf_counter()
             # The schema changes the reply; folded into the tools so keys without one stay as they were.
             keyed_tools = tools if call_schema is None else [*tools, {"call_schema": call_schema}]
-            key = self.cache.key(self.name, messages, keyed_tools, n, temperature, seed, self.seed)
+            key = self.cache.key(self.response_identity, messages, keyed_tools, n, temperature, seed, self.seed)
             hit = self.cache.get(key)
             if hit is not None:
                 hit.usage = hit.usage.as_cached(time.perf_counter() - start)

@@ -591,6 +591,12 @@ class LocalBackend(OpenAIBackend):
 
     constrains_by_default = True
 
+    @property
+    def response_identity(self) -> str:
+        # fast-forward pins the grammar's whitespace: its replies are not plain decoding's (whose keys stay)
+        fast = self.server is not None and self.server.fast_forward
+        return f"{self.name}|fast-forward" if fast else self.name
+
     def _request(self, messages: list[dict], tools: list[dict], n: int, temperature: float,
                  seed: int | None, schema: dict[str, Any] | None = None) -> dict[str, Any]:
         # The catalogue of every offered tool stays in the prompt (a stable prefix); the schema narrows the reply.
