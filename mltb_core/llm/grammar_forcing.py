@@ -2,7 +2,7 @@
 
 A grammar-constrained tool call is half skeleton: ``{"tool_name": "``, ``", "tool_args": {"bindings": {``,
 the rest of a tool or object name once its prefix is unique, the closing braces. Decoding them costs one
-forward pass (and one pass of the grammar over the 152k vocabulary) per token, for a token the grammar
+forward pass (and one pass of the grammar over the whole vocabulary) per token, for a token the grammar
 already fixed. Here the server asks the grammar, byte by byte, whether exactly one byte may come next; such
 bytes are emitted without sampling and evaluated as one batch with the token sampled before them, like a
 short prompt (only its last row needs logits). Every forced byte is one the grammar allowed alone; a run's
@@ -51,7 +51,7 @@ def canonical_json_grammar(gbnf: str) -> str:
         for i, (kind, text) in enumerate(pieces):
             if kind == "literal" and text in ('","', '":"') and i + 1 < len(pieces):
                 code = pieces[i + 1][1]
-                following = re.match(r"\s+space\b", code)
+                following = re.match(r"\s+space(?![\w-])", code)
                 if following:
                     pieces[i] = ("literal", text[:-1] + ' "')
                     pieces[i + 1] = ("code", code[following.end():])
