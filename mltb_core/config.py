@@ -20,7 +20,7 @@ from mltb_core.bench.tasks import BOARDS, DEFAULT_BOARD
 from mltb_core.toolkit.registry import DEFAULT_TOOLSET, TOOLSETS
 from mltb_core.llm.backends import DEFAULT_MODEL, ModelRef, as_model_ref, builtin_model_forms, model_id
 # declared in mltb_core.environment (the lowest layer, so every module can read through it)
-from mltb_core.environment import ENVIRONMENT, EnvironmentVariable
+from mltb_core.environment import ENVIRONMENT, EnvironmentVariable, parse_bool
 
 __all__ = ["TrialConfig", "trial_seed", "Range", "OptionValueError", "FIELD_RANGES", "RUN_RANGES",
            "OPTION_FIELDS", "option_range", "parse_option", "check_option", "EnvironmentValueError",
@@ -90,15 +90,6 @@ class SettingValueError(ValueError):
     def __init__(self, where: str, detail: str):
         self.where, self.detail = where, detail
         super().__init__(f"bad value for {where}: {detail}")
-
-
-def parse_bool(text: Any) -> bool:
-    lowered = str(text).strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off", ""):
-        return False
-    raise ValueError(f"{str(text)!r} is not a boolean (expected 1/0, true/false, yes/no, on/off)")
 
 
 VALUE, SWITCH, FLAG = "value", "switch", "flag"

@@ -15,12 +15,23 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 __all__ = ["EnvironmentVariable", "ENVIRONMENT", "read", "default", "declare_settings", "declared", "is_declared",
-           "PACKAGE_ROOT", "child_pythonpath", "undeclared"]
+           "PACKAGE_ROOT", "child_pythonpath", "undeclared", "parse_bool"]
 
 # The directory holding the mltb_core this process runs (a site-packages or a checkout).
 PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
+
+
+def parse_bool(text: Any) -> bool:
+    """A switch's value, from a variable or a setting: 1/0, true/false, yes/no, on/off (empty: off)."""
+    lowered = str(text).strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(f"{str(text)!r} is not a boolean (expected 1/0, true/false, yes/no, on/off)")
 
 
 @dataclass(frozen=True)

@@ -239,8 +239,8 @@ FAST_FORWARD_ENV = "MLTB_FAST_FORWARD"
 def fast_forward_setting() -> bool:
     """``MLTB_FAST_FORWARD`` as a switch (unset: its declared default); ValueError naming the variable when it
     is not one."""
-    from mltb_core.config import parse_bool
     from mltb_core.environment import default as environment_default
+    from mltb_core.environment import parse_bool
 
     raw = read_environment(FAST_FORWARD_ENV)
     try:
