@@ -222,7 +222,7 @@ def stage_comparison(recs: list) -> list[str]:
     lines += ["", "- interval: exact Clopper-Pearson over the planner's trials on every task together", "",
               *friedman_text(result, {}, blocks="blocks (task, trial seed)",
                              measure="the stage each trial reached, ties sharing a rank"), "",
-              f"- Blocks: {len(result.tasks)} of the {len(blocks)} (task, trial) pairs recorded so far have a trial of "
+              f"- Blocks: {len(result.tasks)} of the {len(blocks)} (task, trial) pairs recorded have a trial of "
               f"every planner; only those enter the test. Every trial of a task uses the same data split, and a trial's "
               f"seed depends on its index alone, so the planners of a block also share the sampler's seed stream.",
               "- What it covers: these tasks and this model; with so few tasks it says nothing about tasks in "

@@ -329,11 +329,9 @@ class _Engine:
 
             def eval(self, tokens: Any) -> None:
                 engine.evaluated.append(len(tokens))
-                if self._forced_batch:  # a sampled token and the bytes its grammar forced: one row of logits
-                    self._forced_batch = False
-                    with self._decode_threads():
-                        super().eval(tokens)
-                    return
+                # A sampled token and the bytes its grammar forced go through upstream's eval like a prompt (one
+                # row of logits, the prompt's threads): on an idle 2-core box two threads made the 40-call trial
+                # 4.5 instead of 5.5 min (reports/benchmarks.md).
                 if not (engine.drafts and engine.drafts.armed):
                     super().eval(tokens)
                     return
@@ -353,7 +351,6 @@ class _Engine:
             # lets its caller send tokens to evaluate with the one just sampled; the positions of those
             # forced tokens are then "sampled" from _replay, without the sampler (whose grammar has already
             # accepted their bytes), and only the last row of the batch is sampled for real.
-            _forced_batch = False
             _replay: dict[int, int] = {}
             _replayed = False
             _pending: list[int] = []
@@ -394,7 +391,6 @@ class _Engine:
                 finally:
                     llama_cpp.llama_sampler_free(start_grammar)
                 self._pending, self._replay, engine.forced_start = first, {}, len(first)
-                self._forced_batch = False  # a reply cut off at max_tokens may have left it armed
                 inner = super().generate([*tokens, *first], *a, grammar=grammar, **kw)
                 yield from first
                 send = None
@@ -417,7 +413,6 @@ class _Engine:
                         llama_cpp.llama_sampler_accept(self._forced_grammar, forced)
                     if run:
                         self._replay = {self.n_tokens + j: t for j, t in enumerate(run)}
-                        self._forced_batch = True
                         send = run
 
         engine = self
