@@ -75,7 +75,7 @@ def test_the_model_samples_the_last_token_of_a_run_unless_only_the_end_follows()
     assert emitted_tokens([5, 6, 7], end=True) == [5, 6, 7]
 
 
-def test_the_switch_is_read_once_and_reaches_the_server_command(monkeypatch, tmp_path):
+def test_the_switch_parses_and_reaches_the_server_command(monkeypatch, tmp_path):
     monkeypatch.setenv("MLTB_FAST_FORWARD", "maybe")
     with pytest.raises(ValueError, match="MLTB_FAST_FORWARD"):
         fast_forward_setting()

@@ -131,14 +131,14 @@ class LLMBackend:
     # toolkit/constraints.py); other backends ignore the schema. ``constrains_by_default``: whether
     # TrialConfig.constrained_calls=None means on (the embedded model, which cannot do without).
     accepts_call_schema: bool = False
+    constrains_by_default: bool = False
+    # Whether n candidates cost n requests (a server without ``n``): an LLM-call budget then caps n.
+    calls_per_candidate: bool = False
 
     @property
     def response_identity(self) -> str:
         """What, besides the request, decides this backend's replies: the response cache's key part."""
         return self.name
-    constrains_by_default: bool = False
-    # Whether n candidates cost n requests (a server without ``n``): an LLM-call budget then caps n.
-    calls_per_candidate: bool = False
 
     def __init__(self, name: str | None = None, *, cache: ResponseCache | None = None, seed: int = 0) -> None:
         if name is not None:

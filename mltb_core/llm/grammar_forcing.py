@@ -20,6 +20,8 @@ import ctypes
 import re
 from typing import Any, Callable
 
+import numpy as np
+
 __all__ = ["canonical_json_grammar", "forced_bytes", "emitted_tokens", "GrammarProbe", "FORCED_LIMIT"]
 
 # Most bytes forced in one run (a long enum value is forced whole well below this).
@@ -102,11 +104,14 @@ class GrammarProbe:
         self.token_of_byte = by_byte
         self.eog = sorted({int(t) for t in (llama_cpp.llama_vocab_eos(vocab), llama_cpp.llama_vocab_eot(vocab))
                            if int(t) >= 0})
-        self._ids = list(by_byte.values()) + self.eog
-        self._bytes = list(by_byte)
-        self._data = (llama_cpp.llama_token_data * len(self._ids))()
-        self._array = llama_cpp.llama_token_data_array(data=self._data, size=len(self._ids), selected=-1,
-                                                       sorted=False)
+        ids = list(by_byte.values()) + self.eog
+        self._bytes = np.array(list(by_byte), dtype=np.uint8)
+        self._data = (llama_cpp.llama_token_data * len(ids))()
+        # the candidates as numpy sees them (id, logit, p): reset from a template, read in one step
+        self._view = np.frombuffer(self._data, dtype=np.dtype([("id", "<i4"), ("logit", "<f4"), ("p", "<f4")]))
+        self._view["id"] = ids
+        self._template = self._view.copy()
+        self._array = llama_cpp.llama_token_data_array(data=self._data, size=len(ids), selected=-1, sorted=False)
 
     @staticmethod
     def grammar_sampler(llama_cpp: Any, chain: Any) -> Any:
@@ -119,13 +124,12 @@ class GrammarProbe:
 
     def allowed(self, grammar: Any) -> tuple[frozenset[int], bool]:
         """(bytes ``grammar`` accepts next, whether it accepts the end of generation)."""
-        for i, token in enumerate(self._ids):
-            self._data[i].id, self._data[i].logit, self._data[i].p = token, 0.0, 0.0
-        self._array.size, self._array.selected, self._array.sorted = len(self._ids), -1, False
+        self._view[:] = self._template
+        self._array.size, self._array.selected, self._array.sorted = len(self._view), -1, False
         self._llama_cpp.llama_sampler_apply(grammar, ctypes.byref(self._array))
-        ok = [self._data[i].logit != float("-inf") for i in range(len(self._ids))]
+        ok = ~np.isneginf(self._view["logit"])  # the grammar rejects a candidate by its logit, in place
         n = len(self._bytes)
-        return frozenset(b for b, good in zip(self._bytes, ok[:n]) if good), any(ok[n:])
+        return frozenset(self._bytes[ok[:n]].tolist()), bool(ok[n:].any())
 
     def forced(self, grammar: Any, limit: int = FORCED_LIMIT) -> tuple[bytes, bool]:
         """:func:`forced_bytes` from ``grammar``'s state, probed on a copy (``grammar`` is left as it is:

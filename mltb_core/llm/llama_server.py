@@ -41,7 +41,6 @@ Only what mltb's local backend sends is served: ``GET /v1/models``, ``POST /v1/c
 from __future__ import annotations
 
 import argparse
-import contextlib
 import ctypes
 import json
 import os
@@ -316,17 +315,6 @@ class _Engine:
                                                   n_tokens=self.n_tokens, llama_state=ctypes.string_at(buffer, written),
                                                   llama_state_size=written, seed=self._seed)
 
-            @contextlib.contextmanager
-            def _decode_threads(self) -> Any:
-                # a few rows decode like one: on the decode threads (llama.cpp would take the prompt's
-                # n_threads_batch for any batch of two or more; two threads on shared cores made a 2-row
-                # step 7x slower than a 1-row one here)
-                llama_cpp.llama_set_n_threads(self._ctx.ctx, args.n_threads, args.n_threads)
-                try:
-                    yield
-                finally:
-                    llama_cpp.llama_set_n_threads(self._ctx.ctx, args.n_threads, args.n_threads_batch)
-
             def eval(self, tokens: Any) -> None:
                 engine.evaluated.append(len(tokens))
                 # A sampled token and the bytes its grammar forced go through upstream's eval like a prompt (one
@@ -341,8 +329,14 @@ class _Engine:
                 self._ctx.kv_cache_seq_rm(-1, self.n_tokens, -1)
                 n_past = self.n_tokens
                 self._batch.set_batch(batch=tokens, n_past=n_past, logits_all=True)
-                with self._decode_threads():
+                # a few rows decode like one: on the decode threads (llama.cpp would take the prompt's
+                # n_threads_batch for any batch of two or more; two threads on shared cores made a 2-row
+                # step 7x slower than a 1-row one here)
+                llama_cpp.llama_set_n_threads(self._ctx.ctx, args.n_threads, args.n_threads)
+                try:
                     self._ctx.decode(self._batch)
+                finally:
+                    llama_cpp.llama_set_n_threads(self._ctx.ctx, args.n_threads, args.n_threads_batch)
                 self.input_ids[n_past:n_past + len(tokens)] = tokens
                 self.n_tokens += len(tokens)
                 self._requires_eval = False
@@ -384,12 +378,15 @@ class _Engine:
             def generate(self, tokens: Any, *a: Any, grammar: Any = None, **kw: Any) -> Any:
                 if engine.forcing is None or grammar is None:
                     return (yield from super().generate(tokens, *a, grammar=grammar, **kw))
-                start_grammar = llama_cpp.llama_sampler_init_grammar(
-                    self._model.vocab, grammar._grammar.encode(), grammar._root.encode())
-                try:
-                    first, _ = self._forced_tokens(start_grammar)
-                finally:
-                    llama_cpp.llama_sampler_free(start_grammar)
+                first = engine.forced_starts.get(grammar._grammar)
+                if first is None:  # the reply's forced start depends on the grammar alone: once per grammar
+                    start_grammar = llama_cpp.llama_sampler_init_grammar(
+                        self._model.vocab, grammar._grammar.encode(), grammar._root.encode())
+                    try:
+                        first, _ = self._forced_tokens(start_grammar)
+                    finally:
+                        llama_cpp.llama_sampler_free(start_grammar)
+                    engine.forced_starts[grammar._grammar] = first
                 self._pending, self._replay, engine.forced_start = first, {}, len(first)
                 inner = super().generate([*tokens, *first], *a, grammar=grammar, **kw)
                 yield from first
@@ -425,6 +422,7 @@ class _Engine:
         self.forcing: GrammarProbe | None = None
         self.forced_start = 0  # tokens of the reply's forced start, evaluated with the prompt
         self._grammars: dict[str, Any] = {}
+        self.forced_starts: dict[str, list[int]] = {}  # grammar text -> the tokens every reply starts with
         self.lock = threading.Lock()
         self.model_name = args.model
         self.log_requests = args.log_requests
@@ -467,6 +465,7 @@ class _Engine:
         if key not in self._grammars:
             if len(self._grammars) >= 256:
                 self._grammars.clear()
+                self.forced_starts.clear()
             gbnf = canonical_json_grammar(llama_grammar.json_schema_to_gbnf(json.dumps(schema)))
             self._grammars[key] = llama_grammar.LlamaGrammar.from_string(gbnf, verbose=False)
         return self._grammars[key]
