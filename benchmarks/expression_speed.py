@@ -69,12 +69,12 @@ def main() -> None:
     df = frame()
     figures = [Figure("load average", load_average())]
     for expr, old_spelling in EXPRESSIONS:
-        new = median_ms(lambda: compile_expression(expr).evaluate(df), 30)
+        new = median_ms(lambda expr=expr: compile_expression(expr).evaluate(df), 30)
         note = ""
         if old is not None:
             old_text = old_spelling or expr
-            note = f"; old evaluator {median_ms(lambda: old.evaluate_expression(old_text, df), 30):.2f} ms"
-        plain = median_ms(lambda: eval(old_spelling or expr, {"np": np, "pd": pd, "df": df}, dict(df.items())), 30)  # noqa: S307
+            note = f"; old evaluator {median_ms(lambda old_text=old_text: old.evaluate_expression(old_text, df), 30):.2f} ms"
+        plain = median_ms(lambda text=old_spelling or expr: eval(text, {"np": np, "pd": pd, "df": df}, dict(df.items())), 30)  # noqa: S307
         figures.append(Figure(f"expression {expr!r}", f"{new:.2f} ms", note=f"plain pandas {plain:.2f} ms{note}"))
     note = ""
     if old is not None:

@@ -2,10 +2,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from .collection import Case, Plan
+
+if TYPE_CHECKING:
+    from mltb_core.analysis.results import TrialRecord
 
 __all__ = ["RunBook"]
 
@@ -38,12 +42,12 @@ class RunBook:
                 raise pytest.UsageError(f"mltb: {exc}") from None
         return self._existing
 
-    def done_records(self, plan: Plan) -> dict[str, object]:
+    def done_records(self, plan: Plan) -> dict[str, TrialRecord]:
         """The records of ``plan``'s cases already recorded with a real outcome (infra errors are rerun)
         under the configuration that case runs with now, by case id."""
         from mltb_core.analysis.results import Outcome, latest_records
 
-        done = {}
+        done: dict[str, TrialRecord] = {}
         for record in latest_records(self.read_existing()):
             case = plan.case_of_record(record)
             if case and record.outcome != Outcome.INFRA_ERROR and record.config_hash == plan.config(case).config_hash():

@@ -25,6 +25,7 @@ from .options import add_options, add_planner_options, resolve_settings
 if TYPE_CHECKING:
     from .collection import Case
     from .running import WorkerContext
+    from .servers import WorkerCap  # noqa: F401  (named by WORKER_CAP below)
     from .session import Controller
 
 CONTROLLER = pytest.StashKey["Controller"]()
@@ -65,8 +66,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
     settings = resolve_settings(config)
     if _is_worker(config):
-        run_dir = Path(config.workerinput["mltb_run_dir"])
-        skip = set(config.workerinput.get("mltb_skip", ()))
+        workerinput = config.workerinput  # type: ignore[attr-defined]  # set by xdist on its workers
+        run_dir = Path(workerinput["mltb_run_dir"])
+        skip = set(workerinput.get("mltb_skip", ()))
     else:
         from .progress import ProgressReporter
         from .session import Controller
@@ -78,7 +80,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[CONTROLLER] = controller
         config.pluginmanager.register(ControllerHooks(controller), "mltb-controller")
         config.pluginmanager.register(ProgressReporter(config), "mltb-progress")
-        run_dir, skip = controller.run_dir, controller.skip
+        run_dir, skip = controller.run_dir, set(controller.skip)
     config.stash[CONTEXT] = WorkerContext(config, settings, run_dir, skip)
 
 
@@ -143,7 +145,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     skip = config.stash[CONTEXT].skip
     if not skip:
         return
-    keep, done = [], []
+    keep: list[pytest.Item] = []
+    done: list[pytest.Item] = []
     for item in items:
         case = _case_of(item)
         (done if case is not None and getattr(case, "id", None) in skip else keep).append(item)

@@ -109,7 +109,7 @@ def worker_cap(models, requested: int, cores: int | None = None, memory: int | N
         cores = available_cores()
     memory = available_memory() if memory is None else memory
     needs = [server_memory_need(p) if p is not None else None for p in paths]
-    need = None if None in needs else sum(needs)
+    need = None if None in needs else sum(n for n in needs if n is not None)
     limit = min(requested, max(cores, 1))
     if memory is not None and need:
         limit = min(limit, memory // need)

@@ -12,6 +12,7 @@ import json
 import time
 from collections.abc import KeysView
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -21,6 +22,9 @@ from .gating import Gate
 from .options import Settings, default_run_dir
 from .servers import LocalServers
 from .transport import RECORD_PROPERTY, TRAJECTORY_PROPERTY, decode_trajectory, report_property
+
+if TYPE_CHECKING:
+    from mltb_core.analysis.results import TrialRecord
 
 __all__ = ["Controller"]
 
@@ -40,7 +44,7 @@ class Controller:
         self.gate = Gate(settings)
         self.servers = LocalServers()
         self.engaged = settings.engaged
-        self.resumed: dict[str, object] = {}   # --resume: the records of the cases it skips, by case id
+        self.resumed: dict[str, TrialRecord] = {}   # --resume: the records of the cases it skips, by case id
         self.session: pytest.Session | None = None
         self.started = time.monotonic()
         self.spent_usd = 0.0
@@ -215,7 +219,7 @@ class Controller:
             return
         why = str(report.longrepr).strip().splitlines()[0] if report.longrepr else "worker crashed"
         self._write(self.book.crash_record(case, plan.config(case), why), None)
-        report.when = "setup"  # type: ignore[assignment] - xdist's crash reports say "???"
+        report.when = "setup"  # xdist's crash reports say "???"
         report.longrepr = f"{why}: recorded as an infrastructure error (not counted against the planner)"
 
     def _check_run_budget(self) -> None:

@@ -143,7 +143,7 @@ def run_attack(arena: Arena, kind: str, source: str) -> None:
         arena.assert_untouched(f"filter_dataframe({src!r})")
     else:
         for label, arg in (("column", df["Cabin"]), ("rows", df[["Age", "Spa"]])):
-            run_direct(f"compile_lambda({src!r}) on {label}", lambda: compile_lambda(src).apply(arg))
+            run_direct(f"compile_lambda({src!r}) on {label}", lambda arg=arg: compile_lambda(src).apply(arg))
             arena.assert_untouched(f"compile_lambda({src!r}) on {label}")
         run_tool(arena, "apply_custom_function", {"name": "X", "source_columns": "Cabin", "func": src})
         run_tool(arena, "apply_custom_function", {"name": "X", "source_columns": ["Age", "Spa"], "func": src})
@@ -166,7 +166,7 @@ def test_every_attack_is_refused_by_the_language(arena, ):
     """No attack in the corpus gives a value: each is refused at compile time (a construct outside the
     language) or fails with an ExpressionError (a size guard, a type check)."""
     outcomes: dict[str, list[str]] = {"rejected": [], "error": [], "value": []}
-    for group, kind, source in ATTACKS:
+    for _, kind, source in ATTACKS:
         src = arena.fill(source)
         try:
             if kind == "expr":

@@ -213,7 +213,7 @@ def _interrupting_tool(seconds: float) -> int:
     """What CatBoost does with our alarm: catch it and raise KeyboardInterrupt instead."""
     try:
         time.sleep(seconds)
-    except BaseException:
+    except BaseException:  # noqa: BLE001  (the alarm's exception, whatever it is)
         raise KeyboardInterrupt from None
     return 1
 

@@ -118,7 +118,7 @@ def _reads():
     for path, module, source in _sources():
         if path == ACCESSOR:
             continue
-        for line, name in _accessor_calls(module, source):
+        for _, name in _accessor_calls(module, source):
             if name is None:
                 dynamic.add(module)
             else:

@@ -400,7 +400,7 @@ def _tool_examples() -> list[tuple[str, str, str]]:
 def test_docstring_examples_compile():
     examples = _tool_examples()
     assert len(examples) >= 6, examples
-    for tool, key, text in examples:
+    for _, key, text in examples:
         (compile_lambda if key in ("func", "custom_func") else compile_expression)(text)
 
 

@@ -374,7 +374,7 @@ def test_real_task_perfect_and_baseline_submissions(slug):
         from mltb_core.bench.tasks import get_task
         task = get_task(slug)
         split = prepare_split(task, seed=0)
-    except Exception as exc:  # another module's data may be missing on this machine
+    except Exception as exc:  # noqa: BLE001  another module's data may be missing on this machine
         pytest.skip(f"real task {slug} unavailable: {exc}")
     labels = pd.read_csv(split.labels_path)[[task.id_column, task.target]]  # without the grader's columns
     perfect = grade_submission(task, labels, split)

@@ -2,6 +2,7 @@
 names every trial; records keep the model as its string."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import tomllib
@@ -28,7 +29,7 @@ def test_a_model_ref_holds_the_kind_the_rest_the_string_and_a_file_safe_form():
     ref = parse_model("openai:org/model v2")
     assert (ref.kind, ref.arg, ref.text, ref.id, str(ref)) == ("openai", "org/model v2", "openai:org/model v2",
                                                              "openai-org-model-v2", "openai:org/model v2")
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         ref.kind = "sim"    # frozen: what the front end parsed is what every later step sees
 
 

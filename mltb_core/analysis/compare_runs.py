@@ -255,7 +255,7 @@ def _delta_plot(comparisons: list[ArmComparison]) -> str:
 
     rows = [(c, task, f) for c in comparisons for task, f in c.per_task.items()]
     fig, ax = plt.subplots(figsize=(7, 0.5 + 0.45 * max(len(rows), 1)))
-    for y, (c, task, f) in enumerate(rows):
+    for y, (_, _, f) in enumerate(rows):
         deltas = f.deltas.get("normalized", [])
         if deltas:
             ax.scatter(deltas, [y] * len(deltas), s=22, alpha=0.6, color="#4477aa")

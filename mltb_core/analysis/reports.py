@@ -215,7 +215,7 @@ def _distribution_plots(records: list[TrialRecord], model: str, synthetic: bool)
               ("Median normalized score per task", normalized_values, statistics.median, (-0.03, 1.05)),
               ("Median leaderboard percentile per task", percentile_values, statistics.median, (-3, 103))]
     for ax, (title, values_of, stat, ylim) in zip(axes, panels):
-        for i, (label, cell) in enumerate(columns, 1):
+        for i, (_, cell) in enumerate(columns, 1):
             data = _per_task(cell, values_of, stat)
             if len(data) >= MIN_BOX_POINTS:
                 ax.boxplot([data], positions=[i], widths=0.5, showmeans=True)

@@ -54,9 +54,9 @@ def median_ranks(n: int, level: float = DEFAULT_LEVEL) -> tuple[int, int] | None
     _check_level(level)
     alpha = 1.0 - level
     best = None
-    for l in range((n + 1) // 2):
-        if 2.0 * _scipy_stats.binom.cdf(l, n, 0.5) <= alpha + 1e-12:
-            best = l      # P(X_(l+1) > median) = P(Bin <= l): widest rank with tail <= alpha/2
+    for rank in range((n + 1) // 2):
+        if 2.0 * _scipy_stats.binom.cdf(rank, n, 0.5) <= alpha + 1e-12:
+            best = rank   # P(X_(rank+1) > median) = P(Bin <= rank): widest rank with tail <= alpha/2
         else:
             break
     return None if best is None else (best, n - 1 - best)

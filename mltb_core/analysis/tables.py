@@ -298,7 +298,7 @@ def percentile_table(records: list[TrialRecord], seed: int = 0) -> list[Table]:
         rows = []
         for task in tasks:
             row = [task]
-            for i, v in enumerate(variants):
+            for v in variants:
                 cell = figures[(task, v)]
                 if task in excluded or cell.excluded is not None:
                     row.append("excluded" if cell.counted else "n/a (no trials)")

@@ -151,7 +151,8 @@ class MLEStar(SolutionSearch):
             index = positions[0]
             listing = pl.pipeline_listing(best.leaf)
             sol = self.edit(best, index, prompts.MLE_STAR_REFINE_SYSTEM,
-                            lambda tried: prompts.refine_request(listing, block, shown, index + 1, tried), "refine")
+                            lambda tried: prompts.refine_request(listing, block, shown, index + 1, tried),  # noqa: B023 (edit calls it at once)
+                            "refine")
             if sol is not None and sol.valid and sol.score is not None and (best.score is None or sol.score > best.score):
                 best = sol
         return best

@@ -759,7 +759,7 @@ class _Compiler:
                 steps.append(lambda a, _b, test=test: test(a))
                 operands.append(lambda env: None)
             elif type(op) in _COMPARE:
-                steps.append(lambda a, b, fn=_COMPARE[type(op)][1]: _compare(fn, a, b))
+                steps.append(lambda a, b, fn=_COMPARE[type(op)][1]: _compare(fn, a, b))  # noqa: B008  (binds this op's fn)
                 operands.append(self.compile(comparator))
             else:
                 raise _reject(f"the comparison {type(op).__name__}")

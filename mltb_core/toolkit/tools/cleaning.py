@@ -36,7 +36,7 @@ def _is_number(value: Any) -> bool:
 def _fits_dtype(series: pd.Series, values: list) -> bool:
     """Whether ``values`` can be written into ``series`` without pandas refusing or warning."""
     dtype = series.dtype
-    if dtype == object:
+    if pd.api.types.is_object_dtype(dtype):
         return True
     if pd.api.types.is_bool_dtype(dtype):
         return all(isinstance(v, (bool, np.bool_)) for v in values)

@@ -166,7 +166,7 @@ def split_combined_into_train_test(combined: pd.DataFrame) -> tuple[pd.DataFrame
             f"combined has no '{TRACKING_COLUMN}' column: it is added by concatenate_train_test and must not be "
             "dropped, renamed, encoded or normalized before splitting. Re-run from the combined frame.")
     flags = combined[TRACKING_COLUMN]
-    odd = sorted(set(pd.unique(flags.dropna())) - {0, 1, True, False})
+    odd = sorted(set(pd.unique(flags.dropna())) - {0, 1})   # True == 1, False == 0
     if odd or flags.isna().any():
         raise ToolInputError(f"'{TRACKING_COLUMN}' must hold only 1 (train) and 0 (test); found {odd[:5] or 'NaN'}"
                              " - was it normalized or encoded?")
