@@ -20,6 +20,7 @@ BENCHMARKS = {  # name -> (full arguments, --quick arguments)
     "worker_process": ([], ["--repeats", "2"]),
     "parallel_scaling": ([], ["--trials", "2"]),
     "split_provisioning": ([], []),
+    "tool_time_limit": ([], []),
     "peak_memory": ([], ["--tasks", "spaceship-titanic,playground-series-s4e1"]),
     "search_memory": ([], []),
     "local_model": ([], ["--calls", "3", "--trials", "1"]),

@@ -351,7 +351,7 @@ def test_help_and_no_command(capsys):
     code, out, _ = run(capsys, "--help")
     assert code == 0 and "replay" in out
     code, _, err = run(capsys)
-    assert code == 2 and "COMMAND" in err or "required" in err
+    assert code == 2 and ("COMMAND" in err or "required" in err)
 
 
 # --------------------------------------------------------------------------- the real console script

@@ -60,7 +60,7 @@ def test_spaceship_expert_succeeds_with_a_good_score(spaceship_expert):
     assert result.grade.score > 0.75                       # accuracy; majority class is ~0.50
     assert result.grade.normalized > MIN_NORMALIZED
     assert result.grade.percentile is not None            # spaceship has a real leaderboard
-    assert 0 < result.wall_seconds < 60
+    assert result.wall_seconds > 0                          # the time itself: benchmarks/expert.py
     assert result.peak_mib >= 0 and result.memory_method == "worker VmHWM"
     # The fit reports its cross-validation score in the task's metric.
     fit = next(c for c in result.calls if c.tool_name.startswith("fit_"))
@@ -87,7 +87,6 @@ def test_expert_on_every_offline_task(slug, tmp_path_factory):
     assert result.all_ok, [(c.index, c.tool_name, c.message[:300]) for c in result.failed_calls]
     assert result.grade is not None and result.grade.valid, result.grade and result.grade.reason
     assert result.grade.normalized > MIN_NORMALIZED, result.grade
-    assert result.wall_seconds < 60
 
 
 # ------------------------------------------------------------------------- the runner

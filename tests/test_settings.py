@@ -151,7 +151,7 @@ def test_every_mltb_variable_the_core_names_is_in_the_table():
 
 
 def test_a_gate_preset_fills_in_what_the_user_left_unset_and_nothing_else():
-    from mltb_core.config import GATE_PRESETS
+    from mltb_core.config import GATE_PRESETS, IMPLICIT_SOURCES
 
     preset = GATE_PRESETS["ci"]
     settings = settings_for("pytest")
@@ -163,8 +163,9 @@ def test_a_gate_preset_fills_in_what_the_user_left_unset_and_nothing_else():
     assert values["task"] == preset["task"] and values["max_llm_calls"] == int(preset["max_llm_calls"])
     assert values["seed"] == int(preset["seed"]) and sources["seed"] == "preset"
     assert sources["temperature"] == "default"                                # not in the preset
-    plain, _ = resolve_settings(settings, {}, {})
-    assert plain["model"] != "sim" or preset["model"] != "sim" or plain["max_llm_calls"] is None
+    plain, plain_sources = resolve_settings(settings, {}, {})                 # no preset named: none applies
+    assert set(plain_sources.values()) <= set(IMPLICIT_SOURCES), plain_sources
+    assert plain["model"] != preset["model"] and plain["task"] != preset["task"]
 
 
 def test_every_preset_option_is_a_setting_whose_parser_accepts_it():

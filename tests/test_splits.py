@@ -117,7 +117,8 @@ def test_large_tasks_are_sampled_differently_per_seed(tmp_path):
     assert len(ids[0]) == len(ids[1]) == MAX_ROWS and ids[0] != ids[1]
 
 
-def test_cached_split_is_fast_and_reads_no_data(tmp_path, monkeypatch):
+def test_cached_split_reads_no_data(tmp_path, monkeypatch):
+    """How fast a cached split is: benchmarks/split_provisioning.py."""
     task = TASKS["spaceship-titanic"]
     made = prepare_split(task, seed=0, cache_dir=tmp_path)
 
@@ -125,9 +126,8 @@ def test_cached_split_is_fast_and_reads_no_data(tmp_path, monkeypatch):
         raise AssertionError("a prepared split must not rebuild its data")
 
     monkeypatch.setattr(splits, "load_labelled_frame", must_not_load)
-    started = time.perf_counter()
     cached = prepare_split(task, seed=0, cache_dir=tmp_path)
-    assert time.perf_counter() - started < 1.0 and cached == made
+    assert cached == made
 
 
 def test_unfinished_split_is_rebuilt(tmp_path):
