@@ -24,6 +24,20 @@ import sys  # noqa: E402
 import pytest  # noqa: E402
 
 
+def pytest_collection_modifyitems(config, items):
+    """Items marked ``heavy`` (the rest of the planner grid, over an hour on 2 cores) are deselected, not
+    skipped, unless MLTB_HEAVY_TESTS=1: a run's skips are then only the real ones (a missing browser or
+    model), each with its reason, and the summary counts the rest as deselected."""
+    import os
+
+    if os.environ.get("MLTB_HEAVY_TESTS") == "1":
+        return
+    heavy = [item for item in items if item.get_closest_marker("heavy") is not None]
+    if heavy:
+        items[:] = [item for item in items if item.get_closest_marker("heavy") is None]
+        config.hook.pytest_deselected(items=heavy)
+
+
 @pytest.fixture
 def hostile_tools():
     """Register the tools of ``hostile_tools.py`` (what escaped code could do) for one test; the tool
