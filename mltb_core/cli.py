@@ -634,12 +634,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    from mltb_core import __version__   # the records' version too (analysis/provenance.py)
 
-    try:
-        return version("mltb")
-    except PackageNotFoundError:
-        return "unknown (not installed)"
+    return __version__
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -367,11 +367,21 @@ def test_console_script_end_to_end(tmp_path):
 
 
 # --------------------------------------------------------------------------- rough edges (issue 10)
-def test_version(capsys):
+def test_version_is_written_once_and_read_by_every_front(capsys):
+    """--version, the records and the report read mltb_core.__version__; the package metadata is built from it."""
+    import tomllib
     from importlib.metadata import version
 
+    import mltb_core
+    from mltb_core.analysis.provenance import code_version
+
     code, out, _ = run(capsys, "--version")
-    assert code == 0 and out.strip() == f"mltb {version('mltb')}"
+    assert code == 0 and out.strip() == f"mltb {mltb_core.__version__}"
+    assert code_version().startswith(f"mltb {mltb_core.__version__}")
+    project = tomllib.loads((Path(mltb_core.__file__).parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
+    assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
+    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "mltb_core.__version__"}
+    assert version("mltb") == mltb_core.__version__             # the installed metadata: the same string
 
 
 @pytest.mark.parametrize("argv, named", [
