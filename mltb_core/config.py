@@ -201,6 +201,9 @@ _UNLIMITED = "unlimited"
 _PLANNERS_OWN = "the planner's own"
 
 
+MATCHED_LLM_CALLS = 40      # LLM calls per trial when one run compares planners and sets no budget
+
+
 @dataclass(frozen=True)
 class TrialConfig:
     """Everything that changes a trial's result. A field declared with :func:`option` is also a setting
@@ -213,7 +216,8 @@ class TrialConfig:
     # search budgets (None = unlimited); a budget hit ends the search cleanly
     max_iterations: int = option(40, "search iterations / ReAct steps per trial", range=_AT_LEAST_1)
     max_depth: int = option(40, "max tool calls on one path", range=_AT_LEAST_1)
-    max_llm_calls: int | None = option(None, "LLM calls per trial (a run of several planners: 40, matched)",
+    max_llm_calls: int | None = option(None, f"LLM calls per trial (a run of several planners: {MATCHED_LLM_CALLS}, "
+                                       "matched)",
                                        range=_AT_LEAST_1, unset_text=_UNLIMITED)
     max_tokens: int | None = option(None, "tokens per trial", range=_AT_LEAST_1, unset_text=_UNLIMITED)
     max_cost_usd: float | None = option(None, "dollars per trial", range=_POSITIVE, name="max_cost",
@@ -341,7 +345,7 @@ TRIAL_SETTINGS: tuple[Setting, ...] = _trial_settings()
 GATE_PRESETS: dict[str, dict[str, str]] = {
     "ci": {"model": "sim", "planner": "all",
            "task": "spaceship-titanic,playground-series-s3e1,costa-rican-household-poverty-prediction",
-           "trials": "2", "seed": "0", "max_llm_calls": "40"},
+           "trials": "2", "seed": "0", "max_llm_calls": str(MATCHED_LLM_CALLS)},
 }
 
 # Session-level settings: how a run is organised, not what a trial does (never hashed).
@@ -470,7 +474,6 @@ def read_environment(settings: Iterable[Setting], environ: Mapping[str, str] | N
     return {name: raw for name, raw in values.items() if raw is not None and raw != ""}
 
 
-MATCHED_LLM_CALLS = 40      # LLM calls per trial when one run compares planners and sets no budget
 IMPLICIT_SOURCES = ("default", "matched")    # values the user did not give
 
 

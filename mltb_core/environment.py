@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["EnvironmentVariable", "ENVIRONMENT", "read", "default", "declare_settings", "declared", "is_declared",
-           "PACKAGE_ROOT", "child_pythonpath", "undeclared", "parse_bool"]
+           "PACKAGE_ROOT", "child_pythonpath", "undeclared", "parse_bool", "CACHE_HOME"]
 
 # The directory holding the mltb_core this process runs (a site-packages or a checkout).
 PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
@@ -46,12 +46,14 @@ class EnvironmentVariable:
 
 
 # The process-wide variables that are not settings. Two caches, two variables: prepared train/test
-# splits (MLTB_CACHE) and LLM responses (MLTB_CACHE_DIR).
+# splits (MLTB_CACHE) and LLM responses (MLTB_CACHE_DIR), both under one home by default (their readers
+# take it through default(NAME)).
+CACHE_HOME = "~/.cache/mltb"
 ENVIRONMENT: tuple[EnvironmentVariable, ...] = (
     EnvironmentVariable("MLTB_CACHE", "split cache: prepared train/test splits and downloaded data",
-                        "~/.cache/mltb", ("mltb_core.bench.datasources",)),
+                        CACHE_HOME, ("mltb_core.bench.datasources",)),
     EnvironmentVariable("MLTB_CACHE_DIR", "LLM response cache (distinct from MLTB_CACHE, the split cache; "
-                                          "keep the two apart)", "~/.cache/mltb", ("mltb_core.llm.cache",)),
+                                          "keep the two apart)", CACHE_HOME, ("mltb_core.llm.cache",)),
     EnvironmentVariable("MLTB_MODELS_DIR", "where named local models split over several packages are assembled "
                                            "(1.1 GB for the default)", "$MLTB_CACHE_DIR/models",
                         ("mltb_core.llm.models",)),

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from mltb_core.bench.fixtures import FIXTURES
+from mltb_core.environment import default as default_environment
 from mltb_core.environment import read as read_environment
 
 __all__ = [
@@ -62,7 +63,7 @@ def default_cache_dir(cache_dir: Path | str | None = None) -> Path:
     """``cache_dir``, else env ``MLTB_CACHE``, else ``~/.cache/mltb``."""
     if cache_dir is not None:
         return Path(cache_dir).expanduser()
-    return Path(read_environment(CACHE_ENV) or Path.home() / ".cache" / "mltb").expanduser()
+    return Path(read_environment(CACHE_ENV) or default_environment(CACHE_ENV)).expanduser()
 
 
 def raw_data_dir(task) -> Path:

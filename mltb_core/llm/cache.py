@@ -15,6 +15,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from mltb_core.environment import default as default_environment
 from mltb_core.environment import read as read_environment
 from mltb_core.llm.base import LLMResponse
 
@@ -25,7 +26,7 @@ CACHE_ENV = "MLTB_CACHE_DIR"
 
 def default_cache_dir() -> Path:
     """``$MLTB_CACHE_DIR``, else ``~/.cache/mltb``."""
-    return Path(read_environment(CACHE_ENV) or Path.home() / ".cache" / "mltb")
+    return Path(read_environment(CACHE_ENV) or default_environment(CACHE_ENV)).expanduser()
 
 
 class ResponseCache:

@@ -17,7 +17,12 @@ from collections.abc import Iterator
 from typing import Any
 
 __all__ = ["Scratchpad", "MissingObjectError", "ObjectNameError", "OBJECT_NAME_PATTERN", "MAX_OBJECT_NAME_CHARS",
-           "is_object_name", "check_object_name"]
+           "is_object_name", "check_object_name", "MAX_LISTED_COLUMNS"]
+
+# Columns named in any listing the model reads (a description, an error, a dtype summary) before "...":
+# wide frames (santander: 4,991 columns) would flood the prompt. Here, the lowest toolkit module, so the
+# scratchpad's descriptions and validation's errors share it.
+MAX_LISTED_COLUMNS = 40
 
 # The one rule for a scratchpad name, whatever the backend: an identifier (the constrained local models'
 # grammar uses this pattern, constraints.OBJECT_NAME) of bounded length (the grammar leaves length out: a
@@ -137,7 +142,7 @@ def describe_object(obj: Any) -> str:
     return kind
 
 
-def describe_columns(obj: Any, limit: int = 40) -> str:
+def describe_columns(obj: Any, limit: int = MAX_LISTED_COLUMNS) -> str:
     """Column names and dtypes of a frame (capped), e.g. ``columns=[Age:float64, Cabin:str]``."""
     columns = getattr(obj, "columns", None)
     dtypes = getattr(obj, "dtypes", None)

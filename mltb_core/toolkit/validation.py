@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from mltb_core.toolkit.registry import ToolInputError
+from mltb_core.toolkit.scratchpad import MAX_LISTED_COLUMNS
 
 __all__ = ["TRACKING_COLUMN", "SUGGESTION_CUTOFF", "MAX_SUGGESTIONS", "MAX_LISTED_COLUMNS", "close_matches",
            "require_frame", "as_column_list", "require_columns", "missing_columns_message", "require_name",
@@ -26,7 +27,6 @@ __all__ = ["TRACKING_COLUMN", "SUGGESTION_CUTOFF", "MAX_SUGGESTIONS", "MAX_LISTE
 TRACKING_COLUMN = "_is_train"
 SUGGESTION_CUTOFF = 0.6     # difflib similarity for "did you mean"; case is ignored
 MAX_SUGGESTIONS = 3
-MAX_LISTED_COLUMNS = 40     # columns named in an error before "..." (wide frames would flood the prompt)
 
 
 def close_matches(name: Any, options: Iterable[Any]) -> list[str]:

@@ -21,7 +21,7 @@ from mltb_core.toolkit.registry import (
 )
 from mltb_core.toolkit.docparts import shared_doc
 from mltb_core.toolkit.sandbox import resolve_read
-from mltb_core.toolkit.validation import TRACKING_COLUMN, as_column_list, choose, require_columns, require_frame
+from mltb_core.toolkit.validation import MAX_LISTED_COLUMNS, TRACKING_COLUMN, as_column_list, choose, require_columns, require_frame
 
 __all__ = [
     "read_data", "concatenate_train_test", "split_combined_into_train_test",
@@ -405,10 +405,10 @@ def get_dataframe_dtypes_summary(df: pd.DataFrame) -> str:
         groups.setdefault(str(df[col].dtype), []).append(str(col))
     lines = [f"{df.shape[1]} columns, {df.shape[0]} rows"]
     for dtype, cols in sorted(groups.items(), key=lambda kv: -len(kv[1])):
-        shown = ", ".join(cols[:40]) + (" ..." if len(cols) > 40 else "")
+        shown = ", ".join(cols[:MAX_LISTED_COLUMNS]) + (" ..." if len(cols) > MAX_LISTED_COLUMNS else "")
         lines.append(f"{dtype} ({len(cols)}): {shown}")
     non_numeric = [str(c) for c in df.columns
                    if not pd.api.types.is_numeric_dtype(df[c].dtype) and not pd.api.types.is_bool_dtype(df[c].dtype)]
     if non_numeric:
-        lines.append(f"Non-numeric columns (models need them encoded): {', '.join(non_numeric[:40])}")
+        lines.append(f"Non-numeric columns (models need them encoded): {', '.join(non_numeric[:MAX_LISTED_COLUMNS])}")
     return "\n".join(lines)
