@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import shutil
 import sys
 from collections.abc import Callable, Sequence
@@ -18,7 +19,6 @@ from typing import Any
 
 from mltb_core.analysis.results import SYNTHETIC_LABEL, Outcome  # light (json, filelock)
 from mltb_core.bench.stages import stage_label  # light (no imports)
-from mltb_core.bench.tasks import BOARDS, DEFAULT_BOARD  # light (tomllib only); heavier modules are imported per command
 
 __all__ = ["main", "UsageError", "build_parser"]
 
@@ -549,6 +549,11 @@ def _planner_names() -> list[str]:
     return planner_names()
 
 
+def _path_list(text: str) -> list[str]:
+    """One --tasks-dir value: a directory, or several joined by os.pathsep (as MLTB_TASKS_DIR)."""
+    return [part for part in text.split(os.pathsep) if part]
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``mltb`` argument parser (one subparser per command)."""
     from mltb_core.config import SETTINGS_BY_NAME, add_settings, settings_for
@@ -562,14 +567,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     json_flag = _Parser(add_help=False)
     json_flag.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    # --tasks-dir and --board: the settings table's flag, meaning and choices; these commands take them
+    # straight from argparse (a repeatable list; a board with its default) rather than resolving them
     tasks_dir = _Parser(add_help=False)
-    tasks_dir.add_argument("--tasks-dir", action="append", default=[], metavar="DIR",
-                           help="extra directory of task specs (repeatable; also MLTB_TASKS_DIR)")
+    dirs = SETTINGS_BY_NAME["tasks_dir"]
+    tasks_dir.add_argument(dirs.flag, action="extend", type=_path_list, default=[], metavar="DIR",
+                           help=f"{dirs.help}; repeatable")
     seed = _Parser(add_help=False)
-    seed.add_argument("--seed", type=_ranged("seed"), default=0, help="split seed (default 0)")
+    # the run's --seed, not a second meaning: a trial's split is prepare_split(task, config.seed), so these
+    # commands see the split a run with the same --seed graded on
+    run_seed = SETTINGS_BY_NAME["seed"]
+    seed.add_argument(run_seed.flag, type=_ranged("seed"), default=run_seed.default,
+                      help=f"the split of a run with this --seed (a run's trials all share its split) "
+                           f"[default: {run_seed.default_text}]")
     board = _Parser(add_help=False)
-    board.add_argument("--board", choices=BOARDS, default=DEFAULT_BOARD,
-                       help=f"Kaggle leaderboard for percentiles and medals (default {DEFAULT_BOARD}, as in the paper)")
+    boards = SETTINGS_BY_NAME["board"]
+    board.add_argument(boards.flag, choices=boards.choices, default=boards.default,
+                       help=f"{boards.help} [default: {boards.default_text}]")
     common = [json_flag, tasks_dir]
 
     def add(name: str, func: Callable[[argparse.Namespace], int], help_text: str, parents=()) -> argparse.ArgumentParser:

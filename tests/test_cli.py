@@ -412,3 +412,20 @@ def test_run_has_every_ablation_switch_both_ways_and_the_shared_cache_flag(capsy
     start = next(s for s in map(json.loads, trajectory.read_text().splitlines()) if s["step_type"] == "trial_start")
     assert (start["config"]["reward_shaping"], start["config"]["tool_masking"], start["config"]["llm_cache"]) == \
         (True, False, False)
+
+
+def test_the_grading_commands_take_board_tasks_dir_and_seed_from_the_settings_table(capsys):
+    """--board, --tasks-dir and --seed mean what the settings table says (one declaration, not a second):
+    the same flags, choices and defaults; --tasks-dir also takes an os.pathsep list, as MLTB_TASKS_DIR."""
+    import os
+
+    from mltb_core.config import SETTINGS_BY_NAME
+
+    parser = cli.build_parser()
+    args = parser.parse_args(["score", "--tasks-dir", f"a{os.pathsep}b", "--tasks-dir", "c", TASK, "s.csv"])
+    assert args.tasks_dir == ["a", "b", "c"]
+    assert args.board == SETTINGS_BY_NAME["board"].default and args.seed == SETTINGS_BY_NAME["seed"].default
+    code, _, err = run(capsys, "score", "--board", "final", TASK, "s.csv")
+    assert code == 2 and "'final'" in err and "public" in err
+    code, _, err = run(capsys, "split", "--seed", "-1", TASK, "--out", "x")
+    assert code == 2 and "--seed" in err
