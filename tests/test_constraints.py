@@ -1,7 +1,6 @@
 """State-aware constrained calls: the schema holds only what exists, and reaches the servers."""
 from __future__ import annotations
 
-import importlib.util
 import json
 from typing import Any
 
@@ -11,6 +10,7 @@ from sklearn.linear_model import LogisticRegression
 
 import mltb_core.toolkit.tools  # noqa: F401 - registers the toolset
 from fake_openai_server import FakeOpenAIServer, content_reply, tool_call_reply
+from tiny_model import needs_tiny_model
 from mltb_core.config import TrialConfig
 from mltb_core.llm.local import LocalBackend
 from mltb_core.llm.openai_backend import OpenAIBackend
@@ -177,8 +177,7 @@ def test_backends_without_schema_support_ignore_it():
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
-                    reason="llama-cpp-python is not installed (pip install 'mltb[local]')")
+@needs_tiny_model
 def test_real_smollm2_constrained_calls_parse_and_execute(tmp_path):
     """Through the real llama.cpp server: the grammar-constrained calls load a file and act on it."""
     from mltb_core.toolkit.registry import ToolContext, execute

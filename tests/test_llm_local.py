@@ -1,7 +1,6 @@
 """Local backend: the shared server's lifecycle across processes, the request rewrite, one real SmolLM2 call."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from fake_openai_server import FakeOpenAIServer, content_reply
+from tiny_model import needs_tiny_model
 from mltb_core.llm import make_backend, prompts
 from mltb_core.llm.base import cut_off_error
 from mltb_core.llm.llama_server import users_gone
@@ -275,8 +275,7 @@ def test_missing_model_file(tmp_path):
         LocalBackend(tmp_path / "nope.gguf", server_command=fake_command)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
-                    reason="llama-cpp-python is not installed (pip install 'mltb[local]')")
+@needs_tiny_model
 def test_real_smollm2_completion(tmp_path):
     backend = make_backend("local:smollm2", seed=1, cache_dir=tmp_path, max_tokens=96, n_ctx=2048, keep_server=False)
     try:
@@ -295,8 +294,7 @@ def test_real_smollm2_completion(tmp_path):
     assert backend.server.state() is None
 
 
-@pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
-                    reason="llama-cpp-python is not installed (pip install 'mltb[local]')")
+@needs_tiny_model
 def test_real_trials_on_fresh_servers_draw_by_their_trial_seed(tmp_path):
     """Each trial on a server of its own (as every round of the planner table starts them): the replies
     follow the trial seed. Before, unseeded requests on a fresh llama-cpp-python server drew the same
@@ -315,6 +313,7 @@ def test_real_trials_on_fresh_servers_draw_by_their_trial_seed(tmp_path):
     assert replies(1, "c") == first  # fresh store and server: nothing restored, the same draws
 
 
+@needs_tiny_model
 def test_real_trial_with_the_embedded_model(tmp_path):
     """One whole trial through the real llama.cpp server and openai client with the bundled SmolLM2."""
     from mltb_core.config import TrialConfig
