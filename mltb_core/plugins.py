@@ -11,6 +11,7 @@ A layer of its own just above ``environment``: it imports nothing from mltb_core
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, MutableMapping
+from contextlib import contextmanager
 from typing import Any, Callable, Generic, TypeVar
 
 __all__ = ["RegistryError", "NameClashError", "origin_of", "claim", "load_entry_points", "Registry"]
@@ -111,6 +112,20 @@ class Registry(Mapping[str, T], Generic[T]):
             overrides = self._check(name, obj) if self._check is not None else False
             self.register(name, obj, overrides=overrides)
         self._loaded = True
+
+    @contextmanager
+    def scoped(self, *, reread: bool = False) -> Iterator[Registry[T]]:
+        """``with registry.scoped(): ...``: what is registered (or loaded) inside the block is forgotten at
+        its end, for tests and for a plug-in author trying a registration; ``reread=True`` reads the entry
+        points again on the block's first use (a plug-in installed meanwhile). What ``on_register`` did (a
+        planner's knobs joining the settings table) is the caller's to undo."""
+        saved = dict(self._items), self._loaded
+        if reread and self.group is not None:
+            self._loaded = False
+        try:
+            yield self
+        finally:
+            self._items, self._loaded = saved
 
     def __getitem__(self, name: str) -> T:
         self.load()

@@ -45,10 +45,9 @@ def hostile_tools():
     from mltb_core.toolkit.registry import REGISTRY
 
     sys.modules.pop("hostile_tools", None)
-    module = importlib.import_module("hostile_tools")
-    yield module.NAMES
-    for name in module.NAMES:
-        REGISTRY._tools.pop(name, None)
+    with REGISTRY.scoped():
+        module = importlib.import_module("hostile_tools")
+        yield module.NAMES
     sys.modules.pop("hostile_tools", None)
 
 

@@ -46,9 +46,8 @@ class ReplaySpec(BackendSpec):
 def fresh_registry(monkeypatch):
     """An empty registry for this test; afterwards the previous one (with backends other test modules
     registered at import, such as ``scripted``) comes back untouched."""
-    monkeypatch.setattr(backends, "_registry", {})
-    monkeypatch.setattr(backends, "_loaded", False)
-    yield
+    with backends.scoped_backends(empty=True):
+        yield
 
 
 @pytest.fixture

@@ -232,15 +232,13 @@ def test_keyboard_interrupt_without_our_alarm_still_stops():
 
 
 def test_system_exit_in_a_tool_is_an_error_for_the_model(tmp_path, hostile_tools):
-    @make_set_tool(stages=("loading",))
-    def exits() -> int:
-        """Calls sys.exit."""
-        raise SystemExit(3)
+    with REGISTRY.scoped():
+        @make_set_tool(stages=("loading",))
+        def exits() -> int:
+            """Calls sys.exit."""
+            raise SystemExit(3)
 
-    try:
         result = execute(call("exits", output="x"), Scratchpad(), ToolContext(sandbox=tmp_path))
-    finally:
-        REGISTRY._tools.pop("exits", None)
     assert not result.ok and "SystemExit" in result.message
 
 

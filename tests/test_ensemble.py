@@ -106,10 +106,10 @@ def broken_vote():
     import sys
 
     sys.modules.pop("broken_vote", None)
-    module = importlib.import_module("broken_vote")
-    yield
+    with REGISTRY.scoped():
+        module = importlib.import_module("broken_vote")
+        yield
     evaluation._vote = module.ORIGINAL_VOTE
-    REGISTRY._tools.pop("broken_vote_marker", None)
     sys.modules.pop("broken_vote", None)
 
 

@@ -133,15 +133,14 @@ def test_the_model_help_lists_the_backends_forms():
     assert all(name in text for name in MODELS) and f"local (= local:{DEFAULT_LOCAL_MODEL})" in text
 
 
-def test_the_cost_estimate_asks_the_backend_for_its_price(monkeypatch):
-    monkeypatch.setattr(backends, "_registry", dict(backends.available_backends()))
+def test_the_cost_estimate_asks_the_backend_for_its_price():
+    with backends.scoped_backends():          # paidtest is forgotten afterwards
+        @backend("paidtest")
+        class Paid(BackendSpec):
+            def price(self, value, table=None):
+                return Price(1.0, 2.0), None
 
-    @backend("paidtest")
-    class Paid(BackendSpec):
-        def price(self, value, table=None):
-            return Price(1.0, 2.0), None
-
-    register_backend(Paid)
-    estimate = estimate_cost([(TASK, TrialConfig("react", "paidtest:x", max_llm_calls=3))])
-    assert estimate is not None and estimate.calls == 3 and estimate.usd > 0
+        register_backend(Paid)
+        estimate = estimate_cost([(TASK, TrialConfig("react", "paidtest:x", max_llm_calls=3))])
+        assert estimate is not None and estimate.calls == 3 and estimate.usd > 0
     assert estimate_cost([(TASK, TrialConfig("react", "sim", max_llm_calls=3))]) is None

@@ -46,11 +46,12 @@ class Impostor(ReAct):
 def scratch(monkeypatch):
     """Registrations made by the test are forgotten afterwards: the planner registry, the settings table
     and the environment declarations are copies for the test's duration."""
-    monkeypatch.setattr(PLANNERS, "_items", dict(PLANNERS._items))
     for name in ("SETTINGS", "SETTINGS_BY_NAME", "_KNOBS", "_DECLARED", "_ORIGINS", "PLANNER_KNOBS"):
         table = getattr(config, name)
         monkeypatch.setattr(config, name, type(table)(table))
     monkeypatch.setattr(environment, "_DECLARED", dict(environment._DECLARED))
+    with PLANNERS.scoped():
+        yield
 
 
 @pytest.fixture
@@ -59,7 +60,6 @@ def entry_points(scratch, monkeypatch, tmp_path):
     package would; the registry reads them again on its next use."""
     (tmp_path / "mine_planner.py").write_text(PLUGIN)
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(PLANNERS, "_loaded", False)
     declared: list = []
     real = metadata.entry_points
 
@@ -70,7 +70,8 @@ def entry_points(scratch, monkeypatch, tmp_path):
         return found
 
     monkeypatch.setattr(metadata, "entry_points", fake)
-    return declared
+    with PLANNERS.scoped(reread=True):
+        yield declared
 
 
 def hashes() -> dict[str, str]:

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -31,7 +33,7 @@ from mltb_core.plugins import RegistryError, claim, load_entry_points
 __all__ = ["ENTRY_POINT_GROUP", "DEFAULT_MODEL", "BackendSpec", "ModelRef", "Preflight", "backend",
            "register_backend", "get_backend", "available_backends", "parse_model", "parse_models", "as_model_ref",
            "builtin_model_forms", "model_id", "is_synthetic", "model_forms", "preflight", "custom_openai_base_url",
-           "BackendRegistryError"]
+           "BackendRegistryError", "scoped_backends"]
 
 ENTRY_POINT_GROUP = "mltb.backends"
 DEFAULT_MODEL = "local"
@@ -137,6 +139,21 @@ def reload_backends() -> None:
     global _loaded
     _registry.clear()
     _loaded = False
+
+
+@contextmanager
+def scoped_backends(*, empty: bool = False) -> Iterator[None]:
+    """``with scoped_backends(): ...``: backends registered inside the block are forgotten at its end;
+    ``empty=True`` starts the block with none registered and the entry points unread."""
+    global _registry, _loaded
+    saved = _registry, _loaded
+    _registry = {} if empty else dict(_registry)
+    if empty:
+        _loaded = False
+    try:
+        yield
+    finally:
+        _registry, _loaded = saved
 
 
 def available_backends() -> dict[str, BackendSpec]:

@@ -29,7 +29,8 @@ import string
 import time
 import types
 import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, Union, get_args, get_origin
@@ -375,6 +376,19 @@ class ToolRegistry:
         unless ``overrides``."""
         return claim(self._tools, "tool", tool.name, tool, origin=origin_of(tool.func), overrides=overrides,
                      origins=self._origins, hint="pass overrides=True to the decorator to replace it deliberately")
+
+    @contextmanager
+    def scoped(self) -> Iterator[ToolRegistry]:
+        """``with REGISTRY.scoped(): ...``: tools added inside the block (a test's, a plug-in being tried)
+        are gone at its end, and a tool they replaced is back."""
+        tools, origins = dict(self._tools), dict(self._origins)
+        try:
+            yield self
+        finally:
+            self._tools.clear()
+            self._tools.update(tools)
+            self._origins.clear()
+            self._origins.update(origins)
 
     def get(self, name: str) -> Tool:
         try:
