@@ -78,3 +78,19 @@ def test_confined_reads_leave_out_the_bundled_data_even_through_links(tmp_path):
     assert sorted(granted) == sorted([str(tmp_path / "venv" / "bin"), str(site / "pandas")])
     assert not any(Path(p).resolve().is_relative_to(hidden) or hidden.is_relative_to(Path(p).resolve()) for p in granted)
     assert _excluding(["/usr"], hidden) == ["/usr"]
+
+
+def test_each_named_models_extra_pins_exactly_its_parts():
+    """The model-part pins have one meaning in two files: pyproject.toml's extra (what pip installs) and
+    llm/models.py's parts (what mltb hashes and assembles). Each model's extra must pin every part at the
+    version models.py checks, and hold no other package but llama-cpp-python."""
+    import re
+
+    from mltb_core.llm.models import MODELS
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    for model in MODELS.values():
+        requirements = {re.split(r"[<>=!~\[;\s]", req, maxsplit=1)[0]: req for req in extras[model.extra]}
+        assert set(requirements) - {"llama-cpp-python"} == {part.package for part in model.parts}, model.extra
+        for part in model.parts:
+            assert requirements[part.package] == part.requirement, (model.extra, part.package)
