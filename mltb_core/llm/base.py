@@ -17,13 +17,14 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from mltb_core.toolkit.registry import ToolCall, ToolCallError
+from mltb_core.toolkit.textsafety import MAX_JSON_DEPTH, JSONShapeError, cap_text, clean_strings, encodable, loads_bounded
 
 if TYPE_CHECKING:
     from mltb_core.llm.cache import ResponseCache
 
 __all__ = [
     "Usage", "Candidate", "LLMResponse", "LLMBackend", "InfraError", "UnknownModelError",
-    "parse_content_tool_calls", "candidate_from_message",
+    "parse_content_tool_calls", "candidate_from_message", "admitted", "MAX_REPLY_CHARS",
 ]
 
 
@@ -171,6 +172,7 @@ class LLMBackend:
             response = self._generate(messages, tools, n, temperature, seed)
         else:
             response = self._generate(messages, tools, n, temperature, seed, call_schema=call_schema)
+        response = admitted(response)
         self.usage = self.usage + response.usage
         if key is not None:
             self.cache.put(key, response)
@@ -192,6 +194,7 @@ class LLMBackend:
 
 # ------------------------------------------------------------------ tool-call parsing
 MALFORMED = "your tool call was malformed: "
+MAX_ASSISTANT_TEXT = 4_000   # what a refused reply keeps of its text (the trajectory and the next prompt)
 CUT_OFF = "your reply was cut off"   # how every cut-off error starts (reports count them by it)
 
 
@@ -206,31 +209,98 @@ def cut_off_error(limit: int | None) -> str:
             "call (for example name fewer columns, or split the work over several calls)")
 
 
-_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.S)
-_CALL_HINT = re.compile(r"\"(tool_name|name)\"\s*:")
+_CALL_HINT = re.compile(r"\"(tool_name|name)\"\s*:")   # linear: a literal, then one run of spaces
+_FENCE = "```"
+_FENCE_TAGS = ("json", "JSON")
+# The longest reply text mltb reads (content, a native call's arguments, a judge's reply): far more than a
+# call or a grade needs, and few enough characters that every linear scan below takes milliseconds.
+MAX_REPLY_CHARS = 200_000
 
 
-def _json_values(text: str) -> list[Any]:
-    """Every top-level JSON object/array embedded in ``text`` (fenced blocks first)."""
-    fenced = _FENCE.findall(text)
-    sources = fenced if fenced else [text]
-    decoder = json.JSONDecoder()
-    values: list[Any] = []
-    for source in sources:
-        pos = 0
-        while True:
-            starts = [i for i in (source.find("{", pos), source.find("[", pos)) if i >= 0]
-            if not starts:
+def _fenced_blocks(text: str) -> list[str]:
+    """The insides of ```-fenced blocks (a leading json tag dropped), pairing fences left to right; an
+    unclosed last fence is no block. ``str.find`` only: linear in ``text``, whatever it holds."""
+    marks: list[int] = []
+    at = text.find(_FENCE)
+    while at >= 0:
+        marks.append(at)
+        at = text.find(_FENCE, at + len(_FENCE))
+    blocks = []
+    for open_at, close_at in zip(marks[::2], marks[1::2]):
+        block = text[open_at + len(_FENCE):close_at]
+        for tag in _FENCE_TAGS:
+            if block.startswith(tag):
+                block = block[len(tag):]
                 break
-            start = min(starts)
-            try:
-                value, end = decoder.raw_decode(source, start)
-            except json.JSONDecodeError:
-                pos = start + 1
+        blocks.append(block)
+    return blocks
+
+
+def _bracket_spans(source: str) -> list[tuple[int, int, int]]:
+    """``(start, end, height)`` of every balanced ``{...}``/``[...]`` in ``source`` (end exclusive, height
+    the bracket nesting inside it), brackets inside JSON strings ignored; one pass, a stack of open brackets.
+    Quotes count only inside brackets, as in JSON; a closer of the wrong kind abandons the brackets open."""
+    spans: list[tuple[int, int, int]] = []
+    stack: list[list[int]] = []   # [position, kind, height of its deepest child]
+    in_string = escaped = False
+    for i, ch in enumerate(source):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = bool(stack)
+        elif ch in "[{":
+            stack.append([i, ch, 0])
+        elif ch in "]}" and stack:
+            start, kind, inner = stack.pop()
+            if (kind == "[") != (ch == "]"):
+                stack.clear()
                 continue
-            values.append(value)
-            pos = end
-    return values
+            height = inner + 1
+            spans.append((start, i + 1, height))
+            if stack and stack[-1][2] < height:
+                stack[-1][2] = height
+    spans.sort()
+    return spans
+
+
+def _json_values(text: str) -> tuple[list[Any], list[str]]:
+    """Every top-level JSON object/array embedded in ``text`` (fenced blocks first), strings made encodable,
+    and why bracketed spans that may have been calls were refused (too deep, an integer too long).
+
+    Linear in ``text``: the balanced brackets are found in one pass; a span nested deeper than a tool call
+    may be is skipped unparsed; a span that is not JSON (prose in brackets, an integer past the digit limit)
+    is passed over for the values inside it, as a decoder restarted one character on would find them."""
+    fenced = _fenced_blocks(text)
+    values: list[Any] = []
+    refused: list[str] = []
+    for source in fenced if fenced else [text]:
+        resume = 0
+        for start, end, height in _bracket_spans(source):
+            if start < resume:
+                continue
+            if height > MAX_JSON_DEPTH:
+                _note(refused, f"JSON nested more than {MAX_JSON_DEPTH} levels deep")
+                continue
+            try:
+                value = json.loads(source[start:end])
+            except json.JSONDecodeError:
+                continue
+            except (ValueError, RecursionError) as exc:   # the integer digit limit
+                _note(refused, cap_text(str(exc), 200))
+                continue
+            values.append(clean_strings(value))
+            resume = end
+    return values, refused
+
+
+def _note(notes: list[str], note: str) -> None:
+    if note not in notes and len(notes) < 3:
+        notes.append(note)
 
 
 def _looks_like_call(value: Any) -> bool:
@@ -248,35 +318,105 @@ def parse_content_tool_calls(text: str) -> tuple[list[ToolCall], str | None]:
         return [], None
     calls: list[ToolCall] = []
     problems: list[str] = []
-    for value in _json_values(text):
+    values, refused = _json_values(text)
+    for value in values:
         items = value if isinstance(value, list) else [value]
         for item in items:
             if not _looks_like_call(item):
                 continue
             try:
-                calls.append(ToolCall.from_dict(item))
+                calls.append(_encodable_call(ToolCall.from_dict(item)))
             except ToolCallError as exc:
-                problems.append(str(exc))
+                problems.append(encodable(str(exc)))
     if problems:
         return calls, MALFORMED + "; ".join(problems)
     if not calls and _CALL_HINT.search(text):
+        why = f" ({'; '.join(refused)})" if refused else ""
         return [], (MALFORMED + "could not parse a JSON object with 'tool_name' and 'tool_args' from your "
-                    "message; write exactly one JSON object like "
+                    f"message{why}; write exactly one JSON object like "
                     '{"tool_name": "...", "tool_args": {"bindings": {}, "func_kwargs": {}, "output": "..."}}')
     return calls, None
 
 
-def candidate_from_message(content: str | None, native_calls: list[tuple[str, Any]]) -> Candidate:
-    """Build a candidate from a chat message: native ``(name, arguments)`` calls, else JSON in the text."""
-    text = content or ""
-    if native_calls:
-        calls: list[ToolCall] = []
-        problems: list[str] = []
-        for name, arguments in native_calls:
-            try:
-                calls.append(ToolCall.from_arguments(name, arguments))
-            except ToolCallError as exc:
-                problems.append(str(exc))
-        return Candidate(text, calls, MALFORMED + "; ".join(problems) if problems else None)
-    calls, error = parse_content_tool_calls(text)
+def _too_long(what: str, size: int) -> str:
+    return (f"{MALFORMED}{what} has {size:,} characters (at most {MAX_REPLY_CHARS:,}); write one short "
+            "tool call")
+
+
+def _native_call(name: Any, arguments: Any) -> ToolCall:
+    """A native ``(name, arguments)`` call, its JSON parsed with the bounds and strings made encodable."""
+    if not isinstance(name, str) or not name:
+        raise ToolCallError("a native tool call has no function name")
+    name = encodable(name)
+    if isinstance(arguments, str):
+        if len(arguments) > MAX_REPLY_CHARS:
+            raise ToolCallError(f"the arguments of {name!r} have {len(arguments):,} characters "
+                                f"(at most {MAX_REPLY_CHARS:,})")
+        try:
+            arguments = loads_bounded(arguments, max_chars=MAX_REPLY_CHARS) if arguments.strip() else {}
+        except JSONShapeError as exc:
+            raise ToolCallError(f"arguments of {name!r} refused: {exc}") from None
+        except ValueError as exc:
+            raise ToolCallError(f"arguments of {name!r} are not valid JSON: {exc}") from None
+    return _encodable_call(ToolCall.from_arguments(name, arguments))
+
+
+def _encodable_call(call: ToolCall) -> ToolCall:
+    """``call`` with every string made encodable (JSON's ``\\udc80`` escapes decode to lone surrogates);
+    its arguments' depth is bounded already (``ToolCall.from_arguments``)."""
+    return ToolCall(encodable(call.tool_name), clean_strings(call.bindings), clean_strings(call.func_kwargs),
+                    clean_strings(call.output))
+
+
+def candidate_from_message(content: Any, native_calls: list[tuple[Any, Any]]) -> Candidate:
+    """The one boundary for what a model writes: a chat message's text and native ``(name, arguments)`` calls
+    (else JSON calls in the text) become a :class:`Candidate` that is safe to carry — bounded, encodable,
+    every string checked. Whatever it cannot accept is the model's malformed reply (``Candidate.error``),
+    never an exception: text too long, JSON too deep, an integer past the digit limit, a lone surrogate."""
+    text = content if isinstance(content, str) else ""
+    if len(text) > MAX_REPLY_CHARS:
+        return Candidate(cap_text(text, MAX_ASSISTANT_TEXT), [], _too_long("your reply", len(text)))
+    text = encodable(text)
+    try:
+        if native_calls:
+            calls: list[ToolCall] = []
+            problems: list[str] = []
+            for name, arguments in native_calls:
+                try:
+                    calls.append(_native_call(name, arguments))
+                except ToolCallError as exc:
+                    problems.append(encodable(str(exc)))
+            return Candidate(text, calls, MALFORMED + "; ".join(problems) if problems else None)
+        calls, error = parse_content_tool_calls(text)
+    except (ValueError, TypeError, RecursionError, MemoryError) as exc:   # the model's reply, not mltb's fault
+        return Candidate(cap_text(text, MAX_ASSISTANT_TEXT), [],
+                         f"{MALFORMED}{type(exc).__name__}: {cap_text(str(exc), 300)}")
     return Candidate(text, calls, error)
+
+
+def admitted(response: LLMResponse) -> LLMResponse:
+    """``response`` as every backend must hand it on (checked in :meth:`LLMBackend.complete`): each candidate's
+    text and calls bounded and encodable, so the cache, trajectory and prompts can carry them. A backend
+    that builds its candidates with :func:`candidate_from_message` passes unchanged."""
+    out = []
+    for candidate in response.candidates:
+        text = candidate.text if isinstance(candidate.text, str) else ""
+        try:
+            json.dumps(candidate.to_dict(), ensure_ascii=False).encode("utf-8")
+            fine = len(text) <= MAX_REPLY_CHARS
+        except (ValueError, TypeError, RecursionError):
+            fine = False
+        if fine:
+            out.append(candidate)
+            continue
+        native = [(call.tool_name, {"bindings": call.bindings, "func_kwargs": call.func_kwargs,
+                                    **({"output": call.output} if call.output is not None else {})})
+                  for call in candidate.tool_calls]
+        try:
+            out.append(candidate_from_message(text, native))
+        except (ValueError, TypeError, RecursionError):   # a native value no bound could check
+            out.append(Candidate(cap_text(text, MAX_ASSISTANT_TEXT), [], MALFORMED + "the reply could not be read"))
+        if candidate.error and out[-1].error is None:
+            out[-1].error = cap_text(candidate.error, 2_000)
+    response.candidates = out
+    return response

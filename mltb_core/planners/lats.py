@@ -14,21 +14,65 @@ from mltb_core.planners.mcts import TreeSearch
 from mltb_core.planners.tree import Node
 
 # The judge is asked to end with "Score: N"; models also write {"score": N}, "the score is N", "Grade: N"
-# and "N/10".
-_SCORE = re.compile(r"(?:score|grade|rating)[\"']?\s*(?:[:=]|\bis\b|\bof\b)?\s*[\"']?(\d+(?:\.\d+)?)"
-                    r"|(\d+(?:\.\d+)?)\s*(?:/|out of)\s*10\b", re.I)
+# and "N/10". Read from the reply's tokens (words, numbers, single marks) in one pass: the reply is model
+# text, and a backtracking pattern over it ("score" and 40,000 spaces) took minutes.
+_TOKEN = re.compile(r"[a-z]+|\d+(?:\.\d+)?|\S")
+_KEYWORDS = frozenset({"score", "grade", "rating"})
+_QUOTES = frozenset({'"', "'"})
+_SEPARATORS = frozenset({":", "=", "is", "of"})
 UNSCORED = 0.1   # a reply with no score counts as the lowest grade
 MAX_REFLECTIONS = 3
 
 
 def judge_score(text: str) -> float | None:
     """The grade in a judge's reply, mapped from 1-10 to 0.1-1.0 (the last one given, clipped to the range);
-    None when it gives none."""
-    matches = list(_SCORE.finditer(text or ""))
-    if not matches:
+    None when it gives none. Linear in the reply's length."""
+    lowered = (text or "").lower()
+    tokens = [(m.group(), m.end()) for m in _TOKEN.finditer(lowered)]
+    found: str | None = None
+    i = 0
+    while i < len(tokens):
+        word = tokens[i][0]
+        end = _keyword_grade(tokens, i) if word in _KEYWORDS else _out_of_ten(tokens, i, lowered)
+        if end is None:
+            i += 1
+            continue
+        found = tokens[end][0] if word in _KEYWORDS else word
+        i = end + 1
+    if found is None:
         return None
-    value = float(matches[-1].group(1) or matches[-1].group(2))
-    return min(max(value, 1.0), 10.0) / 10.0
+    return min(max(float(found), 1.0), 10.0) / 10.0
+
+
+def _is_number(token: str) -> bool:
+    return token[:1].isdigit()
+
+
+def _keyword_grade(tokens: list[tuple[str, int]], i: int) -> int | None:
+    """Index of the number in 'score["']? (:|=|is|of)? ["']? N' starting at token ``i``, or None."""
+    j = i + 1
+    for optional in (_QUOTES, _SEPARATORS, _QUOTES):
+        if j < len(tokens) and tokens[j][0] in optional:
+            j += 1
+    return j if j < len(tokens) and _is_number(tokens[j][0]) else None
+
+
+def _out_of_ten(tokens: list[tuple[str, int]], i: int, text: str) -> int | None:
+    """Index of the closing 10 in 'N/10' or 'N out of 10' starting at token ``i``, or None."""
+    if not _is_number(tokens[i][0]):
+        return None
+    j = i + 1
+    if j < len(tokens) and tokens[j][0] == "/":
+        j += 1
+    elif j + 1 < len(tokens) and tokens[j][0] == "out" and tokens[j + 1][0] == "of":
+        j += 2
+    else:
+        return None
+    if j < len(tokens) and tokens[j][0] == "10":
+        after = tokens[j][1]
+        if after == len(text) or not (text[after].isalnum() or text[after] == "_"):
+            return j
+    return None
 
 
 def parse_score(text: str) -> float:

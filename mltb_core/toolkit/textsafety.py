@@ -10,14 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from mltb_core.bench.documents import JSONShapeError, loads_bounded as _loads_bounded
+
 __all__ = ["encodable", "cap_text", "clean_strings", "loads_bounded", "check_json_value", "MAX_JSON_DEPTH", "JSONShapeError"]
 
 MAX_JSON_DEPTH = 32          # a tool call's arguments are two or three levels deep
 MAX_JSON_CHARS = 100_000     # one tool call's arguments as text
-
-
-class JSONShapeError(ValueError):
-    """JSON text or a value that is too deep or too large to accept."""
 
 
 def encodable(text: str) -> str:
@@ -37,38 +35,9 @@ def cap_text(text: str, limit: int) -> str:
     return f"{text[:limit]}\n... [cut: {len(text) - limit} more characters]"
 
 
-def _depth(text: str) -> int:
-    """Deepest bracket nesting of JSON text, brackets inside strings ignored (one linear scan)."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif ch in "]}":
-            depth -= 1
-    return deepest
-
-
 def loads_bounded(text: str, max_depth: int = MAX_JSON_DEPTH, max_chars: int = MAX_JSON_CHARS) -> Any:
-    """``json.loads`` for untrusted text: too long or too deeply nested is a :class:`JSONShapeError`
-    (checked before parsing, so the parser never recurses that deep); bad JSON is a ``ValueError``."""
-    import json
-
-    if len(text) > max_chars:
-        raise JSONShapeError(f"the JSON text has {len(text):,} characters (at most {max_chars:,})")
-    if _depth(text) > max_depth:
-        raise JSONShapeError(f"the JSON text is nested more than {max_depth} levels deep")
-    return json.loads(text)
+    """The shared bounded parser (:func:`mltb_core.bench.documents.loads_bounded`) with a tool call's bounds."""
+    return _loads_bounded(text, max_depth, max_chars)
 
 
 def check_json_value(value: Any, max_depth: int = MAX_JSON_DEPTH, max_items: int = 100_000) -> None:
