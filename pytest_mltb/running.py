@@ -22,6 +22,7 @@ def run_case(config: pytest.Config, case: Case, trial_config, task, work_dir: Pa
     from mltb_core.analysis.provenance import code_version
     from mltb_core.analysis.results import Outcome
 
+    earlier_cost = 0.0   # what attempts that ended in an infrastructure error spent: it counts against --run-max-cost
     for attempt in range(1, retries + 2):
         out_dir = work_dir / f"attempt{attempt}" if attempt > 1 else work_dir
         record = config.hook.pytest_mltb_run_trial(case=case, task=task, config=trial_config, out_dir=out_dir,
@@ -29,6 +30,9 @@ def run_case(config: pytest.Config, case: Case, trial_config, task, work_dir: Pa
         if record is None:
             raise RuntimeError("mltb: no pytest_mltb_run_trial implementation returned a record")
         record.extra["attempts"] = attempt
+        if earlier_cost:
+            record.extra["retried_cost_usd"] = earlier_cost
+            record.cost_usd += earlier_cost
         # percentiles of invalid trials count as 0 only where a leaderboard exists (see results.py); run_trial
         # sets it, a pytest_mltb_run_trial of a conftest may not
         record.extra.setdefault("leaderboard", task.has_leaderboard)
@@ -36,6 +40,7 @@ def run_case(config: pytest.Config, case: Case, trial_config, task, work_dir: Pa
             record.code = code_version()
         if record.outcome != Outcome.INFRA_ERROR:
             break
+        earlier_cost = record.cost_usd
         if attempt <= retries:
             time.sleep(INFRA_BACKOFF_SECONDS * attempt)
     return record

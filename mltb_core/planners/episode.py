@@ -19,11 +19,11 @@ from typing import Any
 
 from mltb_core.llm import prompts
 from mltb_core.config import TrialConfig
-from mltb_core.llm.base import Candidate, ContextOverflowError, LLMBackend, Usage
+from mltb_core.llm.base import Candidate, ContextOverflowError, InfraError, LLMBackend, Usage
 from mltb_core.toolkit.registry import REGISTRY, ToolContext, ToolRegistry
 from mltb_core.toolkit.textsafety import cap_text, encodable
 from mltb_core.planners.rewards import REWARD_STAGES, StageContext
-from mltb_core.planners.workspace import LocalWorkspace, Workspace
+from mltb_core.planners.workspace import LocalWorkspace, ModelFault, Workspace
 from mltb_core.bench.tasks import SUBMISSION_FILE
 from mltb_core.planners.trajectory import TrajectoryWriter
 from mltb_core.planners.tree import Node, path_to
@@ -165,10 +165,12 @@ class Episode:
             response = self.llm.complete(self.messages(node, system, extra), self.tool_schemas(allowed), n=n,
                                          temperature=self.config.temperature, call_schema=schema)
         self.usage = self.usage + response.usage
-        self.trajectory.write("llm_call", node_id=node.id, purpose="propose", n=n, constrained=schema is not None,
-                              candidates=[{"text": c.text[:300], "tool_calls": [t.to_dict() for t in c.tool_calls],
-                                           "error": c.error} for c in response.candidates],
-                              usage=response.usage.to_dict())
+        with model_output("the model's reply"):
+            self.trajectory.write("llm_call", node_id=node.id, purpose="propose", n=n,
+                                  constrained=schema is not None,
+                                  candidates=[{"text": c.text[:300], "tool_calls": [t.to_dict() for t in c.tool_calls],
+                                               "error": c.error} for c in response.candidates],
+                                  usage=response.usage.to_dict())
         return response.candidates
 
     def call_schema(self, node: Node, allowed: Iterable[str] | None = None) -> dict[str, Any] | None:
@@ -183,13 +185,19 @@ class Episode:
             response = self.llm.complete(msgs, [], n=1, temperature=0.0)
         self.usage = self.usage + response.usage
         text = response.candidates[0].text if response.candidates else ""
-        self.trajectory.write("llm_call", node_id=node.id, purpose=purpose, text=text[:500],
-                              usage=response.usage.to_dict())
+        with model_output("the model's reply"):
+            self.trajectory.write("llm_call", node_id=node.id, purpose=purpose, text=text[:500],
+                                  usage=response.usage.to_dict())
         return text
 
     # -- the environment -------------------------------------------------------------
     def step(self, parent: Node, candidate: Candidate, allowed: Iterable[str] | None = None) -> Node:
         """Execute ``candidate``'s tool call below ``parent`` and return the new child."""
+        call = candidate.tool_calls[0].tool_name if candidate.tool_calls else "a reply without a call"
+        with model_output(f"running {call!r}"):
+            return self._step(parent, candidate, allowed)
+
+    def _step(self, parent: Node, candidate: Candidate, allowed: Iterable[str] | None) -> Node:
         self.nodes += 1
         child = Node(parent=parent, assistant_text=cap_text(candidate.text or "", MAX_ASSISTANT_CHARS),
                      log=parent.log, progress=parent.progress, id=self.nodes, depth=parent.depth + 1,
@@ -251,6 +259,19 @@ def tree_nodes(root: Node) -> list[dict[str, Any]]:
                     "stage": node.progress.stage, "ok": node.ok, "dead": node.dead})
         stack.extend(reversed(node.children))
     return sorted(out, key=lambda n: n["id"])
+
+
+@contextlib.contextmanager
+def model_output(what: str):
+    """Outcome by origin: an exception while handling what the model produced (its reply, its call, what the
+    worker answered about it) is the model's :class:`ModelFault`; the search's own control flow, an
+    infrastructure error and a fault already classed pass unchanged."""
+    try:
+        yield
+    except (BudgetExhausted, InfraError, ModelFault, MemoryError, OSError, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # noqa: BLE001 - classed by origin here, once
+        raise ModelFault(cap_text(f"handling {what} raised {type(exc).__name__}: {exc}", 500)) from exc
 
 
 @contextlib.contextmanager

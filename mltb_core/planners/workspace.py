@@ -25,13 +25,18 @@ from mltb_core.toolkit.scratchpad import Scratchpad, describe_columns, describe_
 from mltb_core.toolkit.textsafety import cap_text
 
 __all__ = ["StepFacts", "Workspace", "LocalWorkspace", "MAX_OBSERVATION_CHARS", "MAX_SUBMISSION_BYTES",
-           "UntrustedReply"]
+           "UntrustedReply", "ModelFault"]
 
 MAX_OBSERVATION_CHARS = 8_000        # one tool result as the model sees it (the context window is shared)
 MAX_FEEDBACK_CHARS = 2_000
 MAX_NAMES = 200
 MAX_SUBMISSION_BYTES = 64 * 2**20    # far above any bundled test set's submission
 ROOT = 0
+
+
+class ModelFault(Exception):
+    """Handling what the model produced, or what the worker answered while running it, failed: the trial ends
+    as the model's ``planner_failure`` with this reason, never as an infrastructure error."""
 
 
 class UntrustedReply(ValueError):

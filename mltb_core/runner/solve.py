@@ -246,7 +246,7 @@ def solve_and_grade(task: Task, split: Any, data_dir: Path, sandbox: Path, grade
     shared). A :class:`~mltb_core.runner.worker.WorkerFailed` under ``solve`` is the model's failure,
     returned in the result; everything else ``solve`` raises propagates, the worker ended.
     """
-    from mltb_core.runner.worker import WorkerFailed
+    from mltb_core.runner.worker import QuotaExceeded, WorkerFailed
 
     scratch = sandbox.with_name(sandbox.name + ".tmp")
     fresh_dirs(sandbox, scratch)
@@ -258,6 +258,8 @@ def solve_and_grade(task: Task, split: Any, data_dir: Path, sandbox: Path, grade
         peak = workspace.peak_memory_mib()
     except WorkerFailed as exc:
         failure = str(exc)
+        if isinstance(exc, QuotaExceeded):   # what overran the quota must not outlive the trial on disk
+            fresh_dirs(sandbox)   # the worker is dead already (_fail killed its session)
     finally:
         workspace.close()
         shutil.rmtree(scratch, ignore_errors=True)   # the worker's temporary files

@@ -77,6 +77,7 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
     from mltb_core.llm.base import InfraError
     from mltb_core.planners import get_planner_class
     from mltb_core.planners.episode import Episode
+    from mltb_core.planners.workspace import ModelFault
     from mltb_core.bench.splits import prepare_split
     from mltb_core.toolkit import tools  # noqa: F401  (registers the toolset)
 
@@ -92,6 +93,19 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
     def record(outcome: Outcome, **fields: Any) -> TrialRecord:
         return TrialRecord.for_config(task.slug, config, outcome, wall_seconds=time.monotonic() - started,
                                       trajectory=str(trajectory_path), **fields, extra=extra)
+
+    def spent(stop_reason: str) -> dict[str, Any]:
+        """A record's counters when the trial ended early: what was spent still counts (calls, tokens, cost;
+        the backend's running total, which includes a reply that failed on its way to the search), so that
+        no early end hides spend from the run's cost budget."""
+        fields = ({"stop_reason": stop_reason} if episode is None
+                  else SearchOutcome.of(episode, None, stop_reason).record_fields())
+        usage = getattr(llm, "usage", None)
+        if usage is not None and usage.calls >= fields.get("llm_calls", 0):
+            fields.update(tokens_in=usage.prompt_tokens, tokens_out=usage.completion_tokens,
+                          tokens_in_cached=usage.cached_input_tokens, llm_calls=usage.calls,
+                          llm_retries=usage.retries, cost_usd=usage.cost_usd, llm_seconds=usage.seconds)
+        return fields
 
     def search(workspace: Any) -> tuple[SearchOutcome, bytes | None]:
         """Planner + LLM calls here, in the trusted process; every tool call runs in ``workspace``."""
@@ -117,10 +131,8 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
         if solved.worker_failure is not None:
             reason = f"the tool worker failed: {solved.worker_failure}"
             writer.write("worker_failed", reason=reason, stderr=solved.worker_stderr)
-            # what the search spent before the worker failed still counts (tokens, cost, calls)
-            spent = (SearchOutcome.of(episode, None, reason).record_fields() if episode is not None
-                     else {"stop_reason": reason})
-            return record(Outcome.PLANNER_FAILURE, **solved.grade_fields(task, config.board), **spent, error=reason)
+            return record(Outcome.PLANNER_FAILURE, **solved.grade_fields(task, config.board), **spent(reason),
+                          error=reason)
         found = solved.result
         best = found.best
         stage = best.progress.stage
@@ -132,12 +144,16 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
         return record(Outcome.VALID if solved.valid else Outcome.PLANNER_FAILURE,
                       **solved.grade_fields(task, config.board), **found.record_fields(),
                       feedback=(best.progress.feedback or solved.invalid_reason)[:500])
+    except ModelFault as exc:   # raised handling the model's output outside the worker (Episode.model_output)
+        reason = f"the model's output could not be handled: {exc}"
+        writer.write("model_fault", reason=reason)
+        return record(Outcome.PLANNER_FAILURE, **spent(reason), error=reason)
     except (InfraError, MemoryError, OSError, ConfinementError) as exc:
         writer.write("infra_error", error=repr(exc))
-        return record(Outcome.INFRA_ERROR, stop_reason="infrastructure error", error=f"{type(exc).__name__}: {exc}")
+        return record(Outcome.INFRA_ERROR, **spent("infrastructure error"), error=f"{type(exc).__name__}: {exc}")
     except Exception as exc:  # noqa: BLE001 - a harness bug must not look like a planner failure
         writer.write("infra_error", error=traceback.format_exc())
-        return record(Outcome.INFRA_ERROR, stop_reason="internal error",
+        return record(Outcome.INFRA_ERROR, **spent("internal error"),
                       error=f"internal error {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=6)}")
     finally:
         writer.close()

@@ -26,6 +26,7 @@ from __future__ import annotations
 import atexit
 import collections
 import json
+import math
 import os
 import pickle
 import select
@@ -40,21 +41,26 @@ from pathlib import Path
 from typing import Any
 
 from mltb_core.planners.rewards import Progress
-from mltb_core.planners.workspace import StepFacts, UntrustedReply
+from mltb_core.planners.workspace import ModelFault, StepFacts, UntrustedReply
 from mltb_core.toolkit.registry import ToolCall
 from mltb_core.toolkit.textsafety import JSONShapeError, cap_text, clean_strings, loads_bounded
 
-__all__ = ["WorkerInit", "WorkerWorkspace", "WorkerFailed", "MAX_REPLY_BYTES", "worker_environment"]
+__all__ = ["WorkerInit", "WorkerWorkspace", "WorkerFailed", "QuotaExceeded", "MAX_REPLY_BYTES", "call_schema_problem", "worker_environment"]
 
 MAX_REPLY_BYTES = 96 * 2**20          # one JSON reply (a step may carry the submission's bytes)
 START_SECONDS = 120.0                 # importing pandas, scikit-learn and the boosters on a loaded machine
 QUERY_SECONDS = 60.0                  # a schema or listing request
 STEP_GRACE_SECONDS = 10.0             # past the tool's own time limit (plus a tenth of that limit)
 _HEADER = struct.Struct(">Q")
+ENTRY_BYTES = 4096                    # what a file, directory or link costs at least (one block, one inode)
 
 
-class WorkerFailed(Exception):
+class WorkerFailed(ModelFault):
     """The worker died, hung, flooded, broke the protocol or overran its quota: the trial's own failure."""
+
+
+class QuotaExceeded(WorkerFailed):
+    """The sandbox holds more than its quota: its files are removed with the trial."""
 
 
 @dataclass
@@ -383,8 +389,9 @@ class WorkerWorkspace:
     def call_schema(self, node: int, allowed: list[str] | None) -> dict[str, Any] | None:
         self._send({"op": "schema", "node": node, "allowed": allowed})
         reply = self._receive(QUERY_SECONDS, "a call schema")
-        if reply is not None and not isinstance(reply, dict):
-            self._fail("the worker sent a call schema that is not an object")
+        problem = call_schema_problem(reply, allowed)
+        if problem:
+            self._fail(f"the worker sent a malformed call schema: {problem}")
         return reply
 
     def listing(self, node: int) -> str:
@@ -469,11 +476,12 @@ class WorkerWorkspace:
             return
         used = sandbox_bytes(self.sandbox) + sandbox_bytes(self.scratch)
         if used > quota:
-            self._fail(f"the sandbox holds {used / 2**20:,.0f} MiB, over its quota of {quota / 2**20:,.0f} MiB")
+            self._fail(f"the sandbox holds {used / 2**20:,.0f} MiB, over its quota of {quota / 2**20:,.0f} MiB "
+                       f"(every file, directory and link counts at least {ENTRY_BYTES:,} bytes)", QuotaExceeded)
 
-    def _fail(self, why: str):
+    def _fail(self, why: str, kind: type[WorkerFailed] | None = None):
         self._kill()
-        raise WorkerFailed(why)
+        raise (kind or WorkerFailed)(why)
 
     def _kill(self) -> None:
         try:
@@ -504,7 +512,9 @@ def _status_kib(pid: int, field: str) -> int | None:
 
 
 def sandbox_bytes(root: Path) -> int:
-    """Bytes of the regular files below ``root`` (links not followed; what the disk quota counts)."""
+    """What the disk quota counts below ``root``: the blocks of every entry (links not followed), and at
+    least :data:`ENTRY_BYTES` for each file, directory, link or other entry, so that inodes cost too (on
+    tmpfs a directory has no blocks; 20,000 empty directories must not pass a 16 MiB quota)."""
     total, stack = 0, [root]
     while stack:
         try:
@@ -515,11 +525,39 @@ def sandbox_bytes(root: Path) -> int:
             try:
                 if entry.is_dir(follow_symlinks=False):
                     stack.append(Path(entry.path))
-                elif entry.is_file(follow_symlinks=False):
-                    total += entry.stat(follow_symlinks=False).st_blocks * 512
+                total += max(entry.stat(follow_symlinks=False).st_blocks * 512, ENTRY_BYTES)
             except OSError:
-                continue
+                total += ENTRY_BYTES
     return total
+
+
+def call_schema_problem(schema: Any, allowed: list[str] | None) -> str | None:
+    """Why a call schema from the worker cannot be used (None: it can). The worker runs the model's code:
+    its schema is checked for the shape the trusted side reads (``constraints.arguments_by_tool`` and the
+    backends: ``{"anyOf": [{"properties": {"tool_name": {"const": name}, "tool_args": {...}}}, ...]}``),
+    for tools the request allowed, and for values JSON can carry (no NaN or infinity)."""
+    if schema is None:
+        return None
+    if not isinstance(schema, dict) or not isinstance(schema.get("anyOf"), list) or not schema["anyOf"]:
+        return "not an object with a non-empty 'anyOf' list"
+    for index, branch in enumerate(schema["anyOf"]):
+        props = branch.get("properties") if isinstance(branch, dict) else None
+        name = props.get("tool_name") if isinstance(props, dict) else None
+        if not (isinstance(name, dict) and isinstance(name.get("const"), str) and name["const"]
+                and isinstance(props.get("tool_args"), dict)):
+            return f"branch {index} lacks properties.tool_name.const or properties.tool_args"
+        if allowed is not None and name["const"] not in allowed:
+            return f"branch {index} offers a tool the request did not allow"
+    stack = [schema]
+    while stack:   # depth is bounded by the reply's parse (loads_bounded)
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return f"it holds the number {item!r}, which JSON cannot carry"
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
 
 
 if __name__ == "__main__":
