@@ -1,6 +1,10 @@
 """The run directory: results.jsonl, trajectories beside it, what ``--resume`` skips (controller side)."""
 from __future__ import annotations
 
+import json
+import os
+import socket
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -11,7 +15,10 @@ from .collection import Case, Plan
 if TYPE_CHECKING:
     from mltb_core.analysis.results import TrialRecord
 
-__all__ = ["RunBook"]
+__all__ = ["RunBook", "SESSION_LOCK", "SESSION_OWNER"]
+
+SESSION_LOCK = ".mltb-session.lock"    # held by the session that owns the run directory
+SESSION_OWNER = ".mltb-session.json"   # who holds it: pid, host, start time (the lock file itself is truncated)
 
 
 class RunBook:
@@ -21,6 +28,44 @@ class RunBook:
         self.run_dir = run_dir
         self.unreadable: list = []
         self._existing: list | None = None
+        self._lock = None
+
+    def claim(self) -> None:
+        """Take the run directory for this session, once: two sessions appending to one results.jsonl and
+        recreating each other's live sandboxes would interleave records and spoil trials. The controller
+        claims it; its xdist workers share it (they never call this). A second session is refused with one
+        line naming the owner."""
+        if self._lock is not None:
+            return
+        from filelock import FileLock, Timeout
+
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            lock = FileLock(str(self.run_dir / SESSION_LOCK))
+            lock.acquire(timeout=0)
+        except Timeout:
+            raise pytest.UsageError(f"mltb: the run directory {self.run_dir} is in use by another session "
+                                    f"({self._owner()}); wait for it to end or choose another --mltb-out") from None
+        except OSError as exc:
+            raise pytest.UsageError(f"mltb: cannot use the run directory {self.run_dir}: "
+                                    f"{exc.strerror or exc}") from None
+        self._lock = lock
+        owner = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        (self.run_dir / SESSION_OWNER).write_text(json.dumps(owner) + "\n", encoding="utf-8")
+
+    def _owner(self) -> str:
+        try:
+            owner = json.loads((self.run_dir / SESSION_OWNER).read_text(encoding="utf-8")[:1_000])
+            return f"pid {int(owner['pid'])} on {str(owner['host'])[:100]}, started {str(owner['started'])[:40]}"
+        except (OSError, ValueError, KeyError, TypeError):
+            return "owner unknown"
+
+    def release(self) -> None:
+        """Give the run directory up (end of session)."""
+        if self._lock is not None:
+            (self.run_dir / SESSION_OWNER).unlink(missing_ok=True)
+            self._lock.release()
+            self._lock = None
 
     @property
     def results_path(self) -> Path:

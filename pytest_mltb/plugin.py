@@ -209,6 +209,12 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             controller.servers.stop()
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    controller = config.stash.get(CONTROLLER, None)
+    if controller is not None:
+        controller.book.release()   # the run directory is free for the next session
+
+
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     controller = config.stash.get(CONTROLLER, None)
     if controller is not None and controller.active and not config.option.collectonly:

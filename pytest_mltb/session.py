@@ -61,6 +61,8 @@ class Controller:
             # file is a usage error before anything runs) and, for --resume, what to skip (xdist
             # hands it to the workers).
             plan = self.plan()
+            if not config.option.help:
+                self.book.claim()   # before anything reads or writes the run directory
             if settings.explicit("task") or settings.explicit("tasks_dir"):
                 # the selected tasks' data files and boards, in pytest_configure: before xdist
                 # starts its workers, let alone a trial
@@ -99,6 +101,7 @@ class Controller:
             return
         if any(plan.case_of_nodeid(n) for n in nodeids):
             self.saw_cases = True
+            self.book.claim()
             from mltb_core.runner.trial import write_prompts
 
             write_prompts(self.run_dir)  # the exact prompts travel with the results

@@ -477,3 +477,53 @@ _GROUPS = {
 
 ATTACKS: list[tuple[str, str, str]] = [(group, kind, source) for group, entries in _GROUPS.items()
                                        for kind, source in entries]
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Issue 34: hostile *replies* (what a model writes back, not an expression) and hostile *user files*.
+# Each reply runs through the real OpenAI client against the loopback fake server (tests/fake_openai_server.py),
+# then the response cache; each must end as the model's malformed reply (or a harmless one), in well under a
+# second, encodable throughout. ``\\udc80`` below is the six ASCII characters on the wire: JSON's escape of a
+# lone surrogate, which decodes to a code point no UTF-8 encoder accepts.
+SURROGATE = "\\udc80"            # as JSON text (six characters)
+_CALL = '{"tool_name": "read_data", "tool_args": {"bindings": {}, "func_kwargs": {"filepath": %s}, "output": %s}}'
+
+
+def _native(name: str, arguments: str) -> tuple[str, str]:
+    return name, arguments
+
+
+REPLY_ATTACKS: list[tuple[str, str, object]] = [
+    # (attack, where the model writes it, payload): "content" = message text, "native" = (name, arguments JSON)
+    ("nested-brackets-in-text", "content", _CALL % ("[" * 3000 + "]" * 3000, '"x"')),
+    ("nested-brackets-unclosed", "content", '{"tool_name": "read_data", "tool_args": ' + "[" * 3000),
+    ("nested-brackets-native", "native", _native("read_data", '{"func_kwargs": {"filepath": '
+                                                 + "[" * 3000 + "]" * 3000 + "}}")),
+    ("long-integer-in-text", "content", _CALL % ("1" * 5000, '"x"')),
+    ("long-integer-native", "native", _native("read_data", '{"func_kwargs": {"n": ' + "1" * 5000 + "}}")),
+    ("surrogate-in-call-json", "content", _CALL % (f'"{SURROGATE}"', '"x"')),
+    ("surrogate-in-output-name", "content", _CALL % ('"train.csv"', f'"out{SURROGATE}"')),
+    ("surrogate-in-native-arguments", "native", _native("read_data", '{"func_kwargs": {"filepath": "'
+                                                        + SURROGATE + '"}, "output": "x' + SURROGATE + '"}')),
+    ("surrogate-in-tool-name", "native", _native("read_data\udc80", '{"output": "x"}')),
+    ("surrogate-in-plain-text", "content", "I will now think \udc80 about it."),
+    ("fence-then-newlines", "content", "```" + "\n" * 40_000),
+    ("fence-json-then-newlines", "content", "```json" + "\n" * 40_000 + '"tool_name":'),
+    ("many-fences", "content", "```\n" * 20_000),
+    ("open-brackets", "content", "{[" * 50_000),
+    ("unclosed-list", "content", "[1," * 60_000),
+    ("reply-too-long", "content", "x" * 1_000_000),
+    ("judge-score-spaces", "judge", "score" + " " * 40_000),
+    ("judge-many-scores", "judge", "score: " * 40_000),
+    ("judge-digits", "judge", "1" * 200_000 + "/"),
+    ("judge-out-of", "judge", "7 out of " * 40_000),
+]
+
+# Lines a user's file may hold (results.jsonl, a trajectory, a --compare baseline, a task spec): each must be
+# reported as ``file:line: reason`` or a usage error, never a traceback.
+FILE_ATTACKS: list[tuple[str, str]] = [
+    ("nested-brackets", "[" * 100_000 + "]" * 100_000),
+    ("nested-objects", '{"a":' * 5_000 + "1" + "}" * 5_000),
+    ("long-integer", '{"trial": ' + "9" * 5_000 + "}"),
+    ("surrogate-escape", '{"task": "\\udc80"}'),
+]

@@ -132,6 +132,34 @@ def forge_reply() -> str:
     return "forged"
 
 
+@make_set_tool(stages=("loading",))
+def make_directories(count: int) -> str:
+    """Create ``count`` empty directories in the working directory (the sandbox): inodes, no bytes."""
+    for i in range(count):
+        os.mkdir(f"d{i}")
+    return "made"
+
+
+# Call schemas the worker's code could send instead of the real one (issue 34).
+POISONED_SCHEMAS = {
+    "no_properties": {"anyOf": [{"type": "object"}]},
+    "nan": {"anyOf": [{"properties": {"tool_name": {"const": "read_data"},
+                                      "tool_args": {"type": "object", "maximum": float("nan")}}}]},
+    "unasked_tool": {"anyOf": [{"properties": {"tool_name": {"const": "not_offered"}, "tool_args": {}}}]},
+    "a_list": [1, 2, 3],
+}
+
+
+@make_set_tool(stages=("loading",))
+def poison_call_schema(kind: str) -> str:
+    """Make this worker answer every later call-schema request with a malformed schema."""
+    from mltb_core.planners import workspace
+
+    poisoned = POISONED_SCHEMAS[kind]
+    workspace.LocalWorkspace.call_schema = lambda self, node, allowed=None: poisoned
+    return "poisoned"
+
+
 NAMES = ("probe_read_file", "probe_write_file", "hold_memory", "read_environment", "connect_tcp", "start_process",
          "fork_child", "signal_parent", "crash_worker", "hang_worker", "fill_disk", "huge_error", "surrogate_frame",
-         "forge_reply")
+         "forge_reply", "make_directories", "poison_call_schema")

@@ -344,3 +344,147 @@ def test_no_file_in_the_repository_cwd_either():
     with pytest.raises(ExpressionRejected):
         evaluate_expression("df.to_csv('written_by_attack.csv')", make_frame())
     assert set(os.listdir(ROOT)) == before
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Issue 34: hostile replies through the real OpenAI client (loopback fake server), the boundary and the cache.
+# A bound of a few seconds per reply tells a linear parse (milliseconds) from the quadratic ones it replaced
+# (35-109 s per reply); it is a containment bound, not a speed target.
+from attack_corpus import FILE_ATTACKS, REPLY_ATTACKS  # noqa: E402
+from fake_openai_server import FakeOpenAIServer, content_reply, tool_call_reply  # noqa: E402
+
+STALL_SECONDS = 5.0
+
+
+def _reply_step(kind, payload):
+    if kind == "native":
+        name, arguments = payload
+        return tool_call_reply(name, arguments)
+    return content_reply(payload)
+
+
+def _encodable_json(value) -> str:
+    import json
+
+    text = json.dumps(value, ensure_ascii=False)
+    text.encode("utf-8")   # raises on a lone surrogate
+    return text
+
+
+@pytest.mark.parametrize("name,kind,payload", REPLY_ATTACKS, ids=[a[0] for a in REPLY_ATTACKS])
+def test_a_hostile_reply_is_the_models_malformed_reply(tmp_path, name, kind, payload):
+    import time
+
+    from mltb_core.llm.base import MALFORMED
+    from mltb_core.llm.cache import ResponseCache
+    from mltb_core.llm.openai_backend import OpenAIBackend
+    from mltb_core.planners.lats import judge_score
+
+    cache = ResponseCache(tmp_path / "cache")
+    with FakeOpenAIServer() as server:
+        server.enqueue(_reply_step(kind, payload))
+        backend = OpenAIBackend("gpt-4o", base_url=server.base_url, api_key="test", cache=cache,
+                                sleep=lambda s: None, max_retries=0)
+        messages = [{"role": "user", "content": f"attack {name}"}]
+        started = time.perf_counter()
+        response = backend.complete(messages, [])
+        [candidate] = response.candidates
+        if kind == "judge":
+            score = judge_score(candidate.text)
+            assert score is None or 0.1 <= score <= 1.0
+        seconds = time.perf_counter() - started
+        again = backend.complete(messages, [])   # replayed from the cache: what was stored is what came back
+    assert seconds < STALL_SECONDS, f"{name}: {seconds:.1f} s for one reply"
+    assert again.cached and again.candidates[0].to_dict() == candidate.to_dict()
+    _encodable_json(candidate.to_dict())
+    assert len(candidate.text) <= 200_000
+    if candidate.tool_calls:
+        assert candidate.error is None, candidate.error
+        assert all("\udc80" not in _encodable_json(c.to_dict()) for c in candidate.tool_calls)
+    elif kind == "native" or name == "reply-too-long" or (kind == "content" and '{"tool_name"' in payload):
+        assert candidate.error and candidate.error.startswith(MALFORMED), (name, candidate.error)
+    assert response.usage.calls == 1 and backend.usage.calls == 1
+
+
+def test_the_reply_boundary_names_why_a_call_was_refused():
+    from mltb_core.llm.base import candidate_from_message
+
+    payload = {name: p for name, _, p in REPLY_ATTACKS}
+    deep = candidate_from_message(payload["nested-brackets-in-text"], [])
+    assert "nested more than 32 levels" in deep.error
+    digits = candidate_from_message(payload["long-integer-in-text"], [])
+    assert "4300 digits" in digits.error
+    long = candidate_from_message("x" * 1_000_000, [])
+    assert "1,000,000 characters" in long.error and len(long.text) < 5_000
+    [call] = candidate_from_message(payload["surrogate-in-call-json"], []).tool_calls
+    assert call.func_kwargs == {"filepath": "?"} and call.output == "x"
+
+
+def test_fenced_calls_and_prose_brackets_still_parse():
+    from mltb_core.llm.base import parse_content_tool_calls
+
+    call = '{"tool_name": "read_data", "tool_args": {"bindings": {}, "func_kwargs": {"filepath": "a.csv"}}}'
+    for text in (f"[see below] {call}", f"```json\n{call}\n```", f"```\n{call}```", f"note (x[0]) then [{call}]",
+                 f"```python\nprint(1)\n``` and ```json {call}```", f'He said "hi [" {call}'):
+        calls, error = parse_content_tool_calls(text)
+        assert error is None and [c.tool_name for c in calls] == ["read_data"], text
+
+
+@pytest.mark.parametrize("name,line", FILE_ATTACKS, ids=[a[0] for a in FILE_ATTACKS])
+def test_a_hostile_results_line_is_reported_and_skipped(tmp_path, name, line):
+    from mltb_core.analysis.results import scan_records
+
+    path = tmp_path / "results.jsonl"
+    path.write_text(line + "\n", encoding="utf-8")
+    records, problems = scan_records(path)
+    assert records == [] and len(problems) == 1
+    assert str(problems[0]).startswith(f"{path}:1: ")
+
+
+@pytest.mark.parametrize("name,line", FILE_ATTACKS, ids=[a[0] for a in FILE_ATTACKS])
+def test_a_hostile_baseline_is_a_clear_error(tmp_path, name, line):
+    from mltb_core.analysis.compare import load_baseline
+
+    path = tmp_path / "baseline.json"
+    path.write_text(line, encoding="utf-8")
+    with pytest.raises(ValueError, match=f"^baseline file {path} ") as info:
+        load_baseline(path)
+    assert "Traceback" not in str(info.value)
+
+
+@pytest.mark.parametrize("name,line", FILE_ATTACKS, ids=[a[0] for a in FILE_ATTACKS])
+def test_a_hostile_trajectory_line_is_named_or_passed_over(tmp_path, name, line):
+    from mltb_core.analysis.reports import read_steps
+    from mltb_core.analysis.results import TrialRecord
+    from mltb_core.planners.trajectory import read_trajectory
+
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"step_type": "trial_start"}\n' + line + "\n", encoding="utf-8")
+    record = TrialRecord(task="t", planner="react", model="sim", trial=0, seed=0, config_hash="h",
+                         outcome="valid", trajectory=str(path))
+    steps, note = read_steps(record)
+    if name == "surrogate-escape":   # a well-formed line: read, its strings made encodable
+        assert list(read_trajectory(path))[1] == {"task": "?"} and steps[1] == {"task": "?"}
+        return
+    with pytest.raises(ValueError, match=f"^{path}:2: "):
+        list(read_trajectory(path))
+    assert steps == [{"step_type": "trial_start"}] and "1 trajectory line" in note
+
+
+def test_a_task_spec_nested_too_deeply_is_a_spec_error(tmp_path):
+    from mltb_core.bench.tasks import TaskSpecError, load_tasks
+
+    (tmp_path / "deep.toml").write_text("slug = 'deep'\nx = " + "[" * 5_000 + "]" * 5_000 + "\n", encoding="utf-8")
+    with pytest.raises(TaskSpecError, match="deep.toml.*nested too deeply"):
+        load_tasks([tmp_path])
+
+
+def test_judge_scores_are_read_in_linear_time():
+    import time
+
+    from mltb_core.planners.lats import judge_score
+
+    for text in ("score" + " " * 400_000, "1" * 400_000, "score: 1 " * 100_000, "1/" * 200_000):
+        started = time.perf_counter()
+        judge_score(text)
+        assert time.perf_counter() - started < STALL_SECONDS, text[:20]

@@ -180,7 +180,7 @@ def load_baseline(path: Path) -> dict:
     """Read a baseline written by :func:`save_baseline`; a clear error names what is wrong."""
     path = Path(path)
     data = read_document(path, "baseline file", "json")
-    if not isinstance(data, dict) or "cells" not in data:
+    if not isinstance(data, dict) or not isinstance(data.get("cells"), dict):
         raise ValueError(f"baseline file {path} is not an mltb baseline (version {BASELINE_VERSION})")
     if data.get("version") not in READABLE_BASELINE_VERSIONS:
         raise ValueError(f"baseline file {path} has format version {data.get('version')}, this mltb reads "

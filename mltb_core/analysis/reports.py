@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from mltb_core.analysis.compare import cell_figures
+from mltb_core.bench.documents import json_lines
 from mltb_core.analysis.plots import figure_svg, inline_svg, pyplot
 from mltb_core.analysis.provenance import git_commit, trial_code
 from mltb_core.analysis.results import (RESULTS_FILE, SYNTHETIC_LABEL, TrialRecord, consistency_values, counted_records,
@@ -82,15 +83,12 @@ def read_steps(record: TrialRecord) -> tuple[list[dict], str]:
     if not record.trajectory or not Path(record.trajectory).is_file():
         return [], "no trajectory file recorded for this trial"
     steps, bad = [], 0
-    for line in Path(record.trajectory).read_text(encoding="utf-8", errors="replace").splitlines():
-        if not line.strip():
-            continue
-        try:
-            step = json.loads(line)
-        except json.JSONDecodeError:
-            bad += 1
-            continue
-        if isinstance(step, dict):
+    try:
+        lines = list(json_lines(record.trajectory))   # bounded: depth, size, the integer digit limit
+    except (OSError, ValueError) as exc:
+        return [], f"the trajectory file cannot be read: {exc}"
+    for _, step, reason in lines:
+        if reason is None and isinstance(step, dict):
             steps.append(step)
         else:
             bad += 1

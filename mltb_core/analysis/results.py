@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from filelock import FileLock
 
+from mltb_core.bench.documents import JSONShapeError, json_lines
 from mltb_core.bench.tasks import is_slug
 
 if TYPE_CHECKING:
@@ -282,19 +283,6 @@ class UnreadableLine:
         return f"{self.path}:{self.lineno}: skipped, not a trial record: {self.reason}"
 
 
-def _parse_line(raw: bytes, last: bool) -> TrialRecord:
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        torn = " (the last line, without a newline: a write was interrupted)" if last else ""
-        raise ValueError(f"not JSON: {exc.msg} at column {exc.colno}{torn}") from None
-    return TrialRecord.from_dict(data)
-
-
 def scan_records(path: Path) -> tuple[list[TrialRecord], list[UnreadableLine]]:
     """Every well-formed record of ``path`` and every line that is not one (empty when the file is absent).
 
@@ -305,18 +293,19 @@ def scan_records(path: Path) -> tuple[list[TrialRecord], list[UnreadableLine]]:
     if not path.exists():
         return [], []
     try:
-        data = path.read_bytes()
+        lines = list(json_lines(path))   # bounded: depth, size, the integer digit limit
     except OSError as exc:
         raise ResultsFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except JSONShapeError as exc:
+        raise ResultsFileError(f"{path}: {exc}") from None
     records: list[TrialRecord] = []
     problems: list[UnreadableLine] = []
-    lines = data.split(b"\n")
-    for lineno, raw in enumerate(lines, 1):
-        if not raw.strip():
-            continue
+    for lineno, value, reason in lines:
         try:
-            records.append(_parse_line(raw, last=lineno == len(lines)))
-        except ValueError as exc:
+            if reason is not None:
+                raise ValueError(reason)
+            records.append(TrialRecord.from_dict(value))
+        except (ValueError, TypeError) as exc:
             problems.append(UnreadableLine(path, lineno, str(exc)))
     return records, problems
 

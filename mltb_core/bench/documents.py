@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["read_document", "loads_bounded", "json_depth", "json_lines", "JSONShapeError", "MAX_DOCUMENT_DEPTH",
+__all__ = ["read_document", "loads_bounded", "encodable", "clean_strings", "json_depth", "json_lines", "JSONShapeError", "MAX_DOCUMENT_DEPTH",
            "MAX_DOCUMENT_BYTES", "check_document_size"]
 
 MAX_DOCUMENT_DEPTH = 64            # records, trajectories, baselines and price tables are a few levels deep
@@ -26,6 +26,27 @@ MAX_DOCUMENT_BYTES = 512 * 2**20   # one file mltb reads whole (results.jsonl of
 
 class JSONShapeError(ValueError):
     """JSON text or a value that is too deep or too large to accept."""
+
+
+def encodable(text: str) -> str:
+    """``text`` with every code point UTF-8 cannot encode (lone surrogates) replaced by ``?``."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def clean_strings(value: Any) -> Any:
+    """A parsed JSON value with every string (keys too) made :func:`encodable` (JSON's ``\\udc80`` escapes
+    produce lone surrogates). Call on values whose depth is bounded (:func:`loads_bounded`)."""
+    if isinstance(value, str):
+        return encodable(value)
+    if isinstance(value, list):
+        return [clean_strings(v) for v in value]
+    if isinstance(value, dict):
+        return {encodable(k) if isinstance(k, str) else k: clean_strings(v) for k, v in value.items()}
+    return value
 
 
 def json_depth(text: str) -> int:
@@ -130,7 +151,9 @@ def json_lines(path: str | os.PathLike, data: bytes | None = None) -> Iterator[t
             yield lineno, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})"
             continue
         try:
-            yield lineno, loads_bounded(text), None
+            value = loads_bounded(text)
+            # only a \\uD8xx-\\uDFxx escape can make a lone surrogate: most lines need no walk
+            yield lineno, clean_strings(value) if ("\\ud" in text or "\\uD" in text) else value, None
         except json.JSONDecodeError as exc:
             torn = " (the last line, without a newline: a write was interrupted)" if lineno == len(lines) else ""
             yield lineno, None, f"not JSON: {exc.msg} at column {exc.colno}{torn}"

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mltb_core.bench.documents import check_document_size
 from mltb_core.bench.fixtures import FIXTURES
 from mltb_core.environment import read as read_environment
 from mltb_core.plugins import NameClashError, claim
@@ -361,6 +362,7 @@ _METRIC_LABELS = {"accuracy": "accuracy",
 
 def _read_spec(path: Path) -> dict[str, Any]:
     try:
+        check_document_size(path)
         if path.suffix == ".toml":
             with path.open("rb") as handle:
                 raw = tomllib.load(handle)
@@ -369,8 +371,9 @@ def _read_spec(path: Path) -> dict[str, Any]:
 
             with path.open(encoding="utf-8") as handle:
                 raw = yaml.safe_load(handle)
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise TaskSpecError(path, None, f"cannot parse spec: {exc}") from exc
+    except (ValueError, RecursionError) as exc:   # TOML errors, not UTF-8, the digit limit, nesting, size
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise TaskSpecError(path, None, f"cannot parse spec: {reason}") from None
     except Exception as exc:  # yaml.YAMLError without importing yaml at module level
         if type(exc).__module__.startswith("yaml"):
             raise TaskSpecError(path, None, f"cannot parse spec: {exc}") from exc

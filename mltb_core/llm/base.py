@@ -236,12 +236,14 @@ def _fenced_blocks(text: str) -> list[str]:
     return blocks
 
 
-def _bracket_spans(source: str) -> list[tuple[int, int, int]]:
+def _bracket_spans(source: str, strings: bool) -> list[tuple[int, int, int]]:
     """``(start, end, height)`` of every balanced ``{...}``/``[...]`` in ``source`` (end exclusive, height
-    the bracket nesting inside it), brackets inside JSON strings ignored; one pass, a stack of open brackets.
-    Quotes count only inside brackets, as in JSON; a closer of the wrong kind abandons the brackets open."""
+    the bracket nesting inside it); one pass, a stack of open brackets. With ``strings``, brackets inside
+    JSON strings are ignored (quotes count only inside brackets, as in JSON); without, quotes are ignored,
+    which finds a call after a stray quote in bracketed prose. A closer of the wrong kind abandons the
+    brackets open."""
     spans: list[tuple[int, int, int]] = []
-    stack: list[list[int]] = []   # [position, kind, height of its deepest child]
+    stack: list[list[Any]] = []   # [position, kind, height of its deepest child]
     in_string = escaped = False
     for i, ch in enumerate(source):
         if in_string:
@@ -252,7 +254,7 @@ def _bracket_spans(source: str) -> list[tuple[int, int, int]]:
             elif ch == '"':
                 in_string = False
         elif ch == '"':
-            in_string = bool(stack)
+            in_string = strings and bool(stack)
         elif ch in "[{":
             stack.append([i, ch, 0])
         elif ch in "]}" and stack:
@@ -264,7 +266,6 @@ def _bracket_spans(source: str) -> list[tuple[int, int, int]]:
             spans.append((start, i + 1, height))
             if stack and stack[-1][2] < height:
                 stack[-1][2] = height
-    spans.sort()
     return spans
 
 
@@ -272,7 +273,7 @@ def _json_values(text: str) -> tuple[list[Any], list[str]]:
     """Every top-level JSON object/array embedded in ``text`` (fenced blocks first), strings made encodable,
     and why bracketed spans that may have been calls were refused (too deep, an integer too long).
 
-    Linear in ``text``: the balanced brackets are found in one pass; a span nested deeper than a tool call
+    Linear in ``text``: the balanced brackets are found in two passes; a span nested deeper than a tool call
     may be is skipped unparsed; a span that is not JSON (prose in brackets, an integer past the digit limit)
     is passed over for the values inside it, as a decoder restarted one character on would find them."""
     fenced = _fenced_blocks(text)
@@ -280,7 +281,8 @@ def _json_values(text: str) -> tuple[list[Any], list[str]]:
     refused: list[str] = []
     for source in fenced if fenced else [text]:
         resume = 0
-        for start, end, height in _bracket_spans(source):
+        spans = set(_bracket_spans(source, strings=True)) | set(_bracket_spans(source, strings=False))
+        for start, end, height in sorted(spans):
             if start < resume:
                 continue
             if height > MAX_JSON_DEPTH:

@@ -19,6 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from mltb_core.bench.documents import json_lines
 from mltb_core.config import Range, knob
 from mltb_core.llm import prompts
 from mltb_core.planners.base import Planner, SearchResult
@@ -50,17 +51,14 @@ def remember(task_slug: str, trajectory_path: Path, valid: bool) -> None:
         return
     calls: dict[int, str] = {}
     best_path: list[int] = []
-    with open(trajectory_path, encoding="utf-8") as fh:
-        for line in fh:
-            try:
-                step = json.loads(line)
-            except ValueError:
-                continue
-            if step.get("step_type") == "tool_execution_initiation":
-                tools = step.get("tools_to_execute") or [{}]
-                calls[int(step.get("node_id", -1))] = str(tools[0].get("tool_name", "?"))
-            elif step.get("step_type") == "search_summary":
-                best_path = [int(i) for i in step.get("best_path", [])]
+    for _, step, _ in json_lines(trajectory_path):   # bounded; a line that is not a step is passed over
+        if not isinstance(step, dict):
+            continue
+        if step.get("step_type") == "tool_execution_initiation":
+            tools = step.get("tools_to_execute") or [{}]
+            calls[int(step.get("node_id", -1))] = str(tools[0].get("tool_name", "?"))
+        elif step.get("step_type") == "search_summary":
+            best_path = [int(i) for i in step.get("best_path", [])]
     if best_path:
         sequence = ", ".join(calls.get(i, "?") for i in best_path)
         _MEMORY.setdefault(_run_key(trajectory_path), []).append(f"{task_slug}: {sequence}")

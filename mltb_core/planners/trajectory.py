@@ -12,6 +12,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
+from mltb_core.bench.documents import json_lines
+
 __all__ = ["TrajectoryWriter", "read_trajectory", "tool_calls_from_trajectory", "PREVIEW_CHARS"]
 
 PREVIEW_CHARS = 300
@@ -54,13 +56,13 @@ class TrajectoryWriter:
 
 
 def read_trajectory(path: Path) -> Iterator[dict[str, Any]]:
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if line.strip():
-                try:
-                    yield json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{path}:{lineno}: not a JSON line: {exc}") from None
+    """The steps of a trajectory file (bounded: depth, size); ValueError ``file:line: reason`` at a bad line."""
+    for lineno, step, reason in json_lines(path):
+        if reason is None and not isinstance(step, dict):
+            reason = f"a JSON {type(step).__name__}, not a step object"
+        if reason is not None:
+            raise ValueError(f"{path}:{lineno}: not a trajectory step: {reason}")
+        yield step
 
 
 def tool_calls_from_trajectory(path: Path, best_path_only: bool = True) -> list[dict[str, Any]]:

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mltb_core.bench.documents import loads_bounded
 from mltb_core.bench.fixtures import FIXTURES
 from mltb_core.bench.grading import Grade
 from mltb_core.toolkit.registry import ToolCall, ToolCallError
@@ -112,9 +113,11 @@ def parse_calls(lines: Iterable[str], source: str = "<calls>", check_tools: bool
             continue
         where = f"{source}:{lineno}"
         try:
-            data = json.loads(text)
+            data = loads_bounded(text)
         except json.JSONDecodeError as exc:
             raise CallsFileError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+        except ValueError as exc:   # too deep, too large, an integer past the digit limit
+            raise CallsFileError(f"{where}: refused: {exc}") from None
         items = data if isinstance(data, list) else [data]
         calls += [_call_from_line(item, where, check_tools) for item in items]
     return calls
@@ -126,8 +129,8 @@ def _is_trajectory(path: Path) -> bool:
         for line in handle:
             if line.strip():
                 try:
-                    first = json.loads(line)
-                except json.JSONDecodeError:
+                    first = loads_bounded(line)
+                except ValueError:
                     return False
                 return isinstance(first, dict) and "step_type" in first
     return False

@@ -10,21 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from mltb_core.bench.documents import JSONShapeError, loads_bounded as _loads_bounded
+from mltb_core.bench.documents import JSONShapeError, clean_strings, encodable, loads_bounded as _loads_bounded
 
 __all__ = ["encodable", "cap_text", "clean_strings", "loads_bounded", "check_json_value", "MAX_JSON_DEPTH", "JSONShapeError"]
 
 MAX_JSON_DEPTH = 32          # a tool call's arguments are two or three levels deep
 MAX_JSON_CHARS = 100_000     # one tool call's arguments as text
-
-
-def encodable(text: str) -> str:
-    """``text`` with every code point UTF-8 cannot encode (lone surrogates) replaced by ``?``."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "replace").decode("utf-8")
 
 
 def cap_text(text: str, limit: int) -> str:
@@ -55,15 +46,3 @@ def check_json_value(value: Any, max_depth: int = MAX_JSON_DEPTH, max_items: int
                 raise JSONShapeError(f"the value is nested more than {max_depth} levels deep")
             children = item.values() if isinstance(item, dict) else item
             stack.extend((child, level + 1) for child in children)
-
-
-def clean_strings(value: Any) -> Any:
-    """A parsed JSON value with every string (keys too) made :func:`encodable` (JSON's ``\\udc80`` escapes
-    produce lone surrogates). Call on values whose depth is bounded (:func:`loads_bounded`)."""
-    if isinstance(value, str):
-        return encodable(value)
-    if isinstance(value, list):
-        return [clean_strings(v) for v in value]
-    if isinstance(value, dict):
-        return {encodable(k) if isinstance(k, str) else k: clean_strings(v) for k, v in value.items()}
-    return value
