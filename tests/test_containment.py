@@ -194,3 +194,90 @@ def test_random_hostile_expressions_through_the_worker_change_nothing_outside(tm
     outside_after = sorted(p for p in tmp_path.rglob("*") if sandbox not in p.parents and scratch not in p.parents)
     assert outside_after == outside_before
     assert not any(sandbox.iterdir())   # no expression wrote a file, even inside the sandbox
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Issue 34: hostile replies through a whole trial (real OpenAI client, loopback fake server, cache on), hostile
+# worker answers, the quota in inodes, spend kept on an infrastructure error.
+def _openai_trial(monkeypatch, out_dir, planner="react", **config):
+    from mltb_core.bench.tasks import get_task
+    from mltb_core.config import TrialConfig
+    from mltb_core.runner.trial import run_trial
+
+    monkeypatch.setenv("MLTB_CACHE_DIR", str(out_dir / "llm-cache"))
+    settings = dict(planner=planner, model="openai:gpt-4o", llm_cache=True, toolset="extended")
+    return run_trial(get_task("spaceship-titanic"), TrialConfig(**{**settings, **config}), out_dir)
+
+
+@pytest.fixture
+def openai_server(monkeypatch):
+    from fake_openai_server import FakeOpenAIServer
+
+    with FakeOpenAIServer() as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        monkeypatch.setenv("MLTB_LLM_MAX_RETRIES", "0")
+        yield server
+
+
+def test_hostile_replies_end_a_trial_as_the_models_failure_with_its_spend(monkeypatch, tmp_path, openai_server):
+    """Every reply attack of the corpus, as a trial's first reply (then plain text, which ends a ReAct turn)."""
+    from attack_corpus import REPLY_ATTACKS
+    from fake_openai_server import content_reply, tool_call_reply
+
+    for name, kind, payload in REPLY_ATTACKS:
+        before = len(openai_server.requests)
+        openai_server.enqueue(tool_call_reply(*payload) if kind == "native" else content_reply(payload),
+                              content_reply("I am done."))
+        started = time.monotonic()
+        record = _openai_trial(monkeypatch, tmp_path / name, max_iterations=3)
+        assert record.outcome == "planner_failure", (name, record.error)
+        assert record.llm_calls == len(openai_server.requests) - before >= 1 and record.cost_usd > 0, name
+        assert time.monotonic() - started < 30, name
+        for line in Path(record.trajectory).read_text(encoding="utf-8").splitlines():
+            json.loads(line)
+
+
+def test_a_lats_judge_reply_of_spaces_is_read_in_linear_time(monkeypatch, tmp_path, openai_server):
+    from fake_openai_server import Step
+
+    openai_server.default = Step(choices=[{"content": "score" + " " * 40_000}])
+    started = time.monotonic()
+    record = _openai_trial(monkeypatch, tmp_path, planner="lats", max_iterations=2, knobs={"expansion_k": 1})
+    assert record.outcome == "planner_failure", record.error
+    assert record.llm_calls >= 2 and time.monotonic() - started < 60
+    judged = [json.loads(line) for line in Path(record.trajectory).read_text().splitlines()
+              if '"judge_score"' in line]
+    assert judged and all(step["scored"] is False for step in judged)
+
+
+def test_an_infrastructure_error_keeps_the_calls_tokens_and_cost_spent(monkeypatch, tmp_path, openai_server):
+    from fake_openai_server import content_reply, error
+
+    malformed = content_reply('{"tool_name": "read_data", "tool_args": {"bindings": ["x"]}}')   # the search goes on
+    openai_server.enqueue(malformed, malformed, error(500))
+    record = _openai_trial(monkeypatch, tmp_path, max_iterations=5)
+    assert record.outcome == "infra_error", record.error
+    assert record.llm_calls == 2 and record.tokens_in == 20 and record.cost_usd > 0
+
+
+@pytest.mark.parametrize("kind", ["no_properties", "nan", "a_list"])
+def test_a_malformed_call_schema_from_the_worker_is_the_trials_failure(monkeypatch, tmp_path, hostile_tools,
+                                                                      openai_server, kind):
+    """Code in the worker answers the next call-schema request with a schema the OpenAI backend cannot read
+    (KeyError in arguments_by_tool) or encode (NaN): the trial's own failure, checked on the trusted side."""
+    from fake_openai_server import tool_call_reply
+
+    openai_server.enqueue(tool_call_reply("poison_call_schema", {"func_kwargs": {"kind": kind}, "output": "p"}))
+    record = _openai_trial(monkeypatch, tmp_path, max_iterations=3, constrained_calls=True)
+    assert record.outcome == "planner_failure", record.error
+    assert "malformed call schema" in record.stop_reason and record.llm_calls == 1 and record.cost_usd > 0
+
+
+def test_empty_directories_count_against_the_quota_and_go_with_the_trial(monkeypatch, tmp_path, hostile_tools):
+    monkeypatch.setenv(limits.SANDBOX_QUOTA_ENV, "16M")
+    record, _ = scripted_trial(monkeypatch, tmp_path, [call("make_directories", output="d", count=20_000)])
+    assert record.outcome == "planner_failure", record.error
+    assert "over its quota" in record.stop_reason
+    sandbox = next((tmp_path / "sandboxes").iterdir())
+    assert list(sandbox.iterdir()) == []
