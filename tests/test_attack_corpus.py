@@ -488,3 +488,27 @@ def test_judge_scores_are_read_in_linear_time():
         started = time.perf_counter()
         judge_score(text)
         assert time.perf_counter() - started < STALL_SECONDS, text[:20]
+
+
+def test_mltb_report_reads_a_run_with_a_hostile_results_line(capsys, tmp_path):
+    """Issue 34: one nested line made `mltb report` refuse the whole run; it is now reported and skipped."""
+    from mltb_core import cli
+
+    run_dir = tmp_path / "run"
+    assert cli.main(["run", "--task", "spaceship-titanic", "--planner", "react", "--model", "sim",
+                     "--max-iterations", "2", "--out", str(run_dir)]) in (0, 1)
+    results = run_dir / "results.jsonl"
+    with results.open("a", encoding="utf-8") as handle:
+        for _, line in FILE_ATTACKS:
+            handle.write(line + "\n")
+    capsys.readouterr()
+    from mltb_core.analysis.results import ResultsFileWarning
+
+    with pytest.warns(ResultsFileWarning) as warned:
+        code = cli.main(["report", str(run_dir), "--out", str(tmp_path / "report")])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert (tmp_path / "report" / "index.html").is_file()
+    messages = " ".join(str(w.message) for w in warned)
+    for lineno in range(2, 2 + len(FILE_ATTACKS)):
+        assert f"{results}:{lineno}: skipped" in messages

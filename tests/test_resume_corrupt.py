@@ -41,7 +41,10 @@ def test_resume_skips_unreadable_lines_with_a_warning_and_reruns_only_what_is_mi
     record = json.loads(lines[0])
     damage = [b"\xff\xfe\x00 not utf-8\n", b'["a", "json", "list"]\n', b'"a json string"\n',
               json.dumps({**record, "trial": "abc"}).encode() + b"\n",
-              json.dumps({**record, "trial": None}).encode() + b"\n", bytes(range(11, 256)) + b"\n"]
+              json.dumps({**record, "trial": None}).encode() + b"\n", bytes(range(11, 256)) + b"\n",
+              # issue 34: nesting past the parser's stack, an integer past the digit limit, a surrogate escape
+              b"[" * 100_000 + b"]" * 100_000 + b"\n", b'{"trial": ' + b"9" * 5_000 + b"}\n",
+              json.dumps({**record, "task": "\udc80"}).encode() + b"\n"]
     # damage the file: unreadable lines in the middle, and the last record torn half-way
     results.write_bytes(lines[0] + b"".join(damage) + lines[1] + lines[2][: len(lines[2]) // 2])
 
@@ -69,3 +72,38 @@ def test_results_file_that_is_a_directory_is_a_usage_error(pytester, tmp_path):
         assert result.ret == pytest.ExitCode.USAGE_ERROR, text[-3000:]
         assert "INTERNALERROR" not in text and "Traceback" not in text
         assert f"{run_dir / 'results.jsonl'} is not a regular file" in text
+
+
+def test_a_second_session_on_a_run_directory_is_refused_naming_the_owner(suite, tmp_path):
+    """Issue 34: two sessions on one --mltb-out interleaved records and recreated each other's live sandboxes.
+    The directory is held here as a running session holds it; a second session is a one-line usage error
+    naming the owner, writes nothing, and the directory is free again once the owner ends."""
+    import os
+
+    from pytest_mltb.bookkeeping import RunBook
+
+    run_dir = tmp_path / "run"
+    owner = RunBook(run_dir)
+    owner.claim()
+    try:
+        second = run(suite, run_dir)
+        text = second.stdout.str() + second.stderr.str()
+        assert second.ret == pytest.ExitCode.USAGE_ERROR, text[-3000:]
+        assert f"is in use by another session (pid {os.getpid()} on " in text and "INTERNALERROR" not in text
+        assert not (run_dir / "results.jsonl").exists()
+    finally:
+        owner.release()
+    assert run(suite, run_dir, "-n", "2").ret in (0, 1)   # free again; xdist workers share the controller's claim
+    assert trials_recorded(run_dir / "results.jsonl") == list(range(TRIALS))
+
+
+@pytest.mark.parametrize("content", [b"[" * 100_000 + b"]" * 100_000, b'{"cells": ' + b"9" * 5_000 + b"}"])
+def test_a_hostile_compare_baseline_is_a_usage_error(pytester, tmp_path, content):
+    """Issue 34: a --compare baseline of nested brackets was an INTERNALERROR (RecursionError)."""
+    pytester.makepyfile(test_challenges=SUITE)   # in process: the error comes before any trial
+    baseline = tmp_path / "baseline.json"
+    baseline.write_bytes(content)
+    result = pytester.runpytest_inprocess(*COMMON, f"--mltb-out={tmp_path / 'run'}", f"--compare={baseline}")
+    text = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, text[-3000:]
+    assert "INTERNALERROR" not in text and "Traceback" not in text and f"baseline file {baseline}" in text
