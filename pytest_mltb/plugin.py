@@ -75,9 +75,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
         mltb_run = _is_mltb_run(config, settings)
         controller = Controller(config, settings, mltb_run)   # its model preflight first: the file is on disk
+        config.stash[CONTROLLER] = controller   # from here on, pytest_unconfigure frees its run directory
         if mltb_run:
             _size_workers(config, settings)
-        config.stash[CONTROLLER] = controller
         config.pluginmanager.register(ControllerHooks(controller), "mltb-controller")
         config.pluginmanager.register(ProgressReporter(config), "mltb-progress")
         run_dir, skip = controller.run_dir, set(controller.skip)

@@ -55,6 +55,13 @@ class Controller:
         self.planner_failures = 0
         self.other_failures = 0    # errors (infra included) and failures of anything but a trial
         self.nothing_left = False  # --resume found every selected trial recorded
+        try:
+            self._start(config, settings, mltb_run)
+        except BaseException:
+            self.book.release()   # a session refused at start-up holds no run directory
+            raise
+
+    def _start(self, config: pytest.Config, settings: Settings, mltb_run: bool) -> None:
         if self.engaged:
             # Build the plan now (unknown names are usage errors, and its markers are registered
             # for --markers and --strict-markers), read the results file (a directory or unreadable
