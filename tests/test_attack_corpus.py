@@ -428,6 +428,9 @@ def test_fenced_calls_and_prose_brackets_still_parse():
                  f"```python\nprint(1)\n``` and ```json {call}```", f'He said "hi [" {call}'):
         calls, error = parse_content_tool_calls(text)
         assert error is None and [c.tool_name for c in calls] == ["read_data"], text
+    tricky = '{"tool_name": "read_data", "tool_args": {"func_kwargs": {"filepath": "a\\\\\\"]}b[\\\\"}}}'
+    [call], error = parse_content_tool_calls(f"[x] {tricky} (")
+    assert error is None and call.func_kwargs == {"filepath": 'a\\"]}b[\\'}
 
 
 @pytest.mark.parametrize("name,line", FILE_ATTACKS, ids=[a[0] for a in FILE_ATTACKS])

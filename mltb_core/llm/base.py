@@ -214,7 +214,8 @@ _FENCE = "```"
 _FENCE_TAGS = ("json", "JSON")
 # The longest reply text mltb reads (content, a native call's arguments, a judge's reply): far more than a
 # call or a grade needs, and few enough characters that every linear scan below takes milliseconds.
-MAX_REPLY_CHARS = 200_000
+MAX_REPLY_CHARS = 100_000
+_SPECIAL = re.compile(r'[\[\]{}"\\]')   # a character class: one character per match, no backtracking
 
 
 def _fenced_blocks(text: str) -> list[str]:
@@ -245,14 +246,18 @@ def _bracket_spans(source: str, strings: bool) -> list[tuple[int, int, int]]:
     spans: list[tuple[int, int, int]] = []
     stack: list[list[Any]] = []   # [position, kind, height of its deepest child]
     in_string = escaped = False
-    for i, ch in enumerate(source):
+    previous = -2
+    for match in _SPECIAL.finditer(source):   # one character each: only these change the state
+        i, ch = match.start(), match.group()
         if in_string:
-            if escaped:
+            if escaped and i == previous + 1:
                 escaped = False
             elif ch == "\\":
-                escaped = True
+                escaped, previous = True, i
             elif ch == '"':
-                in_string = False
+                in_string = escaped = False
+            else:
+                escaped = False
         elif ch == '"':
             in_string = strings and bool(stack)
         elif ch in "[{":
