@@ -6,7 +6,7 @@ import os
 import socket
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -28,7 +28,7 @@ class RunBook:
         self.run_dir = run_dir
         self.unreadable: list = []
         self._existing: list | None = None
-        self._lock = None
+        self._lock: Any = None   # a filelock.FileLock while this session owns the run directory
 
     def claim(self) -> None:
         """Take the run directory for this session, once: two sessions appending to one results.jsonl and

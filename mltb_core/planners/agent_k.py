@@ -15,7 +15,6 @@ trial's solver, which is forked from it; trials run by other worker processes do
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 

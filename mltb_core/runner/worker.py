@@ -542,7 +542,9 @@ def call_schema_problem(schema: Any, allowed: list[str] | None) -> str | None:
         return "not an object with a non-empty 'anyOf' list"
     for index, branch in enumerate(schema["anyOf"]):
         props = branch.get("properties") if isinstance(branch, dict) else None
-        name = props.get("tool_name") if isinstance(props, dict) else None
+        if not isinstance(props, dict):
+            return f"branch {index} has no 'properties' object"
+        name = props.get("tool_name")
         if not (isinstance(name, dict) and isinstance(name.get("const"), str) and name["const"]
                 and isinstance(props.get("tool_args"), dict)):
             return f"branch {index} lacks properties.tool_name.const or properties.tool_args"
