@@ -106,7 +106,7 @@ LATS_EVALUATOR_SYSTEM = (
 )
 
 LATS_REFLECTION_SYSTEM = (
-    "You are a Data Science judge. The agent's trajectory below ended without a valid submission. In two or "
+    "You are a Data Science judge. The agent's trajectory below has not produced a valid submission. In two or "
     "three sentences, say what went wrong and what the agent should do differently next time."
 )
 
@@ -172,10 +172,91 @@ def trim_observation(text: str) -> str:
     return "\n".join(kept + ([TRIMMED_MARKER.format(lines=rest)] if rest > 0 else []))
 
 
+# -- the parameters of the next stage's tools (the last message of every proposal request) -----------------
+# The preamble's catalogue names every tool in one line; a model that gets no function schemas (the local
+# model reads the prompt only) would otherwise never see a parameter. This note follows the path, so it is
+# the only part of a request that changes with the node's stage: everything before it stays a cached prefix.
+# It lists the tools of the stage after the furthest one the node has passed (planners/masking.py:
+# stage_tools, most relevant first) with their parameters, at most STAGE_TOOLS_BUDGET characters (what the
+# local model's ~4,000-character catalogue budget was: ~1,000 tokens); tools past the budget by name only.
+STAGE_TOOLS_HEADER = ("Parameters of the tools for the next step (bindings: names of scratchpad objects; "
+                      "func_kwargs: plain values; output: the name to store the result under):")
+STAGE_TOOLS_MORE = "More tools for this step: "
+STAGE_TOOLS_BUDGET = 4_000
+PARAMETER_DOC_CHARS = 160     # one parameter's description at most
+_OBJECT_PREFIX = "name of a scratchpad object: "   # registry.Tool.schema's binding descriptions start so
+
+
+def _parameter_doc(spec: Any) -> str:
+    text = " ".join(str(spec.get("description", "") if isinstance(spec, dict) else "").split())
+    text = text.removeprefix(_OBJECT_PREFIX)
+    return text if len(text) <= PARAMETER_DOC_CHARS else text[:PARAMETER_DOC_CHARS - 3].rstrip() + "..."
+
+
+def parameter_lines(schema: dict[str, Any]) -> list[str]:
+    """A tool's parameters, one line each, from its function schema (``registry.Tool.schema()``)::
+
+            bindings.df: (pd.DataFrame) The DataFrame to clean.
+            func_kwargs.columns (default null): (str or list[str], optional) Numeric column(s) to fill; ...
+            output: name to store the result under (defaults to the input object's name)
+    """
+    function = schema.get("function", schema)
+    props = function.get("parameters", {}).get("properties", {})
+    lines = []
+    for part in ("bindings", "func_kwargs"):
+        section = props.get(part, {})
+        required = set(section.get("required", ()))
+        for name, spec in section.get("properties", {}).items():
+            if isinstance(spec, dict) and "default" in spec:
+                tag = f" (default {json.dumps(spec['default'], default=str)})"
+            else:
+                tag = " (required)" if part == "func_kwargs" and name in required else ""
+            lines.append(_line(f"{part}.{name}{tag}", spec))
+    if "output" in props:
+        lines.append(_line("output", props["output"]))
+    return lines
+
+
+def _line(label: str, spec: Any) -> str:
+    doc = _parameter_doc(spec)
+    return f"    {label}: {doc}" if doc else f"    {label}"
+
+
+def stage_tools_note(schemas: list[dict[str, Any]], budget: int = STAGE_TOOLS_BUDGET) -> str:
+    """:data:`STAGE_TOOLS_HEADER` and the :func:`parameter_lines` of ``schemas`` (most relevant first) while
+    they fit ``budget`` characters; the rest by name on one line (cut to the budget too). Tools with the same
+    parameters share one block (``- fit_a, fit_b`` then the lines). '' for no tools."""
+    groups: dict[tuple[str, ...], list[str]] = {}   # parameter lines -> the tools that have them, first seen first
+    for schema in schemas:
+        groups.setdefault(tuple(parameter_lines(schema)), []).append(schema.get("function", schema)["name"])
+    blocks = [("\n".join([f"- {', '.join(names)}", *lines]), names) for lines, names in groups.items()]
+    if not blocks:
+        return ""
+
+    def more(rest: list[str]) -> str:
+        return f"\n{STAGE_TOOLS_MORE}{', '.join(rest)}." if rest else ""
+
+    text, rest = STAGE_TOOLS_HEADER, []
+    for index, (block, _names) in enumerate(blocks):
+        later = [name for _block, names in blocks[index + 1:] for name in names]
+        if len(text) + 1 + len(block) + len(more(later)) > budget:
+            rest = [name for _block, names in blocks[index:] for name in names]
+            break
+        text += "\n" + block
+    while rest and len(text) + len(more(rest)) > budget:   # the names line itself is cut to the budget
+        rest = rest[:-1]
+    return text + more(rest)
+
+
+def is_stage_tools_note(message: dict[str, Any]) -> bool:
+    """Whether ``message`` is the note of :func:`stage_tools_note` (readers of a request skip it)."""
+    return message.get("role") == "user" and str(message.get("content") or "").startswith(STAGE_TOOLS_HEADER)
+
+
 NO_TOOL_CALL = "Your reply contained no valid tool call{detail}. Call exactly one tool using the required format."
 
 EVALUATOR_REQUEST = "Grade the trajectory above for the challenge. Reply with a short reflection and 'Score: N'."
-REFLECTION_REQUEST = "Reflect on this failed trajectory."
+REFLECTION_REQUEST = "Reflect on this trajectory: it has no valid submission."
 
 
 # -- whole-pipeline planners (AutoMind, MLE-STAR) and the staged scaffold (Agent K) ------------------

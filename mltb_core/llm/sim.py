@@ -167,7 +167,9 @@ class SimPolicy(LLMBackend):
         # The planner's instructions (system messages after the preamble) are left out: the same context draws
         # the same choices whichever planner asks (assumption 1). The offered tools are information, so they count.
         turns = _conversation_start(messages)
-        context = [self.seed, self.skill, seed, messages[:1], messages[turns:], sorted(state.offered)]
+        # The stage's parameter note is left out too: the policy knows the tools' parameters without it.
+        conversation = [m for m in messages[turns:] if not prompts.is_stage_tools_note(m)]
+        context = [self.seed, self.skill, seed, messages[:1], conversation, sorted(state.offered)]
         digest = hashlib.sha256(_portable(json.dumps(context, sort_keys=True, default=str),
                                           state.info).encode()).hexdigest()
         candidates = []
@@ -190,7 +192,8 @@ class SimPolicy(LLMBackend):
     def _read(self, messages: list[dict], tools: list[dict]) -> State:
         start = _conversation_start(messages)
         instructions = " ".join(str(m.get("content") or "") for m in messages[1:start])
-        last_user = next((str(m.get("content") or "") for m in reversed(messages) if m.get("role") == "user"), "")
+        last_user = next((str(m.get("content") or "") for m in reversed(messages)
+                          if m.get("role") == "user" and not prompts.is_stage_tools_note(m)), "")
         # Only the request's form is read from the instructions: does it ask for a score?
         judge_request = not tools and bool(SCORE_REQUEST.search(instructions) or SCORE_REQUEST.search(last_user))
         info = parse_task_prompt(prompts.task_section(str(messages[0].get("content") or "")) if messages else "")
@@ -200,6 +203,8 @@ class SimPolicy(LLMBackend):
         reflections = False
         pending: ToolCall | None = None
         for msg in messages[start:]:
+            if prompts.is_stage_tools_note(msg):
+                continue
             role, content = msg.get("role"), str(msg.get("content") or "")
             if role == "assistant":
                 notes = NOTES.search(content)

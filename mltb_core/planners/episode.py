@@ -12,16 +12,17 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mltb_core.llm import prompts
 from mltb_core.config import TrialConfig
-from mltb_core.llm.base import Candidate, ContextOverflowError, InfraError, LLMBackend, Usage
+from mltb_core.llm.base import Candidate, ContextOverflowError, InfraError, LLMBackend, LLMResponse, Usage
 from mltb_core.toolkit.registry import REGISTRY, ToolContext, ToolRegistry
 from mltb_core.toolkit.textsafety import cap_text, encodable
+from mltb_core.planners.masking import stage_tools
 from mltb_core.planners.rewards import REWARD_STAGES, StageContext
 from mltb_core.planners.workspace import LocalWorkspace, ModelFault, Workspace
 from mltb_core.bench.tasks import SUBMISSION_FILE
@@ -93,6 +94,10 @@ class Episode:
                             else llm.constrains_by_default)
         self.root = Node()
         self.best: Node = self.root   # furthest stage reached so far (ties: the shallower)
+        self._stage_notes: dict[tuple[int, tuple[str, ...] | None], str] = {}
+        # Older tool results cut (prompts.trim_observation): from the start with --context trimmed, else from
+        # the first request that outgrew the model's context window (see _complete).
+        self.trimming = config.context == "trimmed"
 
     @classmethod
     def in_process(cls, task: Any, config: TrialConfig, llm: LLMBackend, stage_ctx: StageContext,
@@ -113,15 +118,16 @@ class Episode:
         """The chat history of the root→node path, OpenAI style.
 
         Order, longest shared part first: the shared preamble (task, tool catalogue), the planner's
-        ``system`` instructions, ``extra`` user turns, then the path. With ``context="trimmed"`` tool
-        results older than the last :data:`prompts.TRIMMED_FULL_OBSERVATIONS` are cut to their first
-        lines and the last one lists every scratchpad object with its columns.
+        ``system`` instructions, ``extra`` user turns, then the path. When trimming (``context="trimmed"``,
+        or since the full path outgrew the context window) tool results older than the last
+        :data:`prompts.TRIMMED_FULL_OBSERVATIONS` are cut to their first lines and the last one lists every
+        scratchpad object with its columns.
         """
         msgs: list[dict[str, Any]] = [{"role": "system", "content": self.preamble},
                                       {"role": "system", "content": system}]
         msgs += [{"role": "user", "content": text} for text in extra]
         steps = path_to(node)[1:]
-        trimmed = self.config.context == "trimmed"
+        trimmed = self.trimming
         for index, step in enumerate(steps):
             observation = step.observation
             if trimmed:
@@ -139,6 +145,19 @@ class Episode:
                 "function": {"name": encodable(step.call.tool_name), "arguments": encodable(arguments)}}]})
             msgs.append({"role": "tool", "tool_call_id": step.call_id, "content": observation})
         return msgs
+
+    def stage_tools_note(self, node: Node, allowed: Iterable[str] | None = None) -> str:
+        """The parameters of the tools for ``node``'s next stage (those of ``allowed`` only, when given):
+        the last message of a proposal request (:func:`prompts.stage_tools_note`); '' once every stage passed."""
+        if node.progress.done:
+            return ""
+        key = (node.progress.stage, tuple(allowed) if allowed is not None else None)
+        if key not in self._stage_notes:
+            names = stage_tools(REWARD_STAGES[node.progress.stage].name, self.registry)
+            if allowed is not None:
+                names = [name for name in names if name in set(allowed)]
+            self._stage_notes[key] = prompts.stage_tools_note([self._schemas[name] for name in names])
+        return self._stage_notes[key]
 
     def _with_full_listing(self, node: Node) -> str:
         """``node``'s observation with its scratchpad listing replaced by every object and its columns
@@ -161,9 +180,14 @@ class Episode:
         n = self.budget.candidates(self.usage, n, self.llm.calls_per_candidate)
         allowed = list(allowed) if allowed is not None else None
         schema = self.call_schema(node, allowed) if self.constrained else None
-        with _context_overflow_ends_search():
-            response = self.llm.complete(self.messages(node, system, extra), self.tool_schemas(allowed), n=n,
-                                         temperature=self.config.temperature, call_schema=schema)
+        note = self.stage_tools_note(node, allowed)
+
+        def messages() -> list[dict[str, Any]]:
+            # the note goes last: the path before it stays the cached prefix of the next request
+            return self.messages(node, system, extra) + ([{"role": "user", "content": note}] if note else [])
+
+        response = self._complete(node, messages, self.tool_schemas(allowed), n=n,
+                                  temperature=self.config.temperature, call_schema=schema)
         self.usage = self.usage + response.usage
         with model_output("the model's reply"):
             self.trajectory.write("llm_call", node_id=node.id, purpose="propose", n=n,
@@ -180,15 +204,29 @@ class Episode:
     def ask(self, node: Node, system: str, request: str, purpose: str) -> str:
         """A plain-text request about the path (LATS evaluation and reflection)."""
         self.budget.check(self.usage)
-        msgs = self.messages(node, system) + [{"role": "user", "content": request}]
-        with _context_overflow_ends_search():
-            response = self.llm.complete(msgs, [], n=1, temperature=0.0)
+        response = self._complete(node, lambda: self.messages(node, system) + [{"role": "user", "content": request}],
+                                  [], n=1, temperature=0.0)
         self.usage = self.usage + response.usage
         text = response.candidates[0].text if response.candidates else ""
         with model_output("the model's reply"):
             self.trajectory.write("llm_call", node_id=node.id, purpose=purpose, text=text[:500],
                                   usage=response.usage.to_dict())
         return text
+
+    def _complete(self, node: Node, messages: Callable[[], list[dict[str, Any]]], tools: list[dict[str, Any]],
+                  **options: Any) -> LLMResponse:
+        """One request of ``messages()``. A request longer than the model's context window is sent once more
+        with older tool results trimmed, and every later request of the episode is trimmed too (the paper's
+        ReAct kept its whole history in GPT-4o's 128k window; a smaller window would otherwise end the
+        search there). A trimmed request that still overflows ends the search."""
+        if not self.trimming:
+            try:
+                return self.llm.complete(messages(), tools, **options)
+            except ContextOverflowError as exc:
+                self.trimming = True
+                self.trajectory.write("context_trimmed", node_id=node.id, reason=cap_text(str(exc), 300))
+        with _context_overflow_ends_search():
+            return self.llm.complete(messages(), tools, **options)
 
     # -- the environment -------------------------------------------------------------
     def step(self, parent: Node, candidate: Candidate, allowed: Iterable[str] | None = None) -> Node:

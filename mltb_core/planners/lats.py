@@ -1,8 +1,9 @@
 """LATS: MCTS whose node values come from an evaluator LLM, with reflections on failures.
 
 The evaluator grades the path 1–10 (mapped to 0.1–1.0); as in the paper there is no
-self-consistency term. A failed terminal node (depth limit, or an invalid submission)
-triggers a self-reflection that is shown in later expansion prompts.
+self-consistency term. A path that wrote an invalid submission, or grew to the reflection depth
+(:func:`reflection_depth`, from the budget) without a valid one, triggers a self-reflection that
+is shown in later expansion prompts.
 """
 from __future__ import annotations
 
@@ -81,6 +82,24 @@ def parse_score(text: str) -> float:
     return UNSCORED if score is None else score
 
 
+def reflection_depth(config, calls_per_candidate: bool) -> int:
+    """How deep a LATS path grows before it is reflected on as a failed attempt (and again at every multiple).
+
+    LATS reflects on failed terminal states; here a path ends only at ``max_depth``, which a call budget
+    need not reach (60 calls against max_depth 60: no reflection ever fired). The budget bounds how deep
+    one path can grow: an expansion costs its proposals (``expansion_k`` calls when each candidate is a
+    request of its own, else one) plus one judge call per child, so a single path reaches at most
+    E = min(max_iterations, max_llm_calls // that) levels (60 calls, k=3, one call per candidate: 10).
+    The reflection comes at half of E, the deepest point that leaves half the budget to act on it (5),
+    never past ``max_depth``.
+    """
+    k = config.knob("expansion_k")
+    expansions = config.max_iterations
+    if config.max_llm_calls is not None:
+        expansions = min(expansions, config.max_llm_calls // ((k if calls_per_candidate else 1) + k))
+    return max(1, min(config.max_depth, expansions // 2))
+
+
 class LATS(TreeSearch):
     name = "lats"
     default_feedback = False
@@ -88,6 +107,8 @@ class LATS(TreeSearch):
     def __init__(self, episode, config):
         super().__init__(episode, config)
         self.reflections: list[str] = []
+        self.reflect_every = reflection_depth(config, episode.llm.calls_per_candidate)
+        self._reflected_below: set[int] = set()   # parents one of whose children was reflected on at a checkpoint
 
     def evaluate(self, node: Node) -> float:
         if node.terminal:
@@ -104,8 +125,15 @@ class LATS(TreeSearch):
         return (prompts.REFLECTIONS_HEADER + "\n" + "\n".join(f"- {r}" for r in self.reflections),)
 
     def after_child(self, child: Node) -> None:
-        wrote_invalid = child.log.submission is not None and not child.terminal
-        if child.depth >= self.config.max_depth or wrote_invalid:
+        if child.terminal:
+            return
+        wrote_invalid = child.log.submission is not None
+        # one reflection per expansion at a checkpoint depth: the siblings share all but the last step
+        checkpoint = (child.depth % self.reflect_every == 0 or child.depth >= self.config.max_depth) \
+            and child.parent is not None and child.parent.id not in self._reflected_below
+        if checkpoint:
+            self._reflected_below.add(child.parent.id)
+        if checkpoint or wrote_invalid:
             text = self.ep.ask(child, prompts.LATS_REFLECTION_SYSTEM, prompts.REFLECTION_REQUEST, purpose="reflect")
             if text.strip():
                 self.reflections = (self.reflections + [text.strip()[:600]])[-MAX_REFLECTIONS:]

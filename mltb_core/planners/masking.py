@@ -4,7 +4,7 @@ from __future__ import annotations
 from mltb_core.bench.stages import by_stage
 from mltb_core.toolkit.registry import REGISTRY, ToolRegistry
 
-__all__ = ["subtask_tools"]
+__all__ = ["subtask_tools", "stage_tools"]
 
 _SUMMARIES = ("get_dataframe_summary", "get_dataframe_dtypes_summary", "get_missing_summary", "get_unique_values")
 
@@ -28,7 +28,7 @@ _SUBTASKS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = by_stage({
 
 
 def subtask_tools(stage_name: str, registry: ToolRegistry | None = None) -> list[str]:
-    """Names of the tools offered in subtask ``stage_name`` (summaries are always offered)."""
+    """Names of the tools offered in subtask ``stage_name`` (summaries are always offered), in registry order."""
     reg = registry if registry is not None else REGISTRY
     try:
         names, tags = _SUBTASKS[stage_name]
@@ -39,3 +39,18 @@ def subtask_tools(stage_name: str, registry: ToolRegistry | None = None) -> list
     if stage_name != "modeling":  # model fitting belongs to the modeling subtask only
         wanted -= {t.name for t in reg if t.name.startswith(("fit_", "tune_"))}
     return [n for n in reg.names() if n in wanted]
+
+
+def stage_tools(stage_name: str, registry: ToolRegistry | None = None) -> list[str]:
+    """The tools of subtask ``stage_name`` by relevance to it: those named for the stage and those tagged with
+    few stages first (a tool tagged with one stage is more specific to it than one shared by three), the
+    summaries (offered in every subtask) last; registry order within a rank. The prompt shows the parameters
+    of as many as fit its budget in this order (``prompts.stage_tools_note``)."""
+    reg = registry if registry is not None else REGISTRY
+    named = set(_SUBTASKS[stage_name][0]) if stage_name in _SUBTASKS else set()
+    order = {name: index for index, name in enumerate(reg.names())}
+
+    def rank(name: str) -> tuple[bool, int, int]:
+        return name in _SUMMARIES, 1 if name in named else len(reg.get(name).stages), order[name]
+
+    return sorted(subtask_tools(stage_name, reg), key=rank)
