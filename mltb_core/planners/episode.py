@@ -159,6 +159,13 @@ class Episode:
             self._stage_notes[key] = prompts.stage_tools_note([self._schemas[name] for name in names])
         return self._stage_notes[key]
 
+    def proposal_messages(self, node: Node, system: str, allowed: Iterable[str] | None = None,
+                          extra: Iterable[str] = ()) -> list[dict[str, Any]]:
+        """What a proposal request from ``node`` sends: :meth:`messages`, then the parameters of the next
+        stage's tools (last, so the path before it stays the cached prefix of the next request)."""
+        note = self.stage_tools_note(node, allowed)
+        return self.messages(node, system, extra) + ([{"role": "user", "content": note}] if note else [])
+
     def _with_full_listing(self, node: Node) -> str:
         """``node``'s observation with its scratchpad listing replaced by every object and its columns
         (the trimmed context's summary of the current state: older listings were cut)."""
@@ -180,14 +187,9 @@ class Episode:
         n = self.budget.candidates(self.usage, n, self.llm.calls_per_candidate)
         allowed = list(allowed) if allowed is not None else None
         schema = self.call_schema(node, allowed) if self.constrained else None
-        note = self.stage_tools_note(node, allowed)
-
-        def messages() -> list[dict[str, Any]]:
-            # the note goes last: the path before it stays the cached prefix of the next request
-            return self.messages(node, system, extra) + ([{"role": "user", "content": note}] if note else [])
-
-        response = self._complete(node, messages, self.tool_schemas(allowed), n=n,
-                                  temperature=self.config.temperature, call_schema=schema)
+        response = self._complete(node, lambda: self.proposal_messages(node, system, allowed, extra),
+                                  self.tool_schemas(allowed), n=n, temperature=self.config.temperature,
+                                  call_schema=schema)
         self.usage = self.usage + response.usage
         with model_output("the model's reply"):
             self.trajectory.write("llm_call", node_id=node.id, purpose="propose", n=n,

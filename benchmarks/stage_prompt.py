@@ -1,0 +1,117 @@
+"""What the local model reads per request along a pipeline: the prompt before and after the stage's
+parameter note (``prompts.stage_tools_note``), and how much of each request the next one shares.
+
+    python benchmarks/stage_prompt.py [--task spaceship-titanic] [--tokens] [--json]
+
+Walks the task's expert trajectory (fixtures/experts/<task>.jsonl) through an in-process episode; at the
+root and after every call it builds ReAct's proposal request (the full path so far) as the local backend
+sends it (``chatml_messages``: tool results as user turns, the catalogue in the first system message),
+renders it as the chat text the server evaluates (``prompts.render_chat``) and counts characters and,
+with ``--tokens``, tokens of the default model's tokenizer (its vocabulary only is loaded: no model
+weights evaluated, nothing generated). "before" is the request without the note (what mltb sent until
+the note was added), "after" with it. "kept" is the share of the request the next request starts with
+(what the server's prefix cache can reuse): the note, last, is the only part a step drops.
+No LLM is called.
+"""
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+from tabulate import tabulate
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _bench import Figure, emit, parser as bench_parser  # noqa: E402
+
+import mltb_core.toolkit.tools  # noqa: E402,F401  (registers the tools)
+from mltb_core.bench.splits import prepare_split  # noqa: E402
+from mltb_core.bench.tasks import get_task  # noqa: E402
+from mltb_core.config import TrialConfig  # noqa: E402
+from mltb_core.llm import prompts  # noqa: E402
+from mltb_core.llm.base import Candidate  # noqa: E402
+from mltb_core.llm.local import chatml_messages  # noqa: E402
+from mltb_core.llm.sim import SimPolicy  # noqa: E402
+from mltb_core.planners.episode import Episode  # noqa: E402
+from mltb_core.planners.rewards import StageContext  # noqa: E402
+from mltb_core.runner.expert import expert_toolset, load_expert  # noqa: E402
+from mltb_core.runner.solve import prepare_agent_data  # noqa: E402
+from mltb_core.toolkit.registry import ToolContext  # noqa: E402
+
+
+def tokenizer():
+    """The default local model's tokenizer (vocabulary only), or None when the model is not installed."""
+    try:
+        import llama_cpp
+
+        from mltb_core.llm.models import model_path
+        vocab = llama_cpp.Llama(model_path=str(model_path(None)), vocab_only=True, verbose=False)
+    except Exception as exc:  # noqa: BLE001 - the token columns are optional
+        print(f"(no token counts: {exc})", file=sys.stderr)
+        return None
+    return lambda text: len(vocab.tokenize(text.encode(), add_bos=False, special=True))
+
+
+def requests_along_expert(slug: str) -> list[tuple[int, str, str]]:
+    """(stage reached, rendered request before, after) at the root and after each expert call."""
+    task = get_task(slug)
+    split = prepare_split(task, seed=0)
+    with tempfile.TemporaryDirectory(prefix="stage-prompt-") as tmp:
+        out = Path(tmp)
+        data_dir = prepare_agent_data(split, out)
+        sandbox = out / "sandbox"
+        sandbox.mkdir()
+        config = TrialConfig(planner="react", model="local", toolset=expert_toolset(slug))
+        episode = Episode.in_process(task, config, SimPolicy(0.7), StageContext.from_split(task, split, 1000),
+                                     ToolContext(sandbox=sandbox, data_dir=data_dir, task=task))
+        tools = episode.tool_schemas()
+        node, rows = episode.root, []
+        for call in [None, *load_expert(slug)]:
+            if call is not None:
+                node = episode.step(node, Candidate("", [call]))
+            if node.progress.done:
+                break
+            before = episode.messages(node, prompts.REACT_SYSTEM)
+            after = episode.proposal_messages(node, prompts.REACT_SYSTEM)
+            rows.append((node.progress.stage,
+                         prompts.render_chat(chatml_messages(before, tools)),
+                         prompts.render_chat(chatml_messages(after, tools))))
+        return rows
+
+
+def main(argv=None) -> int:
+    parser = bench_parser(__doc__)
+    parser.add_argument("--task", default="spaceship-titanic")
+    parser.add_argument("--tokens", action="store_true", help="count tokens with the default model's tokenizer")
+    args = parser.parse_args(argv)
+    count = tokenizer() if args.tokens else None
+    rows = requests_along_expert(args.task)
+    table = []
+    for index, (stage, before, after) in enumerate(rows):
+        following = rows[index + 1][2] if index + 1 < len(rows) else None
+        kept = prompts.shared_prefix_length([after, following]) if following else None
+        row = [index, stage, len(before), len(after), len(after) - len(before),
+               f"{kept / len(after):.1%}" if kept is not None else "-"]
+        if count:
+            row[4:4] = [count(before), count(after)]
+        table.append(row)
+    headers = ["call", "stages passed", "chars before", "chars after", "note chars", "kept by the next"]
+    if count:
+        headers[4:4] = ["tokens before", "tokens after"]
+    print(f"{args.task}: ReAct's proposal requests along the expert trajectory, as the local backend renders them")
+    print(tabulate(table, headers=headers))
+    # the note's own text; the rendered difference adds its turn's chat markup
+    markup = len(prompts.render_chat([{"role": "user", "content": ""}]))
+    notes = [len(after) - len(before) - markup for _stage, before, after in rows]
+    figures = [Figure("stage note, characters (max over the path)", f"{max(notes):,}",
+                      f"<= {prompts.STAGE_TOOLS_BUDGET:,}", max(notes) <= prompts.STAGE_TOOLS_BUDGET),
+               Figure("first request, characters before -> after", f"{len(rows[0][1]):,} -> {len(rows[0][2]):,}")]
+    if count:
+        figures.append(Figure("first request, tokens before -> after",
+                              f"{count(rows[0][1]):,} -> {count(rows[0][2]):,}"))
+    emit("The stage's parameter note in the local model's prompt", figures, args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

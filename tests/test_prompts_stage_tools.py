@@ -1,0 +1,277 @@
+"""The parameters of the next stage's tools close every proposal request: within the budget, from the
+tools' schemas, the same for every planner, and after the path so the rest of the request stays a cached prefix.
+Also: a request that outgrows the context window is retried with older results trimmed, and LATS reflects at
+a depth its call budget reaches."""
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+import mltb_core.toolkit.tools  # noqa: F401  (registers the tools)
+from mltb_core.bench.splits import prepare_split
+from mltb_core.bench.tasks import get_task
+from mltb_core.config import TrialConfig
+from mltb_core.llm import prompts
+from mltb_core.llm.base import Candidate, ContextOverflowError
+from mltb_core.llm.local import chatml_messages
+from mltb_core.llm.sim import SimPolicy
+from mltb_core.planners import PLANNERS
+from mltb_core.planners.episode import Episode
+from mltb_core.planners.lats import reflection_depth
+from mltb_core.planners.masking import stage_tools, subtask_tools
+from mltb_core.planners.rewards import REWARD_STAGES, StageContext
+from mltb_core.planners.trajectory import TrajectoryWriter, read_trajectory
+from mltb_core.planners.tree import Node
+from mltb_core.runner.expert import load_expert
+from mltb_core.runner.solve import prepare_agent_data
+from mltb_core.toolkit.registry import ToolContext
+
+TASK = "spaceship-titanic"
+
+# What each stage cannot be done without: a tool and the parameters a call to it needs.
+NEEDED = {
+    "train_data_loading": {"read_data": ["func_kwargs.filepath (required)", "output"]},
+    "test_data_loading": {"read_data": ["func_kwargs.filepath (required)", "output"]},
+    "combine_train_test": {"concatenate_train_test": ["bindings.train_df", "bindings.test_df", "output"]},
+    "data_cleaning": {"fillna_with_median": ["bindings.df", "func_kwargs.columns (default null)"],
+                      "fillna_with_mode": ["bindings.df"]},
+    "feature_engineering": {"cast_categorical_columns": ["bindings.df"], "label_encode": ["bindings.df"]},
+    "split_train_test": {"split_combined_into_train_test": ["bindings.combined", "output"]},
+    "train_data_to_features_target": {"convert_dataframe_to_features_target": [
+        "bindings.df", "func_kwargs.target_column (required)", "func_kwargs.is_train (default true)"]},
+    "test_data_to_features": {"convert_dataframe_to_features_target": ["func_kwargs.is_train (default true)"]},
+    "modeling": {"fit_lightgbm_classifier": ["bindings.X_train", "bindings.y_train"],
+                 "tune_xgboost_regressor": ["bindings.X_train"]},
+    "create_submission": {"predict_target": ["bindings.model", "bindings.X_data"],
+                          "save_dataframe_to_csv": ["bindings.df", "func_kwargs.filepath (required)"]},
+}
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    task = get_task(TASK)
+    split = prepare_split(task, seed=0)
+    out = tmp_path_factory.mktemp("stage-tools")
+    return task, split, out, prepare_agent_data(split, out)
+
+
+class Recording(SimPolicy):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.requests = []
+
+    def _generate(self, messages, tools, n, temperature, seed):
+        self.requests.append(messages)
+        return super()._generate(messages, tools, n, temperature, seed)
+
+
+def _episode(workspace, planner="react", llm=None, trajectory=None, **config):
+    task, split, out, data_dir = workspace
+    sandbox = out / "sandboxes" / f"{planner}-{len(list((out / 'sandboxes').glob('*'))) if (out / 'sandboxes').exists() else 0}"
+    sandbox.mkdir(parents=True, exist_ok=True)
+    config = TrialConfig(planner=planner, model="sim:0.7", **config)
+    llm = llm or Recording(0.7, seed=config.trial_seed)
+    return Episode.in_process(task, config, llm, StageContext.from_split(task, split, config.max_features),
+                              ToolContext(sandbox=sandbox, data_dir=data_dir, task=task), trajectory), config
+
+
+def _at_stage(stage: int) -> Node:
+    node = Node()
+    node.progress = dataclasses.replace(node.progress, stage=stage)
+    return node
+
+
+def _block(note: str, tool: str) -> list[str]:
+    """The lines of the block that lists ``tool`` (its header names it among tools sharing the parameters)."""
+    blocks = note.split("\n- ")
+    block = next(b for b in blocks[1:] if tool in b.split("\n", 1)[0].split(", "))
+    return [line.strip() for line in block.splitlines()[1:]]
+
+
+def _listed(note: str) -> set[str]:
+    """Every tool the note names: block headers (``- a, b``) and the names-only line."""
+    names = set()
+    for line in note.splitlines():
+        if line.startswith("- "):
+            names |= set(line[2:].split(", "))
+        elif line.startswith(prompts.STAGE_TOOLS_MORE):
+            names |= set(line.removeprefix(prompts.STAGE_TOOLS_MORE).rstrip(".").split(", "))
+    return names
+
+
+@pytest.mark.parametrize("toolset", ["paper", "extended"])
+def test_each_stage_shows_the_parameters_its_tools_need_within_the_budget(workspace, toolset):
+    ep, _ = _episode(workspace, toolset=toolset)
+    for stage in REWARD_STAGES:
+        note = ep.stage_tools_note(_at_stage(stage.number - 1))
+        assert note.startswith(prompts.STAGE_TOOLS_HEADER) and len(note) <= prompts.STAGE_TOOLS_BUDGET, stage.name
+        for tool, needed in NEEDED[stage.name].items():
+            lines = _block(note, tool)
+            for parameter in needed:
+                assert any(line.startswith(parameter) for line in lines), (stage.name, tool, parameter, lines)
+            # every parameter of the tool's schema is there, described as its schema describes it
+            properties = ep.tool_schemas([tool])[0]["function"]["parameters"]["properties"]
+            for part in ("bindings", "func_kwargs"):
+                for name, spec in properties[part]["properties"].items():
+                    line = next(line for line in lines if line.startswith(f"{part}.{name}"))
+                    described = spec["description"].removeprefix("name of a scratchpad object: ")
+                    assert described[:40] in line, (tool, name, line)
+        # only the stage's tools, and every one of them at least by name
+        assert _listed(note) == set(subtask_tools(stage.name, ep.registry)), stage.name
+    assert ep.stage_tools_note(_at_stage(len(REWARD_STAGES))) == ""   # nothing left to do
+
+
+def test_a_masked_request_shows_only_the_allowed_tools(workspace):
+    ep, _ = _episode(workspace)
+    note = ep.stage_tools_note(_at_stage(8), allowed=["fit_lightgbm_classifier", "predict_target"])
+    assert "fit_lightgbm_classifier" in note and "fit_xgboost_classifier" not in note
+    assert "predict_target" not in note   # not a tool of the modeling stage
+
+
+def test_the_budget_cuts_the_least_relevant_tools_to_names_and_holds_for_any_budget(workspace):
+    ep, _ = _episode(workspace)
+    schemas = [ep.tool_schemas([name])[0] for name in stage_tools("feature_engineering", ep.registry)]
+    for budget in (300, 1_000, 2_500, prompts.STAGE_TOOLS_BUDGET):
+        note = prompts.stage_tools_note(schemas, budget)
+        assert len(note) <= budget
+    note = prompts.stage_tools_note(schemas)
+    shown, rest = note.split(prompts.STAGE_TOOLS_MORE)
+    assert "cast_categorical_columns" in shown and "get_dataframe_summary" in rest   # summaries go last
+    assert prompts.stage_tools_note([]) == ""
+
+
+def test_the_note_comes_last_and_everything_before_it_is_the_next_requests_prefix(workspace):
+    """Along a real path across stages: each request without its note is where the next request starts,
+    in the messages and in the chat text the local model's server evaluates."""
+    ep, _ = _episode(workspace)
+    tools = ep.tool_schemas()
+    node, requests, stages = ep.root, [], []
+    for call in load_expert(TASK)[:8]:
+        requests.append(ep.proposal_messages(node, prompts.REACT_SYSTEM))
+        stages.append(node.progress.stage)
+        node = ep.step(node, Candidate("", [call]))
+    assert len(set(stages)) >= 4, stages   # the path crosses stages: the note changes along it
+    for request, following in zip(requests, requests[1:]):
+        assert prompts.is_stage_tools_note(request[-1])
+        assert following[:len(request) - 1] == request[:-1]
+        before, after = (prompts.render_chat(chatml_messages(r, tools)) for r in (request, following))
+        note_chars = len(prompts.render_chat([request[-1]]))
+        assert prompts.shared_prefix_length([before, after]) >= len(before) - note_chars
+    # the note is the only stage-dependent part: the system messages are the same at every stage
+    assert len({json.dumps(r[:2]) for r in requests}) == 1
+
+
+@pytest.mark.parametrize("planner", ["react", "lats", "mcts_shaped", "hierarchical_mcts", "automind", "agent_k"])
+def test_every_planner_ends_its_first_request_with_the_same_note(workspace, planner):
+    ep, config = _episode(workspace, planner, max_llm_calls=1)
+    PLANNERS[planner](ep, config).run()
+    first = ep.llm.requests[0]
+    expected = ep.stage_tools_note(ep.root, subtask_tools("train_data_loading", ep.registry)
+                                   if planner == "hierarchical_mcts" else None)
+    assert first[-1] == {"role": "user", "content": expected}
+    # hierarchical's masked note lists the same tools: its subtask offers the stage's tools
+    assert expected == ep.stage_tools_note(ep.root)
+
+
+def test_the_judge_and_the_reflector_get_no_note(workspace):
+    ep, _ = _episode(workspace, "lats")
+    ep.ask(ep.root, prompts.LATS_EVALUATOR_SYSTEM, prompts.EVALUATOR_REQUEST, purpose="evaluate")
+    assert not any(prompts.is_stage_tools_note(m) for m in ep.llm.requests[-1])
+
+
+# -- the context window ------------------------------------------------------------------------
+class SmallWindow(SimPolicy):
+    """The sim behind a context window of ``limit`` characters of messages (a server's 400 beyond it)."""
+
+    def __init__(self, limit, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.limit, self.sizes = limit, []
+
+    def _generate(self, messages, tools, n, temperature, seed):
+        size = len(json.dumps(messages))
+        self.sizes.append(size)
+        if size > self.limit:
+            raise ContextOverflowError(f"request of {size} characters exceeds the context window")
+        return super()._generate(messages, tools, n, temperature, seed)
+
+
+def _react_in_window(workspace, tmp_path, limit, context="full"):
+    writer = TrajectoryWriter(tmp_path / "trajectory.jsonl")
+    ep, config = _episode(workspace, "react", llm=SmallWindow(limit, 1.0, seed=3), trajectory=writer,
+                          max_iterations=14, max_depth=14, context=context)
+    result = PLANNERS["react"](ep, config).run()
+    writer.close()
+    return ep, result, list(read_trajectory(tmp_path / "trajectory.jsonl"))
+
+
+def test_a_request_that_outgrows_the_window_is_sent_again_trimmed_and_the_search_goes_on(workspace, tmp_path):
+    full, _, _ = _react_in_window(workspace, tmp_path / "wide", 10**9)
+    trimmed, _, _ = _react_in_window(workspace, tmp_path / "trimmed", 10**9, context="trimmed")
+    # a window the full history outgrows and the trimmed one (measured on the same task and seed) does not
+    limit = (max(full.llm.sizes) + max(trimmed.llm.sizes)) // 2
+    assert max(trimmed.llm.sizes) < limit < max(full.llm.sizes)
+    ep, result, steps = _react_in_window(workspace, tmp_path / "narrow", limit)
+    trimmed = [s for s in steps if s["step_type"] == "context_trimmed"]
+    assert len(trimmed) == 1 and "exceeds the context window" in trimmed[0]["reason"]
+    assert ep.trimming and "context window" not in result.stop_reason
+    assert ep.tool_calls > len([s for s in full.llm.sizes if s <= limit])   # it went on past the overflow
+    # the retried request and every later one fit: older results are cut as --context trimmed cuts them
+    overflowed = [i for i, size in enumerate(ep.llm.sizes) if size > limit]
+    assert len(overflowed) == 1 and all(size <= limit for size in ep.llm.sizes[overflowed[0] + 1:])
+
+
+def test_a_trimmed_request_that_still_overflows_ends_the_search_cleanly(workspace, tmp_path):
+    ep, result, steps = _react_in_window(workspace, tmp_path, 100)
+    assert "outgrew the model's context window" in result.stop_reason
+    assert [s["step_type"] for s in steps].count("context_trimmed") == 1 and ep.tool_calls == 0
+
+
+# -- LATS's reflection depth -------------------------------------------------------------------
+def test_the_reflection_depth_follows_the_call_budget():
+    config = TrialConfig(planner="lats", model="sim", max_llm_calls=60, max_iterations=60, max_depth=60)
+    # local model: 3 proposal calls + 3 judge calls per level, 10 levels at most, reflect at 5
+    assert reflection_depth(config, calls_per_candidate=True) == 5
+    assert reflection_depth(config, calls_per_candidate=False) == 7    # one request for 3 candidates: 15 levels
+    assert reflection_depth(config.with_(max_llm_calls=None), True) == 30    # the iterations bound it
+    assert reflection_depth(config.with_(max_depth=3), True) == 3
+    assert reflection_depth(config.with_(max_llm_calls=4), True) == 1
+    assert reflection_depth(config.with_(max_llm_calls=120, expansion_k=5), True) == 6
+
+
+def test_lats_reflects_within_a_60_call_budget_at_the_reflection_depth(tmp_path, monkeypatch):
+    """The local model's setting (one call per candidate, 60 calls, max_depth 60, as in reports/local-llm.md):
+    a path reaches the reflection depth, 5, within the budget and is reflected on there."""
+    import mltb_core.llm as llm_module
+    from mltb_core.runner.trial import run_trial
+
+    real = llm_module.make_backend
+
+    def one_request_per_candidate(*args, **kwargs):
+        backend = real(*args, **kwargs)
+        generate = backend._generate
+
+        def per_candidate(messages, tools, n, *rest, **kw):
+            response = generate(messages, tools, n, *rest, **kw)
+            response.usage.calls = n
+            return response
+        backend._generate, backend.calls_per_candidate = per_candidate, True
+        return backend
+
+    monkeypatch.setattr(llm_module, "make_backend", one_request_per_candidate)
+    config = TrialConfig(planner="lats", model="sim:0.5", llm_cache=False, max_llm_calls=60, max_iterations=60,
+                         max_depth=60)
+    record = run_trial(get_task(TASK), config, tmp_path)
+    steps = list(read_trajectory(Path(record.trajectory)))
+    depth = {0: 0}
+    for step in steps:
+        if step["step_type"] == "tool_execution_initiation":
+            depth[step["node_id"]] = depth[step["parent_id"]] + 1
+    reflected = [depth[s["node_id"]] for s in steps if s["step_type"] == "llm_call" and s["purpose"] == "reflect"]
+    every = reflection_depth(config, calls_per_candidate=True)
+    assert every == 5 and reflected and all(d % every == 0 for d in reflected), (reflected, every)
+    assert record.llm_calls == 60 and max(depth.values()) < config.max_depth   # max_depth was never reached
+    # once per expansion: the reflected nodes have different parents
+    parents = {s["node_id"]: s["parent_id"] for s in steps if s["step_type"] == "tool_execution_initiation"}
+    nodes = [s["node_id"] for s in steps if s["step_type"] == "llm_call" and s["purpose"] == "reflect"]
+    assert len({parents[n] for n in nodes}) == len(nodes)
