@@ -27,6 +27,7 @@ BENCHMARKS = {  # name -> (full arguments, --quick arguments)
     "local_model_workers": (["--shared"], ["--calls", "2"]),
     "local_worker_cap": ([], ["--trials", "2", "--max-llm-calls", "2"]),
     "context_tokens": ([], ["--seeds", "1", "--tasks", "spaceship-titanic"]),
+    "stage_prompt": (["--tokens"], []),
 }
 
 

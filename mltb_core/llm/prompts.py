@@ -335,6 +335,13 @@ def all_prompts() -> dict[str, Any]:
         "no_tool_call": NO_TOOL_CALL,
         "evaluator_request": EVALUATOR_REQUEST,
         "reflection_request": REFLECTION_REQUEST,
+        "stage_tools_note": {"header": STAGE_TOOLS_HEADER, "more": STAGE_TOOLS_MORE,
+                             "budget_chars": STAGE_TOOLS_BUDGET, "parameter_doc_chars": PARAMETER_DOC_CHARS,
+                             "example": stage_tools_note([{"name": "{tool}", "parameters": {"properties": {
+                                 "bindings": {"properties": {"df": {"description": "{meaning}"}}},
+                                 "func_kwargs": {"properties": {"columns": {"default": None,
+                                                                            "description": "{meaning}"}}},
+                                 "output": {"description": "{meaning}"}}}}])},
         "automind_draft_system": AUTOMIND_DRAFT_SYSTEM,
         "automind_improve_system": AUTOMIND_IMPROVE_SYSTEM,
         "automind_debug_system": AUTOMIND_DEBUG_SYSTEM,
@@ -351,10 +358,12 @@ def all_prompts() -> dict[str, Any]:
                           "lats_evaluator_system or lats_reflection_system)",
                           "user: reflections_header + reflections (LATS, when there are any)",
                           "the path's history: assistant tool calls and tool results",
+                          "user: stage_tools_note (proposal requests: the parameters of the next stage's tools)",
                           "user: evaluator_request or reflection_request (LATS judge and reflector)"],
         "trimmed_context": {"full_observations": TRIMMED_FULL_OBSERVATIONS, "first_lines": TRIMMED_FIRST_LINES,
                             "line_chars": TRIMMED_LINE_CHARS, "marker": TRIMMED_MARKER,
                             "rule": "older tool results cut to their first lines; the last result carries the "
                                     "whole scratchpad listing with columns; tool schemas keep the first paragraph "
-                                    "of their descriptions"},
+                                    "of their descriptions; without --context trimmed, the same cut applies "
+                                    "from the first request that outgrows the model's context window on"},
     }
