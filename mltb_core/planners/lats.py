@@ -129,10 +129,11 @@ class LATS(TreeSearch):
             return
         wrote_invalid = child.log.submission is not None
         # one reflection per expansion at a checkpoint depth: the siblings share all but the last step
+        parent = child.parent.id if child.parent is not None else None
         checkpoint = (child.depth % self.reflect_every == 0 or child.depth >= self.config.max_depth) \
-            and child.parent is not None and child.parent.id not in self._reflected_below
-        if checkpoint:
-            self._reflected_below.add(child.parent.id)
+            and parent is not None and parent not in self._reflected_below
+        if checkpoint and parent is not None:
+            self._reflected_below.add(parent)
         if checkpoint or wrote_invalid:
             text = self.ep.ask(child, prompts.LATS_REFLECTION_SYSTEM, prompts.REFLECTION_REQUEST, purpose="reflect")
             if text.strip():
