@@ -79,6 +79,23 @@ def requests_along_expert(slug: str) -> list[tuple[int, str, str]]:
         return rows
 
 
+def stage_notes(slug: str, count) -> list[list]:
+    """The note at each of the ten stages (a node that passed the ones before it), on the task's toolset."""
+    from mltb_core.planners.masking import stage_tools
+    from mltb_core.planners.rewards import REWARD_STAGES
+    from mltb_core.toolkit.registry import REGISTRY
+
+    registry = REGISTRY.for_toolset(expert_toolset(slug))
+    rows = []
+    for stage in REWARD_STAGES:
+        note = prompts.stage_tools_note([registry.get(name).schema() for name in stage_tools(stage.name, registry)])
+        blocks = [line[2:].split(", ") for line in note.splitlines() if line.startswith("- ")]
+        more = note.split(prompts.STAGE_TOOLS_MORE)[1].count(", ") + 1 if prompts.STAGE_TOOLS_MORE in note else 0
+        rows.append([f"{stage.number} {stage.name}", len(note), count(note) if count else "-",
+                     sum(map(len, blocks)), more])
+    return rows
+
+
 def main(argv=None) -> int:
     parser = bench_parser(__doc__)
     parser.add_argument("--task", default="spaceship-titanic")
@@ -86,11 +103,12 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     count = tokenizer() if args.tokens else None
     rows = requests_along_expert(args.task)
+    markup = len(prompts.render_chat([{"role": "user", "content": ""}]))   # the note's turn's chat markup
     table = []
     for index, (stage, before, after) in enumerate(rows):
         following = rows[index + 1][2] if index + 1 < len(rows) else None
         kept = prompts.shared_prefix_length([after, following]) if following else None
-        row = [index, stage, len(before), len(after), len(after) - len(before),
+        row = [index, stage, len(before), len(after), len(after) - len(before) - markup,
                f"{kept / len(after):.1%}" if kept is not None else "-"]
         if count:
             row[4:4] = [count(before), count(after)]
@@ -100,8 +118,9 @@ def main(argv=None) -> int:
         headers[4:4] = ["tokens before", "tokens after"]
     print(f"{args.task}: ReAct's proposal requests along the expert trajectory, as the local backend renders them")
     print(tabulate(table, headers=headers))
-    # the note's own text; the rendered difference adds its turn's chat markup
-    markup = len(prompts.render_chat([{"role": "user", "content": ""}]))
+    print()
+    print(tabulate(stage_notes(args.task, count), headers=["next stage", "note chars", "note tokens",
+                                                           "tools with parameters", "by name only"]))
     notes = [len(after) - len(before) - markup for _stage, before, after in rows]
     figures = [Figure("stage note, characters (max over the path)", f"{max(notes):,}",
                       f"<= {prompts.STAGE_TOOLS_BUDGET:,}", max(notes) <= prompts.STAGE_TOOLS_BUDGET),
