@@ -341,7 +341,7 @@ TRIAL_SETTINGS: tuple[Setting, ...] = _trial_settings()
 # environment and ini still win, so ``--planner=react`` narrows a preset to the planner that changed). Values are
 # typed as on the command line and checked by each setting's own parser. "ci" fits a 2-core CI job: the
 # synthetic policy, one task per kind (binary, regression, multiclass), every planner at one matched LLM-call
-# budget, a fixed seed so a baseline and its comparison pair trial by trial. README: "Gating planner changes".
+# budget, a fixed seed so a baseline and its comparison pair trial by trial. docs/gating.md.
 GATE_PRESETS: dict[str, dict[str, str]] = {
     "ci": {"model": "sim", "planner": "all",
            "task": "spaceship-titanic,playground-series-s3e1,costa-rican-household-poverty-prediction",

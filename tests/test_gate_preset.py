@@ -1,5 +1,5 @@
 """The CI gate (issue 21): which planners a change gates (pytest_mltb.gating.planners_for_changes, used by
-.github/workflows/mltb-gate.yml), and that the workflow and the README run the preset."""
+.github/workflows/mltb-gate.yml), and that the workflow and docs/gating.md run the preset."""
 from __future__ import annotations
 
 import subprocess
@@ -39,10 +39,8 @@ def test_the_workflow_asks_the_module_on_the_command_line():
     assert done.returncode == 0 and done.stdout.strip() == "react", done.stderr
 
 
-def test_the_workflow_and_the_readme_gate_with_the_preset():
+def test_the_workflow_and_the_gating_doc_gate_with_the_preset():
     workflow = (ROOT / ".github/workflows/mltb-gate.yml").read_text()
-    readme = (ROOT / "README.md").read_text()
+    gating = (ROOT / "docs/gating.md").read_text()
     assert "--gate-preset=ci" in workflow and "python -m pytest_mltb.gating" in workflow
-    gating = readme[readme.index("### Gating planner changes"):]
-    gating = gating[:gating.index("\n### ", 1)]
     assert gating.count("--gate-preset=ci") >= 2 and "--save-baseline" in gating and "--compare" in gating

@@ -1,0 +1,67 @@
+"""The front door: the README fits a screen, its two commands are the ones CI runs, its links resolve, and
+the generated option and command references match the settings table and the parser."""
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+MAIN_JOB = ('source .ci/llama_cpp_env.sh && python -m pip install -e ".[local]" && '
+            "pytest suites/ --planner=mcts_shaped --task=spaceship-titanic --max-llm-calls=12")
+TESTS = 'source .ci/llama_cpp_env.sh && python -m pip install -e ".[dev,local]" && python -m pytest tests -n 2'
+
+
+def _commands(script: str, program: str) -> list[list[str]]:
+    """The argument lists of each line of a shell script that runs ``program`` (quiet flags dropped)."""
+    out = []
+    for line in (ROOT / script).read_text(encoding="utf-8").splitlines():
+        if program in line and not line.lstrip().startswith("#"):
+            out.append([w for w in shlex.split(line, comments=True) if w != "-q"])
+    return out
+
+
+def test_the_readme_fits_a_screen_or_two():
+    assert len(README.splitlines()) <= 120
+
+
+def test_the_readme_keeps_the_two_commands_ci_runs():
+    assert MAIN_JOB in README and TESTS in README
+    # .ci/run: the test command's install and pytest, word for word (less -q)
+    install, pytest_line = _commands(".ci/run", "pip install"), _commands(".ci/run", "pytest tests")
+    assert install == [shlex.split('python -m pip install -e ".[dev,local]"')]
+    assert pytest_line == [["python", "-m", "pytest", "tests", "-n", "2"]]
+    assert "source .ci/llama_cpp_env.sh" in (ROOT / ".ci/run").read_text()
+    # .ci/main_job_smoke.sh: the main job's install and selection (a shorter budget, in a scratch venv)
+    smoke = (ROOT / ".ci/main_job_smoke.sh").read_text()
+    assert 'pip install -q -e ".[local]"' in smoke and "source .ci/llama_cpp_env.sh" in smoke
+    assert "-m pytest suites/" in smoke
+    for word in ("--planner=mcts_shaped", "--task=spaceship-titanic"):
+        assert word in smoke and word in MAIN_JOB
+
+
+def test_every_path_the_readme_names_exists():
+    named = set(re.findall(r"`((?:docs|reports|fixtures|\.ci)/[\w./-]+)`", README))
+    named |= set(re.findall(r"\]\(((?:docs)/[\w./-]+)\)", README))
+    assert "docs/options.md" in named and "docs/tree-viewer.png" in named
+    missing = sorted(p for p in named if not (ROOT / p).exists())
+    assert not missing, missing
+
+
+def test_the_generated_references_are_up_to_date():
+    done = subprocess.run([sys.executable, "docs/generate.py", "--check"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_options_reference_lists_every_setting_and_knob():
+    from mltb_core.config import SETTINGS
+    from mltb_core.planners import planner_names
+
+    planner_names()
+    options = (ROOT / "docs/options.md").read_text(encoding="utf-8")
+    for setting in SETTINGS:
+        assert f"`{setting.flag}`" in options and f"`{setting.env}`" in options, setting.name
+    assert "`--num-drafts`" in options   # a planner's knob (automind), declared on its class
