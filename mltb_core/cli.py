@@ -554,9 +554,26 @@ def _path_list(text: str) -> list[str]:
     return [part for part in text.split(os.pathsep) if part]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``mltb`` argument parser (one subparser per command)."""
+def _add_run_arguments(sub: argparse.ArgumentParser) -> None:
+    """``mltb run``'s arguments: the trial, and every other option from the one settings table, exactly as
+    pytest registers it (the planners' knobs included, so the planners are imported here)."""
     from mltb_core.config import SETTINGS_BY_NAME, add_settings, settings_for
+
+    sub.add_argument("--task", required=True)
+    sub.add_argument("--planner", required=True, help="one of: " + ", ".join(_planner_names()))
+    sub.add_argument("--model", required=True, help="a model string: " + ", ".join(_model_forms()))
+    run_settings = settings_for("run")
+    add_settings(sub.add_argument, [s for s in run_settings if s.name != "out"], ini=False)
+    out = SETTINGS_BY_NAME["out"]
+    sub.add_argument("--out", out.flag, dest="mltb_out", default=None, metavar="DIR", help=out.help_text(ini=False))
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``mltb`` argument parser (one subparser per command). ``command``: the one command this call
+    parses (None: every command, whole). Only ``mltb run`` needs the planners registered (its ``--planner``
+    list and their knobs as flags), which imports pandas and scikit-learn; other commands, ``--help`` and
+    ``--version`` build ``run`` without them and start in a fraction of the time."""
+    from mltb_core.config import SETTINGS_BY_NAME
     from mltb_core.toolkit.registry import TOOLSETS
 
     parser = _Parser(prog="mltb", description="ML-Tool-Bench: tools, tasks, grading, replays and trials.",
@@ -622,14 +639,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--markdown", metavar="FILE", help="also write a per-task markdown table (e.g. reports/expert.md)")
 
     sub = add("run", cmd_run, "run one trial (task, planner, model, seed) and print its outcome", [*common])
-    sub.add_argument("--task", required=True)
-    sub.add_argument("--planner", required=True, help="one of: " + ", ".join(_planner_names()))
-    sub.add_argument("--model", required=True, help="a model string: " + ", ".join(_model_forms()))
-    # every other option comes from the one settings table, exactly as pytest registers it
-    run_settings = settings_for("run")
-    add_settings(sub.add_argument, [s for s in run_settings if s.name != "out"], ini=False)
-    out = SETTINGS_BY_NAME["out"]
-    sub.add_argument("--out", out.flag, dest="mltb_out", default=None, metavar="DIR", help=out.help_text(ini=False))
+    if command in (None, "run"):
+        _add_run_arguments(sub)
 
     sub = add("report", cmd_report, "merge run directories into leaderboard.md, summary.json and index.html")
     sub.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
@@ -660,7 +671,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from mltb_core.plugins import RegistryError
 
     try:
-        args = build_parser().parse_args(argv)   # a broken or clashing plug-in is a usage error
+        argv = list(sys.argv[1:] if argv is None else argv)
+        command = next((word for word in argv if not word.startswith("-")), "")   # mltb's own options take no value
+        args = build_parser(command).parse_args(argv)   # a broken or clashing plug-in is a usage error
         check_environment()
         return args.func(args)
     except (UsageError, EnvironmentValueError, TaskSpecError, RegistryError) as exc:

@@ -572,14 +572,23 @@ def _check_data_source() -> None:
         raise ValueError(f"{SOURCE_ENV}={raw!r}: expected one of {', '.join(DATA_SOURCES)}")
 
 
-def _environment_checks() -> list:
-    """Each reader of an MLTB_* variable with a format, called once: ValueError naming variable and value."""
-    from mltb_core.toolkit.limits import sandbox_quota, tool_memory_limit
-    from mltb_core.llm.local import draft_tokens_override, fast_forward_setting, prefix_store_bytes
-    from mltb_core.llm.openai_backend import check_retry_env
+# Each reader of an MLTB_* variable with a format: (its module, the check there). A check, and the import of its
+# module, runs only when a variable that module reads (ENVIRONMENT's used_by) is set: mltb_core.llm.local imports
+# the toolkit (pandas, scikit-learn), which `mltb --version`, `--help`, `tasks` and `models` must not pay.
+_ENVIRONMENT_CHECKS = (("mltb_core.toolkit.limits", "tool_memory_limit"), ("mltb_core.toolkit.limits", "sandbox_quota"),
+                       ("mltb_core.llm.openai_backend", "check_retry_env"),
+                       ("mltb_core.llm.local", "draft_tokens_override"), ("mltb_core.llm.local", "fast_forward_setting"),
+                       ("mltb_core.llm.local", "prefix_store_bytes"), (__name__, "_check_data_source"))
 
-    return [tool_memory_limit, sandbox_quota, check_retry_env, draft_tokens_override, fast_forward_setting,
-            prefix_store_bytes, _check_data_source]
+
+def _environment_checks() -> list:
+    """The checks of the variables that are set, each called once: ValueError naming variable and value."""
+    import importlib
+
+    readers = {module for variable in ENVIRONMENT if not variable.third_party
+               and environment.read(variable.name) is not None for module in variable.used_by}
+    return [getattr(importlib.import_module(module), name) for module, name in _ENVIRONMENT_CHECKS
+            if module in readers]
 
 
 def check_environment() -> None:

@@ -429,3 +429,27 @@ def test_the_grading_commands_take_board_tasks_dir_and_seed_from_the_settings_ta
     assert code == 2 and "'final'" in err and "public" in err
     code, _, err = run(capsys, "split", "--seed", "-1", TASK, "--out", "x")
     assert code == 2 and "--seed" in err
+
+
+HEAVY_MODULES = ("pandas", "sklearn", "scipy", "xgboost", "lightgbm", "catboost")
+
+
+@pytest.mark.parametrize("command", [["--version"], ["--help"], ["models"], ["tools", "--help"]],
+                         ids=lambda c: " ".join(c))
+def test_fast_commands_import_no_dataframe_or_model_library(command):
+    """`mltb --version` took 18-28 s on a loaded box when every command imported pandas, scikit-learn and the
+    boosters (issue 35): the commands that list or describe import them only where a command needs them."""
+    probe = ("import contextlib, io, sys\nfrom mltb_core.cli import main\n"
+             "with contextlib.redirect_stdout(io.StringIO()): code = main(sys.argv[1:])\n"
+             f"print(code, sorted(m for m in {HEAVY_MODULES!r} if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe, *command], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "0 []", done.stdout[-500:]
+
+
+def test_run_help_still_lists_the_planners_and_their_knobs():
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli.main(["run", "--help"]) == 0
+    assert "--num-drafts" in out.getvalue() and "mcts_shaped" in out.getvalue()
