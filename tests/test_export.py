@@ -67,3 +67,63 @@ def test_unknown_format_and_missing_run_are_usage_errors(tmp_path, capsys):
         write_export([], tmp_path / "t.xlsx", "xlsx")
     assert cli_main(["export", str(tmp_path / "nowhere")]) == 2
     assert "not an mltb run directory" in capsys.readouterr().err
+
+
+def _graded_run(run_dir, task="spaceship-titanic", comparable=True):
+    """Three trials of one cell: a failure, a valid one below the baseline, a good one; with row samples."""
+    from mltb_core.analysis.results import TrialRecord, append_records
+
+    note = None if comparable else "original dataset: no leaderboard"
+    common = dict(task=task, planner="react", model="sim", config_hash="h", synthetic=True, percentile_note=note)
+    records = [
+        TrialRecord(trial=0, seed=0, outcome="planner_failure", valid=False, **common),
+        TrialRecord(trial=1, seed=1, outcome="valid", valid=True, normalized=-0.2, score=0.4,
+                    percentile=12.0 if comparable else None, score_samples=[0.38, 0.4, None, 0.42], **common),
+        TrialRecord(trial=2, seed=2, outcome="valid", valid=True, normalized=0.6, score=0.8,
+                    percentile=70.0 if comparable else None, score_samples=[0.79, 0.8, 0.81], **common),
+    ]
+    append_records(run_dir / "results.jsonl", records)
+    return records
+
+
+def test_export_score_columns_hold_what_the_tables_count(tmp_path):
+    """Issue 35: failed trials were NaN in `normalized`, so a first groupby().mean() contradicted the report."""
+    from mltb_core.analysis.results import normalized_values, percentile_values
+
+    records = _graded_run(tmp_path / "run")
+    assert cli_main(["export", str(tmp_path / "run"), "--format", "csv"]) == 0
+    frame = pd.read_csv(tmp_path / "run" / "trials.csv")
+    assert not frame["normalized"].isna().any() and not frame["percentile"].isna().any()
+    assert sorted(frame["normalized"]) == sorted(normalized_values(records)) == [0.0, 0.0, 0.6]
+    assert sorted(frame["percentile"]) == sorted(percentile_values(records)) == [0.0, 12.0, 70.0]
+    assert frame["normalized_raw"].tolist()[1:] == [-0.2, 0.6] and pd.isna(frame["normalized_raw"][0])
+    assert pd.isna(frame["percentile_raw"][0])
+
+
+def test_a_task_without_a_comparable_percentile_has_none_in_the_export(tmp_path):
+    _graded_run(tmp_path / "run", task="playground-series-s4e8", comparable=False)
+    path = write_export(load_runs([tmp_path / "run"]), tmp_path / "t.jsonl", "jsonl")
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["percentile"] for r in rows] == [None, None, None]      # not 0 for the failed trial either
+    assert [r["normalized"] for r in rows] == [0.0, 0.0, 0.6]
+
+
+def test_samples_are_lists_in_jsonl_and_parquet_and_summarised_in_csv(tmp_path):
+    _graded_run(tmp_path / "run")
+    runs = load_runs([tmp_path / "run"])
+    rows = [json.loads(line) for line in write_export(runs, tmp_path / "t.jsonl", "jsonl").read_text().splitlines()]
+    assert rows[1]["score_samples"] == [0.38, 0.4, None, 0.42]
+    frame = pd.read_parquet(write_export(runs, tmp_path / "t.parquet", "parquet"))
+    assert list(frame["score_samples"][2]) == [0.79, 0.8, 0.81]
+    csv_frame = pd.read_csv(write_export(runs, tmp_path / "t.csv", "csv"))
+    assert "score_samples" not in csv_frame.columns
+    assert csv_frame["score_samples_n"].tolist() == [0, 4, 3]
+    assert csv_frame["score_samples_lo"][2] == pytest.approx(0.7905) and csv_frame["score_samples_hi"][2] == pytest.approx(0.8095)
+    assert csv_frame["score_samples_lo"][1] == pytest.approx(0.381)    # over the resamples that scored
+
+
+def test_an_empty_export_has_the_same_csv_header(tmp_path):
+    _graded_run(tmp_path / "run")
+    full = pd.read_csv(write_export(load_runs([tmp_path / "run"]), tmp_path / "a.csv", "csv"))
+    empty = pd.read_csv(write_export([], tmp_path / "b.csv", "csv"))
+    assert list(empty.columns) == list(full.columns)

@@ -294,5 +294,5 @@ def test_export_csv_neutralises_formulas(tmp_path):
 
     (row,) = list(csv.DictReader(path.open(encoding="utf-8")))
     assert row["stage_name"].startswith("'=") and row["stop_reason"] == "'+1"
-    assert row["quality"] == "0.0" and row["normalized"] == "-0.3"    # below the baseline counts 0
+    assert row["normalized"] == "0.0" and row["normalized_raw"] == "-0.3"    # below the baseline counts 0
     assert "\\ud800" in row["feedback"]
