@@ -14,6 +14,7 @@ are collected or an mltb option is given.
 """
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -70,7 +71,7 @@ def pytest_configure(config: pytest.Config) -> None:
         run_dir = Path(workerinput["mltb_run_dir"])
         skip = set(workerinput.get("mltb_skip", ()))
     else:
-        from .progress import ProgressReporter
+        from .progress import PLUGIN_NAME as PROGRESS_PLUGIN, ProgressReporter
         from .session import Controller
 
         mltb_run = _is_mltb_run(config, settings)
@@ -79,7 +80,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if mltb_run:
             _size_workers(config, settings)
         config.pluginmanager.register(ControllerHooks(controller), "mltb-controller")
-        config.pluginmanager.register(ProgressReporter(config), "mltb-progress")
+        config.pluginmanager.register(ProgressReporter(config), PROGRESS_PLUGIN)
         run_dir, skip = controller.run_dir, set(controller.skip)
     config.stash[CONTEXT] = WorkerContext(config, settings, run_dir, skip)
 
@@ -255,8 +256,12 @@ def mltb_record(request: pytest.FixtureRequest, mltb_case: Case, mltb_task, mltb
     from .running import InfraErrorOutcome, failure_message, run_case
     from .transport import attach
 
-    record = run_case(request.config, mltb_case, mltb_context.plan().config(mltb_case), mltb_task,
-                      mltb_context.work_dir(mltb_case), mltb_context.settings.infra_retries, mltb_split)
+    from .progress import PLUGIN_NAME as PROGRESS_PLUGIN
+
+    reporter = request.config.pluginmanager.get_plugin(PROGRESS_PLUGIN)   # None in an xdist worker
+    with reporter.trial(mltb_case.id) if reporter is not None else contextlib.nullcontext():
+        record = run_case(request.config, mltb_case, mltb_context.plan().config(mltb_case), mltb_task,
+                          mltb_context.work_dir(mltb_case), mltb_context.settings.infra_retries, mltb_split)
     attach(request.node, record)
     if record.outcome == Outcome.INFRA_ERROR:
         raise InfraErrorOutcome(failure_message(record))

@@ -10,6 +10,11 @@ trial this shows: items done / total, running cost ($ and tokens), valid trials 
 - Otherwise (a pipe, a log file, ``CI`` set): a plain line, at most every ``PLAIN_INTERVAL`` seconds
   and after the last item, so logs stay short.
 - With ``-v``: also one line per trial with the stage it reached and what it cost.
+- During a trial run in this process (no xdist: the main job), "call k/N, stage s/10, elapsed" from the
+  episode (mltb_core/planners/progress.py): on a terminal in the status line at every call, otherwise a
+  plain line on the first call and then at most every ``CALL_INTERVAL`` seconds. A trial in an xdist worker
+  is not heard (its process has no terminal).
+- After Ctrl-C, one line: how many trials were recorded and that ``--resume`` continues the run.
 
 Hook point: ``pytest_runtest_logreport`` on the controller, reading the teardown report's
 ``mltb_record`` user property — the record each worker attaches (see session.attach) and that the
@@ -18,9 +23,12 @@ shown until the first record arrives, so sessions without benchmark items print 
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -31,9 +39,11 @@ from .transport import RECORD_PROPERTY
 if TYPE_CHECKING:
     from mltb_core.analysis.results import TrialRecord
 
-__all__ = ["ProgressReporter", "PLAIN_INTERVAL", "format_duration"]
+__all__ = ["ProgressReporter", "PLAIN_INTERVAL", "CALL_INTERVAL", "PLUGIN_NAME", "format_duration"]
 
 PLAIN_INTERVAL = 30.0   # seconds between plain progress lines
+CALL_INTERVAL = 15.0    # seconds between plain "call k/N" lines of one trial
+PLUGIN_NAME = "mltb-progress"
 
 
 def format_duration(seconds: float) -> str:
@@ -55,6 +65,14 @@ def _record(report: pytest.TestReport) -> "TrialRecord | None":
     return None
 
 
+def _end_line(terminal) -> None:
+    """End a line pytest left open (its dots) before a line of ours: its own check only knows its path prefix."""
+    terminal.ensure_newline()
+    writer = getattr(terminal, "_tw", None)
+    if getattr(writer, "width_of_current_line", 0):
+        terminal.write("\n")
+
+
 class ProgressReporter:
     """Counts finished items and trial records; writes the status line (see the module docstring)."""
 
@@ -72,6 +90,8 @@ class ProgressReporter:
         self.started = clock()
         self.last_plain: float | None = None
         self.region_set = False
+        self.current: str | None = None        # the running trial's "call k/N, stage s/10" (this process)
+        self.interrupted = False
 
     # ---- what is known ----------------------------------------------------------------------------
     @pytest.hookimpl(trylast=True)
@@ -101,6 +121,45 @@ class ProgressReporter:
         self.tokens += record.tokens_in + record.tokens_out
         self._show(record)
 
+    @contextmanager
+    def trial(self, case_id: str) -> Iterator[None]:
+        """Show the progress the trial ``case_id`` reports while it runs in this process."""
+        from mltb_core.bench.stages import STAGE_COUNT
+        from mltb_core.planners.progress import TrialProgress, listening
+
+        last_line: float | None = None
+
+        def heard(progress: TrialProgress) -> None:
+            nonlocal last_line
+            budget = f"/{progress.max_llm_calls}" if progress.max_llm_calls is not None else ""
+            self.current = (f"{case_id}: call {progress.llm_calls}{budget}, stage {progress.stage}/{STAGE_COUNT}, "
+                            f"elapsed {format_duration(progress.elapsed)}")
+            terminal = self._terminal()
+            if terminal is None:
+                return
+            live = self._live(terminal)
+            now = self.clock()
+            if not live and last_line is not None and now - last_line < CALL_INTERVAL:
+                return
+            last_line = now
+            # the trial runs inside the item, where pytest captures output: write past the capture
+            capture = self.config.pluginmanager.get_plugin("capturemanager")
+            with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
+                if live:
+                    self._bottom_line(terminal, self.status())
+                else:
+                    _end_line(terminal)
+                    terminal.write_line(f"mltb: {self.current}", flush=True)
+
+        try:
+            with listening(heard):
+                yield
+        finally:
+            self.current = None
+
+    def pytest_keyboard_interrupt(self, excinfo) -> None:
+        self.interrupted = True
+
     # ---- what is shown ----------------------------------------------------------------------------
     def status(self) -> str:
         total = self.total if self.total is not None else "?"
@@ -109,8 +168,9 @@ class ProgressReporter:
         if self.total and self.done:
             eta = format_duration(elapsed / self.done * max(self.total - self.done, 0))
         infra = f" · {self.infra} infra error(s)" if self.infra else ""
+        running = f" · {self.current}" if self.current else ""
         return (f"mltb: {self.done}/{total} items · {self.valid}/{self.trials} trials valid{infra} · "
-                f"${self.cost:.4f} · {self.tokens:,} tokens · elapsed {format_duration(elapsed)} · ETA {eta}")
+                f"${self.cost:.4f} · {self.tokens:,} tokens · elapsed {format_duration(elapsed)} · ETA {eta}{running}")
 
     def _terminal(self):
         return self.config.pluginmanager.get_plugin("terminalreporter")
@@ -138,6 +198,7 @@ class ProgressReporter:
         finished = self.total is not None and self.done >= self.total
         if finished or self.last_plain is None or now - self.last_plain >= self.interval:
             self.last_plain = now
+            _end_line(terminal)
             terminal.write_line(self.status())
 
     def _bottom_line(self, terminal, text: str) -> None:
@@ -160,4 +221,8 @@ class ProgressReporter:
             self.region_set = False
         if self.trials:
             terminalreporter.write_line(self.status().replace(" · ETA 0s", ""))
+        if self.interrupted:
+            total = self.total if self.total is not None else "?"
+            terminalreporter.write_line(f"mltb: interrupted: {self.trials} of {total} trials recorded; continue "
+                                        "with `--resume` (and the same options)", yellow=True, bold=True)
         yield

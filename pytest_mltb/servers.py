@@ -3,6 +3,8 @@ can hold (:func:`worker_cap`, which caps xdist's worker count), and their lifeti
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
@@ -169,22 +171,31 @@ class LocalServers:
         self.held: list = []
         self.errors: list[str] = []
 
-    def start(self, models, workers: int = 0) -> None:
+    def start(self, models, workers: int = 0, say: Callable[[str], None] = lambda line: None) -> None:
         """Start (or join) the servers: one per xdist worker (``workers`` > 0), each with its share of the
-        cores, so every worker keeps its own warm prompt prefix; one without xdist."""
+        cores, so every worker keeps its own warm prompt prefix; one without xdist. ``say`` gets a line as
+        each server starts and when it answers (a cold start loads the model: seconds to minutes)."""
         local = _local_values(models)
         if not local:
             return
         from mltb_core.llm.local import resolve_model_path, worker_servers
 
         # preflight has checked (and assembled) every model file by now
-        for value, server in [(v, s) for v in local for s in worker_servers(resolve_model_path(v), workers)]:
-            try:
-                server.acquire()
-            except Exception as exc:  # noqa: BLE001 - reported, and every trial will say it again
-                self.errors.append(f"local model server for {value[1]} failed to start: {exc}")
-                continue
-            self.held.append(server)
+        for value in local:
+            path = resolve_model_path(value)
+            servers = worker_servers(path, workers)
+            say(f"mltb: local model {value[1]} ready ({path}, {path.stat().st_size / 1e9:.1f} GB, hash-checked); "
+                f"starting {len(servers)} llama.cpp server(s)")
+            for server in servers:
+                started = time.monotonic()
+                try:
+                    server.acquire()
+                except Exception as exc:  # noqa: BLE001 - reported, and every trial will say it again
+                    self.errors.append(f"local model server for {value[1]} failed to start: {exc}")
+                    say(f"mltb: {self.errors[-1]}")
+                    continue
+                self.held.append(server)
+                say(f"mltb: llama.cpp server on port {server.port} answering after {time.monotonic() - started:.1f} s")
 
     def stop(self) -> None:
         for server in self.held:

@@ -118,7 +118,7 @@ class Controller:
             self.write_model_notes()
             dist = getattr(self.config.option, "dist", "no")
             workers = len(self.config.option.tx or ()) if dist != "no" else 0
-            self.servers.start(plan.models, workers)
+            self.servers.start(plan.models, workers, say=self._say)
 
     def check_models(self, plan) -> None:
         """The models' preflight (keys, prices, packages; a local model's file assembled and hash-checked),
@@ -131,6 +131,11 @@ class Controller:
 
         self.model_notes = check_models(list(plan.models))
         self.models_checked = True
+
+    def _say(self, line: str) -> None:
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        if terminal is not None:
+            terminal.write_line(line, flush=True)
 
     def write_model_notes(self) -> None:
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")

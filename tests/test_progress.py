@@ -18,14 +18,17 @@ class Terminal:
     def __init__(self):
         self.lines = []
 
-    def write_line(self, text):
+    def write_line(self, text, **markup):
         self.lines.append(text)
+
+    def ensure_newline(self):
+        pass
 
 
 def reporter(verbose=0, interval=0.0):
     terminal = Terminal()
     now = [0.0]
-    config = SimpleNamespace(pluginmanager=SimpleNamespace(get_plugin=lambda name: terminal),
+    config = SimpleNamespace(pluginmanager=SimpleNamespace(get_plugin=lambda name: terminal if name == "terminalreporter" else None),
                              getoption=lambda name, default=None: verbose)
     return ProgressReporter(config, interval=interval, clock=lambda: now[0]), terminal, now
 
@@ -80,3 +83,70 @@ def test_a_real_session_prints_progress_lines(pytester):
     lines = [line for line in result.outlines if line.startswith("mltb: ") and " items · " in line]
     assert lines and re.match(r"mltb: 3/3 items · \d/3 trials valid · \$0\.0000 · [\d,]+ tokens", lines[-1])
     assert any("    mltb: spaceship-titanic · react · t2:" in line for line in result.outlines)
+
+
+def test_a_trial_reports_its_calls_and_stage_before_the_first_table(pytester):
+    """Issue 35: off a terminal the main job said nothing for minutes. A real trial (sim, the real episode)
+    run in this process prints "call k/N, stage s/10, elapsed" as it goes, before the summary."""
+    pytester.makepyfile(test_challenges=SUITE)
+    result = pytester.runpytest_subprocess(*COMMON, "--planner=react", "--max-llm-calls=3", "-p", "no:xdist")
+    lines = result.outlines
+    calls = [i for i, line in enumerate(lines)
+             if re.fullmatch(r"mltb: spaceship-titanic-react-sim-t00: call \d/3, stage \d+/10, elapsed \d+s", line)]
+    summary = next(i for i, line in enumerate(lines) if "mltb summary" in line)
+    assert calls and calls[0] < summary, "\n".join(lines)
+    assert lines[calls[0]].startswith("mltb: spaceship-titanic-react-sim-t00: call 1/3, stage 0/10")
+
+
+def test_per_call_lines_are_rate_limited_off_a_terminal():
+    from mltb_core.planners.progress import TrialProgress, report
+
+    progress, terminal, now = reporter()
+    with progress.trial("case-t00"):
+        for call in range(1, 5):
+            now[0] = call * 5.0           # a call every 5 s: a line on the first, then every CALL_INTERVAL (15 s)
+            report(TrialProgress(call, 4, call, now[0]))
+    report(TrialProgress(9, 9, 9, 99.0))   # after the trial: nobody listens
+    assert terminal.lines == ["mltb: case-t00: call 1/4, stage 1/10, elapsed 5s",
+                              "mltb: case-t00: call 4/4, stage 4/10, elapsed 20s"]
+    assert progress.current is None
+
+
+def test_ctrl_c_says_how_many_trials_were_recorded_and_how_to_continue(pytester, monkeypatch):
+    pytester.makepyfile(test_challenges=SUITE)
+    pytester.makeconftest(FAKE_CONFTEST)
+    monkeypatch.setenv("MLTB_FAKE_INTERRUPT", "spaceship-titanic-react-1")
+    result = pytester.runpytest_subprocess(*COMMON, "--planner=react", "--trials=3", "-p", "no:xdist")
+    assert result.ret == 2
+    result.stdout.fnmatch_lines(["mltb: interrupted: 1 of 3 trials recorded; continue with `--resume`*"])
+
+
+def test_starting_the_local_model_server_says_so(tmp_path, monkeypatch):
+    """The model file and each server's start are announced as they happen: a cold start takes a while."""
+    import mltb_core.llm.local as local
+    from pytest_mltb.servers import LocalServers
+
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"x" * 2_000_000)
+
+    class Server:
+        port = 4321
+
+        def acquire(self):
+            return "http://127.0.0.1:4321"
+
+        def release(self):
+            pass
+
+    class Broken(Server):
+        def acquire(self):
+            raise RuntimeError("llama.cpp exited with code 1")
+
+    monkeypatch.setattr(local, "resolve_model_path", lambda value: model)
+    monkeypatch.setattr(local, "worker_servers", lambda path, workers: [Server(), Broken()])
+    lines = []
+    servers = LocalServers()
+    servers.start([f"local:{model}"], workers=2, say=lines.append)
+    assert lines[0] == f"mltb: local model {model} ready ({model}, 0.0 GB, hash-checked); starting 2 llama.cpp server(s)"
+    assert re.fullmatch(r"mltb: llama.cpp server on port 4321 answering after \d+\.\d s", lines[1])
+    assert "failed to start: llama.cpp exited with code 1" in lines[2] and servers.errors and len(servers.held) == 1

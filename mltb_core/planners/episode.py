@@ -26,6 +26,7 @@ from mltb_core.planners.masking import stage_tools
 from mltb_core.planners.rewards import REWARD_STAGES, StageContext
 from mltb_core.planners.workspace import LocalWorkspace, ModelFault, Workspace
 from mltb_core.bench.tasks import SUBMISSION_FILE
+from mltb_core.planners import progress
 from mltb_core.planners.trajectory import TrajectoryWriter
 from mltb_core.planners.tree import Node, path_to
 
@@ -191,6 +192,7 @@ class Episode:
                                   self.tool_schemas(allowed), n=n, temperature=self.config.temperature,
                                   call_schema=schema)
         self.usage = self.usage + response.usage
+        self._report_progress()
         with model_output("the model's reply"):
             self.trajectory.write("llm_call", node_id=node.id, purpose="propose", n=n,
                                   constrained=schema is not None,
@@ -209,6 +211,7 @@ class Episode:
         response = self._complete(node, lambda: self.messages(node, system) + [{"role": "user", "content": request}],
                                   [], n=1, temperature=0.0)
         self.usage = self.usage + response.usage
+        self._report_progress()
         text = response.candidates[0].text if response.candidates else ""
         with model_output("the model's reply"):
             self.trajectory.write("llm_call", node_id=node.id, purpose=purpose, text=text[:500],
@@ -229,6 +232,10 @@ class Episode:
                 self.trajectory.write("context_trimmed", node_id=node.id, reason=cap_text(str(exc), 300))
         with _context_overflow_ends_search():
             return self.llm.complete(messages(), tools, **options)
+
+    def _report_progress(self) -> None:
+        progress.report(progress.TrialProgress(self.usage.calls, self.config.max_llm_calls, self.best.progress.stage,
+                                               time.monotonic() - self.budget.started))
 
     # -- the environment -------------------------------------------------------------
     def step(self, parent: Node, candidate: Candidate, allowed: Iterable[str] | None = None) -> Node:
