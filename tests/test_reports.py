@@ -296,3 +296,28 @@ def test_export_csv_neutralises_formulas(tmp_path):
     assert row["stage_name"].startswith("'=") and row["stop_reason"] == "'+1"
     assert row["normalized"] == "0.0" and row["normalized_raw"] == "-0.3"    # below the baseline counts 0
     assert "\\ud800" in row["feedback"]
+
+
+def test_the_legend_names_the_planner_when_configurations_differ_by_planner(tmp_path):
+    """Issue 35: two planners' configurations (each hashes its own knobs) read 'settings not recorded'."""
+    make_run(tmp_path / "a", "react", config_hash="aaaaaa000000", config={"max_llm_calls": 12})
+    make_run(tmp_path / "b", "mcts_shaped", config_hash="bbbbbb000000", config={"max_llm_calls": 12})
+    legend = config_legend(load_runs([tmp_path / "a", tmp_path / "b"]))
+    assert legend["differing"] == ["planner"]
+    index = build_report([tmp_path / "a", tmp_path / "b"], tmp_path / "out")["index"].read_text()
+    assert "they differ in: planner." in index and "settings not recorded" not in index
+
+
+def test_compare_names_the_one_option_two_runs_differ_in(tmp_path, capsys):
+    from mltb_core.analysis.reports import compare_main, run_differences
+
+    make_run(tmp_path / "a", "react", config_hash="aaaaaa000000", config={"max_llm_calls": 12, "knobs": {"k": 1}})
+    make_run(tmp_path / "b", "react", config_hash="bbbbbb000000", config={"max_llm_calls": 40, "knobs": {"k": 1}})
+    make_run(tmp_path / "c", "mcts_shaped", config_hash="cccccc000000", config={"max_llm_calls": 12, "knobs": {"k": 2}})
+    a, b, c = (load_runs([tmp_path / name]) for name in "abc")
+    assert run_differences(a, b) == "max_llm_calls: 12 → 40"
+    assert run_differences(a, c) == 'k: 1 → 2; planner: "react" → "mcts_shaped"'   # a planner's knob by its name
+    assert run_differences(a, a) == "nothing: both ran the same recorded configuration"
+    out = compare_main(tmp_path / "a", tmp_path / "b", tmp_path / "cmp.html")
+    assert "a → b: they differ in max_llm_calls: 12 → 40" in capsys.readouterr().out
+    assert "The runs differ in max_llm_calls: 12 → 40." in out.read_text()

@@ -121,12 +121,46 @@ def provenance(run_dirs: Sequence[Path | str], records: list[TrialRecord]) -> di
             "superseded": max(raw - len(records), 0)}
 
 
+# Per-trial fields of a trial_start configuration: which trial it was, never how it was configured.
+_TRIAL_IDENTITY = ("model", "trial", "seed")
+
+
 def _config_of(record: TrialRecord) -> dict | None:
+    """The configuration a trial ran under (its trajectory's trial_start line, the planner included; knobs
+    flattened to their own names), or None when no trajectory has one."""
     steps, _ = read_steps(record)
     for step in steps[:3]:
         if step.get("step_type") == "trial_start" and isinstance(step.get("config"), dict):
-            return {k: v for k, v in step["config"].items() if k not in ("planner", "model", "trial", "seed")}
+            config = {k: v for k, v in step["config"].items() if k not in _TRIAL_IDENTITY and k != "knobs"}
+            knobs = step["config"].get("knobs")
+            config.update(knobs if isinstance(knobs, dict) else {})
+            return config
     return None
+
+
+def _differing(configs: Sequence[dict]) -> list[str]:
+    """The settings whose values differ between ``configs`` (a setting one of them lacks differs too)."""
+    keys = sorted({k for c in configs for k in c})
+    return [k for k in keys if len({json.dumps(c.get(k), sort_keys=True) for c in configs}) > 1]
+
+
+def run_differences(a: list[TrialRecord], b: list[TrialRecord]) -> str:
+    """One line for ``mltb compare``: what differs between two runs' configurations, e.g.
+    ``planner: react → mcts_shaped; max_llm_calls: 12 → 40`` (the model too, when it differs)."""
+    def known(records: list[TrialRecord]) -> list[dict]:
+        return [{**c, "model": r.model} for r in records if (c := _config_of(r)) is not None]
+
+    configs_a, configs_b = known(a), known(b)
+    if not configs_a or not configs_b:
+        return "settings not recorded (a run has no trajectory with its configuration)"
+    within = set(_differing(configs_a)) | set(_differing(configs_b))
+    changes = []
+    for key in _differing([*configs_a, *configs_b]):
+        if key in within:
+            changes.append(f"{key}: varies within a run")
+        else:
+            changes.append(f"{key}: {json.dumps(configs_a[0].get(key))} → {json.dumps(configs_b[0].get(key))}")
+    return "; ".join(changes) if changes else "nothing: both ran the same recorded configuration"
 
 
 def config_legend(records: list[TrialRecord]) -> dict[str, Any]:
@@ -136,9 +170,7 @@ def config_legend(records: list[TrialRecord]) -> dict[str, Any]:
     configs: dict[str, dict | None] = {}
     for (h,), cell in group_by(records, "config_hash").items():
         configs[h] = next((c for c in map(_config_of, cell) if c is not None), None)
-    known = [c for c in configs.values() if c]
-    keys = sorted({k for c in known for k in c})
-    differing = [k for k in keys if len({json.dumps(c.get(k), sort_keys=True) for c in known}) > 1]
+    differing = _differing([c for c in configs.values() if c])
     return {"hashes": {h: {"config": c, "labels": sorted({lab for (m, p, hh), lab in labels.items() if hh == h})}
                        for h, c in configs.items()},
             "differing": differing}
@@ -477,11 +509,14 @@ def compare_main(run_a: Path, run_b: Path, out: Path | None = None, seed: int = 
 
     a, b = load_runs([run_a]), load_runs([run_b])
     comparisons = compare_runs(a, b, seed)
+    differences = run_differences(a, b)
+    print(f"{Path(run_a).name} → {Path(run_b).name}: they differ in {differences}")
     print(render_comparison(comparisons))
     out = Path(out) if out is not None else default_out_dir([run_a]) / f"compare-{Path(run_b).resolve().name}.html"
     out.parent.mkdir(parents=True, exist_ok=True)
     prov = provenance([run_a, run_b], a + b)
     out.write_text(_page("mltb run comparison", f"<h1>mltb run comparison</h1>{_provenance_html(prov, links=False)}"
+                                               + f"<p>The runs differ in {html.escape(differences)}.</p>"
                                                + comparison_html(comparisons, Path(run_a), Path(run_b))),
                    encoding="utf-8")
     print(f"comparison: {out}")
