@@ -281,5 +281,7 @@ class Controller:
         if self.nothing_left:
             terminal.write_line(f"--resume: nothing left to run: all {len(self.skip)} selected trial(s) of this "
                                 f"configuration are recorded (exit 0)", bold=True)
-        terminal.write_line(render_summary(records, seed=self.settings.seed))
+        # compact unless -v: consistency and the funnel; every table with -v, or in `mltb report`
+        compact = self.config.getoption("verbose", 0) <= 0
+        terminal.write_line(render_summary(records, seed=self.settings.seed, compact=compact))
         self.gate.summary(terminal)

@@ -274,3 +274,11 @@ def test_resume_with_nothing_left_exits_0_and_says_so(suite, tmp_path):
     again = run(suite, *args, "--resume")
     assert again.ret == pytest.ExitCode.OK, again.stdout.str()[-2000:]
     assert "nothing left to run: all 2 selected trial(s)" in again.stdout.str()
+
+
+def test_the_summary_is_compact_unless_verbose(suite):
+    quiet = summary_of(run(suite, "--planner=react", "--trials=2", "-p", "no:xdist"))
+    assert "Consistency" in quiet and "Stage funnel" in quiet and "Cost per planner" not in quiet
+    assert "pytest -v prints every table" in quiet
+    verbose = summary_of(run(suite, "--planner=react", "--trials=2", "-p", "no:xdist", "-v"))
+    assert "Cost per planner" in verbose and "Median normalized score" in verbose

@@ -197,3 +197,18 @@ def test_llm_calls_are_stated_and_unequal_compute_is_flagged():
     calls = dict(zip(table.headers, table.rows[-1]))
     assert calls["task"] == "LLM calls per trial (mean)" and calls["lats"] == "115.0" and calls["react"] == "40.0"
     assert any("more than 10%" in note for note in table.notes)
+
+
+def test_the_compact_summary_shows_consistency_the_funnel_and_infra_errors_with_each_note_once():
+    """Issue 35: 55-75 lines of tables for a few trials, the same footnotes under every table."""
+    records = make_records()
+    compact, full = render_summary(records, compact=True), render_summary(records)
+    assert compact.startswith("Consistency (valid trials / trials)")
+    assert "Stage funnel" in compact and "Infrastructure errors" in compact
+    assert "Cost per planner" not in compact and "Median normalized" not in compact and "pass@1" not in compact
+    assert compact.endswith("mltb report RUN_DIR writes them with plots and the search trees")
+    assert "Cost per planner" in full and "Median normalized" in full
+    for text in (compact, full):
+        notes = [line for line in text.splitlines() if line.startswith("(synthetic policy, not an LLM): figures")]
+        assert len(notes) == 1, text      # said once, not under every table
+    assert len(compact.splitlines()) < len(full.splitlines()) / 2

@@ -434,16 +434,30 @@ def build_tables(records: Iterable[TrialRecord], seed: int = 0) -> list[Table]:
     return tables
 
 
-def render_tables(tables: list[Table], tablefmt: str = "simple") -> str:
-    """Tables as text, each under its title, notes below."""
-    parts = []
+def render_tables(tables: list[Table], tablefmt: str = "simple", notes_once: bool = False) -> str:
+    """Tables as text, each under its title, notes below (``notes_once``: a note already printed under an
+    earlier table is not repeated)."""
+    parts, shown = [], set()
     for table in tables:
-        block = [table.title, table.render(tablefmt)] + table.notes
-        parts.append("\n".join(block))
+        notes = [n for n in table.notes if not (notes_once and n in shown)]
+        shown.update(table.notes)
+        parts.append("\n".join([table.title, table.render(tablefmt)] + notes))
     return "\n\n".join(parts)
 
 
-def render_summary(records: Iterable[TrialRecord], seed: int = 0) -> str:
-    """The terminal summary: every table, or a one-line note when there are no records."""
+# The compact terminal summary's tables (by key prefix): whether trials submit, and where the others stopped.
+COMPACT_TABLES = ("consistency:", "funnel", "infra")
+COMPACT_HINT = ("more: pytest -v prints every table (pass@k, normalized score, leaderboard percentile, cost); "
+                "mltb report RUN_DIR writes them with plots and the search trees")
+
+
+def render_summary(records: Iterable[TrialRecord], seed: int = 0, compact: bool = False) -> str:
+    """The terminal summary: every table (``compact``: consistency, the stage funnel and infrastructure
+    errors, with a line naming the rest), each note once; a one-line note when there are no records."""
     tables = build_tables(records, seed)
-    return render_tables(tables) if tables else "no trial records"
+    if not tables:
+        return "no trial records"
+    if not compact:
+        return render_tables(tables, notes_once=True)
+    shown = [t for t in tables if t.key.startswith(COMPACT_TABLES)]
+    return render_tables(shown, notes_once=True) + "\n\n" + COMPACT_HINT
