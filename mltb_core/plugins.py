@@ -10,11 +10,34 @@ A layer of its own just above ``environment``: it imports nothing from mltb_core
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, MutableMapping
+import difflib
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
 from typing import Any, Callable, Generic, TypeVar
 
-__all__ = ["RegistryError", "NameClashError", "origin_of", "claim", "load_entry_points", "Registry"]
+__all__ = ["RegistryError", "NameClashError", "origin_of", "claim", "load_entry_points", "Registry",
+           "SUGGESTION_CUTOFF", "MAX_SUGGESTIONS", "close_matches", "did_you_mean"]
+
+SUGGESTION_CUTOFF = 0.6     # difflib similarity for "did you mean"; case is ignored
+MAX_SUGGESTIONS = 3
+
+
+def close_matches(name: Any, options: Iterable[Any]) -> list[str]:
+    """Up to MAX_SUGGESTIONS options that look like ``name`` (case-insensitive), best first: the one rule of
+    "did you mean" for registered names (here) and for the tools' inputs (toolkit/validation.py)."""
+    by_lower: dict[str, str] = {}
+    for option in map(str, options):
+        by_lower.setdefault(option.lower(), option)
+    found = difflib.get_close_matches(str(name).lower(), list(by_lower), n=MAX_SUGGESTIONS, cutoff=SUGGESTION_CUTOFF)
+    return [by_lower[key] for key in found]
+
+
+def did_you_mean(names: str | Iterable[str], options: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for a misspelt name (or names), or '' when none looks close."""
+    options = list(options)
+    wanted = [names] if isinstance(names, str) else list(names)
+    found = [m for name in wanted for m in close_matches(name, options)[:1]]
+    return f" (did you mean {' or '.join(map(repr, dict.fromkeys(found)))}?)" if found else ""
 
 T = TypeVar("T")
 

@@ -38,7 +38,10 @@ def planner_names() -> list[str]:
 
 
 def _unknown(kind: str, names: Iterable[str], valid: Iterable[str]) -> pytest.UsageError:
-    return pytest.UsageError(f"mltb: unknown {kind}(s) {', '.join(map(repr, names))}; "
+    from mltb_core.plugins import did_you_mean
+
+    names, valid = list(names), list(valid)
+    return pytest.UsageError(f"mltb: unknown {kind}(s) {', '.join(map(repr, names))}{did_you_mean(names, valid)}; "
                              f"valid {kind}s: {', '.join(valid) or '(none)'}")
 
 

@@ -453,3 +453,44 @@ def test_run_help_still_lists_the_planners_and_their_knobs():
     with contextlib.redirect_stdout(out):
         assert cli.main(["run", "--help"]) == 0
     assert "--num-drafts" in out.getvalue() and "mcts_shaped" in out.getvalue()
+
+
+def test_the_install_line_matches_how_mltb_is_installed(monkeypatch, tmp_path):
+    """Issue 35: `mltb models` suggested pip install 'mltb[local]' from a checkout, where it is wrong."""
+    import importlib.metadata
+
+    import mltb_core.bench.fixtures as fixtures
+
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(root)
+    assert cli.install_command("local") == 'pip install -e ".[local]"'      # this checkout
+    monkeypatch.chdir(tmp_path)
+    assert cli.install_command("local") == f'pip install -e "{root}[local]"'
+
+    class Wheel:
+        def __init__(self, url):
+            self.url = url
+
+        def read_text(self, name):
+            return json.dumps({"url": self.url, "archive_info": {}}) if self.url else None
+
+    monkeypatch.setattr(fixtures, "source_tree", lambda: None)
+    monkeypatch.setattr(importlib.metadata, "distribution", lambda name: Wheel("file:///opt/w/mltb-0.1.0-py3-none-any.whl"))
+    assert cli.install_command("local") == 'pip install "/opt/w/mltb-0.1.0-py3-none-any.whl[local]"'
+    monkeypatch.setattr(importlib.metadata, "distribution", lambda name: Wheel(None))   # from an index
+    assert cli.install_command("local") == "pip install 'mltb[local]'"
+
+
+@pytest.mark.parametrize("argv, suggestion", [
+    (["--task", "spaceship-titanc", "--planner", "react", "--model", "sim"], "(did you mean 'spaceship-titanic'?)"),
+    (["--task", "spaceship-titanic", "--planner", "mcts_shapd", "--model", "sim"], "(did you mean 'mcts_shaped'?)"),
+    (["--task", "spaceship-titanic", "--planner", "react", "--model", "opnai:gpt-4o"], "(did you mean 'openai'?)"),
+], ids=["task", "planner", "model"])
+def test_a_misspelt_name_gets_a_suggestion(capsys, argv, suggestion):
+    code, _, err = run(capsys, "run", *argv)
+    assert code == 2 and suggestion in err and "valid" in err.lower()
+
+
+def test_a_name_like_nothing_gets_no_suggestion(capsys):
+    code, _, err = run(capsys, "run", "--task", "spaceship-titanic", "--planner", "zzzzzz", "--model", "sim")
+    assert code == 2 and "did you mean" not in err

@@ -282,3 +282,9 @@ def test_the_summary_is_compact_unless_verbose(suite):
     assert "pytest -v prints every table" in quiet
     verbose = summary_of(run(suite, "--planner=react", "--trials=2", "-p", "no:xdist", "-v"))
     assert "Cost per planner" in verbose and "Median normalized score" in verbose
+
+
+def test_a_misspelt_planner_in_pytest_gets_a_suggestion(suite):
+    result = run(suite, "--planner=mcts_shapd,react")
+    assert result.ret == 4
+    assert "unknown planner(s) 'mcts_shapd' (did you mean 'mcts_shaped'?)" in result.stderr.str()

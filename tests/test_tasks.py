@@ -227,3 +227,14 @@ def test_duplicate_slug_in_one_directory_is_an_error(tmp_path):
 def test_missing_tasks_dir_is_reported(tmp_path):
     with pytest.raises(TaskSpecError, match="does not exist"):
         load_tasks([tmp_path / "missing"])
+
+
+def test_a_users_own_dataset_gets_its_own_data_origin(tmp_path):
+    """Issue 35: a user's dataset was described as 'the competition's synthetic data'."""
+    write_spec(tmp_path, MINIMAL_SPEC)
+    task = get_task("my-task", extra_dirs=[tmp_path])
+    assert task.data_origin is None and task.active_data_origin == "own"
+    assert task.percentile_note == "the task's own dataset, not the competition's rows: no Kaggle board was scored on them"
+    write_spec(tmp_path, MINIMAL_SPEC.replace('source = "bundled"\n', 'source = "bundled"\ndata_origin = "own"\n'))
+    assert get_task("my-task", extra_dirs=[tmp_path]).active_data_origin == "own"
+    assert "synthetic" not in get_task("my-task", extra_dirs=[tmp_path]).percentile_note

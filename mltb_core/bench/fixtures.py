@@ -10,16 +10,22 @@ class FixturesNotFoundError(RuntimeError):
     pass
 
 
+def source_tree() -> Path | None:
+    """The checkout this code runs from (an editable install or a checkout on PYTHONPATH), or None when it
+    runs from an installed package."""
+    root = Path(__file__).resolve().parents[2]
+    if (root / "pyproject.toml").is_file() and (root / "fixtures" / "__init__.py").is_file():
+        return root
+    return None
+
+
 def _source_tree_fixtures() -> Path | None:
     """fixtures/ beside this code when it runs from a source tree (a checkout on PYTHONPATH).
 
     Several checkouts can share one installed ``mltb_fixtures`` (an editable install points at one
     of them), so code run from a checkout reads that checkout's own fixtures: code and data agree."""
-    root = Path(__file__).resolve().parents[2]
-    fixtures = root / "fixtures"
-    if (root / "pyproject.toml").is_file() and (fixtures / "__init__.py").is_file():
-        return fixtures
-    return None
+    root = source_tree()
+    return root / "fixtures" if root is not None else None
 
 
 def _installed_fixtures() -> Path:

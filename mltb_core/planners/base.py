@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from mltb_core.config import Setting, TrialConfig, declare_knobs
-from mltb_core.plugins import Registry, RegistryError, origin_of
+from mltb_core.plugins import Registry, RegistryError, did_you_mean, origin_of
 from mltb_core.planners.episode import BudgetExhausted, Episode
 from mltb_core.planners.tree import Node
 
@@ -119,4 +119,5 @@ def get_planner_class(name: str) -> type[Planner]:
     try:
         return PLANNERS[name]
     except KeyError:
-        raise UnknownPlannerError(f"unknown planner {name!r}; valid planners: {', '.join(PLANNERS)}") from None
+        raise UnknownPlannerError(f"unknown planner {name!r}{did_you_mean(name, PLANNERS)}; "
+                                  f"valid planners: {', '.join(PLANNERS)}") from None

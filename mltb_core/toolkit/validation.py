@@ -6,7 +6,6 @@ would be valid. One cutoff and one column count for suggestions, so every tool a
 """
 from __future__ import annotations
 
-import difflib
 from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from mltb_core.plugins import MAX_SUGGESTIONS, SUGGESTION_CUTOFF, close_matches
 from mltb_core.toolkit.registry import ToolInputError
 from mltb_core.toolkit.scratchpad import MAX_LISTED_COLUMNS
 
@@ -25,17 +25,6 @@ __all__ = ["TRACKING_COLUMN", "SUGGESTION_CUTOFF", "MAX_SUGGESTIONS", "MAX_LISTE
 
 # Added by concatenate_train_test: 1 on train rows, 0 on test rows; never a feature.
 TRACKING_COLUMN = "_is_train"
-SUGGESTION_CUTOFF = 0.6     # difflib similarity for "did you mean"; case is ignored
-MAX_SUGGESTIONS = 3
-
-
-def close_matches(name: Any, options: Iterable[Any]) -> list[str]:
-    """Up to MAX_SUGGESTIONS options that look like ``name`` (case-insensitive), best first."""
-    by_lower: dict[str, str] = {}
-    for option in map(str, options):
-        by_lower.setdefault(option.lower(), option)
-    found = difflib.get_close_matches(str(name).lower(), list(by_lower), n=MAX_SUGGESTIONS, cutoff=SUGGESTION_CUTOFF)
-    return [by_lower[key] for key in found]
 
 
 def require_frame(obj: Any, param: str = "df") -> pd.DataFrame:
