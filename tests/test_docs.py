@@ -12,7 +12,8 @@ ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 MAIN_JOB = ('source .ci/llama_cpp_env.sh && python -m pip install -e ".[local]" && '
             "pytest suites/ --planner=mcts_shaped --task=spaceship-titanic --max-llm-calls=12")
-TESTS = 'source .ci/llama_cpp_env.sh && python -m pip install -e ".[dev,local]" && python -m pytest tests -n 2'
+TESTS = ('source .ci/llama_cpp_env.sh && python -m pip install -e ".[dev,local,local-smoke]" && '
+         "python -m pytest tests -n 2")
 
 
 def _commands(script: str, program: str) -> list[list[str]]:
@@ -32,7 +33,7 @@ def test_the_readme_keeps_the_two_commands_ci_runs():
     assert MAIN_JOB in README and TESTS in README
     # .ci/run: the test command's install and pytest, word for word (less -q)
     install, pytest_line = _commands(".ci/run", "pip install"), _commands(".ci/run", "pytest tests")
-    assert install == [shlex.split('python -m pip install -e ".[dev,local]"')]
+    assert install == [shlex.split('python -m pip install -e ".[dev,local,local-smoke]"')]
     assert pytest_line == [["python", "-m", "pytest", "tests", "-n", "2"]]
     assert "source .ci/llama_cpp_env.sh" in (ROOT / ".ci/run").read_text()
     # .ci/main_job_smoke.sh: the main job's install and selection (a shorter budget, in a scratch venv)
