@@ -13,6 +13,7 @@ import math
 import os
 import shutil
 import sys
+from dataclasses import replace
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -460,7 +461,9 @@ def _record_lines(record) -> list[str]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from mltb_core.planners import UnknownPlannerError, get_planner_class
-    from mltb_core.analysis.results import RESULTS_FILE, ResultsFileError, append_records, check_results_file
+    from mltb_core.analysis.results import ResultsFileError
+    from mltb_core.analysis.runstore import RunStore
+    from mltb_core.config import case_id
     from mltb_core.runner.solve import ConfinementError, check_confinement
     from mltb_core.runner.trial import run_trial, write_prompts
     from mltb_core.analysis.estimate import estimate_cost
@@ -479,8 +482,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ConfinementError as exc:
         raise UsageError(str(exc)) from None
     out = Path(values["out"]) if values["out"] else default_out_dir()
+    store = RunStore(out)
     try:  # before the trial runs, not when its record cannot be written
-        check_results_file(out / RESULTS_FILE)
+        store.check()
     except ResultsFileError as exc:
         raise UsageError(str(exc)) from None
     out.mkdir(parents=True, exist_ok=True)
@@ -488,14 +492,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     estimate = estimate_cost([(task, config)])
     if estimate is not None:
         print(estimate.line(), file=sys.stderr)
-    record = run_trial(task, config, out)
-    append_records(out / RESULTS_FILE, [record])
+    # the layout pytest writes: the trial works in work/<case>/, the store keeps its trajectory and record
+    record = run_trial(task, config, store.work_dir(case_id(task.slug, config.planner, config.model, config.trial)))
+    working = Path(record.trajectory) if record.trajectory else None
+    store.write(record, working.read_text(encoding="utf-8") if working is not None and working.is_file() else None)
+    kept = store.trajectory_path(record)   # shown as a path the user can open from here
+    record = replace(record, trajectory=None if kept is None else str(kept))
     if args.json:
         _emit_json(_clean_floats({**record.to_dict(), "synthetic_label": SYNTHETIC_LABEL if record.synthetic else None,
-                                  "results": str(out / RESULTS_FILE)}))
+                                  "results": str(store.results_path)}))
     else:
         print("\n".join(_record_lines(record)))
-        print(f"results: {out / RESULTS_FILE}")
+        print(f"results: {store.results_path}")
     return EXIT_FAILED if record.outcome == Outcome.INFRA_ERROR else EXIT_OK
 
 

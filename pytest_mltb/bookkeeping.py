@@ -22,10 +22,14 @@ SESSION_OWNER = ".mltb-session.json"   # who holds it: pid, host, start time (th
 
 
 class RunBook:
-    """Reads and appends ``<run_dir>/results.jsonl``; only the controller writes it."""
+    """The controller's side of the run store (``mltb_core.analysis.runstore``): what ``--resume`` skips,
+    and the records it appends; only the controller writes them."""
 
     def __init__(self, run_dir: Path):
+        from mltb_core.analysis.runstore import RunStore
+
         self.run_dir = run_dir
+        self.store = RunStore(run_dir)
         self.unreadable: list = []
         self._existing: list | None = None
         self._lock: Any = None   # a filelock.FileLock while this session owns the run directory
@@ -69,20 +73,18 @@ class RunBook:
 
     @property
     def results_path(self) -> Path:
-        from mltb_core.analysis.results import RESULTS_FILE   # analysis imports pandas: only when needed
-
-        return self.run_dir / RESULTS_FILE
+        return self.store.results_path
 
     def read_existing(self) -> list:
         """The records already in the file, read once. A directory or an unreadable file is a usage
         error before anything runs; lines that are not records are kept in ``unreadable`` (reported,
         then skipped, so --resume reruns their trials) instead of crashing the run."""
         if self._existing is None:
-            from mltb_core.analysis.results import ResultsFileError, check_results_file, scan_records
+            from mltb_core.analysis.results import ResultsFileError
 
             try:
-                check_results_file(self.results_path)
-                self._existing, self.unreadable = scan_records(self.results_path)
+                self.store.check()
+                self._existing, self.unreadable = self.store.scan()
             except ResultsFileError as exc:
                 raise pytest.UsageError(f"mltb: {exc}") from None
         return self._existing
@@ -100,16 +102,8 @@ class RunBook:
         return done
 
     def write(self, record, trajectory_text: str | None) -> None:
-        """Append ``record``; its trajectory (if any) goes to ``trajectories/<hash>/<case id>.jsonl``."""
-        from mltb_core.analysis.results import TRAJECTORY_DIR, append_records
-
-        if trajectory_text is not None:
-            relative = Path(TRAJECTORY_DIR) / record.config_hash / f"{record.case_id}.jsonl"
-            target = self.run_dir / relative
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(trajectory_text, encoding="utf-8")
-            record.trajectory = relative.as_posix()
-        append_records(self.results_path, [record])
+        """Append ``record`` and its trajectory (if any) to the run store."""
+        self.store.write(record, trajectory_text)
 
     @staticmethod
     def crash_record(case: Case, config, why: str):
@@ -122,11 +116,11 @@ class RunBook:
 
     def run_records(self, plan: Plan | None) -> list:
         """This run's records: the plan's cases under their configuration, deduplicated (latest wins)."""
-        from mltb_core.analysis.results import latest_records, scan_records
+        from mltb_core.analysis.results import latest_records
 
         if plan is None or not self.results_path.is_file():
             return []
         # Unreadable lines were reported at start-up; lines this run appended are whole.
         wanted = {c.id: plan.config(c).config_hash() for c in plan.cases}
-        return [r for r in latest_records(scan_records(self.results_path)[0])
+        return [r for r in latest_records(self.store.scan()[0])
                 if wanted.get(r.case_id) == r.config_hash]

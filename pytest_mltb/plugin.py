@@ -261,7 +261,7 @@ def mltb_record(request: pytest.FixtureRequest, mltb_case: Case, mltb_task, mltb
     reporter = request.config.pluginmanager.get_plugin(PROGRESS_PLUGIN)   # None in an xdist worker
     with reporter.trial(mltb_case.id) if reporter is not None else contextlib.nullcontext():
         record = run_case(request.config, mltb_case, mltb_context.plan().config(mltb_case), mltb_task,
-                          mltb_context.work_dir(mltb_case), mltb_context.settings.infra_retries, mltb_split)
+                          mltb_context.run_dir, mltb_context.settings.infra_retries, mltb_split)
     attach(request.node, record)
     if record.outcome == Outcome.INFRA_ERROR:
         raise InfraErrorOutcome(failure_message(record))

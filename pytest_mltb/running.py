@@ -17,14 +17,15 @@ class InfraErrorOutcome(Exception):
     """Raised in the trial fixture so pytest reports an ERROR, not a failure."""
 
 
-def run_case(config: pytest.Config, case: Case, trial_config, task, work_dir: Path, retries: int, split=None):
+def run_case(config: pytest.Config, case: Case, trial_config, task, run_dir: Path, retries: int, split=None):
     """Run one trial through the ``pytest_mltb_run_trial`` hook, retrying infrastructure errors ``retries`` times."""
     from mltb_core.analysis.provenance import code_version
     from mltb_core.analysis.results import Outcome
+    from mltb_core.analysis.runstore import RunStore
 
     earlier_cost = 0.0   # what attempts that ended in an infrastructure error spent: it counts against --run-max-cost
     for attempt in range(1, retries + 2):
-        out_dir = work_dir / f"attempt{attempt}" if attempt > 1 else work_dir
+        out_dir = RunStore(run_dir).work_dir(case.id, attempt)
         record = config.hook.pytest_mltb_run_trial(case=case, task=task, config=trial_config, out_dir=out_dir,
                                                    split=split)
         if record is None:
@@ -78,6 +79,3 @@ class WorkerContext:
 
     def cases(self) -> list[Case]:
         return list(self.plan().cases)
-
-    def work_dir(self, case: Case) -> Path:
-        return self.run_dir / "work" / case.id

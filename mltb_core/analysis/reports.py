@@ -18,7 +18,7 @@ from __future__ import annotations
 import html
 import json
 import statistics
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -27,10 +27,10 @@ from mltb_core.analysis.compare import cell_figures
 from mltb_core.bench.documents import json_lines
 from mltb_core.analysis.plots import figure_svg, inline_svg, pyplot
 from mltb_core.analysis.provenance import git_commit, trial_code
-from mltb_core.analysis.results import (RESULTS_FILE, SYNTHETIC_LABEL, TrialRecord, consistency_values, counted_records,
+from mltb_core.analysis.runstore import RunStore
+from mltb_core.analysis.results import (SYNTHETIC_LABEL, TrialRecord, consistency_values, counted_records,
                                         group_by, markdown_text, latest_records, model_label, normalized_values,
-                                        percentile_values,
-                                        read_records)
+                                        percentile_values)
 from mltb_core.analysis.ranking import ranking_html
 from mltb_core.analysis.tables import Table, planner_rank, build_tables, render_tables, variant_labels
 from mltb_core.analysis.treeview import TREE_CSS, tree_from_steps, tree_page
@@ -42,7 +42,6 @@ __all__ = ["build_report", "report_main", "load_runs", "trial_page_name", "task_
 
 # Fewer points than this are drawn as dots: a box of one or two values pretends to a spread.
 MIN_BOX_POINTS = 3
-REPORT_DIR = "report"
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:20px auto;max-width:1400px;padding:0 16px;color:#222}
@@ -60,22 +59,13 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}.valid{color:#1d6b32}.
 
 # ---- loading -----------------------------------------------------------------------------------------
 def load_runs(run_dirs: Sequence[Path]) -> list[TrialRecord]:
-    """Records of every run directory, deduplicated, with trajectory paths made absolute."""
-    records = []
-    for run_dir in map(Path, run_dirs):
-        results = run_dir / RESULTS_FILE
-        if not results.is_file():
-            raise FileNotFoundError(f"{run_dir} is not an mltb run directory: {results} does not exist")
-        for record in read_records(results):
-            if record.trajectory and not Path(record.trajectory).is_absolute():
-                record = replace(record, trajectory=str((run_dir / record.trajectory).resolve()))
-            records.append(record)
-    return latest_records(records)
+    """Records of every run directory, deduplicated, with trajectory paths made absolute (:meth:`RunStore.load`)."""
+    return latest_records(record for run_dir in run_dirs for record in RunStore(run_dir).load())
 
 
 def default_out_dir(run_dirs: Sequence[Path | str]) -> Path:
     """Where a report goes without --out: inside the first run directory (never the checkout's reports/)."""
-    return Path(run_dirs[0]) / REPORT_DIR
+    return RunStore(run_dirs[0]).report_dir
 
 
 def read_steps(record: TrialRecord) -> tuple[list[dict], str]:
@@ -112,7 +102,7 @@ def provenance(run_dirs: Sequence[Path | str], records: list[TrialRecord]) -> di
     """What produced this report: mltb version, git commit (None outside a checkout), date, runs, records."""
     import mltb_core
 
-    raw = sum(1 for d in run_dirs if (Path(d) / RESULTS_FILE).is_file() for _ in read_records(Path(d) / RESULTS_FILE))
+    raw = sum(len(RunStore(d).read()) for d in run_dirs)
     return {"mltb_version": mltb_core.__version__, "git_commit": git_commit(),
             "trial_code": trial_code(records),
             "generated_utc": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from filelock import FileLock
 
+from mltb_core.analysis.runstore import RESULTS_FILE, TRAJECTORY_DIR   # the run directory's names (re-exported)
 from mltb_core.bench.documents import JSONShapeError, json_lines
 from mltb_core.bench.tasks import is_slug
 
@@ -40,8 +41,6 @@ __all__ = ["TrialRecord", "Outcome", "append_records", "read_records", "record_k
            "percentile_exclusion", "NO_LEADERBOARD", "NOT_COMPARABLE", "quality_value", "normalized_cell",
            "QUALITY_FLOOR_NOTE", "display_text", "markdown_text"]
 
-RESULTS_FILE = "results.jsonl"
-TRAJECTORY_DIR = "trajectories"
 # Shown wherever a synthetic (sim) model's figures appear, so nobody mistakes them for an LLM's.
 SYNTHETIC_LABEL = "(synthetic policy, not an LLM)"
 

@@ -42,7 +42,9 @@ NO_SUBMISSION = "no submission written"
 
 def prepare_agent_data(split: Any, out_dir: Path) -> Path:
     """Copy train.csv and test.csv (never the labels) to a read-only data dir the agent may read."""
-    dest = Path(out_dir) / "data" / f"{split.task.slug}-seed{split.seed}"
+    from mltb_core.analysis.runstore import agent_data_dir
+
+    dest = agent_data_dir(out_dir, split.task.slug, split.seed)
     marker = dest / ".complete"
     if marker.exists():
         return dest

@@ -17,6 +17,7 @@ from typing import Any
 from mltb_core.llm import prompts
 from mltb_core.config import TrialConfig, case_id
 from mltb_core.analysis.results import Outcome, TrialRecord
+from mltb_core.analysis.runstore import RunStore, TrialFiles
 from mltb_core.bench.stages import STAGE_COUNT
 from mltb_core.bench.tasks import Task
 from mltb_core.planners.trajectory import TrajectoryWriter
@@ -63,7 +64,9 @@ class SearchOutcome:
 
 
 def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None) -> TrialRecord:
-    """Run one trial and grade it; ``split`` may be given when the caller already prepared it.
+    """Run one trial and grade it; ``split`` may be given when the caller already prepared it. ``out_dir`` is
+    the attempt's work directory (:class:`~mltb_core.analysis.runstore.TrialFiles` names its files); the
+    record holds the trajectory's path there until the run store records it (:meth:`RunStore.write`).
 
     Privilege separation: the planner and the LLM calls run here, every tool call in a fresh, confined
     worker process (:mod:`mltb_core.runner.worker`) that holds the scratchpads and answers with checked
@@ -85,7 +88,8 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
     ident = case_id(task.slug, config.planner, config.model, config.trial)
     started = time.monotonic()
     planner_cls = get_planner_class(config.planner)   # unknown names are usage errors: raise
-    trajectory_path = out_dir / "trajectories" / f"{ident}.jsonl"
+    files = TrialFiles(out_dir, ident)
+    trajectory_path = files.trajectory
     writer = TrajectoryWriter(trajectory_path)
     llm = episode = None
     extra: dict[str, Any] = {"leaderboard": task.has_leaderboard}   # every front end's records carry it
@@ -125,9 +129,8 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
         data_dir = prepare_agent_data(split, out_dir)
         llm = make_backend(config.model, seed=config.trial_seed, cache=True if config.llm_cache else None)
         _prepare_backend(llm)
-        solved = solve_and_grade(task, split, data_dir, out_dir / "sandboxes" / ident,
-                                 out_dir / "submissions" / f"{ident}.csv", WorkerSettings.of(config), search,
-                                 config.board)
+        solved = solve_and_grade(task, split, data_dir, files.sandbox, files.submission, WorkerSettings.of(config),
+                                 search, config.board)
         if solved.worker_failure is not None:
             reason = f"the tool worker failed: {solved.worker_failure}"
             writer.write("worker_failed", reason=reason, stderr=solved.worker_stderr)
@@ -163,7 +166,7 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
 
 def write_prompts(out_dir: Path) -> Path:
     """Write every prompt text into the run directory (the run is reproducible from it)."""
-    path = Path(out_dir) / "prompts.json"
+    path = RunStore(out_dir).prompts_path
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(prompts.all_prompts(), indent=2))
     return path

@@ -1,0 +1,158 @@
+"""The run directory: the one module that names a file in it.
+
+Both front ends (``mltb run`` and the pytest plugin) write the same layout, and every reader (``mltb
+report``, ``export``, ``compare``, ``--resume``) finds files through :class:`RunStore`::
+
+    <run>/results.jsonl                        the trial records (analysis/results.py: one JSON line each)
+    <run>/prompts.json                         every prompt text the run used
+    <run>/trajectories/<config hash>/<case>.jsonl   each trial's trajectory; records hold this path, relative
+    <run>/work/<case>/[attempt<n>/]            one trial attempt's working files (:class:`TrialFiles`):
+        trajectories/<case>.jsonl              the trajectory while the trial writes it
+        sandboxes/<case>/                      the tool worker's sandbox
+        submissions/<case>.csv                 the parent's copy of the submission it grades
+        data/<task>-seed<seed>/                the task's train/test files the agent may read
+    <run>/report/                              ``mltb report``'s default output
+
+Older run directories stay readable: a record of ``mltb run`` before this layout holds its trajectory's
+absolute path (``<run>/trajectories/<case>.jsonl``), which :meth:`RunStore.trajectory_path` still finds.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mltb_core.analysis.results import TrialRecord, UnreadableLine
+
+__all__ = ["RunStore", "TrialFiles", "RESULTS_FILE", "TRAJECTORY_DIR", "PROMPTS_FILE", "REPORT_DIR", "WORK_DIR",
+           "NotARunError", "agent_data_dir"]
+
+RESULTS_FILE = "results.jsonl"
+TRAJECTORY_DIR = "trajectories"
+PROMPTS_FILE = "prompts.json"
+REPORT_DIR = "report"
+WORK_DIR = "work"
+_SANDBOX_DIR = "sandboxes"
+_SUBMISSION_DIR = "submissions"
+_DATA_DIR = "data"
+
+
+class NotARunError(FileNotFoundError):
+    """A directory given as a run holds no results file."""
+
+
+@dataclass(frozen=True)
+class TrialFiles:
+    """Where one attempt of a trial keeps its working files (``root`` is its work directory)."""
+
+    root: Path
+    case_id: str
+
+    @property
+    def trajectory(self) -> Path:
+        return self.root / TRAJECTORY_DIR / f"{self.case_id}.jsonl"
+
+    @property
+    def sandbox(self) -> Path:
+        return self.root / _SANDBOX_DIR / self.case_id
+
+    @property
+    def submission(self) -> Path:
+        return self.root / _SUBMISSION_DIR / f"{self.case_id}.csv"
+
+    def data(self, task: str, seed: int) -> Path:
+        return agent_data_dir(self.root, task, seed)
+
+
+def agent_data_dir(root: Path | str, task: str, seed: int) -> Path:
+    """The read-only copy of a task's split the agent reads, under a work directory (or a replay's)."""
+    return Path(root) / _DATA_DIR / f"{task}-seed{seed}"
+
+
+class RunStore:
+    """One run directory: its records, trajectories, trial work directories and report."""
+
+    def __init__(self, run_dir: Path | str):
+        self.run_dir = Path(run_dir)
+
+    def __repr__(self) -> str:
+        return f"RunStore({str(self.run_dir)!r})"
+
+    # ---- names -------------------------------------------------------------------------------------
+    @property
+    def results_path(self) -> Path:
+        return self.run_dir / RESULTS_FILE
+
+    @property
+    def prompts_path(self) -> Path:
+        return self.run_dir / PROMPTS_FILE
+
+    @property
+    def report_dir(self) -> Path:
+        return self.run_dir / REPORT_DIR
+
+    def work_dir(self, case_id: str, attempt: int = 1) -> Path:
+        """The work directory of a trial's attempt (the first attempt's is the case's own)."""
+        root = self.run_dir / WORK_DIR / case_id
+        return root if attempt <= 1 else root / f"attempt{attempt}"
+
+    @staticmethod
+    def trajectory_name(record: TrialRecord) -> Path:
+        """Where a recorded trial's trajectory goes, relative to the run directory (what the record holds)."""
+        return Path(TRAJECTORY_DIR) / record.config_hash / f"{record.case_id}.jsonl"
+
+    def trajectory_path(self, record: TrialRecord) -> Path | None:
+        """The trajectory file of ``record`` in this run, or None when it has none that exists. Reads every
+        layout mltb wrote: a path relative to the run (now), an absolute path (``mltb run`` before), and
+        the flat ``trajectories/<case>.jsonl`` beside the records of a copied run."""
+        if not record.trajectory:
+            return None
+        given = Path(record.trajectory)
+        candidates = [given] if given.is_absolute() else [self.run_dir / given]
+        candidates += [self.run_dir / self.trajectory_name(record),
+                       self.run_dir / TRAJECTORY_DIR / f"{record.case_id}.jsonl"]
+        return next((path for path in candidates if path.is_file()), None)
+
+    # ---- records -----------------------------------------------------------------------------------
+    def check(self) -> None:
+        """:class:`~mltb_core.analysis.results.ResultsFileError` when the results file cannot be used."""
+        from mltb_core.analysis.results import check_results_file
+
+        check_results_file(self.results_path)
+
+    def scan(self) -> tuple[list[TrialRecord], list[UnreadableLine]]:
+        """Every record of the run as written, and the lines that are not records."""
+        from mltb_core.analysis.results import scan_records
+
+        return scan_records(self.results_path)
+
+    def read(self) -> list[TrialRecord]:
+        """The run's records as written (unreadable lines warned about and skipped)."""
+        from mltb_core.analysis.results import read_records
+
+        return list(read_records(self.results_path)) if self.results_path.is_file() else []
+
+    def load(self) -> list[TrialRecord]:
+        """The records a report reads: each with its trajectory as an absolute path (None when the file is
+        gone); :class:`NotARunError` when the directory holds no results file."""
+        if not self.results_path.is_file():
+            raise NotARunError(f"{self.run_dir} is not an mltb run directory: {self.results_path} does not exist")
+        out = []
+        for record in self.read():
+            path = self.trajectory_path(record)
+            out.append(replace(record, trajectory=None if path is None else str(path.resolve())))
+        return out
+
+    def write(self, record: TrialRecord, trajectory_text: str | None) -> None:
+        """Record a finished trial: its trajectory (if any) to :meth:`trajectory_name`, which the record then
+        holds, and the record appended to the results file."""
+        from mltb_core.analysis.results import append_records
+
+        if trajectory_text is not None:
+            relative = self.trajectory_name(record)
+            target = self.run_dir / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(trajectory_text, encoding="utf-8")
+            record.trajectory = relative.as_posix()
+        append_records(self.results_path, [record])

@@ -1,0 +1,64 @@
+"""The run store (mltb_core/analysis/runstore.py): one layout for both front ends, older layouts still read."""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+from mltb_core import cli
+from mltb_core.analysis.results import TrialRecord, append_records, read_records
+from mltb_core.analysis.runstore import RunStore, TrialFiles
+
+
+def _record(**fields) -> TrialRecord:
+    return TrialRecord(**{"task": "spaceship-titanic", "planner": "react", "model": "sim", "trial": 0, "seed": 0,
+                          "config_hash": "abc123", "outcome": "planner_failure", **fields})
+
+
+def test_mltb_run_writes_the_layout_pytest_writes(tmp_path):
+    """``mltb run`` keeps the trajectory where the pytest controller does (relative, under its config hash)
+    and works in work/<case>/, as a pytest item does (tests/test_plugin.py checks the pytest side)."""
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        code = cli.main(["run", "--task", "spaceship-titanic", "--planner", "react", "--model", "sim",
+                         "--max-iterations", "3", "--out", str(tmp_path)])
+    assert code == 0
+    store = RunStore(tmp_path)
+    (record,) = read_records(store.results_path)
+    assert record.trajectory == RunStore.trajectory_name(record).as_posix()
+    steps = (tmp_path / record.trajectory).read_text().splitlines()
+    assert json.loads(steps[0])["step_type"] == "trial_start"
+    files = TrialFiles(store.work_dir(record.case_id), record.case_id)
+    assert files.sandbox.is_dir() and files.trajectory.is_file()
+    assert store.prompts_path.is_file()
+
+
+def test_older_layouts_are_still_read(tmp_path):
+    """An absolute path (``mltb run`` before the store), a flat trajectories/<case>.jsonl (a copied run) and the
+    current relative path are all found; a record whose file is gone loads without one."""
+    store = RunStore(tmp_path)
+    absolute = tmp_path / "elsewhere" / "t.jsonl"
+    absolute.parent.mkdir()
+    absolute.write_text("{}\n")
+    flat = tmp_path / "trajectories" / "spaceship-titanic-react-sim-t01.jsonl"
+    flat.parent.mkdir()
+    flat.write_text("{}\n")
+    now = _record(trial=2, trajectory="trajectories/abc123/spaceship-titanic-react-sim-t02.jsonl")
+    (tmp_path / now.trajectory).parent.mkdir(parents=True)
+    (tmp_path / now.trajectory).write_text("{}\n")
+    append_records(store.results_path, [_record(trial=0, trajectory=str(absolute)),
+                                        _record(trial=1, trajectory="/gone/spaceship-titanic-react-sim-t01.jsonl"),
+                                        now, _record(trial=3, trajectory="trajectories/abc123/missing.jsonl")])
+    found = {r.trial: r.trajectory for r in store.load()}
+    assert found == {0: str(absolute.resolve()), 1: str(flat.resolve()),
+                     2: str((tmp_path / now.trajectory).resolve()), 3: None}
+
+
+def test_write_keeps_the_trajectory_beside_the_records(tmp_path):
+    store = RunStore(tmp_path)
+    record = _record(trajectory="/work/somewhere/t.jsonl")
+    store.write(record, '{"step_type": "trial_start"}\n')
+    assert record.trajectory == "trajectories/abc123/spaceship-titanic-react-sim-t00.jsonl"
+    assert (tmp_path / record.trajectory).read_text() == '{"step_type": "trial_start"}\n'
+    (kept,) = store.read()
+    assert kept.trajectory == record.trajectory
