@@ -445,7 +445,7 @@ def _record_lines(record) -> list[str]:
              f"score: {_fmt(record.score, 6)}   percentile: {_fmt(record.percentile, 2)}   "
              f"medal: {record.medal or '-'}   normalized: {_fmt(record.normalized)}",
              f"stage reached: {stage_label(record.stage_reached, record.stage_name or '-')}; "
-             f"stopped: {record.stop_reason}",
+             f"stopped: {record.stop_reason} [{record.stop_kind}]",
              f"tokens: {record.tokens_in} in / {record.tokens_out} out   cost: ${record.cost_usd:.4f}   "
              f"LLM calls: {record.llm_calls}{synthetic}   tool calls: {record.tool_calls}   "
              f"tree nodes: {record.tree_nodes}",

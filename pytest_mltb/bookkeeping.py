@@ -109,9 +109,10 @@ class RunBook:
     def crash_record(case: Case, config, why: str):
         """The infrastructure-error record of a case whose worker died while running it (built like every
         record from the case's configuration, so it names the board and toolset like the others)."""
-        from mltb_core.analysis.results import Outcome, TrialRecord
+        from mltb_core.analysis.results import Outcome, StopKind, TrialRecord
 
         return TrialRecord.for_config(case.task, config, Outcome.INFRA_ERROR, stop_reason="worker crashed",
+                                      stop_kind=StopKind.ERROR,
                                       error=f"{why} (killed, segfault or out of memory)")
 
     def run_records(self, plan: Plan | None) -> list:

@@ -19,7 +19,7 @@ class InfraErrorOutcome(Exception):
 
 def run_case(config: pytest.Config, case: Case, trial_config, task, run_dir: Path, retries: int, split=None):
     """Run one trial through the ``pytest_mltb_run_trial`` hook, retrying infrastructure errors ``retries`` times."""
-    from mltb_core.analysis.provenance import code_version
+    from mltb_core.analysis.provenance import code_version, machine_facts
     from mltb_core.analysis.results import Outcome
     from mltb_core.analysis.runstore import RunStore
 
@@ -39,6 +39,8 @@ def run_case(config: pytest.Config, case: Case, trial_config, task, run_dir: Pat
         record.extra.setdefault("leaderboard", task.has_leaderboard)
         if record.code is None:   # TrialRecord.for_config stamps it; a record a conftest built may lack it
             record.code = code_version()
+        if record.machine is None:
+            record.machine = dict(machine_facts())
         if record.outcome != Outcome.INFRA_ERROR:
             break
         earlier_cost = record.cost_usd

@@ -117,9 +117,10 @@ def test_same_seed_gives_the_identical_trajectory(tmp_path, planner):
 def test_budgets_end_the_search_cleanly(tmp_path):
     record = _run(tmp_path, "mcts_shaped", max_llm_calls=3)
     assert record.outcome == "planner_failure" and record.llm_calls == 3
-    assert "LLM-call budget (3)" in record.stop_reason
+    assert "LLM-call budget (3)" in record.stop_reason and record.stop_kind == "llm_call_budget"
     react = _run(tmp_path, "react", max_depth=4)
     assert react.tool_calls == 4 and "step budget (4)" in react.stop_reason
+    assert react.stop_kind == "iteration_budget"
 
 
 def test_a_call_budget_holds_when_each_candidate_is_a_request_of_its_own(tmp_path, monkeypatch):

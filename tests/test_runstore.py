@@ -4,7 +4,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-from pathlib import Path
 
 from mltb_core import cli
 from mltb_core.analysis.results import TrialRecord, append_records, read_records
@@ -31,6 +30,7 @@ def test_mltb_run_writes_the_layout_pytest_writes(tmp_path):
     files = TrialFiles(store.work_dir(record.case_id), record.case_id)
     assert files.sandbox.is_dir() and files.trajectory.is_file()
     assert store.prompts_path.is_file()
+    assert record.stop_kind != "unspecified" and record.machine["cores"] >= 1   # what the planner said it stopped on
 
 
 def test_older_layouts_are_still_read(tmp_path):

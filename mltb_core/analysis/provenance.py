@@ -12,7 +12,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["git_commit", "code_version", "trial_code", "NOT_RECORDED"]
+__all__ = ["git_commit", "code_version", "trial_code", "NOT_RECORDED", "machine_facts", "machine_label",
+           "machine_counts"]
 
 NOT_RECORDED = "not recorded"   # records written before mltb stamped its code on them
 # What a run may rewrite in its own checkout without changing the code that runs: the reports it writes
@@ -51,6 +52,48 @@ def code_version() -> str:
 
     commit = git_commit()
     return f"mltb {__version__}" + (f" @ {commit}" if commit else "")
+
+
+@functools.lru_cache(maxsize=None)
+def machine_facts() -> dict[str, Any]:
+    """What the machine a trial ran on was (every record carries it, so a comparison can tell machines
+    apart): CPU model, cores, memory, system, Python, and the llama.cpp build the local backend used (the
+    llama-cpp-python release; None without it). Read once per process; no load figures (they vary)."""
+    import os
+    import platform
+    from importlib import metadata
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            cpu = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    try:
+        memory = round(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**30, 1)
+    except (ValueError, OSError, AttributeError):
+        memory = None
+    try:
+        llama = metadata.version("llama_cpp_python")
+    except metadata.PackageNotFoundError:
+        llama = None
+    return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": memory,
+            "system": f"{platform.system()} {platform.release()}", "python": platform.python_version(),
+            "llama_cpp": llama}
+
+
+def machine_label(facts: dict[str, Any] | None) -> str:
+    """One machine in a few words (what tells machines apart: CPU, cores, memory); :data:`NOT_RECORDED` for
+    records written before mltb stamped the machine."""
+    if not facts:
+        return NOT_RECORDED
+    memory = f", {facts['memory_gib']} GiB" if facts.get("memory_gib") is not None else ""
+    return f"{facts.get('cpu') or 'unknown CPU'}, {facts.get('cores')} cores{memory}"
+
+
+def machine_counts(records: Iterable[Any]) -> Counter:
+    """Trials per machine (:func:`machine_label`); more than one key means the figures mix machines."""
+    return Counter(machine_label(getattr(record, "machine", None)) for record in records)
 
 
 def trial_code(records: Iterable[Any]) -> str:

@@ -29,6 +29,7 @@ from filelock import FileLock
 from mltb_core.analysis.runstore import RESULTS_FILE, TRAJECTORY_DIR   # the run directory's names (re-exported)
 from mltb_core.bench.documents import JSONShapeError, json_lines
 from mltb_core.bench.tasks import is_slug
+from mltb_core.planners.stops import StopKind
 
 if TYPE_CHECKING:
     from mltb_core.config import TrialConfig
@@ -39,7 +40,15 @@ __all__ = ["TrialRecord", "Outcome", "append_records", "read_records", "record_k
            "ResultsFileError", "ResultsFileWarning", "UnreadableLine", "scan_records", "problem_lines",
            "check_results_file", "MAX_REPORTED_PROBLEMS", "record_json", "PercentileCell", "percentile_cell",
            "percentile_exclusion", "NO_LEADERBOARD", "NOT_COMPARABLE", "quality_value", "normalized_cell",
-           "QUALITY_FLOOR_NOTE", "display_text", "markdown_text"]
+           "QUALITY_FLOOR_NOTE", "display_text", "markdown_text", "SCHEMA_VERSION", "RecordVersionError",
+           "StopKind"]
+
+# The record format's version. Raise it when a field is added, removed or changes meaning, and add a step
+# to _MIGRATIONS that turns a record of the version before into one of this version: old runs keep loading
+# (--resume, --compare and mltb report read runs of any age) and never pass for the new meaning.
+#   1 (no schema_version field): the records before it
+#   2: schema_version, stop_kind (planners/stops.py), machine (provenance.machine_facts)
+SCHEMA_VERSION = 2
 
 # Shown wherever a synthetic (sim) model's figures appear, so nobody mistakes them for an LLM's.
 SYNTHETIC_LABEL = "(synthetic policy, not an LLM)"
@@ -58,7 +67,7 @@ class Outcome(StrEnum):
 MAX_REPORTED_PROBLEMS = 10
 _REQUIRED = ("task", "planner", "model", "trial", "seed", "config_hash", "outcome")
 # JSON types allowed for each annotation word of a TrialRecord field.
-_JSON_TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "Outcome": (str,), "int": (int,), "float": (int, float),
+_JSON_TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "Outcome": (str,), "StopKind": (str,), "int": (int,), "float": (int, float),
                                             "bool": (bool,),
                                             "None": (type(None),), "dict[str, Any]": (dict,),
                                             "list": (list,)}
@@ -75,6 +84,10 @@ _PLANNER_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 class ResultsFileError(ValueError):
     """results.jsonl cannot be used at all (a directory, no permission): a usage error naming the path."""
+
+
+class RecordVersionError(ValueError):
+    """A record written by a newer mltb (a higher schema_version than this code reads)."""
 
 
 class ResultsFileWarning(UserWarning):
@@ -104,7 +117,8 @@ class TrialRecord:
     row_seed: int | None = None
     stage_reached: int = 0
     stage_name: str = ""
-    stop_reason: str = ""
+    stop_reason: str = ""      # the detail, for a person
+    stop_kind: StopKind = StopKind.UNSPECIFIED    # what ended the search (planners/stops.py), for tables
     feedback: str = ""
     tokens_in: int = 0
     # the part of tokens_in the model's server took from its prompt cache (billed at the cached-input rate;
@@ -130,6 +144,9 @@ class TrialRecord:
     toolset: str | None = None       # the tools offered to the model (paper | extended)
     # the code that ran the trial (provenance.code_version: mltb version @ commit); None in older records
     code: str | None = None
+    # the machine that ran the trial (provenance.machine_facts); None in records before schema 2
+    machine: dict[str, Any] | None = None
+    schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
         self.model = str(self.model)   # a ModelRef given by a trial runner is kept as its string
@@ -137,27 +154,35 @@ class TrialRecord:
             self.outcome = Outcome(self.outcome)
         except ValueError:
             raise ValueError(f"outcome must be one of {[o.value for o in Outcome]}, got {self.outcome!r}") from None
+        try:
+            self.stop_kind = StopKind(self.stop_kind)
+        except ValueError:
+            raise ValueError(f"stop_kind must be one of {[k.value for k in StopKind]}, "
+                             f"got {self.stop_kind!r}") from None
 
     @classmethod
     def for_config(cls, task: str, config: TrialConfig, outcome: Outcome | str, **fields: Any) -> TrialRecord:
         """The record of a trial of ``task`` under ``config``: the fields that say which trial it is (model,
         seed, config hash, board, toolset, ...) all come from the config, so no route that makes a record
         (a finished trial, an infrastructure error, a crashed worker) can leave one out."""
-        from mltb_core.analysis.provenance import code_version
+        from mltb_core.analysis.provenance import code_version, machine_facts
         from mltb_core.llm.backends import is_synthetic
 
         return cls(task=task, planner=config.planner, model=config.model, trial=config.trial, seed=config.trial_seed,
                    config_hash=config.config_hash(), synthetic=is_synthetic(config.model), board=config.board,
-                   toolset=config.toolset, code=code_version(), outcome=outcome, **fields)
+                   toolset=config.toolset, code=code_version(), machine=dict(machine_facts()), outcome=outcome,
+                   **fields)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrialRecord:
-        """A record from parsed JSON; ValueError says why ``data`` is not one (unknown keys are dropped)."""
+        """A record from parsed JSON, migrated to :data:`SCHEMA_VERSION`; ValueError says why ``data`` is not
+        one (unknown keys are dropped), :class:`RecordVersionError` that a newer mltb wrote it."""
         if not isinstance(data, dict):
             raise ValueError(f"a JSON {type(data).__name__}, not an object")
+        data = migrate(data)
         missing = [name for name in _REQUIRED if name not in data]
         if missing:
             raise ValueError(f"trial record lacks field(s) {missing}")
@@ -190,6 +215,66 @@ class TrialRecord:
         from mltb_core.config import case_id
 
         return case_id(self.task, self.planner, self.model, self.trial)
+
+
+def _legacy_stop_kind(data: dict[str, Any]) -> StopKind:
+    """The stop kind of a record written before planners returned one (schema 1), from the words mltb's own
+    planners and runner wrote then, matched at the start of the reason only (so "the model ended its turn
+    without a valid submission" is not a valid submission). Used by the migration alone: no current code
+    reads a kind out of a reason."""
+    if data.get("outcome") == Outcome.INFRA_ERROR:
+        return StopKind.ERROR
+    reason = str(data.get("stop_reason") or "").strip()
+    reason = reason.removeprefix("no valid solution; ")   # AutoMind/MLE-STAR without one: what ended the loop
+    for prefix, kind in _LEGACY_STOP_WORDS:
+        if reason.startswith(prefix):
+            return kind
+    return StopKind.UNSPECIFIED
+
+
+_LEGACY_STOP_WORDS: tuple[tuple[str, StopKind], ...] = (
+    ("valid submission", StopKind.VALID_SUBMISSION),
+    ("LLM-call budget", StopKind.LLM_CALL_BUDGET),
+    ("token budget", StopKind.TOKEN_BUDGET),
+    ("cost budget", StopKind.COST_BUDGET),
+    ("time budget", StopKind.TIME_LIMIT),
+    ("the conversation outgrew the model's context window", StopKind.CONTEXT_FULL),
+    ("the model ended its turn", StopKind.MODEL_ENDED_TURN),
+    ("model returned no reply", StopKind.NO_REPLY),
+    ("step budget", StopKind.ITERATION_BUDGET),
+    ("iteration budget", StopKind.ITERATION_BUDGET),
+    ("action budget", StopKind.ITERATION_BUDGET),
+    ("round budget", StopKind.ITERATION_BUDGET),
+    ("tree exhausted", StopKind.TREE_EXHAUSTED),
+    ("No Solution Found for subtask", StopKind.STAGE_FAILED),
+    ("unit test of stage", StopKind.STAGE_FAILED),
+    ("no valid initial solution", StopKind.NO_VALID_SOLUTION),
+    ("every block refined", StopKind.SEARCH_COMPLETE),
+    ("the tool worker failed", StopKind.WORKER_FAILED),
+    ("the model's output could not be handled", StopKind.MODEL_FAULT),
+)
+
+
+def _from_1(data: dict[str, Any]) -> dict[str, Any]:
+    return {**data, "stop_kind": _legacy_stop_kind(data).value, "machine": None}
+
+
+# version n → the step that makes a record of version n one of version n + 1
+_MIGRATIONS = {1: _from_1}
+
+
+def migrate(data: dict[str, Any]) -> dict[str, Any]:
+    """A parsed record brought to :data:`SCHEMA_VERSION` (one without ``schema_version`` is version 1)."""
+    version = data.get("schema_version", 1)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise ValueError(f"field 'schema_version' is {version!r}, not a version number")
+    if version > SCHEMA_VERSION:
+        raise RecordVersionError(f"record of schema version {version}, written by a newer mltb (this one reads "
+                                 f"up to {SCHEMA_VERSION}): upgrade mltb to read it")
+    while version < SCHEMA_VERSION:
+        data = _MIGRATIONS[version](data)
+        version += 1
+    return {**data, "schema_version": SCHEMA_VERSION}
 
 
 def record_key(task: str, planner: str, model: str, trial: int, config_hash: str) -> tuple[str, str, str, int, str]:

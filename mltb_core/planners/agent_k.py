@@ -22,6 +22,7 @@ from mltb_core.bench.documents import json_lines
 from mltb_core.config import Range, knob
 from mltb_core.llm import prompts
 from mltb_core.planners.base import Planner, SearchResult
+from mltb_core.planners.stops import StopKind
 from mltb_core.planners.masking import subtask_tools
 from mltb_core.planners.rewards import REWARD_STAGES, Stage
 from mltb_core.planners.tree import Node
@@ -116,5 +117,5 @@ class AgentK(Planner):
             node, attempts = self.run_stage(stage, node)
             if node.progress.stage < stage.number:
                 return SearchResult(self.ep.best, f"unit test of stage {stage.number} ({stage.name}) failed "
-                                                  f"after {attempts} attempt(s)")
-        return SearchResult(node, "valid submission")
+                                                  f"after {attempts} attempt(s)", StopKind.STAGE_FAILED)
+        return SearchResult(node, "valid submission", StopKind.VALID_SUBMISSION)

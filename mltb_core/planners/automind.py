@@ -26,6 +26,7 @@ from mltb_core.config import Range, knob
 from mltb_core.llm import prompts
 from mltb_core.planners import pipeline as pl
 from mltb_core.planners.base import Planner, SearchResult
+from mltb_core.planners.stops import StopKind
 from mltb_core.planners.episode import BudgetExhausted
 from mltb_core.planners.pipeline import Solution
 
@@ -114,22 +115,24 @@ class SolutionSearch(Planner):
             return None
         return max(valid, key=lambda s: (s.score is not None, s.score if s.score is not None else 0.0, -s.leaf.depth))
 
-    def result(self, stop_reason: str) -> SearchResult:
+    def result(self, stop_reason: str, kind: StopKind) -> SearchResult:
+        """The answer: the best valid solution (its kind: a valid submission), else the best node with the kind
+        of what ended the loop."""
         best = self.best_solution()
         if best is None:
-            return SearchResult(self.ep.best, f"no valid solution; {stop_reason}")
+            return SearchResult(self.ep.best, f"no valid solution; {stop_reason}", kind)
         score = f"{best.score:.4f}" if best.score is not None else "n/a"
         return SearchResult(best.leaf, f"valid submission (best of {sum(s.valid for s in self.solutions)} valid "
-                                       f"solutions by CV {score}); {stop_reason}")
+                                       f"solutions by CV {score}); {stop_reason}", StopKind.VALID_SUBMISSION)
 
     def search(self) -> SearchResult:
         try:
-            reason = self.loop()
+            reason, kind = self.loop()
         except BudgetExhausted as exc:
-            reason = exc.reason
-        return self.result(reason)
+            reason, kind = exc.reason, exc.kind
+        return self.result(reason, kind)
 
-    def loop(self) -> str:  # pragma: no cover - interface
+    def loop(self) -> tuple[str, StopKind]:  # pragma: no cover - interface
         raise NotImplementedError
 
 
@@ -161,7 +164,7 @@ class AutoMind(SolutionSearch):
             return "improve", self.rng.choice(valid)
         return ("debug", self.rng.choice(buggy)) if buggy else ("draft", None)
 
-    def loop(self) -> str:
+    def loop(self) -> tuple[str, StopKind]:
         for _ in range(self.config.max_iterations):
             action, base = self.choose()
             if action == "draft":
@@ -170,4 +173,4 @@ class AutoMind(SolutionSearch):
                 self.debug(base)
             else:
                 self.improve(base)
-        return f"action budget ({self.config.max_iterations}) used up"
+        return f"action budget ({self.config.max_iterations}) used up", StopKind.ITERATION_BUDGET

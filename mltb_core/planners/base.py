@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 from mltb_core.config import Setting, TrialConfig, declare_knobs
 from mltb_core.plugins import Registry, RegistryError, did_you_mean, origin_of
 from mltb_core.planners.episode import BudgetExhausted, Episode
+from mltb_core.planners.stops import StopKind
 from mltb_core.planners.tree import Node
 
 __all__ = ["Planner", "SearchResult", "PLANNERS", "ENTRY_POINT_GROUP", "register", "get_planner_class",
@@ -29,7 +30,8 @@ class UnknownPlannerError(ValueError):
 @dataclass
 class SearchResult:
     best: Node            # the node whose path is the answer (a valid submission when best.terminal)
-    stop_reason: str
+    stop_reason: str      # the detail a person reads
+    stop_kind: StopKind = StopKind.UNSPECIFIED   # what tables count (planners/stops.py); plug-ins may omit it
 
 
 class Planner:
@@ -62,7 +64,7 @@ class Planner:
         try:
             result = self.search()
         except BudgetExhausted as exc:
-            result = SearchResult(self.ep.best, exc.reason)
+            result = SearchResult(self.ep.best, exc.reason, exc.kind)
         return result
 
     def search(self) -> SearchResult:  # pragma: no cover - interface

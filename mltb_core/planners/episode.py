@@ -24,6 +24,7 @@ from mltb_core.toolkit.registry import REGISTRY, ToolContext, ToolRegistry
 from mltb_core.toolkit.textsafety import cap_text, encodable
 from mltb_core.planners.masking import stage_tools
 from mltb_core.planners.rewards import REWARD_STAGES, StageContext
+from mltb_core.planners.stops import StopKind
 from mltb_core.planners.workspace import LocalWorkspace, ModelFault, Workspace
 from mltb_core.bench.tasks import SUBMISSION_FILE
 from mltb_core.planners import progress
@@ -39,9 +40,10 @@ MAX_ASSISTANT_CHARS = 4_000   # the model's own text carried into later requests
 class BudgetExhausted(Exception):
     """A search budget ran out; the planner stops cleanly and returns its best node."""
 
-    def __init__(self, reason: str):
+    def __init__(self, reason: str, kind: StopKind):
         super().__init__(reason)
         self.reason = reason
+        self.kind = kind
 
 
 @dataclass
@@ -52,13 +54,13 @@ class Budget:
     def check(self, usage: Usage) -> None:
         c = self.config
         if c.max_llm_calls is not None and usage.calls >= c.max_llm_calls:
-            raise BudgetExhausted(f"LLM-call budget ({c.max_llm_calls}) used up")
+            raise BudgetExhausted(f"LLM-call budget ({c.max_llm_calls}) used up", StopKind.LLM_CALL_BUDGET)
         if c.max_tokens is not None and usage.prompt_tokens + usage.completion_tokens >= c.max_tokens:
-            raise BudgetExhausted(f"token budget ({c.max_tokens}) used up")
+            raise BudgetExhausted(f"token budget ({c.max_tokens}) used up", StopKind.TOKEN_BUDGET)
         if c.max_cost_usd is not None and usage.cost_usd >= c.max_cost_usd:
-            raise BudgetExhausted(f"cost budget (${c.max_cost_usd}) used up")
+            raise BudgetExhausted(f"cost budget (${c.max_cost_usd}) used up", StopKind.COST_BUDGET)
         if c.max_seconds is not None and time.monotonic() - self.started >= c.max_seconds:
-            raise BudgetExhausted(f"time budget ({c.max_seconds} s) used up")
+            raise BudgetExhausted(f"time budget ({c.max_seconds} s) used up", StopKind.TIME_LIMIT)
 
     def candidates(self, usage: Usage, n: int, calls_per_candidate: bool) -> int:
         """How many of ``n`` candidates one request may ask for: all, unless each costs a call of its own
@@ -328,7 +330,8 @@ def _context_overflow_ends_search():
     try:
         yield
     except ContextOverflowError as exc:
-        raise BudgetExhausted(f"the conversation outgrew the model's context window ({exc})") from None
+        raise BudgetExhausted(f"the conversation outgrew the model's context window ({exc})",
+                              StopKind.CONTEXT_FULL) from None
 
 
 def toolset_registry(config: TrialConfig, registry: ToolRegistry | None = None) -> ToolRegistry:

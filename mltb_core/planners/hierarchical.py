@@ -11,6 +11,7 @@ from mltb_core.config import Range, knob
 from mltb_core.llm import prompts
 from mltb_core.planners.rewards import REWARD_STAGES
 from mltb_core.planners.base import SearchResult
+from mltb_core.planners.stops import StopKind
 from mltb_core.planners.masking import subtask_tools
 from mltb_core.planners.mcts import TreeSearch
 from mltb_core.planners.tree import Node
@@ -45,10 +46,11 @@ class HierarchicalMCTS(TreeSearch):
                                        lambda n, s=stage.number: n.progress.stage >= s,
                                        seed.depth + self.config.knob("subtask_depth"), stop_after=wanted)
             if not solutions:
-                return SearchResult(self.ep.best, f"No Solution Found for subtask {stage.number} ({stage.name})")
+                return SearchResult(self.ep.best, f"No Solution Found for subtask {stage.number} ({stage.name})",
+                                    StopKind.STAGE_FAILED)
             solutions.sort(key=lambda n: (n.progress.reward, n.value, -n.depth), reverse=True)
             seeds = solutions[: self.config.knob("max_solutions")]
-        return SearchResult(seeds[0], "valid submission")
+        return SearchResult(seeds[0], "valid submission", StopKind.VALID_SUBMISSION)
 
     def evaluate(self, node: Node) -> float:
         if not self.decomposition:

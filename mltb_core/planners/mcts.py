@@ -11,6 +11,7 @@ from mltb_core.config import Range, knob
 from mltb_core.llm import prompts
 from mltb_core.planners.rewards import REWARD_STAGES
 from mltb_core.planners.base import Planner, SearchResult
+from mltb_core.planners.stops import StopKind
 from mltb_core.planners.masking import subtask_tools
 from mltb_core.planners.tree import Node, backpropagate, uct_select
 
@@ -120,9 +121,11 @@ class TreeSearch(Planner):
         solutions = self.mcts(self.ep.root, self.config.max_iterations, lambda n: n.terminal,
                               self.config.max_depth, on_child=self.after_child)
         if solutions:
-            return SearchResult(solutions[0], "valid submission")
-        reason = "tree exhausted" if self.ep.root.dead else f"iteration budget ({self.config.max_iterations}) used up"
-        return SearchResult(self.ep.best, reason)
+            return SearchResult(solutions[0], "valid submission", StopKind.VALID_SUBMISSION)
+        if self.ep.root.dead:
+            return SearchResult(self.ep.best, "tree exhausted", StopKind.TREE_EXHAUSTED)
+        return SearchResult(self.ep.best, f"iteration budget ({self.config.max_iterations}) used up",
+                            StopKind.ITERATION_BUDGET)
 
     def after_child(self, child: Node) -> None:
         """Hook for planners that learn from each new node (LATS reflections)."""

@@ -34,6 +34,7 @@ from mltb_core.llm.base import Candidate
 from mltb_core.planners import pipeline as pl
 from mltb_core.planners.automind import SolutionSearch
 from mltb_core.planners.base import SearchResult
+from mltb_core.planners.stops import StopKind
 from mltb_core.planners.episode import BudgetExhausted
 from mltb_core.planners.pipeline import Solution
 from mltb_core.planners.tree import Node
@@ -157,10 +158,11 @@ class MLEStar(SolutionSearch):
                 best = sol
         return best
 
-    def loop(self) -> str:
+    def loop(self) -> tuple[str, StopKind]:
         best = self.initial()
         if best is None:
-            return f"no valid initial solution after {self.config.knob('num_drafts')} draft(s)"
+            return (f"no valid initial solution after {self.config.knob('num_drafts')} draft(s)",
+                    StopKind.NO_VALID_SOLUTION)
         effects_of: dict[int, dict[str, float]] = {}   # best leaf id → its ablation (re-run only for a new best)
         for _ in range(self.config.max_iterations):
             if best.leaf.id not in effects_of:
@@ -168,11 +170,11 @@ class MLEStar(SolutionSearch):
             effects = effects_of[best.leaf.id]
             todo = {b: e for b, e in effects.items() if b not in self.refined}
             if not todo:
-                return "every block refined"
+                return "every block refined", StopKind.SEARCH_COMPLETE
             block = max(todo, key=lambda b: (todo[b], -pl.BLOCKS.index(b)))
             self.refined.add(block)
             best = self.refine(best, block, effects)
-        return f"round budget ({self.config.max_iterations}) used up"
+        return f"round budget ({self.config.max_iterations}) used up", StopKind.ITERATION_BUDGET
 
     # -- the final ensemble ---------------------------------------------------------------
     def _submitted(self, sol: Solution) -> tuple[list[Node], str, int] | None:
@@ -245,14 +247,15 @@ class MLEStar(SolutionSearch):
 
     def search(self) -> SearchResult:
         try:
-            reason = self.loop()
+            reason, kind = self.loop()
         except BudgetExhausted as exc:
-            reason = exc.reason
+            reason, kind = exc.reason, exc.kind
         try:
             self.ensemble = self.build_ensemble()   # no LLM calls: runs after the LLM budget ends too
         except BudgetExhausted as exc:   # time budget: the best single pipeline stays the answer
             reason += f"; no ensemble ({exc.reason})"
         if self.ensemble is not None:
             return SearchResult(self.ensemble.leaf, f"valid submission (average of the best "
-                                                    f"{len(self.ensemble_members)} pipelines by CV); {reason}")
-        return self.result(reason)
+                                                    f"{len(self.ensemble_members)} pipelines by CV); {reason}",
+                                StopKind.VALID_SUBMISSION)
+        return self.result(reason, kind)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from mltb_core.llm import prompts
 from mltb_core.planners.base import Planner, SearchResult
+from mltb_core.planners.stops import StopKind
 
 
 class ReAct(Planner):
@@ -15,10 +16,11 @@ class ReAct(Planner):
         for _ in range(steps):
             candidates = self.ep.propose(node, prompts.REACT_SYSTEM, n=1)
             if not candidates:
-                return SearchResult(node, "model returned no reply")
+                return SearchResult(node, "model returned no reply", StopKind.NO_REPLY)
             if not candidates[0].tool_calls and not candidates[0].error:
-                return SearchResult(node, "the model ended its turn without a valid submission")
+                return SearchResult(node, "the model ended its turn without a valid submission",
+                                    StopKind.MODEL_ENDED_TURN)
             node = self.ep.step(node, candidates[0])
             if node.terminal:
-                return SearchResult(node, "valid submission")
-        return SearchResult(node, f"step budget ({steps}) used up")
+                return SearchResult(node, "valid submission", StopKind.VALID_SUBMISSION)
+        return SearchResult(node, f"step budget ({steps}) used up", StopKind.ITERATION_BUDGET)

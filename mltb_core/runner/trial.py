@@ -20,6 +20,7 @@ from mltb_core.analysis.results import Outcome, TrialRecord
 from mltb_core.analysis.runstore import RunStore, TrialFiles
 from mltb_core.bench.stages import STAGE_COUNT
 from mltb_core.bench.tasks import Task
+from mltb_core.planners.stops import StopKind
 from mltb_core.planners.trajectory import TrajectoryWriter
 from mltb_core.runner.solve import (ConfinementError, WorkerSettings, confinement_label, prepare_agent_data,
                                     solve_and_grade)
@@ -41,14 +42,16 @@ class SearchOutcome:
 
     best: Any
     stop_reason: str
+    stop_kind: StopKind
     usage: Any
     tool_calls: int
     tree_nodes: int
     tool_seconds: float
 
     @classmethod
-    def of(cls, episode: Any, best: Any, stop_reason: str) -> SearchOutcome:
-        return cls(best, stop_reason, episode.usage, episode.tool_calls, episode.nodes, episode.tool_seconds)
+    def of(cls, episode: Any, best: Any, stop_reason: str, stop_kind: StopKind) -> SearchOutcome:
+        return cls(best, stop_reason, StopKind(stop_kind), episode.usage, episode.tool_calls, episode.nodes,
+                   episode.tool_seconds)
 
     def record_fields(self) -> dict[str, Any]:
         """The search's fields of a TrialRecord (the one place they are mapped onto the record): what was
@@ -56,7 +59,7 @@ class SearchOutcome:
         usage, best = self.usage, self.best
         reached = {} if best is None else {"stage_reached": best.progress.stage,
                                            "stage_name": best.progress.stage_name}
-        return {**reached, "stop_reason": self.stop_reason, "tokens_in": usage.prompt_tokens,
+        return {**reached, "stop_reason": self.stop_reason, "stop_kind": self.stop_kind, "tokens_in": usage.prompt_tokens,
                 "tokens_in_cached": usage.cached_input_tokens, "tokens_out": usage.completion_tokens,
                 "llm_calls": usage.calls, "llm_retries": usage.retries, "cost_usd": usage.cost_usd,
                 "tool_calls": self.tool_calls, "tree_nodes": self.tree_nodes, "tool_seconds": self.tool_seconds,
@@ -98,12 +101,12 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
         return TrialRecord.for_config(task.slug, config, outcome, wall_seconds=time.monotonic() - started,
                                       trajectory=str(trajectory_path), **fields, extra=extra)
 
-    def spent(stop_reason: str) -> dict[str, Any]:
+    def spent(stop_reason: str, stop_kind: StopKind) -> dict[str, Any]:
         """A record's counters when the trial ended early: what was spent still counts (calls, tokens, cost;
         the backend's running total, which includes a reply that failed on its way to the search), so that
         no early end hides spend from the run's cost budget."""
-        fields = ({"stop_reason": stop_reason} if episode is None
-                  else SearchOutcome.of(episode, None, stop_reason).record_fields())
+        fields = ({"stop_reason": stop_reason, "stop_kind": stop_kind} if episode is None
+                  else SearchOutcome.of(episode, None, stop_reason, stop_kind).record_fields())
         usage = getattr(llm, "usage", None)
         if usage is not None and usage.calls >= fields.get("llm_calls", 0):
             fields.update(tokens_in=usage.prompt_tokens, tokens_out=usage.completion_tokens,
@@ -121,8 +124,10 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
         writer.write("trial_start", task=task.slug, config=config.to_dict(), seed=config.trial_seed,
                      synthetic=llm.synthetic, feedback=feedback, prompt=episode.task_prompt)
         result = planner_cls(episode, config).run()
-        writer.write("search_summary", **episode.summary(result.best, result.stop_reason))
-        return SearchOutcome.of(episode, result.best, result.stop_reason), result.best.log.submission
+        writer.write("search_summary", **episode.summary(result.best, result.stop_reason),
+                     stop_kind=str(result.stop_kind))
+        return (SearchOutcome.of(episode, result.best, result.stop_reason, result.stop_kind),
+                result.best.log.submission)
 
     try:
         split = split or prepare_split(task, seed=config.seed)
@@ -134,7 +139,7 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
         if solved.worker_failure is not None:
             reason = f"the tool worker failed: {solved.worker_failure}"
             writer.write("worker_failed", reason=reason, stderr=solved.worker_stderr)
-            return record(Outcome.PLANNER_FAILURE, **solved.grade_fields(task, config.board), **spent(reason),
+            return record(Outcome.PLANNER_FAILURE, **solved.grade_fields(task, config.board), **spent(reason, StopKind.WORKER_FAILED),
                           error=reason)
         found = solved.result
         best = found.best
@@ -150,13 +155,13 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
     except ModelFault as exc:   # raised handling the model's output outside the worker (Episode.model_output)
         reason = f"the model's output could not be handled: {exc}"
         writer.write("model_fault", reason=reason)
-        return record(Outcome.PLANNER_FAILURE, **spent(reason), error=reason)
+        return record(Outcome.PLANNER_FAILURE, **spent(reason, StopKind.MODEL_FAULT), error=reason)
     except (InfraError, MemoryError, OSError, ConfinementError) as exc:
         writer.write("infra_error", error=repr(exc))
-        return record(Outcome.INFRA_ERROR, **spent("infrastructure error"), error=f"{type(exc).__name__}: {exc}")
+        return record(Outcome.INFRA_ERROR, **spent("infrastructure error", StopKind.ERROR), error=f"{type(exc).__name__}: {exc}")
     except Exception as exc:  # noqa: BLE001 - a harness bug must not look like a planner failure
         writer.write("infra_error", error=traceback.format_exc())
-        return record(Outcome.INFRA_ERROR, **spent("internal error"),
+        return record(Outcome.INFRA_ERROR, **spent("internal error", StopKind.ERROR),
                       error=f"internal error {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=6)}")
     finally:
         writer.close()
