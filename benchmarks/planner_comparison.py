@@ -2,144 +2,102 @@
 
     python benchmarks/planner_comparison.py [--skill 0.5] [--seeds 4] [--tasks a,b,c,d,e] [--max-llm-calls 30]
                                             [--jobs 2] [--out reports/planner-comparison]
-    python benchmarks/planner_comparison.py --from-jsonl reports/planner-comparison.jsonl   # re-render only
+    python benchmarks/planner_comparison.py --report-only      # rewrite the report from the run's records
 
 All eight planners, the same ``--max-llm-calls`` budget, the synthetic policy ``sim:<skill>`` (NOT an LLM),
 ``--seeds`` trials per task and planner. ``--max-iterations`` is set high so that the LLM-call budget ends
-every unfinished search (the report counts what actually ended each trial). Writes ``<out>.md`` (the sim's
-assumptions, consistency, normalized score, pass@k, Bradley-Terry rating, Friedman test, critical-difference
-diagram ``<out>-cd.svg``) and ``<out>.jsonl`` (one record per trial). Trial running and stop reasons are
-:mod:`planner_ordering`'s.
+every unfinished search (the report counts what actually ended each trial). The trials go to the run
+directory ``<out>/`` (records and trajectories, :mod:`mltb_core.analysis.runstore`); the report
+``<out>.md`` (with its critical-difference diagram ``<out>-cd.svg``) is written by ``mltb report --markdown``,
+whose header gives the command. This script only drives the trials.
 """
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
+import io
+import multiprocessing as mp
+import os
+import shlex
 import sys
+import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
-from tabulate import tabulate
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
-import planner_ordering as po
-from mltb_core.analysis.ranking import ranking_markdown, task_scores
-from mltb_core.analysis.results import append_records, counted_records, normalized_cell, read_records
-from mltb_core.analysis.stats import rate_interval
-from mltb_core.analysis.tables import median_cell_text, pass_at_k_cell
-from mltb_core.planners import planner_names
-from mltb_core.toolkit.registry import DEFAULT_TOOLSET, TOOLSETS
+from mltb_core.config import TrialConfig  # noqa: E402
+from mltb_core.planners import planner_names  # noqa: E402
+from mltb_core.toolkit.registry import DEFAULT_TOOLSET, TOOLSETS  # noqa: E402
 
 DEFAULT_TASKS = ("spaceship-titanic,playground-series-s4e1,playground-series-s3e1,nyc-taxi-trip-duration,"
                  "new-york-city-taxi-fare-prediction")
-WHOLE_SOLUTION = ("automind", "mle_star")
+DEFAULT_BUDGET = 30
+DEFAULT_ITERATIONS = 1000
+TITLE = "Whole-solution versus single-step planners at a matched LLM-call budget"
+SECTIONS = "synthetic_policy,run,tables,ranking,stop_kinds,seconds,machine"
 
 
-KNOBS = {"": ("max_depth", "expansion_k"), "automind": ("num_drafts", "debug_prob", "greedy_prob", "max_debug_depth"),
-         "mle_star": ("refine_iterations",), "agent_k": ("stage_attempts", "agent_memory")}
+def _one(job: tuple[str, TrialConfig, str]) -> tuple[dict, str | None]:
+    """One trial in its own work directory; its record and trajectory text."""
+    from mltb_core.bench.tasks import get_task
+    from mltb_core.runner.trial import run_trial
+
+    task, config, work = job
+    record = run_trial(get_task(task), config, Path(work))
+    path = Path(record.trajectory) if record.trajectory else None
+    return record.to_dict(), path.read_text(encoding="utf-8") if path is not None and path.is_file() else None
 
 
-def knob_values() -> dict:
-    """The TrialConfig defaults of the knobs the report names (recorded in the meta file at run time)."""
-    from mltb_core.config import TrialConfig
+def run_grid(out: Path, tasks: Sequence[str], planners: Sequence[str], model: str, seeds: int, max_llm_calls: int,
+             max_iterations: int, toolset: str, jobs: int) -> None:
+    """Every (task, planner, seed) trial, recorded in the run store at ``out`` (work directories are scratch)."""
+    from mltb_core.analysis.results import TrialRecord
+    from mltb_core.analysis.runstore import RunStore
+    from mltb_core.config import case_id
 
-    config = TrialConfig(planner="react", model="sim")
-    return {name: config.knob(name) if name not in ("max_depth",) else config.max_depth
-            for names in KNOBS.values() for name in names}
+    store = RunStore(out)
+    with tempfile.TemporaryDirectory(prefix="mltb-comparison-") as work:
+        grid = [(t, TrialConfig(planner=p, model=model, trial=s, llm_cache=False, max_llm_calls=max_llm_calls,
+                                max_iterations=max_iterations, toolset=toolset),
+                 str(Path(work) / case_id(t, p, model, s)))
+                for t in tasks for p in planners for s in range(seeds)]
+        if jobs <= 1:
+            results = map(_one, grid)
+        else:
+            pool = mp.get_context("fork").Pool(jobs)
+            results = pool.imap_unordered(_one, grid)
+        for data, trajectory in results:
+            store.write(TrialRecord.from_dict(data), trajectory)
+        if jobs > 1:
+            pool.close()
 
 
-def _knob_text(meta: dict) -> str:
-    values = meta.get("knobs") or knob_values()
-    return "; ".join((f"{group}: " if group else "") + ", ".join(f"{n} {values[n]}" for n in names)
-                     for group, names in KNOBS.items())
+def report_command(out: Path, notes: Path | None) -> list[str]:
+    def shown(path: Path) -> str:
+        path = path.resolve()
+        return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+    command = ["report", shown(out), "--markdown", shown(out.with_suffix(".md")), "--title", TITLE,
+               "--sections", SECTIONS]
+    return command + (["--notes", shown(notes)] if notes is not None and notes.is_file() else [])
 
 
-def render(records, tasks, planners, meta: dict, cd_path: Path) -> str:
-    counted = counted_records(records)
-    titles = [po.TITLES.get(p, p) for p in planners]
-    cons_rows, norm_rows, pass_rows = [], [], []
-    scores = task_scores(counted, key=lambda r: r.planner)
-    for task in tasks:
-        cells = {p: [r for r in counted if r.task == task and r.planner == p] for p in planners}
-        cons_rows.append([task, *[f"{sum(r.valid for r in c)}/{len(c)} "
-                                  f"{rate_interval(sum(r.valid for r in c), len(c)).format()}" if c else "n/a"
-                                  for c in cells.values()]])
-        norm_rows.append([task, *[f"{scores[task][p]:.3f} · median {median_cell_text(normalized_cell(cells[p]), 2)}"
-                                  if p in scores.get(task, {}) else "n/a" for p in planners]])
-        pass_rows.append([task, *[pass_at_k_cell(c) if c else "n/a" for c in cells.values()]])
-    overall = {p: po.consistency_over_tasks({t: [float(r.valid) for r in counted if r.task == t and r.planner == p]
-                                             for t in tasks}) for p in planners}
-    cons_rows.append(["**median over tasks [95 % CI]**", *[overall[p].format() for p in planners]])
-    calls_row = ["LLM calls per trial: mean · median (max)",
-                 *[f"{sum(r.llm_calls for r in counted if r.planner == p) / max(1, sum(r.planner == p for r in counted)):.1f}"
-                   f" · {po._median(r.llm_calls for r in counted if r.planner == p) or 0:g} "
-                   f"({max((r.llm_calls for r in counted if r.planner == p), default=0)})" for p in planners]]
-    cons_rows.append(calls_row)
-    ranking, figure = ranking_markdown(counted, key=lambda r: r.planner, seed=0, names=po.TITLES)
-    if figure is not None:
-        cd_path.write_text(figure, encoding="utf-8")
-    from collections import Counter
-    stops = {p: Counter(po.stop_kind(r.stop_reason) for r in counted if r.planner == p) for p in planners}
-    kinds = sorted({k for c in stops.values() for k in c}, key=lambda k: (k != "valid", k))
-    lines = [
-        "# Whole-solution versus single-step planners at a matched LLM-call budget",
-        "",
-        f"Generated by `{meta['command']}` ({meta['wall_seconds']:.0f} s on {meta['jobs']} worker(s))."
-        + (" The tables were re-rendered from that run's records by the current statistics code (`--from-jsonl`); "
-           "the trials themselves ran on the code of that run." if meta.get("rerendered") else ""),
-        "",
-        f"**`{meta['model']}` is a synthetic policy, not an LLM.** These figures show how the eight planners use a "
-        "fixed, planner-agnostic policy under the assumptions below at the same LLM-call budget; they say nothing "
-        "about how they use a real model, and they are not any paper's results.",
-        "",
-        "## What the synthetic policy assumes",
-        "",
-        "Verbatim from `mltb_core/llm/sim.py`:",
-        "",
-        po.sim_assumptions(),
-        "",
-        "What this means for the whole-solution planners: the policy improves nothing but the model family it draws "
-        "at the fit step (and, offered only `tune_*` tools, tunes that model), so AutoMind's Improve and "
-        "MLE-STAR's refinement can only change the model; Agent K's unit tests are the stage checks every tree "
-        "planner's reward uses.",
-        "",
-        "## Setup",
-        "",
-        f"- Tasks: {', '.join(tasks)} ({len(tasks)}); seeds 0..{meta['seeds'] - 1} per task and planner "
-        f"(**n = {meta['seeds']} trials per cell**); {len(records)} trials, {len(records) - len(counted)} "
-        "infrastructure error(s) (excluded).",
-        f"- Toolset `{meta['toolset']}`. Every planner: `max_llm_calls={meta['max_llm_calls']}`, "
-        f"`max_iterations={meta['max_iterations']}`; other knobs at TrialConfig defaults ({_knob_text(meta)}). "
-        "Whole-solution planners re-execute "
-        "unchanged steps without LLM calls, so at equal LLM calls they run more tool calls (table below).",
-        "- Normalized score per task and planner (0 = the task's trivial baseline, 1 = perfect): the mean over its "
-        "trials, a failed or below-baseline trial counting 0 (`mltb_core.analysis.results.quality_value`; the "
-        "ratings use it), then the median with its exact order-statistic interval and n (none, '[–]', below 6 "
-        "trials). Intervals: consistency exact Clopper-Pearson; the median over tasks as in the pytest summary "
-        "(none below 6 tasks); every interval holds its estimate.",
-        "",
-        "## Consistency",
-        "",
-        tabulate(cons_rows, headers=[f"task (n={meta['seeds']} each)", *titles], tablefmt="github"),
-        "",
-        "## Normalized score (mean · median [95 % CI] n; invalid = 0)",
-        "",
-        tabulate(norm_rows, headers=["task", *titles], tablefmt="github"),
-        "",
-        "## pass@k (pass@1 / @3 / @10; '-' where k > n)",
-        "",
-        tabulate(pass_rows, headers=["task", *titles], tablefmt="github"),
-        "",
-        ranking,
-        "",
-        "## Cost and what ended each trial",
-        "",
-        tabulate([["tool calls per trial: median",
-                   *[f"{po._median(r.tool_calls for r in counted if r.planner == p) or 0:g}" for p in planners]],
-                  *[[k, *[stops[p].get(k, 0) for p in planners]] for k in kinds]],
-                 headers=["", *titles], tablefmt="github"),
-        "",
-    ]
-    return "\n".join(lines)
+def write_report(out: Path, notes: Path | None) -> int:
+    """``mltb report --markdown`` from the checkout root, as the report's header names it."""
+    from mltb_core import cli
+
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            code = cli.main(report_command(out, notes))
+    finally:
+        os.chdir(cwd)
+    print(f"$ mltb {shlex.join(report_command(out, notes))} → exit {code}")
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,37 +106,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=4)
     ap.add_argument("--tasks", default=DEFAULT_TASKS)
     ap.add_argument("--planners", default=",".join(planner_names()))
-    ap.add_argument("--max-llm-calls", type=int, default=po.DEFAULT_BUDGET)
-    ap.add_argument("--max-iterations", type=int, default=po.DEFAULT_ITERATIONS)
+    ap.add_argument("--max-llm-calls", type=int, default=DEFAULT_BUDGET)
+    ap.add_argument("--max-iterations", type=int, default=DEFAULT_ITERATIONS)
     ap.add_argument("--toolset", choices=TOOLSETS, default=DEFAULT_TOOLSET)
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--out", default="reports/planner-comparison", help="path without suffix: writes .md and .jsonl")
-    ap.add_argument("--from-jsonl", type=Path, help="re-render the report from an earlier run's records")
+    ap.add_argument("--out", type=Path, default=ROOT / "reports" / "planner-comparison",
+                    help="run directory; the report is <out>.md")
+    ap.add_argument("--notes", type=Path, default=None, help="Markdown appended under 'Notes' (default: <out>-notes.md)")
+    ap.add_argument("--report-only", action="store_true", help="rewrite the report from the run's records")
     args = ap.parse_args(argv)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tasks, planners = args.tasks.split(","), args.planners.split(",")
-    meta_path = out.parent / f"{out.name}.meta.json"
-    if args.from_jsonl:
-        records = list(read_records(args.from_jsonl))
-        meta = {**json.loads(meta_path.read_text()), "rerendered": True}
-    else:
-        model = f"sim:{args.skill:g}"
+    notes = args.notes or args.out.with_name(f"{args.out.name}-notes.md")
+    if not args.report_only:
+        from mltb_core.analysis.runstore import RunStore
+
+        if RunStore(args.out).results_path.exists():
+            print(f"planner_comparison: error: {args.out} already holds trial records: pick a new --out",
+                  file=sys.stderr)
+            return 2
         start = time.time()
-        records = po.run_grid(tasks, planners, model, args.seeds, args.max_llm_calls, args.max_iterations,
-                              args.toolset, args.jobs)
-        jsonl = out.with_suffix(".jsonl")
-        jsonl.unlink(missing_ok=True)
-        append_records(jsonl, records)
-        command = "python benchmarks/planner_comparison.py " + " ".join(argv if argv is not None else sys.argv[1:])
-        meta = {"command": command.strip(), "wall_seconds": time.time() - start, "jobs": args.jobs, "model": model,
-                "seeds": args.seeds, "toolset": args.toolset, "max_llm_calls": args.max_llm_calls,
-                "max_iterations": args.max_iterations, "knobs": knob_values()}
-        meta_path.write_text(json.dumps(meta, indent=1))
-    report = render(records, tasks, planners, meta, out.parent / f"{out.name}-cd.svg")
-    out.with_suffix(".md").write_text(report)
-    print(report)
-    return 0
+        run_grid(args.out, args.tasks.split(","), args.planners.split(","), f"sim:{args.skill:g}", args.seeds,
+                 args.max_llm_calls, args.max_iterations, args.toolset, args.jobs)
+        print(f"{time.time() - start:.0f} s on {args.jobs} worker(s)")
+    return write_report(args.out, notes)
 
 
 if __name__ == "__main__":

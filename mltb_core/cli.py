@@ -512,10 +512,36 @@ def cmd_report(args: argparse.Namespace) -> int:
     from mltb_core.analysis import reports
 
     try:
-        reports.report_main([Path(d) for d in args.run_dirs], Path(args.out) if args.out else None)
+        if args.markdown:
+            _markdown_report(args)
+        else:
+            reports.report_main([Path(d) for d in args.run_dirs], Path(args.out) if args.out else None)
     except (FileNotFoundError, ValueError) as exc:   # not a run directory; a results file that does not parse
         raise UsageError(str(exc)) from None
     return EXIT_OK
+
+
+def _markdown_report(args: argparse.Namespace) -> None:
+    """``mltb report RUN... --markdown FILE``: the published form; its header names this exact command."""
+    import shlex
+
+    from mltb_core.analysis import reports
+    from mltb_core.analysis.sections import pick_sections
+
+    sections = pick_sections(args.sections.split(",") if args.sections else None)
+    argv = ["mltb", "report", *args.run_dirs, "--markdown", args.markdown]
+    for flag, value in (("--title", args.title), ("--sections", args.sections), ("--notes", args.notes),
+                        ("--expect-trials", args.expect_trials)):
+        if value is not None:
+            argv += [flag, str(value)]
+    if args.notes and not Path(args.notes).is_file():
+        raise UsageError(f"--notes {args.notes}: no such file")
+    written = reports.write_markdown_report(args.run_dirs, Path(args.markdown), command=shlex.join(argv),
+                                            title=args.title or "mltb report", sections=sections,
+                                            notes=Path(args.notes) if args.notes else None,
+                                            expect_trials=args.expect_trials)
+    for path in written:
+        print(f"written: {path}")
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -674,6 +700,15 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     sub = add("report", cmd_report, "merge run directories into leaderboard.md, summary.json and index.html")
     sub.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     sub.add_argument("--out", default=None, metavar="DIR", help="default: RUN_DIR/report/ of the first run")
+    sub.add_argument("--markdown", default=None, metavar="FILE",
+                     help="write one Markdown document instead (the published form: it depends on the records only, "
+                          "and its header gives the command that rewrites it); figures go beside it")
+    sub.add_argument("--title", default=None, help="the Markdown document's title")
+    sub.add_argument("--sections", default=None, metavar="NAMES",
+                     help="comma-separated report sections, in order (default: every registered one)")
+    sub.add_argument("--notes", default=None, metavar="FILE", help="Markdown written by hand, appended under 'Notes'")
+    sub.add_argument("--expect-trials", type=int, default=None, metavar="N",
+                     help="trials the run plans: fewer counted ones mark the document PARTIAL")
     sub = add("compare", cmd_compare, "paired comparison of two runs over the (task, seed) items both hold")
     sub.add_argument("run_a", metavar="RUN_A")
     sub.add_argument("run_b", metavar="RUN_B")

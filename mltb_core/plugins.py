@@ -127,6 +127,10 @@ class Registry(Mapping[str, T], Generic[T]):
         self._items = staged
         return obj
 
+    def registered(self, name: str) -> T | None:
+        """What ``name`` holds so far, without reading the entry points (for a registration's own checks)."""
+        return self._items.get(name)
+
     def load(self) -> None:
         """Read the entry points once (a broken or clashing plug-in raises here, naming itself)."""
         if self._loaded:

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from mltb_core.analysis.compare import cell_figures
-from mltb_core.bench.documents import json_lines
 from mltb_core.analysis.plots import figure_svg, inline_svg, pyplot
 from mltb_core.analysis.provenance import git_commit, trial_code
 from mltb_core.analysis.runstore import RunStore
@@ -32,6 +31,7 @@ from mltb_core.analysis.results import (SYNTHETIC_LABEL, TrialRecord, consistenc
                                         group_by, markdown_text, latest_records, model_label, normalized_values,
                                         percentile_values)
 from mltb_core.analysis.ranking import ranking_html
+from mltb_core.analysis.sections import Block, Section, SectionContext, pick_sections, read_steps
 from mltb_core.analysis.tables import Table, planner_rank, build_tables, render_tables, variant_labels
 from mltb_core.analysis.treeview import TREE_CSS, tree_from_steps, tree_page
 from mltb_core.bench.stages import REWARD_STAGES
@@ -66,23 +66,6 @@ def load_runs(run_dirs: Sequence[Path]) -> list[TrialRecord]:
 def default_out_dir(run_dirs: Sequence[Path | str]) -> Path:
     """Where a report goes without --out: inside the first run directory (never the checkout's reports/)."""
     return RunStore(run_dirs[0]).report_dir
-
-
-def read_steps(record: TrialRecord) -> tuple[list[dict], str]:
-    """The trajectory lines of a trial and a note on what could not be read ('' when all was)."""
-    if not record.trajectory or not Path(record.trajectory).is_file():
-        return [], "no trajectory file recorded for this trial"
-    steps, bad = [], 0
-    try:
-        lines = list(json_lines(record.trajectory))   # bounded: depth, size, the integer digit limit
-    except (OSError, ValueError) as exc:
-        return [], f"the trajectory file cannot be read: {exc}"
-    for _, step, reason in lines:
-        if reason is None and isinstance(step, dict):
-            steps.append(step)
-        else:
-            bad += 1
-    return steps, (f"{bad} trajectory line(s) were not JSON objects and are not shown" if bad else "")
 
 
 def trial_page_name(record: TrialRecord) -> str:
@@ -481,6 +464,96 @@ def build_report(run_dirs: Sequence[Path | str], out_dir: Path | str | None = No
         label = labels[(record.model, record.planner, record.config_hash)]
         (out_dir / "trials" / trial_page_name(record)).write_text(_trial_page(record, label, prov), encoding="utf-8")
     return paths
+
+
+# ---- the published Markdown report ----------------------------------------------------------------------
+PARTIAL = "**PARTIAL**"
+
+
+def section_blocks(sections: Sequence[Section], ctx: SectionContext) -> list[tuple[Section, list[Block]]]:
+    """Each section with the blocks it built (sections that built none are left out)."""
+    out = []
+    for section in sections:
+        blocks = section.build(ctx)
+        if blocks:
+            out.append((section, blocks))
+    return out
+
+
+def block_markdown(block: Block, section_title: str = "") -> str:
+    if isinstance(block, Table):
+        heading = "" if block.title == section_title else f"### {block.title}\n\n"
+        return f"{heading}{block.render('github')}\n" + "".join(f"\n- {n}" for n in block.notes) + \
+            ("\n" if block.notes else "")
+    return block + "\n"
+
+
+def markdown_report(run_dirs: Sequence[Path | str], *, command: str, title: str = "mltb report",
+                    sections: Sequence[Section] | None = None, notes: Path | None = None,
+                    expect_trials: int | None = None, seed: int = 0,
+                    markdown_path: Path | None = None) -> tuple[str, dict[str, str]]:
+    """A report as one Markdown document and the figures to write beside it (file name -> SVG text).
+
+    The text depends on the records (and ``notes``) alone, never on when or where it is written: no date, no
+    path of this machine; which code ran the trials and on which machine come from the records. So
+    regenerating a committed report from its committed records gives the same file. ``command`` (the
+    exact command line that writes it) goes into its header."""
+    records = load_runs([Path(d) for d in run_dirs])
+    sections = pick_sections(None) if sections is None else sections
+    ctx = SectionContext(records=records, seed=seed, run_dirs=[Path(d) for d in run_dirs],
+                         markdown_path=markdown_path)
+    counted = len(counted_records(records))
+    partial = expect_trials is not None and counted < expect_trials
+    lines = [f"# {title}" + (f" — {PARTIAL}" if partial else ""), "",
+             f"Written by `{command}` from the trial records in {', '.join(f'`{d}`' for d in run_dirs)}; the same "
+             "command rewrites it (every figure below comes from those records).", ""]
+    if partial:
+        lines += [f"{PARTIAL}: {counted} of {expect_trials} planned trials recorded; figures cover only those.", ""]
+    if not records:
+        lines += ["No trial records in these runs.", ""]
+    lines += _configuration_markdown(config_legend(records)) if records else []
+    for section, blocks in section_blocks(sections, ctx):
+        lines += [f"## {section.title}", ""] + [block_markdown(b, section.title) for b in blocks]
+    if notes is not None:
+        lines += ["## Notes", "", f"Written by hand (`{notes}`); the sections above are generated from the records.",
+                  "", Path(notes).read_text(encoding="utf-8").strip(), ""]
+    return "\n".join(lines).rstrip() + "\n", ctx.figures
+
+
+def _configuration_markdown(legend: dict[str, Any]) -> list[str]:
+    """The settings the trials ran with (from their trajectories' trial_start lines): those every configuration
+    shares once, then each config hash with its columns and the settings it differs in."""
+    configs = [e["config"] for e in legend["hashes"].values() if e["config"]]
+    if not configs:
+        return []   # no trajectory holds them (a run that kept none): a notes file may say them
+    shared = {k: v for k, v in (configs[0] if configs else {}).items()
+              if k not in legend["differing"] and all(c.get(k) == v for c in configs)}
+    def text(config: dict, keys: list[str]) -> str:
+        return ", ".join(f"{markdown_text(k)}={markdown_text(json.dumps(config.get(k)))}" for k in keys)
+    lines = ["## Configuration", ""]
+    lines.append(f"Settings every trial shares: {text(shared, sorted(shared))}.")
+    lines.append("")
+    for h, entry in legend["hashes"].items():
+        differing = text(entry["config"], legend["differing"]) if entry["config"] and legend["differing"] else ""
+        lines.append(f"- config `{h}` ({', '.join(entry['labels'])})" + (f": {differing}" if differing else
+                     "" if entry["config"] else ": settings not recorded"))
+    if len(legend["hashes"]) > 1 and not legend["differing"]:
+        lines += ["", "The configurations differ only in their planners' own knobs (each planner's hash takes its "
+                      "knobs alone)."]
+    return lines + [""]
+
+
+def write_markdown_report(run_dirs: Sequence[Path | str], path: Path, **options: Any) -> list[Path]:
+    """Write :func:`markdown_report` to ``path`` and its figures beside it; returns the written paths."""
+    path = Path(path)
+    text, figures = markdown_report(run_dirs, markdown_path=path, **options)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    written = [path]
+    for name, svg in figures.items():
+        (path.parent / name).write_text(svg, encoding="utf-8")
+        written.append(path.parent / name)
+    return written
 
 
 def report_main(run_dirs: Sequence[Path], out: Path | None = None) -> dict[str, Path]:

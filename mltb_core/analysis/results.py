@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from filelock import FileLock
 
+from mltb_core.analysis.safety import markdown as markdown_safe, one_line
 from mltb_core.analysis.runstore import RESULTS_FILE, TRAJECTORY_DIR   # the run directory's names (re-exported)
 from mltb_core.bench.documents import JSONShapeError, json_lines
 from mltb_core.bench.tasks import is_slug
@@ -593,24 +594,9 @@ def group_by(records: Iterable[TrialRecord], *attrs: str) -> dict[tuple, list[Tr
     return {k: groups[k] for k in sorted(groups)}
 
 
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]{}()#+!|~<>&])")    # CommonMark: any ASCII punctuation may be escaped
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
-
-
-def display_text(text: object, limit: int = 120) -> str:
-    """Untrusted text (a record's stage_name, stop_reason, feedback, error: written under a possibly
-    compromised solver) made fit for a one-line table cell: encodable (lone surrogates escaped), one
-    line (control characters and newlines become a space), at most ``limit`` characters. Markdown output
-    escapes it further (:func:`markdown_text`); HTML escapes it."""
-    value = str(text or "").encode("utf-8", "backslashreplace").decode("utf-8")
-    value = _CONTROL.sub(" ", value).strip()
-    return value if len(value) <= limit else value[:limit - 1] + "…"
-
-
-def markdown_text(text: object) -> str:
-    """Untrusted text for Markdown: :func:`display_text`, then every active character (links, images,
-    emphasis, headings, table pipes, tags, entities) backslash-escaped, so it renders as the same text."""
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", display_text(text, limit=10_000))
+# one policy per output format lives in safety.py; the names tables and reports import from here
+display_text = one_line
+markdown_text = markdown_safe
 
 
 def model_label(model: str, synthetic: bool) -> str:

@@ -1,0 +1,166 @@
+"""What a run's trajectories show about where its trials ended (the ``trajectories`` report section).
+
+Counted from the trajectory files the records name; every count says over how many trials it runs, and a
+trial whose file is missing is named. Model-written names shown here are escaped for Markdown.
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+from mltb_core.analysis.results import TrialRecord, counted_records
+from mltb_core.analysis.safety import markdown as markdown_text
+from mltb_core.analysis.tables import planner_rank
+from mltb_core.bench.stages import stage_index
+
+__all__ = ["trajectory_findings", "reply_limit"]
+
+
+def _trajectory(rec: TrialRecord) -> list[dict] | None:
+    """A recorded trial's steps, or None when its trajectory file is gone."""
+    from mltb_core.analysis.sections import read_steps
+
+    if not rec.trajectory or not Path(rec.trajectory).is_file():
+        return None
+    return read_steps(rec)[0]
+
+
+def _budget(steps: list[dict]) -> int | None:
+    """The trial's LLM-call budget, from its trial_start line."""
+    start = next((s for s in steps[:3] if s.get("step_type") == "trial_start"), None)
+    config = start.get("config") if start else None
+    value = config.get("max_llm_calls") if isinstance(config, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def reply_limit(model: str) -> int | None:
+    """Tokens a reply of ``model`` may run to, when mltb sets it (its named local models and GGUF files)."""
+    from mltb_core.llm.backends import parse_model
+
+    try:
+        ref = parse_model(model)
+    except ValueError:
+        return None
+    if ref.kind != "local":
+        return None
+    from mltb_core.llm.models import get_model, reply_tokens_for
+
+    kind, text = ref.value
+    return reply_tokens_for(get_model(text).filename if kind == "name" else text)
+
+
+def _calls(steps: list[dict]) -> list[dict]:
+    """The tool calls a trajectory started, in order."""
+    return [call for step in steps if step.get("step_type") == "tool_execution_initiation"
+            for call in step.get("tools_to_execute", [])]
+
+
+def trajectory_findings(recs: list) -> list[str]:
+    """What the trials' trajectories show about where they ended (each record's trajectory an absolute path,
+    as :meth:`RunStore.load` gives it):
+    LATS's judge (graded or not), how trials that fitted a model failed to write a submission, ReAct's repeated
+    calls, why trials stayed at stage 1, and replies cut off at the reply limit. Each count says over how many
+    trials it runs; a trial whose trajectory file is missing is named, never silently left out."""
+    from mltb_core.llm.base import CUT_OFF
+
+    have, missing = [], []
+    for rec in counted_records(recs):
+        steps = _trajectory(rec)
+        if steps is None:
+            missing.append(f"{rec.planner} on {rec.task}, trial {rec.trial}")
+        else:
+            have.append((rec, steps))
+    lines = [f"Counted from the trajectories of {len(have)} of the {len(have) + len(missing)} counted trials"
+             + (f" (no trajectory file in the run directory: {'; '.join(missing)})" if missing else "") + ".", ""]
+    if not have:
+        return lines
+    budgets = sorted({b for b in (_budget(steps) for _, steps in have) if b is not None})
+    budget = "/".join(map(str, budgets)) or "?"
+    limits = sorted({t for t in (reply_limit(rec.model) for rec, _ in have) if t is not None})
+    reply_tokens = limits[0] if len(limits) == 1 else None
+
+    judged = [steps for rec, steps in have if any(s.get("step_type") == "judge_score" for s in steps)]
+    if judged:
+        grades = [s for steps in judged for s in steps if s.get("step_type") == "judge_score"]
+        per_trial = sorted(sum(s.get("n", 1) for s in steps if s.get("step_type") == "llm_call"
+                               and s.get("purpose") == "evaluate") for steps in judged)
+        spread = f"{per_trial[0]}" if per_trial[0] == per_trial[-1] else f"{per_trial[0]}–{per_trial[-1]}"
+        lines.append(f"- LATS's judge gave a grade the parser read in {sum(bool(s.get('scored')) for s in grades)} "
+                     f"of {len(grades)} evaluations ({len(judged)} trials); the others counted as the lowest grade. "
+                     f"The judge's evaluations are LLM calls within the same {budget}-call budget: {spread} of each "
+                     f"LATS trial's calls, the rest proposals.")
+
+    modeling = stage_index("modeling")
+    fitted = [(rec, _calls(steps)) for rec, steps in have if rec.stage_reached >= modeling and not rec.valid]
+    if fitted:
+        names = [{c["tool_name"] for c in calls} for _, calls in fitted]
+        saved = sorted({c.get("tool_args", {}).get("bindings", {}).get("df", "?") for _, calls in fitted
+                        for c in calls if c["tool_name"] == "save_dataframe_to_csv"})
+        lines.append(f"- {len(fitted)} trial(s) fitted a model (stage {modeling}) without a valid submission; "
+                     f"{sum('predict_target' in n for n in names)} of them predicted with `predict_target`, "
+                     f"{sum('convert_to_dataframe' in n for n in names)} turned predictions into a frame with "
+                     f"`convert_to_dataframe`, and the frames they saved as the submission were "
+                     f"{', '.join(markdown_text(s) for s in saved) or 'none'} (names the model chose). The paper's "
+                     "toolset has no `create_submission` (the extended toolset's attaches the ids in one call), so "
+                     "the file is assembled by hand: `get_features` for the ids, `convert_to_dataframe` for the "
+                     "predictions, `concatenate_dataframes` with `axis=1`, then `save_dataframe_to_csv`.")
+
+    react = []
+    for rec, steps in have:
+        if rec.planner == "react":
+            keys = [json.dumps([c["tool_name"], c.get("tool_args")], sort_keys=True) for c in _calls(steps)]
+            prompts = [(s.get("usage") or {}).get("prompt_tokens", 0) for s in steps
+                       if s.get("step_type") == "llm_call"]
+            growth = (f", prompt +{(prompts[-1] - prompts[0]) / (len(prompts) - 1):,.0f} tokens per call"
+                      if len(prompts) > 1 else "")
+            react.append(f"{rec.task} trial {rec.trial}: {len(keys) - len(set(keys))} of {len(keys)}{growth}")
+    if react:
+        lines.append("- ReAct's tool calls that repeated an earlier call of the same trial (same tool, same "
+                     f"arguments): {'; '.join(sorted(react))}. Every reply and observation, repeats included, stays "
+                     "in the conversation ReAct sends back, until the context is full.")
+
+    stuck = [_calls(steps) for rec, steps in have if rec.stage_reached == 1]
+    if stuck:
+        never_test = sum(not any(c["tool_name"] == "read_data" and "test" in str(
+            c.get("tool_args", {}).get("func_kwargs", {}).get("filepath", "")) for c in calls) for calls in stuck)
+        self_concat = sum(any(c["tool_name"] == "concatenate_train_test"
+                              and (b := c.get("tool_args", {}).get("bindings", {})).get("train_df")
+                              and b.get("train_df") == b.get("test_df") for c in calls) for calls in stuck)
+        lines.append(f"- {len(stuck)} trial(s) ended at stage 1 (train data loaded); {never_test} of them never "
+                     f"called `read_data` on the test file, and {self_concat} bound the same frame to both "
+                     "arguments of `concatenate_train_test`.")
+
+    shown: Counter[tuple[str, str]] = Counter()
+    for rec, steps in have:
+        for step in steps:
+            if step.get("step_type") == "reward_feedback":
+                shown[rec.planner, "all"] += 1
+                shown[rec.planner, "shown"] += step.get("shown_to_model") is True
+    if shown:
+        told = sorted({p for p, _ in shown}, key=planner_rank)
+        lines.append("- Stage feedback (the stage a node reached and what to do next, e.g. \"read the test CSV\") "
+                     "shown to the model after its tool calls, per planner: "
+                     + "; ".join(f"{p}: {shown[p, 'shown']} of {shown[p, 'all']}" for p in told)
+                     + ". mltb follows the paper (its section 5.1 gives this feedback to the MCTS variants), so "
+                     "ReAct and LATS see only each tool's own result.")
+
+    cut: Counter[tuple[str, str]] = Counter()
+    for rec, steps in have:
+        for step in steps:
+            if step.get("step_type") != "llm_call":
+                continue
+            if step.get("purpose") == "evaluate":    # LATS's judge replies in text: cut off when it used every token
+                cut[rec.planner, "all"] += 1
+                cut[rec.planner, "cut"] += bool(reply_tokens) and \
+                    (step.get("usage") or {}).get("completion_tokens", 0) >= reply_tokens
+            else:
+                for cand in step.get("candidates") or []:
+                    cut[rec.planner, "all"] += 1
+                    cut[rec.planner, "cut"] += str(cand.get("error") or "").startswith(CUT_OFF)
+    planners = sorted({p for p, _ in cut}, key=planner_rank)
+    limit = f"the {reply_tokens}-token reply limit" if reply_tokens else "the reply limit"
+    lines.append(f"- Replies cut off at {limit} (proposals reported to the model as cut off, and LATS judge "
+                 "replies that used every token), per planner: "
+                 + "; ".join(f"{p}: {cut[p, 'cut']} of {cut[p, 'all']}" for p in planners) + ".")
+    return lines

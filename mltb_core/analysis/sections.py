@@ -1,0 +1,296 @@
+"""The sections of ``mltb report``, in a registry a plug-in or a conftest extends.
+
+A :class:`Section` has a name, a title and ``build(context)``, which returns its blocks: :class:`Table`
+objects (rendered as Markdown and HTML tables) and strings of mltb's own Markdown prose (any untrusted text
+inside escaped with :func:`mltb_core.analysis.safety.markdown` when the string is made). An empty list
+leaves the section out. The built-ins are registered here in the order a report shows them; a plug-in adds
+or replaces one through the entry-point group ``mltb.report_sections`` (an object with ``overrides = True``
+replaces the built-in of its name); a pytest ``conftest.py`` through the hook ``pytest_mltb_report_sections``
+(``pytest_mltb/hookspec.py``), called with the list a pytest run's report uses. ``mltb report --sections``
+picks and orders them by name.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Union
+
+from mltb_core.analysis.provenance import NOT_RECORDED, machine_counts, machine_label, trial_code
+from mltb_core.analysis.results import TrialRecord, counted_records, group_by
+from mltb_core.analysis.safety import markdown
+from mltb_core.analysis.tables import Table, build_tables, planner_rank
+from mltb_core.bench.documents import json_lines
+from mltb_core.plugins import NameClashError, Registry, RegistryError, origin_of
+
+__all__ = ["Section", "SectionContext", "Block", "SECTIONS", "ENTRY_POINT_GROUP", "register_section",
+           "section_names", "pick_sections", "DEFAULT_SECTIONS", "read_steps"]
+
+ENTRY_POINT_GROUP = "mltb.report_sections"
+Block = Union[Table, str]
+
+
+@dataclass
+class SectionContext:
+    """What a section builds from: the report's records (deduplicated; trajectories as absolute paths),
+    the bootstrap seed, the report's run directories and where the Markdown goes (figures go beside it)."""
+    records: list[TrialRecord]
+    seed: int = 0
+    run_dirs: Sequence[Path] = ()
+    markdown_path: Path | None = None
+    figures: dict[str, str] = field(default_factory=dict)   # file name -> SVG text a section wants written
+
+
+@dataclass(frozen=True)
+class Section:
+    name: str
+    title: str
+    build: Callable[[SectionContext], list[Block]]
+    overrides: bool = False
+
+
+def _check(name: str, obj: Any) -> bool:
+    if not isinstance(obj, Section) or obj.name != name:
+        raise RegistryError(f"report section entry point {name!r} (group {ENTRY_POINT_GROUP}) loads {obj!r}, not a "
+                            f"mltb_core.analysis.sections.Section named {name!r}")
+    held = SECTIONS.registered(name)
+    if held is not None and not obj.overrides:
+        raise NameClashError(f"report section name {name!r} is claimed by both {origin_of(held.build)} and the "
+                             f"entry point's {origin_of(obj.build)}; set overrides=True on the Section to replace it")
+    return True    # checked here: every Section is of one class, so the registry cannot tell origins apart
+
+
+SECTIONS: Registry[Section] = Registry("report section", ENTRY_POINT_GROUP, check=_check)
+
+
+def register_section(section: Section) -> Section:
+    """Add ``section``; a name already taken is refused naming both builders unless ``section.overrides``
+    (every Section is of one class, so the builder function says where a section comes from)."""
+    held = SECTIONS.registered(section.name)
+    if held is not None and held.build is not section.build and not section.overrides:
+        raise NameClashError(f"report section name {section.name!r} is claimed by both {origin_of(held.build)} and "
+                             f"{origin_of(section.build)}; set overrides=True on the Section to replace it")
+    return SECTIONS.register(section.name, section, overrides=True)
+
+
+def section_names() -> list[str]:
+    return list(SECTIONS)
+
+
+def pick_sections(names: Sequence[str] | None) -> list[Section]:
+    """The sections named (in that order), or every registered one; an unknown name is a ValueError listing them."""
+    if names is None:
+        return [SECTIONS[n] for n in DEFAULT_SECTIONS if n in SECTIONS] + \
+               [s for n, s in SECTIONS.items() if n not in DEFAULT_SECTIONS]
+    unknown = [n for n in names if n not in SECTIONS]
+    if unknown:
+        raise ValueError(f"unknown report section(s) {', '.join(unknown)}; known: {', '.join(SECTIONS)}")
+    return [SECTIONS[n] for n in names]
+
+
+def read_steps(record: TrialRecord) -> tuple[list[dict], str]:
+    """The trajectory lines of a trial and a note on what could not be read ('' when all was)."""
+    if not record.trajectory or not Path(record.trajectory).is_file():
+        return [], "no trajectory file recorded for this trial"
+    steps, bad = [], 0
+    try:
+        lines = list(json_lines(record.trajectory))   # bounded: depth, size, the integer digit limit
+    except (OSError, ValueError) as exc:
+        return [], f"the trajectory file cannot be read: {exc}"
+    for _, step, reason in lines:
+        if reason is None and isinstance(step, dict):
+            steps.append(step)
+        else:
+            bad += 1
+    return steps, (f"{bad} trajectory line(s) were not JSON objects and are not shown" if bad else "")
+
+
+def _cells(records: list[TrialRecord]) -> list[tuple[tuple, list[TrialRecord]]]:
+    """Counted records by (planner, task), planners in the registry's order, tasks by name."""
+    return sorted(group_by(counted_records(records), "planner", "task").items(),
+                  key=lambda kv: (planner_rank(kv[0][0]), kv[0][1]))
+
+
+# ---- built-in sections ---------------------------------------------------------------------------------
+def _tables(ctx: SectionContext) -> list[Block]:
+    return list(build_tables(ctx.records, ctx.seed))
+
+
+def _ranking(ctx: SectionContext) -> list[Block]:
+    from mltb_core.analysis.ranking import ranking_markdown
+
+    counted = counted_records(ctx.records)
+    if len({r.planner for r in counted}) < 2:
+        return []
+    link = f"{ctx.markdown_path.stem}-cd.svg" if ctx.markdown_path is not None else None
+    text, figure = ranking_markdown(counted, seed=ctx.seed, cd_link=link)
+    if figure is not None and link is not None:
+        ctx.figures[link] = figure
+    return [text.split("\n", 2)[2].strip()]     # its own "## Ranking across tasks" heading is the section's
+
+
+def _run(ctx: SectionContext) -> list[Block]:
+    records = ctx.records
+    counted = counted_records(records)
+    tokens_in = sum(r.tokens_in for r in records)
+    cached = sum(r.tokens_in_cached for r in records)
+    share = f" ({cached / tokens_in:.0%})" if tokens_in else ""
+    return [f"- records: {len(records)} ({len(counted)} counted, {len(records) - len(counted)} infrastructure "
+            f"error(s) apart); prompt tokens {tokens_in:,}, of which {cached:,} served from the server's prompt "
+            f"cache{share}\n- trials run by: {trial_code(records) or 'none yet'} (each record's `code`)"]
+
+
+def _models(ctx: SectionContext) -> list[Block]:
+    lines = [f"- {_model_facts(model)}" for model in sorted({r.model for r in ctx.records})]
+    return ["\n".join(lines)] if lines else []
+
+
+def _model_facts(model: str) -> str:
+    """The model string, and for a local model the file it names with its size and SHA-256 (pinned for a
+    named model; a file given by path is described by its record alone)."""
+    from mltb_core.llm.backends import parse_model
+
+    try:
+        ref = parse_model(model)
+    except ValueError:
+        return f"`{markdown(model)}` (no installed backend reads it)"
+    if ref.kind != "local" or ref.value[0] != "name":
+        return f"`{markdown(model)}`" + (" (synthetic policy, not an LLM)" if ref.synthetic else "")
+    from mltb_core.llm.models import get_model
+
+    named = get_model(ref.value[1])
+    return (f"`{model}` = {named.note.split(';')[0]}, `{named.filename}`, {named.size:,} bytes, "
+            f"SHA-256 `{named.sha256}`")
+
+
+def _seconds(ctx: SectionContext) -> list[Block]:
+    rows = []
+    for (planner, task), cell in _cells(ctx.records):
+        wall = [r.wall_seconds for r in cell]
+        rows.append([planner, task, str(len(cell)),
+                     f"{statistics.median(wall):.0f} ({min(wall):.0f}–{max(wall):.0f})",
+                     f"{statistics.median(r.llm_seconds for r in cell):.0f}",
+                     f"{statistics.median(r.llm_calls for r in cell):g}",
+                     f"{statistics.median(r.stage_reached for r in cell):g}, {max(r.stage_reached for r in cell)}"])
+    if not rows:
+        return []
+    return [Table("seconds", "Seconds per trial", ["planner", "task", "n", "wall s per trial (median, min–max)",
+                                                    "LLM s per trial", "LLM calls", "stage reached (median, max)"],
+                  rows, notes=["counted trials only; wall seconds depend on the machine (see Machine) and its load"])]
+
+
+def _stop_kinds(ctx: SectionContext) -> list[Block]:
+    from mltb_core.bench.stages import REWARD_STAGES
+    from mltb_core.planners.stops import STOP_KIND_MEANINGS
+
+    names = {s.number: s.name for s in REWARD_STAGES}    # mltb's names, never the record's stage_name
+    rows = []
+    for (planner, task), cell in _cells(ctx.records):
+        stops = Counter((r.valid, r.stage_reached, str(r.stop_kind)) for r in cell)
+        for (valid, stage, kind), n in sorted(stops.items(), key=lambda kv: (-kv[0][1], kv[0][2])):
+            reached = f"{stage} {names[stage]}" if stage in names else str(stage)
+            blocked = ("– (valid submission)" if valid else
+                       f"{stage + 1} {names[stage + 1]}" if stage + 1 in names else "–")
+            rows.append([planner, task, str(n), reached, blocked, kind])
+    if not rows:
+        return []
+    used = sorted({row[5] for row in rows})
+    meanings = "; ".join(f"{k}: {STOP_KIND_MEANINGS[k]}" for k in used if k in STOP_KIND_MEANINGS)
+    return [Table("stop_kinds", "Where trials ended", ["planner", "task", "trials", "stage reached", "not passed",
+                                                       "why the search ended (stop kind)"], rows,
+                  notes=[f"stop kinds (the planner's, mltb_core/planners/stops.py): {meanings}",
+                         "records written before stop kinds (schema 1) got theirs from their stop reason when read"])]
+
+
+def _stage_comparison(ctx: SectionContext) -> list[Block]:
+    from mltb_core.analysis.ranking import friedman_text, stage_blocks
+    from mltb_core.analysis.stats import friedman_test, rate_interval
+    from mltb_core.bench.stages import stage_index
+
+    counted = counted_records(ctx.records)
+    planners = sorted({r.planner for r in counted}, key=planner_rank)
+    if len(planners) < 2:
+        return []
+    modeling = stage_index("modeling")
+    rows = []
+    for planner in planners:
+        stages = [r.stage_reached for r in counted if r.planner == planner]
+        fitted = sum(stage >= modeling for stage in stages)
+        ci = rate_interval(fitted, len(stages))
+        rows.append([planner, str(len(stages)), f"{statistics.median(stages):g} ({min(stages)}–{max(stages)})",
+                     f"{fitted}/{len(stages)} [{ci.low:.2f}, {ci.high:.2f}]"])
+    table = Table("stage_comparison", "Stage reached per planner",
+                  ["planner", "trials", "stage reached (median, min–max)",
+                   f"fitted a model (stage ≥ {modeling}) [95 % CI]"], rows,
+                  notes=["interval: exact Clopper-Pearson over the planner's trials on every task together"])
+    blocks = stage_blocks(counted, lambda r: r.planner)
+    result = friedman_test(blocks)
+    prose = "\n".join([
+        *friedman_text(result, {}, blocks="blocks (task, trial seed)",
+                       measure="the stage each trial reached, ties sharing a rank"), "",
+        f"- Blocks: {len(result.tasks)} of the {len(blocks)} (task, trial) pairs recorded have a trial of every "
+        "planner; only those enter the test. Every trial of a task uses the same data split, and a trial's seed "
+        "depends on its index alone, so the planners of a block also share the sampler's seed stream.",
+        "- What it covers: these tasks and this model; with so few tasks it says nothing about tasks in general. "
+        "The stage is ordinal (stage 9 is not 'three times' stage 3), so only ranks within a block count."])
+    return [table, prose]
+
+
+def _machine(ctx: SectionContext) -> list[Block]:
+    counts = machine_counts(ctx.records)
+    if not counts:
+        return []
+    details: dict[str, dict] = {}
+    for record in ctx.records:
+        details.setdefault(machine_label(record.machine), record.machine or {})
+    rows = [[label, str(n), details[label].get("system") or "–", details[label].get("python") or "–",
+             details[label].get("llama_cpp") or "–"] for label, n in counts.most_common()]
+    notes = []
+    if len(counts) > 1:
+        notes.append(f"WARNING: these figures mix {len(counts)} machines"
+                     + (" (some records do not say which)" if NOT_RECORDED in counts else "")
+                     + ": seconds, and any time budget's effect, are not comparable across them")
+    return [Table("machine", "Machine", ["machine (CPU, cores, memory)", "trials", "system", "Python",
+                                         "llama.cpp (llama-cpp-python)"], rows, notes=notes)]
+
+
+def _synthetic_policy(ctx: SectionContext) -> list[Block]:
+    import re
+
+    from mltb_core.llm import sim
+
+    if not any(r.synthetic for r in ctx.records):
+        return []
+    match = re.search(r"Assumptions[^\n]*\n\n(.*)", sim.__doc__ or "", re.S)
+    if not match:
+        raise ValueError("mltb_core/llm/sim.py's docstring has no 'Assumptions' section")
+    return ["**The `sim` models are a synthetic policy, not an LLM.** Their figures show how the planners use a "
+            "fixed, planner-agnostic policy under the assumptions below; they say nothing about how they use a "
+            "real model. Verbatim from `mltb_core/llm/sim.py`:", match.group(1).strip()]
+
+
+def _trajectories(ctx: SectionContext) -> list[Block]:
+    from mltb_core.analysis.findings import trajectory_findings
+
+    if not any(r.trajectory for r in ctx.records):
+        return []
+    return ["\n".join(trajectory_findings(ctx.records))]
+
+
+DEFAULT_SECTIONS = ("synthetic_policy", "run", "models", "tables", "ranking", "seconds", "stop_kinds",
+                    "stage_comparison", "trajectories", "machine")
+for _section in (Section("synthetic_policy", "What the synthetic policy assumes", _synthetic_policy),
+                 Section("run", "Run", _run),
+                 Section("models", "Models", _models),
+                 Section("tables", "Tables", _tables),
+                 Section("ranking", "Ranking across tasks", _ranking),
+                 Section("seconds", "Seconds per trial", _seconds),
+                 Section("stop_kinds", "Where trials ended", _stop_kinds),
+                 Section("stage_comparison", "Do the planners differ in the stage they reach?", _stage_comparison),
+                 Section("trajectories", "What the trajectories show", _trajectories),
+                 Section("machine", "Machine", _machine)):
+    register_section(_section)
+

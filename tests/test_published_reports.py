@@ -1,0 +1,48 @@
+"""The project's published reports are written by `mltb report --markdown`, whose header gives the command:
+running that command on the committed records gives the committed files, byte for byte."""
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from mltb_core import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+PUBLISHED = ("reports/local-llm.md", "reports/planner-comparison.md")
+
+
+def header_command(path: Path) -> list[str]:
+    match = re.search(r"^Written by `(mltb report [^`]+)`", path.read_text(encoding="utf-8"), re.M)
+    assert match, f"{path} does not say which `mltb report` command wrote it"
+    return shlex.split(match.group(1))
+
+
+@pytest.mark.parametrize("published", PUBLISHED)
+def test_the_header_command_regenerates_the_committed_report(published, tmp_path, monkeypatch):
+    committed = ROOT / published
+    argv = header_command(committed)
+    assert argv[argv.index("--markdown") + 1] == published
+    target = tmp_path / Path(published).name
+    argv[argv.index("--markdown") + 1] = str(target)
+    monkeypatch.chdir(ROOT)            # the command runs from the checkout root, as the header's paths are
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert cli.main(argv[1:]) == 0
+    text = target.read_text(encoding="utf-8").replace(shlex.quote(str(target)), published, 1)
+    assert text == committed.read_text(encoding="utf-8")
+    for figure in tmp_path.glob("*.svg"):   # figures beside it (the critical-difference diagram)
+        assert figure.read_bytes() == (committed.parent / figure.name).read_bytes()
+
+
+def test_no_published_report_is_rendered_outside_the_product():
+    """benchmarks/ drives runs; it renders no report of its own (issue 36)."""
+    assert not (ROOT / "benchmarks" / "planner_ordering.py").exists()
+    for driver in ("local_llm_table.py", "planner_comparison.py"):
+        text = (ROOT / "benchmarks" / driver).read_text()
+        assert "tabulate" not in text and "build_tables" not in text and '"report"' in text
+    assert os.path.isdir(ROOT / "reports" / "local-llm" / "trajectories")

@@ -1,0 +1,128 @@
+"""mltb report's sections (mltb_core/analysis/sections.py, findings.py): the stop-kind table, the stage
+comparison with its test, the trajectory findings, the machine; and the registry plug-ins extend."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mltb_core.analysis.results import Outcome, StopKind, TrialRecord
+from mltb_core.analysis.sections import SECTIONS, Section, SectionContext, pick_sections, register_section
+from mltb_core.analysis.tables import Table
+
+
+def build(name: str, records: list) -> list:
+    return SECTIONS[name].build(SectionContext(records=records))
+
+
+def test_where_trials_ended_counts_stop_kinds_and_names_the_stage_not_passed():
+    def record(trial, stage, kind, valid=False, outcome=Outcome.PLANNER_FAILURE, reason="x"):
+        return TrialRecord(task="spaceship-titanic", planner="react", model="local", trial=trial, seed=trial,
+                           config_hash="h", outcome=outcome, valid=valid, stage_reached=stage, stop_kind=kind,
+                           stop_reason=reason)
+
+    recs = [record(0, 1, StopKind.CONTEXT_FULL, reason="the conversation outgrew ... (16754 tokens)"),
+            record(1, 1, StopKind.CONTEXT_FULL, reason="the conversation outgrew ... (17117 tokens)"),
+            record(2, 1, StopKind.MODEL_ENDED_TURN, reason="the model ended its turn without a valid submission"),
+            record(3, 10, StopKind.VALID_SUBMISSION, valid=True, outcome=Outcome.VALID),
+            record(4, 0, StopKind.ERROR, outcome=Outcome.INFRA_ERROR)]
+    (table,) = build("stop_kinds", recs)
+    rows = [row[2:] for row in table.rows]
+    assert rows[0] == ["1", "10 create_submission", "– (valid submission)", "valid_submission"]
+    assert ["2", "1 train_data_loading", "2 test_data_loading", "context_full"] in rows   # alike stops: one row
+    assert ["1", "1 train_data_loading", "2 test_data_loading", "model_ended_turn"] in rows   # not "valid"
+    assert len(rows) == 3                                      # the infra error is not a counted trial
+    assert "context_full: the conversation outgrew" in table.notes[0]
+
+
+def test_stage_comparison_pairs_planners_by_task_and_trial_seed_and_tests_all_pairs():
+    import scipy.stats as ss
+
+    def record(task, planner, trial, stage, outcome=Outcome.PLANNER_FAILURE):
+        return TrialRecord(task=task, planner=planner, model="local", trial=trial, seed=trial, config_hash="h",
+                           outcome=outcome, valid=False, stage_reached=stage)
+
+    stages = {"mcts_shaped": [9, 9, 9, 9, 9, 9], "react": [1, 1, 3, 1, 1, 1], "lats": [1, 3, 1, 2, 1, 1]}
+    recs = [record(task, planner, trial, values[3 * t + trial])
+            for planner, values in stages.items() for t, task in enumerate(("a", "b")) for trial in range(3)]
+    recs += [record("a", "react", 3, 9),                                  # a block without the other planners
+             record("a", "lats", 3, 0, outcome=Outcome.INFRA_ERROR)]      # not a counted trial
+    table, text = build("stage_comparison", recs)
+    assert [row[0] for row in table.rows] == ["react", "lats", "mcts_shaped"]   # the registry's order
+    assert table.rows[0] == ["react", "7", "1 (1–9)", "1/7 [0.00, 0.58]"]
+    assert table.rows[2] == ["mcts_shaped", "6", "9 (9–9)", "6/6 [0.54, 1.00]"]
+    expected = ss.friedmanchisquare(*[stages[p] for p in ("lats", "mcts_shaped", "react")])
+    assert "Friedman test over 6 blocks (task, trial seed) × 3 planners" in text
+    assert f"χ² = {expected.statistic:.2f}, p = {expected.pvalue:.3g}" in text
+    assert "Blocks: 6 of the 7 (task, trial) pairs" in text
+    assert "Mean ranks (1 = best): mcts_shaped 1.00" in text
+
+
+def test_trajectory_findings_count_what_the_trials_did_and_name_a_missing_trajectory(tmp_path):
+    from mltb_core.llm.base import cut_off_error
+
+    def call(tool, bindings=None, kwargs=None):
+        return {"step_type": "tool_execution_initiation",
+                "tools_to_execute": [{"tool_name": tool, "tool_args": {"bindings": bindings or {},
+                                                                      "func_kwargs": kwargs or {}}}]}
+
+    def propose(error=None):
+        return {"step_type": "llm_call", "purpose": "propose", "candidates": [{"text": "{}", "error": error}]}
+
+    start = {"step_type": "trial_start", "config": {"max_llm_calls": 60}}
+    trials = {
+        "react": [start, {"step_type": "reward_feedback", "shown_to_model": False},
+                  propose(), call("read_data", kwargs={"filepath": "train.csv"}), propose(),
+                  call("read_data", kwargs={"filepath": "train.csv"}), propose(cut_off_error(512)),
+                  call("concatenate_train_test", {"train_df": "train", "test_df": "train"})],
+        "lats": [start, propose(), call("read_data", kwargs={"filepath": "test.csv"}),
+                 {"step_type": "llm_call", "purpose": "evaluate", "usage": {"completion_tokens": 512}},
+                 {"step_type": "judge_score", "scored": False},
+                 {"step_type": "llm_call", "purpose": "evaluate", "usage": {"completion_tokens": 40}},
+                 {"step_type": "judge_score", "scored": True}],
+        "mcts_shaped": [start, propose(), call("predict_target"), call("save_dataframe_to_csv", {"df": "pred|<b>"}),
+                        {"step_type": "reward_feedback", "shown_to_model": True},
+                        {"step_type": "reward_feedback", "shown_to_model": True}],
+    }
+    recs = []
+    for planner, steps in trials.items():
+        path = tmp_path / f"{planner}.jsonl"
+        path.write_text("".join(json.dumps(s) + "\n" for s in steps))
+        recs.append(TrialRecord(task="spaceship-titanic", planner=planner, model="local", trial=0, seed=0,
+                                config_hash="h", outcome=Outcome.PLANNER_FAILURE, valid=False,
+                                stage_reached=9 if planner == "mcts_shaped" else 1, trajectory=str(path)))
+    recs.append(TrialRecord(task="spaceship-titanic", planner="react", model="local", trial=1, seed=1,
+                            config_hash="h", outcome=Outcome.PLANNER_FAILURE, valid=False, stage_reached=1,
+                            trajectory=str(tmp_path / "gone.jsonl")))
+    (text,) = build("trajectories", recs)
+    assert "trajectories of 3 of the 4 counted trials" in text and "react on spaceship-titanic, trial 1" in text
+    assert "read in 1 of 2 evaluations (1 trials)" in text and "same 60-call budget: 2 of each LATS" in text
+    assert "spaceship-titanic trial 0: 1 of 3, prompt +" in text            # ReAct read train.csv twice
+    assert "2 trial(s) ended at stage 1" in text and "1 of them never called `read_data` on the test" in text
+    assert "1 bound the same frame to both arguments" in text
+    assert "react: 1 of 3; lats: 1 of 3; mcts_shaped: 0 of 1" in text         # the judge's 512 counts too
+    assert "pred\\|\\<b\\>" in text                                           # a model-chosen name, escaped
+
+
+def test_the_machine_section_warns_when_figures_mix_machines():
+    base = dict(task="spaceship-titanic", planner="react", model="sim", trial=0, seed=0, config_hash="h",
+                outcome=Outcome.PLANNER_FAILURE)
+    one = {"cpu": "A", "cores": 2, "memory_gib": 8.0, "system": "Linux", "python": "3.11.7", "llama_cpp": None}
+    (same,) = build("machine", [TrialRecord(**base, machine=one), TrialRecord(**{**base, "trial": 1}, machine=one)])
+    assert same.rows == [["A, 2 cores, 8.0 GiB", "2", "Linux", "3.11.7", "–"]] and not same.notes
+    (mixed,) = build("machine", [TrialRecord(**base, machine=one), TrialRecord(**{**base, "trial": 1})])
+    assert mixed.notes and mixed.notes[0].startswith("WARNING: these figures mix 2 machines")
+
+
+def test_a_plugin_section_is_added_or_replaces_a_builtin_by_name():
+    with SECTIONS.scoped():
+        register_section(Section("host", "Host", lambda ctx: ["- ran on the CI host"]))
+        assert pick_sections(["host"])[0].title == "Host" and "host" in [s.name for s in pick_sections(None)]
+        register_section(Section("machine", "My machine", lambda ctx: [Table("m", "m", ["a"], [["1"]])],
+                                 overrides=True))
+        assert SECTIONS["machine"].title == "My machine"
+        with pytest.raises(Exception, match="machine"):
+            register_section(Section("machine", "Clash", lambda ctx: []))
+    assert SECTIONS["machine"].title == "Machine" and "host" not in SECTIONS
+    with pytest.raises(ValueError, match="unknown report section"):
+        pick_sections(["nope"])
