@@ -55,13 +55,16 @@ def test_the_built_package_ships_every_file_and_runs_from_elsewhere(tmp_path):
     elsewhere.mkdir()
     probe = ("from mltb_core.bench.fixtures import FIXTURES; from mltb_core.bench.tasks import load_tasks; "
              "from mltb_core.llm.prices import DEFAULT_PRICES; tasks = load_tasks(); "
-             "print(FIXTURES); print(len(tasks)); print(DEFAULT_PRICES.is_file())")
+             "from mltb_core.analysis.treeview import tree_from_steps, tree_page; "
+             "print(FIXTURES); print(len(tasks)); print(DEFAULT_PRICES.is_file()); "
+             "print('tv-detail' in tree_page(tree_from_steps([])))")   # the report's templates are package data
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": str(build)}
     ran = subprocess.run([sys.executable, "-c", probe], cwd=elsewhere, env=env, capture_output=True, text=True)
     assert ran.returncode == 0, ran.stderr[-2000:]
-    where, count, prices = ran.stdout.split()
+    where, count, prices, templates = ran.stdout.split()
     assert Path(where) == build / "mltb_fixtures"
     assert int(count) == len(list((ROOT / "fixtures" / "tasks").glob("*.toml"))) and prices == "True"
+    assert templates == "True"
 
 
 def test_confined_reads_leave_out_the_bundled_data_even_through_links(tmp_path):

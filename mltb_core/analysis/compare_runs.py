@@ -23,7 +23,6 @@ tasks no p below 2^(1-k)).
 """
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from tabulate import tabulate
 
 from mltb_core.analysis.plots import figure_svg, inline_svg, pyplot
 from mltb_core.analysis.results import Outcome, TrialRecord, group_by, percentile_exclusion, quality_value
+from mltb_core.analysis.safety import html as escape_html
 from mltb_core.analysis.stats import (CI, MIN_TRIALS_FOR_MEDIAN_CI, cluster_sign_flip, median_interval,
                                       paired_proportion_diff_ci, t_interval)
 
@@ -275,15 +275,15 @@ def _delta_plot(comparisons: list[ArmComparison]) -> str:
 
 def comparison_html(comparisons: list[ArmComparison], run_a: Path, run_b: Path) -> str:
     """The comparison as an HTML fragment (plot and one table per arm)."""
-    body = [f"<h2>Run comparison</h2><p>A = {html.escape(str(run_a))}<br>B = {html.escape(str(run_b))}</p>"]
+    body = [f"<h2>Run comparison</h2><p>A = {escape_html(str(run_a))}<br>B = {escape_html(str(run_b))}</p>"]
     if not comparisons:
-        body.append(f"<p class='note'>{html.escape(render_comparison([]))}</p>")
+        body.append(f"<p class='note'>{escape_html(render_comparison([]))}</p>")
         return "".join(body)
     body.append(f"<div class='plots'>{_delta_plot(comparisons)}</div>")
     for c in comparisons:
         table = tabulate([_rows(t, f) for t, f in c.per_task.items()] + [_combined_row(c)],
                          headers=HEADERS, tablefmt="html", disable_numparse=True)
-        body.append(f"<h3>A = {html.escape(c.label_a)} vs B = {html.escape(c.label_b)}</h3>{table}"
+        body.append(f"<h3>A = {escape_html(c.label_a)} vs B = {escape_html(c.label_b)}</h3>{table}"
                     f"<p class='note'>left out: {c.only_a} item(s) only in A, {c.only_b} only in B, "
-                    f"{c.infra_left_out} with an infra error on a side. {html.escape(FOOTNOTE)}</p>")
+                    f"{c.infra_left_out} with an infra error on a side. {escape_html(FOOTNOTE)}</p>")
     return "".join(body)

@@ -1,12 +1,11 @@
 """Ranking planners across tasks, as the seed papers do: pass@k, medal rates, a Bradley-Terry rating,
 a Friedman test with a Wilcoxon-Holm post-hoc and a critical-difference (CD) diagram.
 
-:func:`ranking_markdown` / :func:`ranking_html` return the report section and the CD diagram (SVG);
-the reports module adds the section with one call. Every figure says what it is computed over.
+:func:`ranking_markdown` returns the report section and the CD diagram (SVG); the report's ``ranking``
+section (sections.py) shows it, in HTML through :func:`mltb_core.analysis.safety.markdown_to_html`. Every figure says what it is computed over.
 """
 from __future__ import annotations
 
-import html
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 
@@ -17,7 +16,7 @@ from mltb_core.analysis.results import TrialRecord, counted_records, quality_val
 from mltb_core.analysis.stats import (PASS_AT_K, FriedmanResult, Rating, bradley_terry_ratings, friedman_test,
                                       pass_at_k, rate_interval)
 
-__all__ = ["task_scores", "task_trials", "medal_rows", "pass_at_k_rows", "cd_diagram_svg", "ranking_markdown", "ranking_html",
+__all__ = ["task_scores", "task_trials", "medal_rows", "pass_at_k_rows", "cd_diagram_svg", "ranking_markdown",
            "entry_key", "friedman_text", "stage_blocks"]
 
 MEDALS = ("gold", "silver", "bronze")
@@ -215,25 +214,3 @@ def ranking_markdown(records: Iterable[TrialRecord], key: Callable[[TrialRecord]
     if figure is not None and cd_link:
         lines += ["", f"![critical-difference diagram]({cd_link})"]
     return "\n".join(lines), figure
-
-
-def ranking_html(records: Iterable[TrialRecord], seed: int = 0) -> str:
-    """The same section for the HTML report, the CD diagram inline."""
-    text, figure = ranking_markdown(records, seed=seed)
-    blocks = []
-    for part in text.split("\n\n"):
-        if part.startswith("### "):
-            blocks.append(f"<h3>{html.escape(part[4:])}</h3>")
-        elif part.startswith("## "):
-            blocks.append(f"<h2>{html.escape(part[3:])}</h2>")
-        elif part.startswith("|"):
-            rows = [[c.strip() for c in line.strip("|").split("|")] for line in part.splitlines()
-                    if not set(line) <= set("|-: ")]
-            head = "".join(f"<th>{html.escape(c)}</th>" for c in rows[0])
-            body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows[1:])
-            blocks.append(f"<table><tr>{head}</tr>{body}</table>")
-        else:
-            blocks.append(f"<p>{html.escape(part)}</p>")
-    if figure is not None:
-        blocks.append(f"<div class='plots'>{figure}</div>")
-    return "".join(blocks)

@@ -15,7 +15,6 @@ commit, date, runs). Extra sections (e.g. pass@k or ratings) are passed to :func
 """
 from __future__ import annotations
 
-import html
 import json
 import statistics
 from dataclasses import dataclass
@@ -30,10 +29,11 @@ from mltb_core.analysis.runstore import RunStore
 from mltb_core.analysis.results import (SYNTHETIC_LABEL, TrialRecord, consistency_values, counted_records,
                                         group_by, markdown_text, latest_records, model_label, normalized_values,
                                         percentile_values)
-from mltb_core.analysis.ranking import ranking_html
+from mltb_core.analysis.safety import one_line as display_text
 from mltb_core.analysis.sections import Block, Section, SectionContext, pick_sections, read_steps
 from mltb_core.analysis.tables import Table, planner_rank, build_tables, render_tables, variant_labels
-from mltb_core.analysis.treeview import TREE_CSS, tree_from_steps, tree_page
+from mltb_core.analysis.templating import render
+from mltb_core.analysis.treeview import embed_json, tree_from_steps
 from mltb_core.bench.stages import REWARD_STAGES
 
 __all__ = ["build_report", "report_main", "load_runs", "trial_page_name", "task_page_name", "provenance",
@@ -42,20 +42,6 @@ __all__ = ["build_report", "report_main", "load_runs", "trial_page_name", "task_
 
 # Fewer points than this are drawn as dots: a box of one or two values pretends to a spread.
 MIN_BOX_POINTS = 3
-
-CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:20px auto;max-width:1400px;padding:0 16px;color:#222}
-h1{font-size:1.6em;margin-bottom:4px}h2{font-size:1.25em;margin-top:1.6em;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;margin:8px 0;font-size:13px}th,td{border:1px solid #ccc;padding:3px 8px;text-align:left}
-th{background:#f3f3f3}.note{color:#8a5a00;font-size:13px}.plots svg{max-width:100%;height:auto}
-.plots{display:flex;flex-wrap:wrap;gap:10px}.plots>div{flex:1 1 560px}
-.synthetic{background:#fff4d6;border:1px solid #e0b84a;padding:6px 10px;margin:8px 0}
-.prov{font-size:12px;color:#555;background:#f6f6f6;padding:5px 10px;border-radius:4px}
-pre{white-space:pre-wrap;margin:2px 0;font-size:12px;background:#f8f8f8;padding:4px}
-td.num{text-align:right;font-variant-numeric:tabular-nums}.valid{color:#1d6b32}.planner_failure{color:#922b21}
-.infra_error{color:#8a5a00}details{margin:6px 0}summary{cursor:pointer}
-""" + TREE_CSS
-
 
 # ---- loading -----------------------------------------------------------------------------------------
 def load_runs(run_dirs: Sequence[Path]) -> list[TrialRecord]:
@@ -149,41 +135,25 @@ def config_legend(records: list[TrialRecord]) -> dict[str, Any]:
             "differing": differing}
 
 
-def _provenance_html(prov: dict[str, Any], depth: int = 0, links: bool = True) -> str:
-    commit = prov["git_commit"] or "no git checkout"
-    runs = ", ".join(prov["runs"])
-    home = "../" * depth
-    return (f"<p class='prov'>mltb {html.escape(prov['mltb_version'])} · commit {html.escape(commit)} · generated "
-            f"{html.escape(prov['generated_utc'])} · {prov['records']} trial record(s) from {html.escape(runs)}"
-            + (f", run by {html.escape(prov['trial_code'])}" if prov.get("trial_code") else "")
-            + (f" ({prov['superseded']} earlier record(s) of rerun trials superseded: the latest counts)"
-               if prov.get("superseded") else "")
-            + (f" · <a href='{home}index.html'>leaderboard</a> · <a href='{home}index.html#configs'>configurations</a>"
-               if links else "") + "</p>")
-
-
-def _legend_html(legend: dict[str, Any]) -> str:
-    hashes = legend["hashes"]
-    differing = legend["differing"]
+def _legend_context(legend: dict[str, Any]) -> dict[str, Any]:
+    """The configurations table of index.html: one row per hash (text only; the template escapes it)."""
+    hashes, differing = legend["hashes"], legend["differing"]
     rows = []
     for h, entry in hashes.items():
         config = entry["config"]
         diff = ("; ".join(f"{k}={json.dumps(config.get(k))}" for k in differing) if config and differing
                 else ("unknown (no trajectory with the configuration)" if not config else "—"))
-        full = (f"<details><summary>full configuration</summary><pre>{html.escape(json.dumps(config, indent=1, sort_keys=True))}"
-                f"</pre></details>" if config else "")
-        rows.append(f"<tr><td><code>{html.escape(h)}</code></td><td>{html.escape(', '.join(entry['labels']))}</td>"
-                    f"<td>{html.escape(diff)}{full}</td></tr>")
+        rows.append({"hash": h, "labels": ", ".join(entry["labels"]), "diff": diff,
+                     "full": json.dumps(config, indent=1, sort_keys=True) if config else ""})
     lead = (f"{len(hashes)} configurations; they differ in: {', '.join(differing) or 'settings not recorded'}. "
             "Tables and plots label a planner run under several configurations planner@hash."
             if len(hashes) > 1 else "One configuration (every column uses it).")
-    return (f"<h2 id='configs'>Configurations</h2><p>{html.escape(lead)}</p><table><tr><th>config hash</th>"
-            f"<th>columns</th><th>differing settings</th></tr>{''.join(rows)}</table>")
+    return {"legend_rows": rows, "legend_lead": lead}
 
 
 # ---- plots -------------------------------------------------------------------------------------------
 def _svg(fig) -> str:
-    return "<div>" + inline_svg(figure_svg(fig)) + "</div>"
+    return inline_svg(figure_svg(fig))
 
 
 def _variant_rank(variant: tuple[str, str]) -> tuple:
@@ -311,103 +281,70 @@ def _section_tables(records: list[TrialRecord], seed: int,
 
 
 # ---- pages -------------------------------------------------------------------------------------------
-def _page(title: str, body: str) -> str:
-    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{CSS}</style></head><body>{body}</body></html>\n")
-
-
-def _table_html(table: Table) -> str:
-    notes = "".join(f"<p class='note'>{html.escape(n)}</p>" for n in table.notes)
-    return f"<h3 id='{html.escape(table.key)}'>{html.escape(table.title)}</h3>{table.render('html')}{notes}"
-
-
 def _num(value: Any, digits: int = 2) -> str:
     if value is None:
         return "—"
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return html.escape(str(value))
+        return str(value)
     return str(value) if isinstance(value, int) else f"{value:,.{digits}f}"
 
 
-def _trial_rows(records: list[TrialRecord], labels: dict, prefix: str) -> str:
-    rows = []
-    for r in records:
-        label = labels[(r.model, r.planner, r.config_hash)]
-        link = (f"<a href='{prefix}trials/{html.escape(trial_page_name(r))}'>{html.escape(r.task)} · {html.escape(label)}"
-                f" · {html.escape(r.model)} · t{r.trial:02d}</a>")
-        rows.append(f"<tr><td>{link}</td><td class='{r.outcome}'>{r.outcome}</td><td class='num'>{r.stage_reached}</td>"
-                    f"<td class='num'>{_num(r.percentile, 1)}</td><td class='num'>{_num(r.score, 4)}</td>"
-                    f"<td class='num'>{r.tree_nodes}</td><td class='num'>{r.tokens_in + r.tokens_out:,}</td>"
-                    f"<td class='num'>{_num(r.cost_usd, 4)}</td><td>{html.escape(r.stop_reason[:90])}</td></tr>")
-    return ("<table><tr><th>trial</th><th>outcome</th><th>stage</th><th>percentile</th><th>score</th><th>nodes</th>"
-            "<th>tokens</th><th>cost $</th><th>stopped</th></tr>" + "".join(rows) + "</table>")
+def _trial_rows(records: list[TrialRecord], labels: dict) -> list[dict[str, Any]]:
+    return [{"page": trial_page_name(r), "task": r.task, "label": labels[(r.model, r.planner, r.config_hash)],
+             "model": r.model, "trial": r.trial, "outcome": str(r.outcome), "stage": r.stage_reached,
+             "percentile": _num(r.percentile, 1), "score": _num(r.score, 4), "nodes": r.tree_nodes,
+             "tokens": f"{r.tokens_in + r.tokens_out:,}", "cost": _num(r.cost_usd, 4),
+             "stopped": display_text(r.stop_reason, 90)} for r in records]
 
 
 def _task_page(task: str, records: list[TrialRecord], all_records: list[TrialRecord], prov: dict) -> str:
     """Trials × planner columns of one task: outcome, stage and percentile of every trial."""
     labels = variant_labels(all_records)
     columns = sorted({(r.model, r.planner, r.config_hash) for r in records}, key=lambda k: (k[0], *_variant_rank(k[1:])))
-    trials = sorted({r.trial for r in records})
     cell = {(r.model, r.planner, r.config_hash, r.trial): r for r in records}
-    head = "".join(f"<th>{html.escape(labels[c])}<br><small>{html.escape(c[0])}</small></th>" for c in columns)
-    rows = []
-    for t in trials:
-        tds = []
-        for c in columns:
-            r = cell.get((*c, t))
-            if r is None:
-                tds.append("<td>—</td>")
-                continue
-            pct = "" if r.percentile is None else f" · pct {r.percentile:.1f}"
-            tds.append(f"<td><a class='{r.outcome}' href='../trials/{html.escape(trial_page_name(r))}'>{r.outcome}</a>"
-                       f"<br><small>stage {r.stage_reached}{pct} · {r.tree_nodes} nodes</small></td>")
-        rows.append(f"<tr><th>trial {t}</th>{''.join(tds)}</tr>")
-    synthetic = f"<div class='synthetic'>sim rows are {SYNTHETIC_LABEL}</div>" if any(r.synthetic for r in records) else ""
-    body = (f"<h1>{html.escape(task)}</h1>{_provenance_html(prov, 1)}{synthetic}"
-            f"<h2>Trials × planners</h2><table><tr><th></th>{head}</tr>{''.join(rows)}</table>"
-            f"<p class='note'>Click a cell for the trial's search tree. Infra errors are shown but never counted.</p>"
-            f"<h2>Figures for this task</h2>"
-            + "".join(_table_html(t) for t in build_tables(records)
-                      if t.key.split(":")[0] in ("consistency", "normalized", "percentile")))
-    return _page(f"{task} — mltb", body)
+    rows = [{"trial": t, "cells": [None if (r := cell.get((*c, t))) is None else
+                                   {"outcome": str(r.outcome), "page": trial_page_name(r), "stage": r.stage_reached,
+                                    "percentile": r.percentile, "nodes": r.tree_nodes} for c in columns]}
+            for t in sorted({r.trial for r in records})]
+    return render("task.html", title=f"{task} — mltb", task=task, prov=prov, synthetic=any(r.synthetic for r in records),
+                  synthetic_label=SYNTHETIC_LABEL, columns=[{"label": labels[c], "model": c[0]} for c in columns],
+                  rows=rows, tables=[t for t in build_tables(records)
+                                     if t.key.split(":")[0] in ("consistency", "normalized", "percentile")])
 
 
 _RECORD_FIELDS = ("outcome", "valid", "score", "percentile", "medal", "normalized", "stage_reached", "stage_name",
-                  "stop_reason", "tree_nodes", "tool_calls", "llm_calls", "llm_retries", "tokens_in", "tokens_out",
-                  "cost_usd", "wall_seconds", "tool_seconds", "llm_seconds", "seed", "config_hash", "toolset", "board",
-                  "percentile_note", "error", "feedback")
+                  "stop_reason", "stop_kind", "tree_nodes", "tool_calls", "llm_calls", "llm_retries", "tokens_in",
+                  "tokens_out", "cost_usd", "wall_seconds", "tool_seconds", "llm_seconds", "seed", "config_hash",
+                  "toolset", "board", "percentile_note", "error", "feedback")
 
 
 def _trial_page(record: TrialRecord, label: str, prov: dict) -> str:
     steps, problem = read_steps(record)
-    tree = tree_from_steps(steps)
     start = next((s for s in steps if s.get("step_type") == "trial_start"), {})
-    title = f"{record.task} · {label} · {record.model} · trial {record.trial}"
-    rows = "".join(f"<tr><th>{k}</th><td>{_num(getattr(record, k), 4) if k not in ('error', 'feedback') else '<pre>' + html.escape(str(getattr(record, k) or '—')) + '</pre>'}</td></tr>"
-                   for k in _RECORD_FIELDS if getattr(record, k) not in (None, "") or k in ("percentile", "score"))
-    synthetic = f"<div class='synthetic'>{SYNTHETIC_LABEL}</div>" if record.synthetic else ""
-    prompt = start.get("prompt")
-    prompt_html = (f"<details><summary>Task prompt shown to the model</summary><pre>{html.escape(str(prompt))}</pre></details>"
-                   if prompt else "")
-    note = f"<p class='note'>{html.escape(problem)}</p>" if problem else ""
-    body = (f"<h1>{html.escape(title)}</h1>{_provenance_html(prov, 1)}{synthetic}"
-            f"<p><a href='../tasks/{task_page_name(record.task)}'>← all trials of {html.escape(record.task)}</a></p>"
-            f"<details><summary>Trial record (rounded; exact in results.jsonl)</summary><table>{rows}</table></details>"
-            f"{prompt_html}<h2>Search tree</h2>{note}{tree_page(tree)}")
-    return _page(title, body)
+    fields = [(k, str(getattr(record, k) or "—") if k in ("error", "feedback") else _num(getattr(record, k), 4),
+               k in ("error", "feedback"))
+              for k in _RECORD_FIELDS if getattr(record, k) not in (None, "") or k in ("percentile", "score")]
+    tree = tree_from_steps(steps)
+    return render("trial.html", title=f"{record.task} · {label} · {record.model} · trial {record.trial}", prov=prov,
+                  synthetic=record.synthetic, synthetic_label=SYNTHETIC_LABEL, task=record.task,
+                  task_page=task_page_name(record.task), fields=fields, prompt=start.get("prompt"), note=problem,
+                  tree=tree, tree_json=embed_json(tree))
 
 
 def build_report(run_dirs: Sequence[Path | str], out_dir: Path | str | None = None, seed: int = 0,
-                 sections: Sequence[ReportSection] = ()) -> dict[str, Path]:
+                 sections: Sequence[ReportSection] = (),
+                 report_sections: Sequence[Section] | None = None) -> dict[str, Path]:
     """Merge ``run_dirs`` and write the report into ``out_dir`` (default: :func:`default_out_dir`);
-    returns the written paths by name. ``sections`` follow the summary tables (each leaves itself out
-    when it builds no table)."""
+    returns the written paths by name. ``report_sections`` (default: every registered one,
+    :mod:`mltb_core.analysis.sections`) make the body; ``sections`` (tables only) follow them (each
+    leaves itself out when it builds no table)."""
     if not run_dirs:
         raise ValueError("build_report needs at least one run directory")
     out_dir = Path(out_dir) if out_dir is not None else default_out_dir(run_dirs)
     records = load_runs([Path(d) for d in run_dirs])
-    tables = build_tables(records, seed)
-    sections = _section_tables(records, seed, sections) if records else []
+    ctx = SectionContext(records=records, seed=seed, run_dirs=[Path(d) for d in run_dirs])
+    built = section_blocks(pick_sections(None) if report_sections is None else report_sections, ctx) if records else []
+    extra = _section_tables(records, seed, sections) if records else []
     for sub in ("trials", "tasks"):
         (out_dir / sub).mkdir(parents=True, exist_ok=True)
     synthetic = any(r.synthetic for r in records)
@@ -431,8 +368,10 @@ def build_report(run_dirs: Sequence[Path | str], out_dir: Path | str | None = No
                                                              f"{markdown_text(json.dumps((e['config'] or {}).get(k)))}"
                                                              for k in legend["differing"]) or "configuration unknown")
             for h, e in legend["hashes"].items()) + "\n")
-    all_tables = tables + [t for _, ts in sections for t in ts]
-    markdown += [f"## {t.title}\n\n{t.render('github')}\n" + "".join(f"\n_{n}_\n" for n in t.notes) for t in all_tables]
+    for section, blocks in built:
+        markdown += [f"## {section.title}\n", *(block_markdown(b, section.title) for b in blocks)]
+    markdown += [f"## {title}\n\n" + "\n".join(block_markdown(t) for t in ts) for title, ts in extra]
+    all_tables = [b for _, blocks in built for b in blocks if isinstance(b, Table)] + [t for _, ts in extra for t in ts]
     paths = {"leaderboard": out_dir / "leaderboard.md", "summary": out_dir / "summary.json",
              "index": out_dir / "index.html"}
     paths["leaderboard"].write_text("\n".join(markdown), encoding="utf-8")
@@ -446,17 +385,12 @@ def build_report(run_dirs: Sequence[Path | str], out_dir: Path | str | None = No
     for (model,), cell in group_by(counted_records(records), "model").items():   # infra errors alone: nothing to draw
         plots.append(_distribution_plots(cell, model, any(r.synthetic for r in cell)))
     plots += [p for p in (_cost_vs_score(records), _funnel_plot(records)) if p]
-    banner = f"<div class='synthetic'>Rows for sim models are {SYNTHETIC_LABEL}.</div>" if synthetic else ""
-    tasks = sorted({r.task for r in records})
-    task_links = " · ".join(f"<a href='tasks/{task_page_name(t)}'>{html.escape(t)}</a>" for t in tasks)
-    extra = "".join(f"<h2>{html.escape(title)}</h2>{''.join(_table_html(t) for t in ts)}" for title, ts in sections)
-    body = (f"<h1>mltb leaderboard</h1>{_provenance_html(prov)}{banner}"
-            + ("<p class='note'>No trial records in these runs.</p>" if not records else "")
-            + f"<p>Tasks: {task_links or '—'}</p>{_legend_html(legend) if records else ''}"
-            f"<h2>Plots</h2><div class='plots'>{''.join(plots) or '<p>no plots: no records</p>'}</div>"
-            f"<h2>Tables</h2>{''.join(_table_html(t) for t in tables)}{ranking_html(records, seed)}{extra}"
-            f"<h2>Trials</h2>{_trial_rows(records, labels, '')}")
-    paths["index"].write_text(_page("mltb leaderboard", body), encoding="utf-8")
+    plots += list(ctx.figures.values())     # figures sections drew (the critical-difference diagram)
+    page = render("index.html", title="mltb leaderboard", prov=prov, synthetic=synthetic, synthetic_label=SYNTHETIC_LABEL,
+                  records=bool(records), tasks=[{"name": t, "page": task_page_name(t)} for t in sorted({r.task for r in records})],
+                  **_legend_context(legend), plots=plots, sections=built, extra=extra,
+                  trial_rows=_trial_rows(records, labels), prefix="")
+    paths["index"].write_text(page, encoding="utf-8")
 
     for (task,), cell in group_by(records, "task").items():
         (out_dir / "tasks" / task_page_name(task)).write_text(_task_page(task, cell, records, prov), encoding="utf-8")
@@ -578,12 +512,27 @@ def compare_main(run_a: Path, run_b: Path, out: Path | None = None, seed: int = 
     out = Path(out) if out is not None else default_out_dir([run_a]) / f"compare-{Path(run_b).resolve().name}.html"
     out.parent.mkdir(parents=True, exist_ok=True)
     prov = provenance([run_a, run_b], a + b)
-    out.write_text(_page("mltb run comparison", f"<h1>mltb run comparison</h1>{_provenance_html(prov, links=False)}"
-                                               + f"<p>The runs differ in {html.escape(differences)}.</p>"
-                                               + comparison_html(comparisons, Path(run_a), Path(run_b))),
-                   encoding="utf-8")
+    warnings = _machine_warnings(a, b)
+    for warning in warnings:
+        print(f"warning: {warning}")
+    out.write_text(render("compare.html", title="mltb run comparison", prov=prov, warnings=warnings,
+                          differences=differences,
+                          comparison=comparison_html(comparisons, Path(run_a), Path(run_b))), encoding="utf-8")
     print(f"comparison: {out}")
     return out
+
+
+def _machine_warnings(a: list[TrialRecord], b: list[TrialRecord]) -> list[str]:
+    """Why a comparison of two runs may mix machines (seconds and time budgets then differ by machine)."""
+    from mltb_core.analysis.provenance import NOT_RECORDED, machine_counts
+
+    machines_a, machines_b = machine_counts(a), machine_counts(b)
+    if set(machines_a) == set(machines_b) and len(machines_a) == 1 and NOT_RECORDED not in machines_a:
+        return []
+    if NOT_RECORDED in machines_a or NOT_RECORDED in machines_b:
+        return ["some trials do not record their machine (records before schema 2): the comparison may mix machines"]
+    return [f"the runs mix machines (A: {', '.join(machines_a)}; B: {', '.join(machines_b)}): wall seconds and any "
+            "time budget's effect are not comparable"]
 
 
 def export_main(run_dirs: Sequence[Path], fmt: str, out: Path | None = None) -> Path:
