@@ -370,6 +370,9 @@ SESSION_SETTINGS: tuple[Setting, ...] = (
             range=_AT_LEAST_0, front_ends=PYTEST_ONLY),
     Setting("resume", "skip trials whose record already exists for the same configuration", default=False,
             kind=FLAG, front_ends=PYTEST_ONLY),
+    Setting("report", "at the end, write the run's report (as `mltb report RUN_DIR`) into RUN_DIR/report/; a "
+                      "conftest changes its sections with the pytest_mltb_report_sections hook",
+            default=False, kind=FLAG, front_ends=PYTEST_ONLY, flag_name="--mltb-report"),
     Setting("gate_preset", "fill in the options of a gate run sized for CI (those not given): "
                            + "; ".join(f"{name}: " + ", ".join(f"{k} {v}" for k, v in preset.items())
                                        for name, preset in GATE_PRESETS.items()),

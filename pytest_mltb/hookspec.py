@@ -42,6 +42,14 @@ def pytest_mltb_run_trial(case, task, config, out_dir, split):
     """
 
 
+def pytest_mltb_report_sections(sections, config):
+    """Change the sections of the report a ``--mltb-report`` run writes, in place: ``sections`` is the list of
+    ``mltb_core.analysis.sections.Section`` objects in order (every registered one); append a ``Section``,
+    replace one (same ``name``) or remove one. Called in the controller, once, before the report is written.
+    (A plug-in package adds sections for ``mltb report`` too, through the ``mltb.report_sections`` entry points.)
+    """
+
+
 def pytest_mltb_record_written(record, run_dir):
     """``record`` (a ``TrialRecord``) was appended to ``<run_dir>/results.jsonl``.
 

@@ -55,6 +55,7 @@ class Controller:
         self.planner_failures = 0
         self.other_failures = 0    # errors (infra included) and failures of anything but a trial
         self.nothing_left = False  # --resume found every selected trial recorded
+        self.report_paths: dict[str, Path] = {}   # --mltb-report: what was written
         try:
             self._start(config, settings, mltb_run)
         except BaseException:
@@ -267,6 +268,17 @@ class Controller:
             self.nothing_left = True
         if self.active or (self.engaged and self.gate.requested):
             self.gate.finish(session, self.run_records(), self.other_failures)
+        if self.settings.report and self.book.results_path.is_file():
+            self.write_report()
+
+    def write_report(self) -> None:
+        """``--mltb-report``: the run directory's report, its sections as the conftest hook leaves them."""
+        from mltb_core.analysis.reports import build_report
+        from mltb_core.analysis.sections import pick_sections
+
+        sections = pick_sections(None)
+        self.config.hook.pytest_mltb_report_sections(sections=sections, config=self.config)
+        self.report_paths = build_report([self.run_dir], report_sections=sections)
 
     def summary(self, terminal) -> None:
         from mltb_core.analysis.tables import render_summary
@@ -284,4 +296,6 @@ class Controller:
         # compact unless -v: consistency and the funnel; every table with -v, or in `mltb report`
         compact = self.config.getoption("verbose", 0) <= 0
         terminal.write_line(render_summary(records, seed=self.settings.seed, compact=compact))
+        if self.report_paths:
+            terminal.write_line(f"report: {self.report_paths['index']}")
         self.gate.summary(terminal)

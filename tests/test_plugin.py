@@ -293,3 +293,23 @@ def test_a_misspelt_planner_in_pytest_gets_a_suggestion(suite):
     result = run(suite, "--planner=mcts_shapd,react")
     assert result.ret == 4
     assert "unknown planner(s) 'mcts_shapd' (did you mean 'mcts_shaped'?)" in result.stderr.str()
+
+
+REPORT_HOOK = '''
+
+def pytest_mltb_report_sections(sections, config):
+    from mltb_core.analysis.sections import Section
+    sections[:] = [s for s in sections if s.name != "seconds"]
+    sections.append(Section("host", "Host notes", lambda ctx: [f"- {len(ctx.records)} trial(s) on the <b>CI</b> host"]))
+'''
+
+
+def test_mltb_report_writes_the_run_report_with_the_conftest_sections(suite, tmp_path):
+    """--mltb-report writes RUN_DIR/report/ at the end; a conftest adds and removes sections by the hook."""
+    suite.makeconftest(FAKE_CONFTEST + REPORT_HOOK)
+    result = run(suite, "--planner=react,mcts_shaped", "--trials=2", f"--mltb-out={tmp_path}", "--mltb-report")
+    assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+    index = (tmp_path / "report" / "index.html").read_text()
+    assert "<h2 id='host'>Host notes</h2>" in index and "4 trial(s) on the &lt;b&gt;CI&lt;/b&gt; host" in index
+    assert "<h2 id='seconds'>" not in index and "<h2 id='stop_kinds'>" in index
+    assert f"report: {tmp_path / 'report' / 'index.html'}" in result.stdout.str()

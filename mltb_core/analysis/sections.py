@@ -11,7 +11,6 @@ picks and orders them by name.
 """
 from __future__ import annotations
 
-import json
 import statistics
 from collections import Counter
 from collections.abc import Callable, Sequence
