@@ -15,10 +15,7 @@ from .collection import Case, Plan
 if TYPE_CHECKING:
     from mltb_core.analysis.results import TrialRecord
 
-__all__ = ["RunBook", "SESSION_LOCK", "SESSION_OWNER"]
-
-SESSION_LOCK = ".mltb-session.lock"    # held by the session that owns the run directory
-SESSION_OWNER = ".mltb-session.json"   # who holds it: pid, host, start time (the lock file itself is truncated)
+__all__ = ["RunBook"]
 
 
 class RunBook:
@@ -45,7 +42,7 @@ class RunBook:
 
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
-            lock = FileLock(str(self.run_dir / SESSION_LOCK))
+            lock = FileLock(str(self.store.session_lock_path))
             lock.acquire(timeout=0)
         except Timeout:
             raise pytest.UsageError(f"mltb: the run directory {self.run_dir} is in use by another session "
@@ -55,11 +52,11 @@ class RunBook:
                                     f"{exc.strerror or exc}") from None
         self._lock = lock
         owner = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        (self.run_dir / SESSION_OWNER).write_text(json.dumps(owner) + "\n", encoding="utf-8")
+        self.store.session_owner_path.write_text(json.dumps(owner) + "\n", encoding="utf-8")
 
     def _owner(self) -> str:
         try:
-            owner = json.loads((self.run_dir / SESSION_OWNER).read_text(encoding="utf-8")[:1_000])
+            owner = json.loads(self.store.session_owner_path.read_text(encoding="utf-8")[:1_000])
             return f"pid {int(owner['pid'])} on {str(owner['host'])[:100]}, started {str(owner['started'])[:40]}"
         except (OSError, ValueError, KeyError, TypeError):
             return "owner unknown"
@@ -67,7 +64,7 @@ class RunBook:
     def release(self) -> None:
         """Give the run directory up (end of session)."""
         if self._lock is not None:
-            (self.run_dir / SESSION_OWNER).unlink(missing_ok=True)
+            self.store.session_owner_path.unlink(missing_ok=True)
             self._lock.release()
             self._lock = None
 

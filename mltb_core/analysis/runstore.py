@@ -12,6 +12,7 @@ report``, ``export``, ``compare``, ``--resume``) finds files through :class:`Run
         submissions/<case>.csv                 the parent's copy of the submission it grades
         data/<task>-seed<seed>/                the task's train/test files the agent may read
     <run>/report/                              ``mltb report``'s default output
+    <run>/.mltb-session.lock, .mltb-session.json    the pytest session that owns the run, and who it is
 
 Older run directories stay readable: a record of ``mltb run`` before this layout holds its trajectory's
 absolute path (``<run>/trajectories/<case>.jsonl``), which :meth:`RunStore.trajectory_path` still finds.
@@ -33,6 +34,8 @@ TRAJECTORY_DIR = "trajectories"
 PROMPTS_FILE = "prompts.json"
 REPORT_DIR = "report"
 WORK_DIR = "work"
+SESSION_LOCK = ".mltb-session.lock"    # held by the pytest session that owns the run directory
+SESSION_OWNER = ".mltb-session.json"   # who holds it: pid, host, start time
 _SANDBOX_DIR = "sandboxes"
 _SUBMISSION_DIR = "submissions"
 _DATA_DIR = "data"
@@ -91,6 +94,14 @@ class RunStore:
     @property
     def report_dir(self) -> Path:
         return self.run_dir / REPORT_DIR
+
+    @property
+    def session_lock_path(self) -> Path:
+        return self.run_dir / SESSION_LOCK
+
+    @property
+    def session_owner_path(self) -> Path:
+        return self.run_dir / SESSION_OWNER
 
     def work_dir(self, case_id: str, attempt: int = 1) -> Path:
         """The work directory of a trial's attempt (the first attempt's is the case's own)."""
