@@ -40,7 +40,7 @@ MAX_ASSISTANT_CHARS = 4_000   # the model's own text carried into later requests
 class BudgetExhausted(Exception):
     """A search budget ran out; the planner stops cleanly and returns its best node."""
 
-    def __init__(self, reason: str, kind: StopKind):
+    def __init__(self, reason: str, kind: StopKind = StopKind.UNSPECIFIED):   # a plug-in's own may omit the kind
         super().__init__(reason)
         self.reason = reason
         self.kind = kind
