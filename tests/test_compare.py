@@ -43,8 +43,13 @@ def test_roundtrip_and_gate(tmp_path):
     same = compare_to_baseline(baseline, cell([True] * 8 + [False] * 2, samples=[58.0, 61.5, 60.0]), spec)
     assert not same.failed and "no regression shown" in same.render()
     worse = compare_to_baseline(baseline, cell([False] * 10), spec)
-    assert worse.failed and {d.metric for d in worse.regressions} == {"consistency", "percentile"}
+    assert worse.failed and {d.metric for d in worse.regressions} == {"consistency"}
+    # the percentile's change is the median of the paired differences: 2 of the 10 pairs failed on both sides
+    # (difference 0), so at the family's level (2 gated comparisons, 97.5 %) a median below 0 is not shown
+    assert delta(worse, "percentile").change.high == 0 and worse.level == pytest.approx(0.975)
     assert "REGRESSION" in worse.render()
+    always = compare_to_baseline(load_baseline(path), cell([False] * 8 + [True] * 2), spec)
+    assert delta(always, "percentile").change.estimate == pytest.approx(-60.0)
 
 
 def test_three_versus_three_is_inconclusive_not_ok():
@@ -56,25 +61,40 @@ def test_three_versus_three_is_inconclusive_not_ok():
     assert consistency.verdict.startswith("inconclusive (need ~")
     # computed for the interval the gate uses, at the rate nearest 1/2 in 2/3's exact interval [0.09, 0.99],
     # i.e. 0.5; the normal approximation (1.96 + 0.84)^2 * 2p(1-p) / 0.05^2 gives 1570
+    # two gated comparisons (consistency, percentile) share the error: each interval at 97.5 %
     rate = 0.5
-    assert consistency.trials_needed == trials_needed_for_rate_gate(rate, 0.05)
-    assert 1570 <= consistency.trials_needed < 1700
-    flagged, _ = rate_gate_probabilities(consistency.trials_needed, rate, rate - 0.05, 0.05)
+    assert comparison.family == 2 and comparison.level == pytest.approx(0.975)
+    assert consistency.trials_needed == trials_needed_for_rate_gate(rate, 0.05, comparison.level)
+    flagged, _ = rate_gate_probabilities(consistency.trials_needed, rate, rate - 0.05, 0.05, comparison.level)
     assert flagged >= 0.8
+    alone = delta(compare_to_baseline(baseline_of(cell([True, True, False])), cell([False] * 3),
+                                      {"consistency": 0.05}), "consistency")
+    assert alone.trials_needed == trials_needed_for_rate_gate(rate, 0.05) == 1585   # the figure the docs quote
     assert delta(comparison, "percentile").verdict.startswith("inconclusive")
     text = comparison.render()
     assert "INCONCLUSIVE: 2 of 2 gated comparisons" in text    # normalized is not gated by SPEC
     assert [d.verdict for d in comparison.deltas if d.threshold is not None and d.verdict == "ok"] == []
 
 
-def test_same_three_trials_are_inconclusive_too():
+def test_same_three_trials_are_unchanged_and_other_seeds_inconclusive():
     comparison = compare_to_baseline(baseline_of(cell([True] * 3)), cell([True] * 3), {"consistency": 0.05})
-    assert delta(comparison, "consistency").inconclusive and not comparison.failed
+    same = delta(comparison, "consistency")
+    assert same.verdict == "unchanged" and not same.inconclusive and not comparison.failed
+    text = comparison.render()
+    assert "unchanged: 1 of 1" in text and "seeds 0..2" in text and "INCONCLUSIVE" not in text
+    other = compare_to_baseline(baseline_of(cell([True] * 3)), cell([True] * 3, seed0=10), {"consistency": 0.05})
+    assert delta(other, "consistency").inconclusive      # unpaired: no trial-for-trial fact to state
+
+
+def test_one_changed_trial_is_not_unchanged():
+    flags = [True, False] * 5
+    comparison = compare_to_baseline(baseline_of(cell(flags)), cell(flags[:-1] + [True]), {"consistency": 0.05})
+    assert delta(comparison, "consistency").inconclusive
 
 
 def test_ok_needs_non_inferiority_shown():
     flags = [True] * 50 + [False] * 50
-    comparison = compare_to_baseline(baseline_of(cell(flags)), cell(flags), {"consistency": 0.3})
+    comparison = compare_to_baseline(baseline_of(cell(flags)), cell(flags[::-1]), {"consistency": 0.3})
     consistency = delta(comparison, "consistency")
     assert consistency.change.low > -0.3 and consistency.verdict == "ok" and consistency.ok
     tight = delta(compare_to_baseline(baseline_of(cell(flags)), cell(flags, seed0=1000), {"consistency": 0.05}),

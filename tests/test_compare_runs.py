@@ -27,7 +27,10 @@ def test_paired_deltas_tests_and_left_out_items():
     assert f.mcnemar_p == pytest.approx(2 * 0.5 ** 5)                 # 5 discordant, all one way
     # percentile: invalid A trials count 0, so deltas are 60+s-0 (odd s) and 10+s (even s)
     assert f.deltas["percentile"] == [61.0 + s - 1 if s % 2 else 10.0 + s for s in range(1, 10)]
-    assert f.wilcoxon_p["percentile"] is not None and f.wilcoxon_p["percentile"] < 0.01
+    assert f.sign_p["percentile"] == pytest.approx(2 * 0.5 ** 9)       # 9 of 9 deltas positive: exact sign test
+    # Holm over the row's two tests (McNemar 0.0625, sign 0.0039; no normalized score to test): the smaller times 2
+    assert "normalized" not in f.holm_p
+    assert f.holm_p["percentile"] == pytest.approx(2 * 2 * 0.5 ** 9) and f.holm_p["validity"] == pytest.approx(0.0625)
     ci = f.median_delta["percentile"]
     assert ci.low <= ci.estimate <= ci.high
     assert f.validity_delta.estimate == pytest.approx(5 / 9)
@@ -38,7 +41,7 @@ def test_paired_deltas_tests_and_left_out_items():
 
 
 def test_items_are_never_pooled_across_tasks():
-    # the case: 2 tasks x 4 seeds, B better on every item; each task alone gives Wilcoxon p = 0.125,
+    # the case: 2 tasks x 4 seeds, B better on every item; each task alone gives sign-test p = 0.125,
     # pooled items gave p = 0.008; tasks as the units cannot show anything with 2 of them
     a = [rec("react", s, True, 40.0, task=t, normalized=0.4) for t in ("spaceship-titanic", "playground-series-s4e1")
          for s in range(4)]
@@ -46,8 +49,8 @@ def test_items_are_never_pooled_across_tasks():
          for t in ("spaceship-titanic", "playground-series-s4e1") for s in range(4)]
     (c,) = compare_runs(a, b)
     assert set(c.per_task) == {"spaceship-titanic", "playground-series-s4e1"}
-    assert all(f.wilcoxon_p["normalized"] == pytest.approx(0.125) for f in c.per_task.values())
-    assert c.overall.tasks["normalized"] == 2 and c.overall.p_value["normalized"] == 0.5   # 2 of 4 sign patterns
+    assert all(f.sign_p["normalized"] == pytest.approx(0.125) for f in c.per_task.values())
+    assert c.overall.tasks["normalized"] == 2 and c.overall.p_value["normalized"] == 1.0   # 0.5, Holm over 2
     assert c.overall.change["normalized"].estimate == pytest.approx(0.115)
     assert all(not f.median_delta["normalized"].has_interval for f in c.per_task.values())  # 4 pairs < 6
     text = render_comparison([c])
@@ -58,7 +61,8 @@ def test_identical_runs_show_no_difference():
     a = [rec("react", s, True, 40.0 + s) for s in range(8)]
     (c,) = compare_runs(a, a)
     f = c.per_task["spaceship-titanic"]
-    assert f.wilcoxon_p["percentile"] == 1.0 and f.mcnemar_p is None and f.median_delta["percentile"].estimate == 0
+    assert f.sign_p["percentile"] == 1.0 and f.mcnemar_p is None and f.median_delta["percentile"].estimate == 0
+    assert f.unchanged and "unchanged: every pair identical" in render_comparison([c])
 
 
 def test_nothing_to_pair_is_said():
@@ -72,5 +76,17 @@ def test_cli_compare_writes_html_under_run_a(tmp_path, capsys):
     make_run(tmp_path / "b", "react")
     assert cli_main(["compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
     out = tmp_path / "a" / "report" / "compare-b.html"
-    assert "<svg" in out.read_text() and "Wilcoxon" in out.read_text()
+    assert "<svg" in out.read_text() and "sign test" in out.read_text()
     assert "A = react / sim" in capsys.readouterr().out
+
+
+def test_compare_and_the_gate_report_the_same_change():
+    from mltb_core.analysis.compare import BASELINE_VERSION, cell_figures, compare_to_baseline
+
+    a = [rec("react", s, s % 3 != 0, 40.0 + s, normalized=0.3 + s / 50) for s in range(9)]
+    b = [rec("react", s, s % 4 != 0, 45.0 - s, normalized=0.2 + s / 30) for s in range(9)]
+    (c,) = compare_runs(a, b)
+    gate = compare_to_baseline({"version": BASELINE_VERSION, "cells": cell_figures(a)}, b)
+    for metric in ("normalized", "percentile"):
+        cell = next(d for d in gate.deltas if d.metric == metric and not d.combined)
+        assert cell.change == c.per_task["spaceship-titanic"].median_delta[metric]

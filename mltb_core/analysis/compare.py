@@ -6,34 +6,39 @@ need, row-resample percentiles included), so a comparison recomputes both sides 
 
 ``--compare FILE --fail-on-regression SPEC`` compares the current run with it cell by cell.
 
-The change ``current - baseline`` and its 95 % interval:
+The change ``current - baseline`` and its interval (docs/statistics.md: the estimand and why):
 
 - **paired** when both runs hold the same trial seeds for the cell (same ``--seed`` and trial
   numbers): consistency by Newcombe's paired score interval (Wilson margins and the pairs'
-  correlation); percentile / normalized by a bootstrap that draws the same trials on both sides
-  and, when both were graded on the same split, the same held-out-row resample (that noise
-  then cancels);
-- **unpaired** otherwise: Newcombe's hybrid score interval for two independent rates, and a
-  bootstrap resampling each side independently for medians.
+  correlation); percentile / normalized as the **median of the paired per-trial differences** with the
+  exact order-statistic interval of a median (:func:`stats.median_change`; distribution-free, coverage
+  >= its level at every n that has one; with row replicates on one split the split's noise cancels);
+  ``mltb compare`` reports the same figure;
+- **unpaired** otherwise: Newcombe's hybrid score interval for two independent rates; for medians the
+  difference of the medians, from both sides' order-statistic intervals at half the error each
+  (Bonferroni, conservative).
 
-Verdict per gated (cell, metric), SPEC being ``metric:threshold`` pairs such as
-``consistency:-0.05,percentile:-2`` (a threshold d is the largest tolerated drop; its sign is ignored).
-Three verdicts, from the 95 % interval of the change:
+Every gated comparison of a run is read together (one failing cell fails the run), so each cell interval
+is at level 1 - 0.05/m, m the gated comparisons that are not unchanged (:func:`stats.family_level`): the
+chance that *any* cell shows a false REGRESSION is at most 2.5 %, and the chance that any true drop of d
+is called ok at most 2.5 %. Verdict per gated (cell, metric), SPEC being ``metric:threshold`` pairs such
+as ``consistency:-0.05,percentile:-2`` (a threshold d is the largest tolerated drop; its sign is ignored):
 
+- ``unchanged``: paired, and every pair of trials gave the same figure (valid flag, or value): a fact
+  about the seeds run, not an inference; it takes no share of the error. Exit status 0.
 - ``REGRESSION``: a drop is shown (the interval's upper bound is below 0) and the interval reaches
   past -d (a drop larger than tolerated is not excluded). Exit status 1.
-- ``ok``: non-inferiority is shown: the interval's lower bound is above -d (a drop of d or more is
-  excluded at 95 %). A shown drop smaller than d is ok too.
+- ``ok``: non-inferiority is shown: the interval's lower bound is above -d. A shown drop smaller than d
+  is ok too.
 - ``inconclusive``: neither; the verdict names the trials per cell with which a true drop of d is
-  flagged, and a true zero change called ok, 80 % of the time, for the interval actually used:
-  consistency exactly for Newcombe's interval (:func:`stats.trials_needed_for_rate_gate`, unpaired) at
-  the baseline rate nearest 1/2 inside the baseline's exact 95 % interval (the least favourable rate the
-  data allow, so 0 % and 100 % still need trials); medians need ``MIN_TRIALS_FOR_MEDIAN_CI`` trials per side and a
-  95 % half-width of at most d * z_{alpha/2} / (z_{alpha/2} + z_beta) (the same 80 % rule for a
-  normal-shaped bootstrap), about n * (half-width / that bound)^2 trials. Exit status 0, printed loudly.
+  flagged, and a true zero change called ok, 80 % of the time at the interval's level: consistency
+  exactly for Newcombe's interval (:func:`stats.trials_needed_for_rate_gate`, unpaired) at the baseline
+  rate nearest 1/2 inside the baseline's exact 95 % interval (:func:`consistency_trials_needed`: 1,585 for
+  d = 0.05 with one gated comparison); paired medians exactly for the order-statistic interval from the
+  differences' shape (:func:`_paired_median_trials_needed`). Exit status 0, printed loudly.
 
-A true zero change is called a regression at most 2.5 % of the time (the interval excludes 0 from
-above); ``tests/test_gate_operating.py`` checks both rates by seeded simulation at the printed trials.
+``tests/test_gate_operating.py`` checks by seeded simulation at the printed trials: a true drop of d
+flagged >= 80 %, a true zero change called REGRESSION <= 2.5 %, a true drop of d called ok <= 2.5 %.
 
 Exit status under ``--compare`` (pytest plugin): 1 when a cell regresses; ``inconclusive`` does
 not fail (a loud line says the gate could not decide); planner failures alone do not fail
@@ -42,12 +47,14 @@ failures of other tests still do. Cells present on one side only are reported, n
 
 Beside the cells, one combined row per (planner, model) and metric over the tasks both runs hold:
 the mean over tasks of the per-task change (tasks weigh equally; items are never pooled across
-tasks), a t interval over the tasks (its spread includes each task's trial noise), and a
-task-level sign-flip permutation p-value (:func:`mltb_core.analysis.stats.cluster_sign_flip`).
+tasks), a 95 % t interval over the tasks (its spread includes each task's trial noise), and a
+task-level sign-flip permutation p-value (:func:`mltb_core.analysis.stats.cluster_sign_flip`), Holm-adjusted
+over the combined rows.
 Combined rows inform; only cells decide the exit status.
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -56,19 +63,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
+import numpy as np
+from scipy.stats import binom as _binom
 from scipy.stats import chi2 as _chi2
 from tabulate import tabulate
 
 from mltb_core.analysis.results import (TrialRecord, counted_records, group_by, latest_records, normalized_cell,
                                         percentile_cell)
-from mltb_core.analysis.stats import (CI, MIN_TRIALS_FOR_MEDIAN_CI, POWER, TrialSample, cluster_sign_flip, diff_ci,
-                                      median_standard_error, paired_proportion_diff_ci, powered_half_width,
+from mltb_core.analysis.stats import (CI, DEFAULT_LEVEL, MAX_GATE_TRIALS, MIN_TRIALS_FOR_MEDIAN_CI, POWER, TrialSample,
+                                      cluster_sign_flip, family_level, holm, median_change, median_standard_error,
+                                      min_n_for_median_ci, paired_proportion_diff_ci, powered_half_width,
                                       proportion_diff_ci, rate_interval, t_interval, trials_needed_for_rate_gate,
                                       z_value)
 from mltb_core.bench.documents import read_document
 
 __all__ = ["METRICS", "BASELINE_VERSION", "parse_regression_spec", "cell_figures", "save_baseline",
-           "load_baseline", "compare_to_baseline", "Comparison", "Delta"]
+           "load_baseline", "compare_to_baseline", "Comparison", "Delta", "paired_median_change",
+           "consistency_trials_needed"]
 
 BASELINE_VERSION = 3      # 3: normalized scores on every task, with their row resamples
 # Format 2 (before normalized_samples and llm_calls) still reads: its normalized intervals cover trials only.
@@ -121,6 +132,22 @@ def _median_sample(records: list[TrialRecord], metric: str) -> _Median:
     cell = percentile_cell(counted) if metric == "percentile" else normalized_cell(counted)
     return _Median(cell.seeds, TrialSample(cell.values, cell.replicates),
                    {s for s in cell.row_seeds if s is not None}, cell.excluded)
+
+
+def paired_median_change(base: list[TrialRecord], cur: list[TrialRecord], metric: str,
+                         level: float = DEFAULT_LEVEL) -> tuple[CI, list[float], str | None]:
+    """The change of a median figure (``percentile`` or ``normalized``) over the trial seeds both lists
+    score, as the gate computes it (:func:`stats.median_change`, paired): the change with its interval, the
+    per-seed differences, and why there is none (the task has no comparable percentile). ``mltb compare``
+    calls this, so both front ends print the same change for the same two runs."""
+    b, c = _median_sample(base, metric), _median_sample(cur, metric)
+    if b.excluded or c.excluded:
+        return CI(None, None, None, 0, level), [], b.excluded or c.excluded
+    shared = sorted(set(b.seeds) & set(c.seeds))
+    pick = lambda m: [m.seeds.index(s) for s in shared]  # noqa: E731
+    sides = [TrialSample(m.sample.values[pick(m)], m.sample.replicates[pick(m)]) for m in (b, c)]
+    change = median_change(sides[1], sides[0], paired=True, level=level)
+    return change, [float(v) for v in sides[1].values - sides[0].values], None
 
 
 def _reduced(record: TrialRecord) -> dict:
@@ -215,28 +242,29 @@ class Delta:
     note: str = ""
     combined: bool = False             # the mean over tasks of per-task changes (informs, never fails)
     p_value: float | None = None       # combined rows: task-level sign-flip permutation test
+    unchanged: bool = False            # paired, and every pair of trials gave the same figure
+    seeds: list[int] = field(default_factory=list)   # the current run's trial seeds in this cell
 
     @property
     def measurable(self) -> bool:
-        """An interval the rule may act on (a median needs MIN_TRIALS_FOR_MEDIAN_CI trials per side)."""
-        return (self.change.has_interval and (self.metric == "consistency" or self.combined
-                                              or min(self.n_baseline, self.n_current) >= MIN_TRIALS_FOR_MEDIAN_CI))
+        """An interval the rule may act on (a median needs enough trials for its level, see stats.median_change)."""
+        return self.change.has_interval
 
     @property
     def regressed(self) -> bool:
         """A drop is shown (upper bound below 0) and one beyond the tolerance is not excluded."""
-        return (self.threshold is not None and self.measurable and self.change.high < 0
+        return (self.threshold is not None and not self.unchanged and self.measurable and self.change.high < 0
                 and self.change.low <= -self.threshold)
 
     @property
     def ok(self) -> bool:
         """Non-inferiority is shown: the lower bound is above -threshold."""
-        return self.threshold is not None and self.measurable and self.change.low > -self.threshold
+        return self.threshold is not None and not self.unchanged and self.measurable and self.change.low > -self.threshold
 
     @property
     def inconclusive(self) -> bool:
-        return (self.threshold is not None and self.change.estimate is not None and not self.regressed
-                and not self.ok)
+        return (self.threshold is not None and self.change.estimate is not None and not self.unchanged
+                and not self.regressed and not self.ok)
 
     @property
     def verdict(self) -> str:
@@ -244,6 +272,8 @@ class Delta:
             return ""
         if self.change.estimate is None:
             return f"n/a ({self.note})" if self.note else "n/a"
+        if self.unchanged:
+            return "unchanged"
         if self.regressed:
             return "REGRESSION"
         if self.ok:
@@ -259,25 +289,35 @@ def _planning_rate(valid: int, n: int) -> float:
     return round(min(max(0.5, ci.low), ci.high), 4)
 
 
-def _consistency_delta(name: str, base: list[TrialRecord], cur: list[TrialRecord], threshold: float | None) -> Delta:
+def consistency_trials_needed(valid: int, n: int, drop: float, level: float = DEFAULT_LEVEL) -> int:
+    """Trials per cell at which the gate flags a true consistency drop of ``drop`` (and calls no change ok)
+    80 % of the time, for a baseline of ``valid``/``n``: the one computation the gate prints and the docs
+    quote (1,585 for a drop of 0.05 at the least favourable rate 1/2, one gated comparison)."""
+    return trials_needed_for_rate_gate(_planning_rate(valid, n), drop, level)
+
+
+def _consistency_delta(name: str, base: list[TrialRecord], cur: list[TrialRecord], threshold: float | None,
+                       level: float = DEFAULT_LEVEL) -> Delta:
     base_by_seed = {r.seed: r.valid for r in base}
     cur_by_seed = {r.seed: r.valid for r in cur}
     paired = (len(base_by_seed) == len(base) and len(cur_by_seed) == len(cur) and bool(base)
               and base_by_seed.keys() == cur_by_seed.keys())
     base_valid, cur_valid = sum(base_by_seed.values()), sum(cur_by_seed.values())
+    unchanged = paired and all(base_by_seed[s] == cur_by_seed[s] for s in base_by_seed)
     if paired:
-        change = paired_proportion_diff_ci([(base_by_seed[s], cur_by_seed[s]) for s in sorted(base_by_seed)])
+        change = paired_proportion_diff_ci([(base_by_seed[s], cur_by_seed[s]) for s in sorted(base_by_seed)], level)
     else:
-        change = proportion_diff_ci(cur_valid, len(cur), base_valid, len(base))
+        change = proportion_diff_ci(cur_valid, len(cur), base_valid, len(base), level)
     needed = None
-    if threshold is not None and base:
-        needed = trials_needed_for_rate_gate(_planning_rate(base_valid, len(base)), threshold)
+    if threshold is not None and base and not unchanged:
+        needed = consistency_trials_needed(base_valid, len(base), threshold, level)
     return Delta(name, "consistency", base_valid / len(base) if base else None,
-                 cur_valid / len(cur) if cur else None, change, threshold, len(base), len(cur), paired, needed)
+                 cur_valid / len(cur) if cur else None, change, threshold, len(base), len(cur), paired, needed,
+                 unchanged=unchanged)
 
 
 def _median_delta(name: str, metric: str, base: list[TrialRecord], cur: list[TrialRecord],
-                  threshold: float | None, seed: int) -> Delta:
+                  threshold: float | None, level: float = DEFAULT_LEVEL) -> Delta:
     b, c = _median_sample(base, metric), _median_sample(cur, metric)
     estimate = lambda m: m.sample.estimate() if m.sample.n else None  # noqa: E731
     if b.excluded or c.excluded or not b.sample.n or not c.sample.n:
@@ -285,34 +325,73 @@ def _median_delta(name: str, metric: str, base: list[TrialRecord], cur: list[Tri
         return Delta(name, metric, estimate(b), estimate(c), CI(None, None, None, 0), threshold,
                      b.sample.n, c.sample.n, note=why)
     paired = b.seeds == c.seeds and len(set(b.seeds)) == len(b.seeds)
-    shared_rows = len(b.row_seeds | c.row_seeds) == 1
-    change = diff_ci(c.sample, b.sample, paired=paired, shared_rows=shared_rows, seed=seed)
-    if min(b.sample.n, c.sample.n) < MIN_TRIALS_FOR_MEDIAN_CI:    # too few for a 95 % interval of a median
-        change = CI(change.estimate, None, None, change.n, change.level)
+    change = median_change(c.sample, b.sample, paired=paired, level=level)
+    unchanged = paired and bool((c.sample.values == b.sample.values).all())
     needed = None
-    if threshold is not None:
-        needed = _median_trials_needed(b.sample, c.sample, change, threshold)
+    if threshold is not None and not unchanged:
+        needed = _median_trials_needed(b.sample, c.sample, change, threshold, paired)
     return Delta(name, metric, b.sample.estimate(), c.sample.estimate(), change, threshold, b.sample.n,
-                 c.sample.n, paired, needed)
+                 c.sample.n, paired, needed, unchanged=unchanged)
 
 
-def _median_trials_needed(base: TrialSample, cur: TrialSample, change: CI, threshold: float) -> int:
-    """Trials per side for a drop of ``threshold`` to be flagged (and no change called ok) with power
-    POWER: n * (spread / bound)^2 * inflation, bound = threshold * z / (z + z_beta) on the half-width. The
-    spread is the larger of the bootstrap half-width and z times Price-Bonett's standard error of the
-    difference (a bootstrap of a median is too narrow at small n). The spread comes from these few trials,
-    so it is taken at its 80 % upper confidence bound (Browne 1995: inflation (n - 1) / chi2_{0.2, n-1}),
-    lest a lucky small sample print too few trials."""
+@functools.lru_cache(maxsize=16)
+def _lower_ranks(level: float) -> np.ndarray:
+    """For every n from 0 to MAX_GATE_TRIALS, the 0-based rank l of the order-statistic interval of a median
+    at ``level`` (stats.median_ranks, vectorised; -1 where none exists)."""
+    ns = np.arange(MAX_GATE_TRIALS + 1)
+    alpha = (1.0 - level) / 2.0
+    k = _binom.ppf(alpha, ns, 0.5)
+    return np.where(_binom.cdf(k, ns, 0.5) <= alpha + 1e-12, k, k - 1).astype(int)
+
+
+def _paired_median_trials_needed(differences: np.ndarray, threshold: float, level: float) -> int:
+    """Pairs at which the gate's rule on the median of paired differences flags a true median change of
+    -threshold (upper bound below 0) and calls a true zero change ok (lower bound above -threshold), each with
+    probability POWER, computed exactly for the order-statistic interval (binomial counts of differences
+    below 0 and below -threshold). The shape comes from these differences, centred on their median; the two
+    shares it gives are estimated as (k + 1/2) / (n + 1) (Jeffreys), so no share is taken as certain. A
+    planning figure: tests/test_gate_operating.py checks the power at the printed n."""
+    centred = differences - np.median(differences)
+    n0 = centred.size
+    below_d = int((centred < threshold).sum())      # shifted down by d, still below 0: flags the drop
+    beyond_d = int((centred <= -threshold).sum())   # at no change, at or below -d: blocks "ok"
+    q1, q0 = (below_d + 0.5) / (n0 + 1.0), (beyond_d + 0.5) / (n0 + 1.0)    # Jeffreys: never 0 or 1
+    if q1 <= 0.5 or q0 >= 0.5:
+        return MAX_GATE_TRIALS
+    start = min_n_for_median_ci(level)
+    for stop in (start + 200, MAX_GATE_TRIALS + 1):     # most answers are small: look there first
+        ns = np.arange(start, stop)
+        lows = _lower_ranks(level)[start:stop]
+        flagged = _binom.sf(ns - 1 - lows, ns, q1)    # more than u of the n below 0: the upper bound is below 0
+        passed = _binom.cdf(lows, ns, q0)             # at most l at or below -d: the lower bound is above -d
+        good = np.flatnonzero((flagged >= POWER) & (passed >= POWER) & (lows >= 0))
+        if good.size:
+            return int(ns[good[0]])
+        start = stop
+    return MAX_GATE_TRIALS
+
+
+def _median_trials_needed(base: TrialSample, cur: TrialSample, change: CI, threshold: float, paired: bool) -> int:
+    """Trials per side for a drop of ``threshold`` to be flagged (and no change called ok) with power POWER.
+    Paired: :func:`_paired_median_trials_needed`. Unpaired: n * (spread / bound)^2 * inflation, bound =
+    threshold * z / (z + z_beta) on the half-width, the spread the larger of the interval's half-width and z
+    times Price-Bonett's standard error of each side's median combined, taken at its 80 % upper confidence
+    bound (Browne 1995: inflation (n - 1) / chi2_{0.2, n-1}). Never below the fewest trials with an interval
+    at the gate's level."""
+    level = change.level
+    if paired:
+        return _paired_median_trials_needed(cur.values - base.values, threshold, level)
     n = min(base.n, cur.n)
+    fewest = min_n_for_median_ci(1.0 - (1.0 - level) / 2.0)
     inflation = (n - 1) / float(_chi2.ppf(1.0 - POWER, n - 1)) if n > 1 else 1.0
-    bound = powered_half_width(threshold, change.level)
-    spreads = [change.half_width or 0.0]   # none below MIN_TRIALS_FOR_MEDIAN_CI: Price-Bonett's alone
+    bound = powered_half_width(threshold, level)
+    spreads = [change.half_width or 0.0]   # none below the minimum: Price-Bonett's alone
     errors = [median_standard_error(s.values) for s in (base, cur)]
     if all(e is not None for e in errors):
-        spreads.append(z_value(change.level) * math.hypot(*errors))
+        spreads.append(z_value(level) * math.hypot(*errors))
     if max(spreads) == 0.0:
-        return MIN_TRIALS_FOR_MEDIAN_CI
-    return max(MIN_TRIALS_FOR_MEDIAN_CI, math.ceil(n * (max(spreads) / bound) ** 2 * inflation))
+        return max(fewest, n + 1)
+    return max(fewest, math.ceil(n * (max(spreads) / bound) ** 2 * inflation))
 
 
 @dataclass
@@ -320,10 +399,16 @@ class Comparison:
     deltas: list[Delta]
     only_in_baseline: list[str] = field(default_factory=list)
     only_in_current: list[str] = field(default_factory=list)
+    level: float = DEFAULT_LEVEL    # each cell interval's level: family_level over the gated comparisons
+    family: int = 0                 # gated comparisons that share the family-wise error (unchanged ones are facts)
 
     @property
     def inconclusive(self) -> list[Delta]:
         return [d for d in self.deltas if d.inconclusive and not d.combined]
+
+    @property
+    def unchanged(self) -> list[Delta]:
+        return [d for d in self.deltas if d.unchanged and d.threshold is not None and not d.combined]
 
     @property
     def failed(self) -> bool:
@@ -342,8 +427,10 @@ class Comparison:
             if d.change.estimate is None:
                 return ""
             if d.combined:
-                return f"tasks: t; sign-flip p={d.p_value:.3f}" if d.p_value is not None else "tasks: t"
-            return "paired" if d.paired else "unpaired"
+                return f"tasks: t; sign-flip Holm p={d.p_value:.3f}" if d.p_value is not None else "tasks: t"
+            if d.metric == "consistency":
+                return "paired" if d.paired else "unpaired"
+            return "paired: median of differences" if d.paired else "unpaired: difference of medians"
         rows = [[d.cell, d.metric, num(d.baseline, d.n_baseline), num(d.current, d.n_current),
                  "n/a" if d.change.estimate is None else ("{:+.2f} [–]".format(d.change.estimate)
                                                           if not d.change.has_interval else
@@ -351,10 +438,15 @@ class Comparison:
                                                           f"{d.change.high:+.2f}]"),
                  test(d), "" if d.threshold is None else f"-{d.threshold:g}", d.verdict]
                 for d in self.deltas]
-        lines = ["Comparison with baseline (task|planner|model; change = current - baseline with its 95% interval; "
-                 "n = counted trials; 'all tasks' rows: mean over tasks of the per-task change, n = tasks, "
-                 "informative only)",
-                 tabulate(rows, headers=["cell", "metric", "baseline", "current", "change [95% CI]", "test",
+        level = f"{self.level:.4g}".rstrip("0")
+        lines = [f"Comparison with baseline (task|planner|model; change = current - baseline: consistency the "
+                 f"difference of rates, medians the median of the paired per-trial differences; each cell's interval "
+                 f"at level {level} = 1 - {1 - DEFAULT_LEVEL:.2g}/{max(1, self.family)} (Bonferroni over the "
+                 f"{self.family} gated comparisons not unchanged, so all cover at once with >= "
+                 f"{DEFAULT_LEVEL:.0%}); n = counted trials; 'all tasks' rows: mean over tasks of the per-task "
+                 "change, n = tasks, 95% t interval per row, sign-flip p Holm-adjusted over those rows, informative "
+                 "only)",
+                 tabulate(rows, headers=["cell", "metric", "baseline", "current", "change [CI]", "test",
                                          "max drop", "verdict"], disable_numparse=True)]
         if self.only_in_baseline:
             lines.append("not run now (in baseline only): " + ", ".join(self.only_in_baseline))
@@ -366,15 +458,21 @@ class Comparison:
                                      f"[{d.change.low:+.2f}, {d.change.high:+.2f}]: a drop is shown and one beyond "
                                      f"-{d.threshold:g} is not excluded" for d in self.regressions))
         gated = [d for d in self.deltas if d.threshold is not None and d.change.estimate is not None and not d.combined]
+        if self.unchanged:
+            seeds = sorted({s for d in self.unchanged for s in d.seeds})
+            lines.append(f"unchanged: {len(self.unchanged)} of {len(gated)} gated comparisons gave the same figure "
+                         f"on every paired trial (a fact for the trial seeds run, {_seed_text(seeds)}; other seeds "
+                         "may differ)")
         if self.inconclusive:
             worst = max((d.trials_needed or 0) for d in self.inconclusive)
             lines.append(
                 f"INCONCLUSIVE: {len(self.inconclusive)} of {len(gated)} gated comparisons neither show a regression "
                 f"nor exclude a drop of the threshold (need up to ~{worst} trials per cell); for them there is no "
-                f"evidence either way. Rule: 'ok' needs the 95% lower bound above -d; trials needed: a true drop "
-                f"of d flagged, and no change called ok, with power {POWER:g} (consistency: computed exactly for "
-                f"Newcombe's interval at the least favourable rate in the baseline's 95% interval; medians: >= "
-                f"{MIN_TRIALS_FOR_MEDIAN_CI} trials and a 95% half-width <= {powered_half_width(1.0):.2f} * d).")
+                f"evidence either way. Rule: 'ok' needs the lower bound above -d; trials needed: a true drop "
+                f"of d flagged, and no change called ok, with power {POWER:g} at the interval's level (consistency: "
+                f"computed exactly for Newcombe's interval at the least favourable rate in the baseline's 95% "
+                f"interval; medians: the fewest pairs with an order-statistic interval and a half-width <= "
+                f"{powered_half_width(1.0, self.level):.2f} * d).")
         if not self.failed:
             decided = sum(1 for d in gated if d.ok)
             lines.append(f"no regression shown; {decided} of {len(gated)} gated comparisons shown ok (non-inferior)"
@@ -382,10 +480,19 @@ class Comparison:
         return "\n".join(lines)
 
 
-def _combined_deltas(cells: dict[str, Delta], thresholds: dict[str, float], seed: int) -> list[Delta]:
-    """Per (planner, model) and metric, the mean over tasks of the per-task changes (tasks are the units)."""
+def _seed_text(seeds: list[int]) -> str:
+    if not seeds:
+        return "none"
+    if seeds == list(range(seeds[0], seeds[-1] + 1)) and len(seeds) > 2:
+        return f"seeds {seeds[0]}..{seeds[-1]}"
+    return "seeds " + ", ".join(map(str, seeds))
+
+
+def _combined_deltas(cells: list[Delta], thresholds: dict[str, float], seed: int) -> list[Delta]:
+    """Per (planner, model) and metric, the mean over tasks of the per-task changes (tasks are the units);
+    the sign-flip p-values Holm-adjusted over these rows (they are read together)."""
     groups: dict[tuple[str, str, str], list[Delta]] = {}
-    for d in cells.values():
+    for d in cells:
         if d.change.estimate is None or d.baseline is None or d.current is None:
             continue
         _, planner, model = d.cell.split("|", 2)
@@ -394,30 +501,51 @@ def _combined_deltas(cells: dict[str, Delta], thresholds: dict[str, float], seed
     for (planner, model, metric), deltas in sorted(groups.items()):
         if len(deltas) < 2:
             continue
-        changes = [d.current - d.baseline for d in deltas]
+        changes = [d.change.estimate for d in deltas]
         out.append(Delta(_cell_name("all tasks", planner, model), metric,
                          sum(d.baseline for d in deltas) / len(deltas), sum(d.current for d in deltas) / len(deltas),
                          t_interval(changes), thresholds.get(metric), len(deltas), len(deltas),
                          combined=True, p_value=cluster_sign_flip(changes, seed=seed)))
+    adjusted = holm({i: d.p_value for i, d in enumerate(out) if d.p_value is not None})
+    for i, p in adjusted.items():
+        out[i].p_value = p
     return out
 
 
-def compare_to_baseline(baseline: dict, records: Iterable[TrialRecord], thresholds: dict[str, float] | None = None,
-                        seed: int = 0) -> Comparison:
-    """Compare ``records`` cell by cell with a loaded baseline; ``thresholds`` from :func:`parse_regression_spec`."""
-    thresholds = thresholds or {}
-    current = {_cell_name(*key): counted_records(cell)
-               for key, cell in group_by(latest_records(records), "task", "planner", "model").items()}
-    base_cells = {name: counted_records(_baseline_records(cell)) for name, cell in baseline["cells"].items()}
+def _cell_deltas(base_cells: dict[str, list[TrialRecord]], current: dict[str, list[TrialRecord]],
+                 thresholds: dict[str, float], level: float) -> list[Delta]:
     deltas = []
     for name in sorted(set(current) & set(base_cells)):
         base, cur = base_cells[name], current[name]
         if not base and not cur:
             continue
-        deltas.append(_consistency_delta(name, base, cur, thresholds.get("consistency")))
+        consistency = _consistency_delta(name, base, cur, thresholds.get("consistency"), level)
+        consistency.seeds = sorted({r.seed for r in cur})
+        deltas.append(consistency)
         for metric in ("normalized", "percentile"):
-            delta = _median_delta(name, metric, base, cur, thresholds.get(metric), seed)
+            delta = _median_delta(name, metric, base, cur, thresholds.get(metric), level)
+            delta.seeds = consistency.seeds
             if delta.baseline is not None or delta.current is not None or delta.threshold is not None:
                 deltas.append(delta)
-    deltas += _combined_deltas({f"{d.cell}#{d.metric}": d for d in deltas}, thresholds, seed)
-    return Comparison(deltas, sorted(set(base_cells) - set(current)), sorted(set(current) - set(base_cells)))
+    return deltas
+
+
+def compare_to_baseline(baseline: dict, records: Iterable[TrialRecord], thresholds: dict[str, float] | None = None,
+                        seed: int = 0) -> Comparison:
+    """Compare ``records`` cell by cell with a loaded baseline; ``thresholds`` from :func:`parse_regression_spec`.
+
+    The gated comparisons are read together (the run fails if any regresses), so every cell interval is at
+    Bonferroni's level over them; a comparison whose paired trials are all identical is a fact, not an
+    inference, and takes no share of the error."""
+    thresholds = thresholds or {}
+    current = {_cell_name(*key): counted_records(cell)
+               for key, cell in group_by(latest_records(records), "task", "planner", "model").items()}
+    base_cells = {name: counted_records(_baseline_records(cell)) for name, cell in baseline["cells"].items()}
+    deltas = _cell_deltas(base_cells, current, thresholds, DEFAULT_LEVEL)
+    family = sum(1 for d in deltas if d.threshold is not None and d.change.estimate is not None and not d.unchanged)
+    level = family_level(family)
+    if family > 1:
+        deltas = _cell_deltas(base_cells, current, thresholds, level)
+    deltas += _combined_deltas(deltas, thresholds, seed)
+    return Comparison(deltas, sorted(set(base_cells) - set(current)), sorted(set(current) - set(base_cells)),
+                      level, family)

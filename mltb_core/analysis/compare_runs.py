@@ -12,8 +12,12 @@ Per task, the change B − A over that task's items:
   test (a two-sided binomial test on the discordant pairs);
 - normalized score (every task) and percentile (tasks with a comparable board; failed trials count 0,
   as in the tables; valid trials without a figure are left out): the median of the paired deltas with
-  its exact order-statistic interval (none below ``MIN_TRIALS_FOR_MEDIAN_CI`` pairs) and the Wilcoxon
-  signed-rank test (zero deltas dropped).
+  its exact order-statistic interval (none below ``MIN_TRIALS_FOR_MEDIAN_CI`` pairs), computed by the
+  gate's own :func:`mltb_core.analysis.compare.paired_median_change` (one estimand for both front ends),
+  and the exact sign test (zero deltas dropped), the test that matches that interval.
+
+Every p-value printed is Holm-adjusted: the per-task tests of all rows and columns as one family, the
+combined rows as another.
 
 Across tasks, items are never pooled (two tasks × four seeds are two units, not eight): the combined
 row is the mean over tasks of the per-task changes (a rate difference, a median delta), tasks weighing
@@ -30,10 +34,11 @@ from typing import Any
 from tabulate import tabulate
 
 from mltb_core.analysis.plots import figure_svg, inline_svg, pyplot
-from mltb_core.analysis.results import Outcome, TrialRecord, group_by, percentile_exclusion, quality_value
+from mltb_core.analysis.compare import paired_median_change
+from mltb_core.analysis.results import Outcome, TrialRecord
 from mltb_core.analysis.safety import html as escape_html
-from mltb_core.analysis.stats import (CI, MIN_TRIALS_FOR_MEDIAN_CI, cluster_sign_flip, median_interval,
-                                      paired_proportion_diff_ci, t_interval)
+from mltb_core.analysis.stats import (CI, MIN_TRIALS_FOR_MEDIAN_CI, cluster_sign_flip, holm,
+                                      paired_proportion_diff_ci, sign_test_p, t_interval)
 
 __all__ = ["PairedFigures", "CombinedFigures", "ArmComparison", "compare_runs", "render_comparison",
            "comparison_html", "paired_items"]
@@ -44,7 +49,7 @@ QUALITY = ("normalized", "percentile")
 @dataclass
 class PairedFigures:
     """B − A over one task's ``pairs`` items: validity (difference of rates, McNemar) and, per quality metric,
-    the median paired delta (Wilcoxon)."""
+    the median paired delta (sign test)."""
     pairs: int
     valid_a: int
     valid_b: int
@@ -52,13 +57,15 @@ class PairedFigures:
     mcnemar_p: float | None
     deltas: dict[str, list[float]] = field(default_factory=dict)      # metric → paired deltas
     median_delta: dict[str, CI] = field(default_factory=dict)
-    wilcoxon_p: dict[str, float | None] = field(default_factory=dict)
+    sign_p: dict[str, float | None] = field(default_factory=dict)
+    holm_p: dict[str, float] = field(default_factory=dict)    # "validity" and metrics: Holm over every row's tests
+    unchanged: bool = False      # every pair gave the same validity and the same figures
 
     def to_dict(self) -> dict[str, Any]:
         return {"pairs": self.pairs, "valid_a": self.valid_a, "valid_b": self.valid_b,
                 "validity_delta": self.validity_delta.to_dict(), "mcnemar_p": self.mcnemar_p,
                 "deltas": self.deltas, "median_delta": {k: v.to_dict() for k, v in self.median_delta.items()},
-                "wilcoxon_p": self.wilcoxon_p}
+                "sign_p": self.sign_p, "holm_p": self.holm_p, "unchanged": self.unchanged}
 
 
 @dataclass
@@ -116,43 +123,39 @@ def _binom_p(k: int, n: int) -> float | None:
     return float(binomtest(k, n, 0.5).pvalue)
 
 
-def _wilcoxon_p(deltas: list[float]) -> float | None:
-    nonzero = [d for d in deltas if d != 0]
-    if not deltas:
-        return None
-    if not nonzero:
-        return 1.0   # every pair tied: no evidence of a difference
-    from scipy.stats import wilcoxon
-
-    return float(wilcoxon(nonzero, zero_method="wilcox").pvalue)
-
-
-def _value(record: TrialRecord, metric: str) -> float | None:
-    if metric == "normalized":
-        return quality_value(record)
-    if not record.valid:
-        return 0.0
-    return None if record.percentile is None else float(record.percentile)
-
-
-def _figures(pairs: list[tuple[TrialRecord, TrialRecord]], comparable: bool) -> PairedFigures:
+def _figures(pairs: list[tuple[TrialRecord, TrialRecord]]) -> PairedFigures:
     flags = [(ra.valid, rb.valid) for ra, rb in pairs]
     lost = sum(1 for x, y in flags if x and not y)
     gained = sum(1 for x, y in flags if y and not x)
     figures = PairedFigures(pairs=len(pairs), valid_a=sum(x for x, _ in flags), valid_b=sum(y for _, y in flags),
                             validity_delta=paired_proportion_diff_ci(flags), mcnemar_p=_binom_p(gained, gained + lost))
+    side_a, side_b = [ra for ra, _ in pairs], [rb for _, rb in pairs]
     for metric in QUALITY:
-        if metric == "percentile" and not comparable:
+        change, deltas, excluded = paired_median_change(side_a, side_b, metric)
+        if excluded is not None:
             continue
-        deltas = []
-        for ra, rb in pairs:
-            va, vb = _value(ra, metric), _value(rb, metric)
-            if va is not None and vb is not None:
-                deltas.append(vb - va)
         figures.deltas[metric] = deltas
-        figures.median_delta[metric] = median_interval(deltas)
-        figures.wilcoxon_p[metric] = _wilcoxon_p(deltas)
+        figures.median_delta[metric] = change
+        figures.sign_p[metric] = sign_test_p(deltas)
+    figures.unchanged = bool(pairs) and not lost and not gained and all(
+        d == 0 for deltas in figures.deltas.values() for d in deltas)
     return figures
+
+
+def _adjust(comparisons: list[ArmComparison]) -> None:
+    """Holm over every per-task test printed (McNemar and both sign tests, all arms: they are read together),
+    and apart over the combined rows' sign-flip tests."""
+    raw: dict[tuple, float] = {}
+    for i, c in enumerate(comparisons):
+        for task, f in c.per_task.items():
+            if f.mcnemar_p is not None:
+                raw[(i, task, "validity")] = f.mcnemar_p
+            raw.update({(i, task, m): p for m, p in f.sign_p.items() if p is not None})
+    for (i, task, metric), p in holm(raw).items():
+        comparisons[i].per_task[task].holm_p[metric] = p
+    overall = {(i, m): p for i, c in enumerate(comparisons) for m, p in c.overall.p_value.items() if p is not None}
+    for (i, metric), p in holm(overall).items():
+        comparisons[i].overall.p_value[metric] = p
 
 
 def _combined(per_task: dict[str, PairedFigures], seed: int) -> CombinedFigures:
@@ -180,15 +183,14 @@ def compare_runs(a: list[TrialRecord], b: list[TrialRecord], seed: int = 0) -> l
                 infra += 1
             else:
                 pairs.append((ra, rb))
-        comparable = {task for (task,), cell in group_by([r for p in pairs for r in p], "task").items()
-                      if percentile_exclusion(cell) is None}
-        per_task = {task: _figures([p for p in pairs if p[0].task == task], task in comparable)
+        per_task = {task: _figures([p for p in pairs if p[0].task == task])
                     for task in sorted({p[0].task for p in pairs})}
         counted = lambda items: sum(1 for r in items.values() if r.outcome != Outcome.INFRA_ERROR)  # noqa: E731
         out.append(ArmComparison(_arm_label(arm_a), _arm_label(arm_b), _combined(per_task, seed), per_task,
                                  only_a=counted({k: v for k, v in items_a.items() if k not in items_b}),
                                  only_b=counted({k: v for k, v in items_b.items() if k not in items_a}),
                                  infra_left_out=infra))
+    _adjust(out)
     return out
 
 
@@ -210,10 +212,11 @@ def _digits(metric: str) -> int:
 
 
 def _rows(name: str, f: PairedFigures) -> list[str]:
-    row = [name, str(f.pairs), f"{f.valid_a}/{f.pairs} → {f.valid_b}/{f.pairs}", f.validity_delta.format(2),
-           _p(f.mcnemar_p)]
+    label = f"{name} (unchanged: every pair identical)" if f.unchanged else name
+    row = [label, str(f.pairs), f"{f.valid_a}/{f.pairs} → {f.valid_b}/{f.pairs}", f.validity_delta.format(2),
+           _p(f.holm_p.get("validity"))]
     for metric in QUALITY:
-        row += [_median_text(f.median_delta.get(metric), _digits(metric)), _p(f.wilcoxon_p.get(metric))]
+        row += [_median_text(f.median_delta.get(metric), _digits(metric)), _p(f.holm_p.get(metric))]
     return row
 
 
@@ -227,14 +230,18 @@ def _combined_row(c: ArmComparison) -> list[str]:
     return row
 
 
-HEADERS = ["task", "pairs", "valid A → B", "Δ validity B−A [95% CI]", "p (McNemar exact; all: task sign-flip)",
-           "median Δ normalized [95% CI]", "p (Wilcoxon; all: sign-flip)", "median Δ percentile [95% CI]",
-           "p (Wilcoxon; all: sign-flip)"]
-FOOTNOTE = ("Per task: Newcombe paired score interval (validity); median of paired deltas with its exact "
-            "order-statistic interval, none below {min} pairs (normalized score: every task; percentile: tasks "
-            "with a comparable board). Failed trials count 0. 'all tasks': mean over tasks of the per-task "
-            "changes, Student's t interval over the k tasks and a task-level sign-flip permutation p (items are "
-            "never pooled across tasks; with k tasks no p below 2^(1-k)).").format(min=MIN_TRIALS_FOR_MEDIAN_CI)
+HEADERS = ["task", "pairs", "valid A → B", "Δ validity B−A [95% CI]", "Holm p (McNemar exact; all: task sign-flip)",
+           "median Δ normalized [95% CI]", "Holm p (sign test; all: sign-flip)", "median Δ percentile [95% CI]",
+           "Holm p (sign test; all: sign-flip)"]
+FOOTNOTE = ("Per task: Newcombe paired score interval (validity); the median of the paired per-trial deltas with "
+            "its exact order-statistic interval, none below {min} pairs (normalized score: every task; percentile: "
+            "tasks with a comparable board), the same change the regression gate reports, and its exact sign "
+            "test. Failed trials count 0. 'all tasks': mean over tasks of the per-task changes, Student's t "
+            "interval over the k tasks and a task-level sign-flip permutation p (items are never pooled across "
+            "tasks; with k tasks no p below 2^(1-k)). p-values are Holm-adjusted: the per-task tests of every "
+            "row and column as one family, the 'all tasks' rows as another; intervals are 95 % per row, not "
+            "simultaneous. 'unchanged': every pair gave the same validity and figures (a fact for the seeds "
+            "run).").format(min=MIN_TRIALS_FOR_MEDIAN_CI)
 
 
 def render_comparison(comparisons: list[ArmComparison], fmt: str = "simple") -> str:

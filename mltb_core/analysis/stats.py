@@ -39,7 +39,7 @@ __all__ = ["CI", "containing", "bootstrap_ci", "rate_interval", "median_interval
            "trials_needed_for_rate_drop", "median_standard_error", "cluster_sign_flip", "t_interval", "trials_needed_for_rate_gate", "rate_gate_probabilities", "powered_half_width", "POWER", "MIN_TRIALS_FOR_MEDIAN_CI",
            "DEFAULT_LEVEL", "DEFAULT_RESAMPLES", "PASS_AT_K", "pass_at_k", "Rating", "pairwise_outcomes",
            "bradley_terry_ratings", "FriedmanResult", "friedman_test", "friedman_permutation_p", "holm",
-           "FRIEDMAN_PERMUTATIONS"]
+           "FRIEDMAN_PERMUTATIONS", "family_level", "sign_test_p", "median_change", "clustered_rate_interval"]
 
 DEFAULT_RESAMPLES = 2000
 DEFAULT_LEVEL = 0.95
@@ -205,6 +205,99 @@ def median_interval(values: Sequence[float], replicates: np.ndarray | None = Non
     low = float(np.quantile(ordered[ranks[0]], alpha))
     high = float(np.quantile(ordered[ranks[1]], 1.0 - alpha))
     return containing(estimate, low, high, n, level)
+
+
+def family_level(comparisons: int, level: float = DEFAULT_LEVEL) -> float:
+    """Bonferroni's per-comparison level for ``comparisons`` intervals read together: each at
+    1 - (1 - level) / m, so all m cover at once with probability >= ``level`` (any dependence)."""
+    _check_level(level)
+    return 1.0 - (1.0 - level) / max(1, int(comparisons))
+
+
+def sign_test_p(differences: Sequence[float], alternative: str = "two-sided") -> float | None:
+    """Exact sign test of a median difference of 0 (zero differences dropped): the test that matches the
+    order-statistic interval of :func:`median_change` (the interval excludes 0 exactly when this test rejects
+    at its level). ``alternative``: "two-sided", "less" (the median is below 0) or "greater". None without a
+    difference; 1.0 when every difference is 0."""
+    values = np.asarray([float(v) for v in differences], dtype=float)
+    if values.size == 0:
+        return None
+    below, above = int((values < 0).sum()), int((values > 0).sum())
+    if below + above == 0:
+        return 1.0
+    return float(_scipy_stats.binomtest(below, below + above, 0.5,
+                                        alternative={"less": "greater", "greater": "less"}.get(alternative,
+                                                                                               alternative)).pvalue)
+
+
+def median_change(current: "TrialSample", baseline: "TrialSample", *, paired: bool,
+                  level: float = DEFAULT_LEVEL) -> CI:
+    """The change of a median figure, current - baseline: the estimand both the regression gate and
+    ``mltb compare`` report (docs/statistics.md says why).
+
+    ``paired`` (the i-th values of both come from the same trial seed): the **median of the paired
+    differences**, with the exact order-statistic interval of a median (distribution-free, coverage
+    1 - 2 P(Bin(n, 1/2) <= l) >= ``level``; none below ``min_n_for_median_ci(level)`` pairs); when both
+    carry held-out-row replicates of one width, replicate b of a difference is the difference of the two
+    trials' replicate b (the same row resample on one split, so the split's noise cancels).
+    Unpaired: no per-trial difference exists; the difference of the medians with the interval
+    [low_c - high_b, high_c - low_b] from both sides' order-statistic intervals at 1 - (1 - level) / 2
+    each (Bonferroni: coverage >= ``level``, conservative), so ``n`` must reach the minimum at that level.
+    ``n`` is the number of pairs (paired) or the smaller side."""
+    _check_level(level)
+    if current.n == 0 or baseline.n == 0:
+        return CI(None, None, None, 0, level)
+    if paired:
+        if current.n != baseline.n:
+            raise ValueError(f"paired samples differ in size: {current.n} and {baseline.n}")
+        differences = current.values - baseline.values
+        replicates = None
+        if current.replicates.shape == baseline.replicates.shape:
+            replicates = current.replicates - baseline.replicates
+        ci = median_interval(differences, replicates, level)
+        return CI(ci.estimate, ci.low, ci.high, ci.n, level)
+    side = 1.0 - (1.0 - level) / 2.0
+    cur, base = current.interval(side), baseline.interval(side)
+    estimate = current.estimate() - baseline.estimate()
+    n = min(current.n, baseline.n)
+    if not (cur.has_interval and base.has_interval):
+        return CI(estimate, None, None, n, level)
+    return containing(estimate, cur.low - base.high, cur.high - base.low, n, level)
+
+
+def clustered_rate_interval(counts: Sequence[tuple[int, int]], level: float = DEFAULT_LEVEL) -> CI:
+    """A rate pooled over clusters (``counts``: (successes, trials) per task) whose trials are not
+    independent (trials of one task share its data and difficulty): Korn and Graubard's (1998) exact
+    interval, Clopper-Pearson at the effective sample size n* = p (1 - p) / var(p), var(p) the
+    between-cluster (ratio-estimator) variance over the k tasks, capped at n, then scaled by
+    (t_{n-1} / t_{k-1})^2 for the k - 1 degrees of freedom that variance has (so even tasks that agree
+    widen the interval: three tasks cannot show that they agree). 3/3, 3/3, 0/3 gives [0.00, 1.00] where
+    the pooled 6/9 read [0.30, 0.93]. A pooled rate of 0 or 1 has no estimable variance and keeps n* = n
+    (the plain Clopper-Pearson interval, never zero width); one task is plain Clopper-Pearson."""
+    _check_level(level)
+    counts = [(int(s), int(n)) for s, n in counts if int(n) > 0]
+    total = sum(n for _, n in counts)
+    if total == 0:
+        return CI(None, None, None, 0, level)
+    successes = sum(s for s, _ in counts)
+    p = successes / total
+    k = len(counts)
+    effective = float(total)
+    if k >= 2 and 0 < successes < total:
+        sizes = np.asarray([n for _, n in counts], dtype=float)
+        residuals = np.asarray([s for s, _ in counts], dtype=float) - p * sizes
+        variance = k / (k - 1) * float((residuals ** 2).sum()) / total ** 2
+        if variance > 0:
+            effective = min(effective, p * (1 - p) / variance)
+        alpha = (1.0 - level) / 2.0
+        effective *= (float(_scipy_stats.t.ppf(1 - alpha, total - 1)) / float(_scipy_stats.t.ppf(1 - alpha, k - 1))) ** 2
+    elif k < 2:
+        return rate_interval(successes, total, level)
+    x = p * effective
+    alpha = (1.0 - level) / 2.0
+    low = 0.0 if successes == 0 else float(_scipy_stats.beta.ppf(alpha, x, effective - x + 1))
+    high = 1.0 if successes == total else float(_scipy_stats.beta.ppf(1.0 - alpha, x + 1, effective - x))
+    return containing(p, low, high, total, level)
 
 
 def _newcombe(current: CI, baseline: CI, phi: float, n: int, level: float) -> CI:
