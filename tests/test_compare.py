@@ -81,7 +81,7 @@ def test_same_three_trials_are_unchanged_and_other_seeds_inconclusive():
     same = delta(comparison, "consistency")
     assert same.verdict == "unchanged" and not same.inconclusive and not comparison.failed
     text = comparison.render()
-    assert "unchanged: 1 of 1" in text and "seeds 0..2" in text and "INCONCLUSIVE" not in text
+    assert "unchanged: 1 of 1" in text and "trials 0..2" in text and "INCONCLUSIVE" not in text
     other = compare_to_baseline(baseline_of(cell([True] * 3)), cell([True] * 3, seed0=10), {"consistency": 0.05})
     assert delta(other, "consistency").inconclusive      # unpaired: no trial-for-trial fact to state
 

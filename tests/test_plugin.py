@@ -201,12 +201,31 @@ def test_compare_fails_on_injected_regression_and_passes_on_none(suite, tmp_path
     assert "no regression shown" in same.stdout.str()
     assert saved.ret == pytest.ExitCode.TESTS_FAILED  # some trials fail: without a gate that fails the run
     assert same.ret == pytest.ExitCode.OK  # with the gate, planner failures are results; no regression
-    assert "INCONCLUSIVE" in same.stdout.str()  # 12 trials cannot decide a 0.05 drop: said loudly, exit 0
+    # the fake is a function of the seed: every paired trial identical, which the gate states as a fact
+    assert "INCONCLUSIVE" not in same.stdout.str() and "REGRESSION" not in same.stdout.str()
+    assert "unchanged: 2 of 2 gated comparisons" in same.stdout.str()
+    other_seeds = run(suite, "--planner=react", "--trials=12", "--seed=1", f"--mltb-out={tmp_path / 'other'}", *gate)
+    assert other_seeds.ret == pytest.ExitCode.OK
+    assert "INCONCLUSIVE" in other_seeds.stdout.str()  # other seeds, 12 trials: cannot decide a 0.05 drop, said loudly
     monkeypatch.setenv("MLTB_FAKE_BROKEN", "1")  # every trial now fails
     worse = run(suite, *args, f"--mltb-out={tmp_path / 'worse'}", *gate)
     assert worse.ret == pytest.ExitCode.TESTS_FAILED
     assert "REGRESSION" in worse.stdout.str() and "FAILED:" in worse.stdout.str()
     assert "spaceship-titanic|react|sim consistency" in worse.stdout.str().split("FAILED:")[1]
+
+
+def test_two_identical_sim_runs_gate_as_unchanged(pytester, tmp_path):
+    """No fake: the real trial with the synthetic policy, run twice on the same seeds and gated."""
+    pytester.makepyfile(test_challenges=SUITE)
+    baseline = tmp_path / "baseline.json"
+    args = ["--planner=react", "--trials=2", "--seed=0", "--max-iterations=4"]
+    run(pytester, *args, f"--mltb-out={tmp_path / 'a'}", f"--save-baseline={baseline}")
+    again = run(pytester, *args, f"--mltb-out={tmp_path / 'b'}", f"--compare={baseline}",
+                "--fail-on-regression=consistency:-0.05,normalized:-0.1")
+    text = again.stdout.str()
+    assert again.ret == pytest.ExitCode.OK and "INCONCLUSIVE" not in text
+    verdicts = re.findall(r"spaceship-titanic\|react\|sim\s+(consistency|normalized)\s.*?(\S+)\s*$", text, re.M)
+    assert sorted(verdicts) == [("consistency", "unchanged"), ("normalized", "unchanged")]
 
 
 def test_failure_message_is_short_and_says_where_it_stopped(suite, tmp_path):

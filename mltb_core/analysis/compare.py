@@ -243,7 +243,7 @@ class Delta:
     combined: bool = False             # the mean over tasks of per-task changes (informs, never fails)
     p_value: float | None = None       # combined rows: task-level sign-flip permutation test
     unchanged: bool = False            # paired, and every pair of trials gave the same figure
-    seeds: list[int] = field(default_factory=list)   # the current run's trial seeds in this cell
+    trials: list[int] = field(default_factory=list)   # the current run's trial numbers in this cell
 
     @property
     def measurable(self) -> bool:
@@ -459,10 +459,10 @@ class Comparison:
                                      f"-{d.threshold:g} is not excluded" for d in self.regressions))
         gated = [d for d in self.deltas if d.threshold is not None and d.change.estimate is not None and not d.combined]
         if self.unchanged:
-            seeds = sorted({s for d in self.unchanged for s in d.seeds})
+            trials = sorted({t for d in self.unchanged for t in d.trials})
             lines.append(f"unchanged: {len(self.unchanged)} of {len(gated)} gated comparisons gave the same figure "
-                         f"on every paired trial (a fact for the trial seeds run, {_seed_text(seeds)}; other seeds "
-                         "may differ)")
+                         f"on every paired trial (a fact for the trial seeds run: {_trial_text(trials)} under this "
+                         "--seed; other seeds may differ)")
         if self.inconclusive:
             worst = max((d.trials_needed or 0) for d in self.inconclusive)
             lines.append(
@@ -480,12 +480,10 @@ class Comparison:
         return "\n".join(lines)
 
 
-def _seed_text(seeds: list[int]) -> str:
-    if not seeds:
-        return "none"
-    if seeds == list(range(seeds[0], seeds[-1] + 1)) and len(seeds) > 2:
-        return f"seeds {seeds[0]}..{seeds[-1]}"
-    return "seeds " + ", ".join(map(str, seeds))
+def _trial_text(trials: list[int]) -> str:
+    if len(trials) > 2 and all(b - a == 1 for a, b in zip(trials, trials[1:])):
+        return f"trials {trials[0]}..{trials[-1]}"
+    return "trials " + ", ".join(map(str, trials))
 
 
 def _combined_deltas(cells: list[Delta], thresholds: dict[str, float], seed: int) -> list[Delta]:
@@ -520,11 +518,11 @@ def _cell_deltas(base_cells: dict[str, list[TrialRecord]], current: dict[str, li
         if not base and not cur:
             continue
         consistency = _consistency_delta(name, base, cur, thresholds.get("consistency"), level)
-        consistency.seeds = sorted({r.seed for r in cur})
+        consistency.trials = sorted({r.trial for r in cur})
         deltas.append(consistency)
         for metric in ("normalized", "percentile"):
             delta = _median_delta(name, metric, base, cur, thresholds.get(metric), level)
-            delta.seeds = consistency.seeds
+            delta.trials = consistency.trials
             if delta.baseline is not None or delta.current is not None or delta.threshold is not None:
                 deltas.append(delta)
     return deltas
