@@ -89,7 +89,8 @@ def _fmt(value: float | None) -> str:
 
 
 def _rating_rows(ratings: list[Rating], names: dict[str, str]) -> list[list]:
-    return [[names.get(r.player, r.player), f"{r.estimate:+.0f}", f"[{r.low:+.0f}, {r.high:+.0f}]",
+    return [[names.get(r.player, r.player), f"{r.estimate:+.0f}",
+             f"[{'−∞' if r.low is None else format(r.low, '+.0f')}, {'+∞' if r.high is None else format(r.high, '+.0f')}]",
              f"{r.wins:g}/{r.games}"] for r in ratings]
 
 
@@ -182,9 +183,11 @@ def _sections(records: list[TrialRecord], key, seed: int, names: dict[str, str])
 
 RATING_NOTE = ("Bradley-Terry rating on the Elo scale (400 points = 10:1 odds; mean 0), fitted to per-task pairwise "
                "outcomes: on each task the planner with the higher mean normalized score wins the pair, equal "
-               "scores tie. 95 % interval: bootstrap (1,000 resamples) over tasks and, within each drawn task, over "
-               "each planner's trials, so it reflects both which tasks were drawn and how the trials fell; with "
-               "few tasks or trials it is wide.")
+               "scores tie. Interval: bootstrap (1,000 resamples) over tasks and, within each drawn task, over "
+               "each planner's trials, so it reflects both which tasks were drawn and how the trials fell; the "
+               "planners' intervals are simultaneous (Bonferroni: each at 1 − 0.05/m for m planners, so all hold at "
+               "once with ≥ 95 %): a single interval excluding 0 is a finding only at that level. '−∞' ('+∞'): "
+               "the planner lost (won) every game in every resample, so the data set no bound there.")
 
 
 def ranking_markdown(records: Iterable[TrialRecord], key: Callable[[TrialRecord], str] | None = None, seed: int = 0,
@@ -207,7 +210,7 @@ def ranking_markdown(records: Iterable[TrialRecord], key: Callable[[TrialRecord]
                         tablefmt="github"), "", "Tasks graded against a bundled Kaggle leaderboard only."]
               if medals else ["No task in these records has a leaderboard, so no medals."])
     lines += ["", "### Rating", "", RATING_NOTE, ""]
-    lines += [tabulate(_rating_rows(ratings, names), headers=["planner", "rating", "95 % CI", "wins/games"],
+    lines += [tabulate(_rating_rows(ratings, names), headers=["planner", "rating", "simultaneous 95 % CI", "wins/games"],
                        tablefmt="github")] if ratings else ["No scores to rate."]
     lines += ["", "### Friedman test and critical-difference diagram", ""] + friedman_text(result, names)
     figure = cd_diagram_svg(result, names)

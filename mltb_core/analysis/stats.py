@@ -628,13 +628,21 @@ def pass_at_k(n: int, c: int, k: int) -> float | None:
 
 @dataclass(frozen=True)
 class Rating:
-    """A planner's Bradley-Terry strength on the Elo scale (400 points = 10:1 odds), with a bootstrap CI."""
+    """A planner's Bradley-Terry strength on the Elo scale (400 points = 10:1 odds), with a bootstrap CI
+    simultaneous over the planners rated together. ``low`` None: the planner lost every game in every
+    resample (e.g. it failed every trial), so the data set no lower bound (a bootstrap would print the
+    regulariser's value, with little or no width, as if certain); ``high`` None likewise for one that won
+    every game."""
     player: str
     estimate: float
-    low: float
-    high: float
+    low: float | None
+    high: float | None
     wins: float
     games: int
+
+    @property
+    def has_interval(self) -> bool:
+        return self.low is not None and self.high is not None
 
 
 def pairwise_outcomes(scores: dict[str, dict[str, float]]) -> list[tuple[str, str, float]]:
@@ -716,6 +724,9 @@ def bradley_terry_ratings(scores: dict[str, dict[str, float]], *, trials: dict[s
     percentile bootstrap that resamples *tasks* (the games of one task stay together) and, when
     ``trials`` (task → planner → per-trial values whose means are ``scores``) is given, each planner's
     trials within every drawn task too, so it holds both which tasks were drawn and how the trials fell.
+    The m planners' intervals are read together (which one excludes 0?), so each is taken at level
+    1 - (1 - level) / m (Bonferroni: all m cover at once with >= ``level``); an end no resample can bound is
+    left open (see :class:`Rating`).
     """
     _check_level(level)
     players = sorted({p for row in scores.values() for p in row})
@@ -733,10 +744,17 @@ def bradley_terry_ratings(scores: dict[str, dict[str, float]], *, trials: dict[s
         counts = np.stack([np.bincount(row, minlength=len(tasks)) for row in draws]).astype(float)
         boot_wins, boot_games = np.tensordot(counts, wins, 1), np.tensordot(counts, games, 1)
     draws_ = _bradley_terry(boot_wins, boot_games) * scale
-    lows, highs = np.quantile(draws_, [(1 - level) / 2, 1 - (1 - level) / 2], axis=0)
+    tail = (1 - family_level(len(players), level)) / 2
+    lows, highs = np.quantile(draws_, [tail, 1 - tail], axis=0)
+    # A planner that lost (won) every game of every resample has no finite lower (upper) bound: its
+    # rating there is the regulariser's, not the data's, so that end is left open (None).
+    boot_won, boot_played = boot_wins.sum(axis=-1), boot_games.sum(axis=-1)
+    always_lost = np.all(boot_won <= 0, axis=0)
+    always_won = np.all(boot_won >= boot_played, axis=0)
     won, played = wins.sum(axis=(0, 2)), games.sum(axis=(0, 2))
-    out = [Rating(p, float(point[i]), float(min(lows[i], point[i])), float(max(highs[i], point[i])), float(won[i]),
-                  int(played[i])) for i, p in enumerate(players)]
+    out = [Rating(p, float(point[i]), None if always_lost[i] else float(min(lows[i], point[i])),
+                  None if always_won[i] else float(max(highs[i], point[i])), float(won[i]), int(played[i]))
+           for i, p in enumerate(players)]
     return sorted(out, key=lambda r: -r.estimate)
 
 
