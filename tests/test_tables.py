@@ -92,7 +92,7 @@ def trial(task, planner, i, valid, percentile=None, samples=None, note=None, lea
 def test_two_of_two_valid_shows_an_exact_interval_and_n():
     table = consistency_table([trial("t", "react", 0, True, 50.0), trial("t", "react", 1, True, 60.0)])[0]
     assert table.rows[0][1] == "2/2 1.00 [0.16, 1.00]"     # Clopper-Pearson: 0.025 ** (1/2) = 0.158
-    overall = table.rows[-2]
+    overall = next(row for row in table.rows if row[0].startswith("overall"))
     # one task: no interval of a median over tasks, and the row says why
     assert overall[0].startswith("overall: median over tasks") and overall[1] == "1.00 [–] (k=1 < 6 of 1)"
     assert "[1.00, 1.00]" not in render_summary([trial("t", "react", 0, True, 50.0), trial("t", "react", 1, True, 60.0)])
@@ -194,8 +194,9 @@ def test_llm_calls_are_stated_and_unequal_compute_is_flagged():
     row = table.rows[0]
     cells = dict(zip(table.headers, row))
     assert cells["lats"].endswith("‡") and not cells["react"].endswith("‡") and not cells["mcts_shaped"].endswith("‡")
-    calls = dict(zip(table.headers, table.rows[-1]))
-    assert calls["task"] == "LLM calls per trial (mean)" and calls["lats"] == "115.0" and calls["react"] == "40.0"
+    per_trial = {row[0]: dict(zip(table.headers, row)) for row in table.rows}
+    calls = per_trial["LLM calls per trial (mean)"]
+    assert calls["lats"] == "115.0 ‡" and calls["react"] == "40.0"
     assert any("more than 10%" in note for note in table.notes)
 
 
@@ -212,3 +213,21 @@ def test_the_compact_summary_shows_consistency_the_funnel_and_infra_errors_with_
         notes = [line for line in text.splitlines() if line.startswith("(synthetic policy, not an LLM): figures")]
         assert len(notes) == 1, text      # said once, not under every table
     assert len(compact.splitlines()) < len(full.splitlines()) / 2
+
+
+def test_tool_calls_tokens_and_seconds_stand_beside_llm_calls_and_unmatched_tool_calls_are_flagged():
+    # matched in LLM calls, not in tool calls: whole-solution planners re-run steps without a call
+    records = [trial("t", planner, i, True, 50.0) for planner in ("react", "automind", "mcts_shaped") for i in range(2)]
+    for r in records:
+        r.llm_calls, r.tool_calls = 40, {"react": 37, "automind": 72, "mcts_shaped": 38}[r.planner]
+        r.tokens_in, r.tokens_out, r.wall_seconds = 1000, 100, 2.0
+    cells = dict(zip(consistency_table(records)[0].headers, consistency_table(records)[0].rows[0]))
+    assert cells["automind"].endswith("‡") and not cells["react"].endswith("‡")
+    for table in consistency_table(records) + normalized_table(records):
+        per_trial = {row[0]: dict(zip(table.headers, row)) for row in table.rows}
+        names = list(per_trial)
+        assert names.index("tool calls per trial (mean)") == names.index("LLM calls per trial (mean)") + 1
+        assert per_trial["tool calls per trial (mean)"]["automind"] == "72.0 ‡"
+        assert per_trial["LLM calls per trial (mean)"]["automind"] == "40.0"
+        assert per_trial["tokens (in + out) per trial (mean)"]["react"] == "1,100"
+        assert per_trial["seconds per trial (mean)"]["react"] == "2.0"

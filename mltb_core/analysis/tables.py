@@ -25,7 +25,7 @@ Definitions (the paper's, Section 5), and what every printed number is computed 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Callable, Iterable
 
 from tabulate import tabulate
 
@@ -38,7 +38,7 @@ from mltb_core.analysis.stats import (MIN_TRIALS_FOR_MEDIAN_CI, PASS_AT_K, CI, R
 __all__ = ["Table", "planner_rank", "build_tables", "render_tables", "render_summary",
            "consistency_table", "pass_at_k_table", "percentile_table", "normalized_table", "median_cell_text",
            "overall_text", "task_baselines", "cost_table", "funnel_table", "infra_table",
-           "variant_labels"]
+           "variant_labels", "compute_rows", "COMPUTE_MEASURES", "COMPUTE_NOTE"]
 
 MARKDOWN_FORMATS = ("github", "pipe")
 
@@ -175,11 +175,11 @@ def consistency_table(records: list[TrialRecord], seed: int = 0) -> list[Table]:
                 if counted:
                     samples.append(RateSample(sum(1 for r in counted if r.valid), len(counted)))
             overall.append(overall_text(clustered_ci(samples, seed=seed + i), len(tasks), 2))
-        rows += [overall, _calls_row(variants, cells)]
+        rows += [overall, *_calls_row(variants, cells)]
         notes = _notes(synthetic,
                        "cells: valid/counted trials (infra errors not counted), consistency and its exact 95% "
                        "Clopper-Pearson interval",
-                       _OVERALL_NOTE, _CALLS_NOTE)
+                       _OVERALL_NOTE, COMPUTE_NOTE)
         tables.append(Table(f"consistency:{model}",
                             f"Consistency (valid trials / trials) — model {model_label(model, synthetic)}"
                             f"{_settings([r for r in records if r.model == model])}",
@@ -196,40 +196,64 @@ _MEDIAN_NOTE = (f"95% interval of a median: exact order-statistic interval over 
                 f"{MIN_TRIALS_FOR_MEDIAN_CI} trials, where no distribution-free 95% interval of a median exists")
 
 
-CALLS_TOLERANCE = 0.10     # a cell whose mean LLM calls differ from its row's median by more is flagged
+CALLS_TOLERANCE = 0.10     # a mean compute per trial differing from its row's median by more is flagged
 CALLS_MARK = "‡"
-_CALLS_NOTE = (f"{CALLS_MARK}: this cell's mean LLM calls per trial differ by more than "
-               f"{CALLS_TOLERANCE:.0%} from the median over the row's planners (unequal compute: compare with care); "
-               "the 'LLM calls per trial' row gives each planner's mean over its counted trials")
+# What a trial spent, per counted trial: every planner table prints each beside the figures, since a budget
+# matched in LLM calls need not match in tool calls (whole-solution planners re-run steps without a call).
+COMPUTE_MEASURES: tuple[tuple[str, Callable[[TrialRecord], float], str], ...] = (
+    ("LLM calls", lambda r: r.llm_calls, ".1f"),
+    ("tool calls", lambda r: r.tool_calls, ".1f"),
+    ("tokens (in + out)", lambda r: r.tokens_in + r.tokens_out, ",.0f"),
+    ("seconds", lambda r: r.wall_seconds, ".1f"),
+)
+_MATCHED = ("LLM calls", "tool calls")     # the measures a cell is flagged on
+COMPUTE_NOTE = (f"{CALLS_MARK}: compute not matched — in a cell, its mean LLM calls or tool calls per trial differ by "
+               f"more than {CALLS_TOLERANCE:.0%} from the median over the row's planners; in the per-trial rows at the table's foot "
+               "the table, that planner's mean differs so from the row's median (compare with care). Those rows give "
+               "each planner's mean LLM calls, tool calls, tokens and wall seconds per counted trial")
 
 
-def _mean_calls(records: list[TrialRecord]) -> float | None:
+def _mean(records: list[TrialRecord], measure: Callable[[TrialRecord], float]) -> float | None:
     counted = counted_records(records)
-    return sum(r.llm_calls for r in counted) / len(counted) if counted else None
+    return sum(measure(r) for r in counted) / len(counted) if counted else None
+
+
+def _off_median(means: dict) -> set:
+    """Keys whose value differs from the median of the known values by more than CALLS_TOLERANCE."""
+    known = sorted(m for m in means.values() if m is not None)
+    if len(known) < 2:
+        return set()
+    middle = (known[(len(known) - 1) // 2] + known[len(known) // 2]) / 2.0
+    return {k for k, m in means.items() if m is not None and abs(m - middle) > CALLS_TOLERANCE * max(middle, 1e-9)}
 
 
 def _calls_marks(tasks: list[str], variants: list, cells: dict) -> dict[tuple, str]:
-    """(task, variant) → CALLS_MARK where the cell's mean LLM calls differ from its row's median by > 10 %."""
+    """(task, variant) → CALLS_MARK where the cell's mean LLM or tool calls differ from its row's median by > 10 %."""
     marks: dict[tuple, str] = {}
     for task in tasks:
-        means = {v: _mean_calls(cells.get((task, *v), [])) for v in variants}
-        known = sorted(m for m in means.values() if m is not None)
-        if len(known) < 2:
-            continue
-        middle = (known[(len(known) - 1) // 2] + known[len(known) // 2]) / 2.0
-        for v, m in means.items():
-            if m is not None and abs(m - middle) > CALLS_TOLERANCE * max(middle, 1e-9):
-                marks[(task, v)] = f" {CALLS_MARK}"
+        for name, measure, _ in COMPUTE_MEASURES:
+            if name in _MATCHED:
+                for v in _off_median({v: _mean(cells.get((task, *v), []), measure) for v in variants}):
+                    marks[(task, v)] = f" {CALLS_MARK}"
     return marks
 
 
-def _calls_row(variants: list, cells: dict) -> list[str]:
-    row = ["LLM calls per trial (mean)"]
-    for v in variants:
-        mine = [r for (task, *key), rs in cells.items() if tuple(key) == v for r in rs]
-        mean = _mean_calls(mine)
-        row.append("n/a" if mean is None else f"{mean:.1f}")
-    return row
+def compute_rows(groups: list[list[TrialRecord]]) -> list[list[str]]:
+    """One row per compute measure: its mean per counted trial for each group of records (a planner's column),
+    CALLS_MARK where it differs from the row's median by more than CALLS_TOLERANCE. Every planner table
+    (the summary's, the benchmarks' reports) prints these rows."""
+    rows = []
+    for name, measure, fmt in COMPUTE_MEASURES:
+        means = {i: _mean(group, measure) for i, group in enumerate(groups)}
+        off = _off_median(means)
+        rows.append([f"{name} per trial (mean)"] + ["n/a" if means[i] is None else
+                                                    f"{format(means[i], fmt)}{' ' + CALLS_MARK if i in off else ''}"
+                                                    for i in range(len(groups))])
+    return rows
+
+
+def _calls_row(variants: list, cells: dict) -> list[list[str]]:
+    return compute_rows([[r for (task, *key), rs in cells.items() if tuple(key) == v for r in rs] for v in variants])
 
 
 def _percentile_sample(cell) -> TrialSample:
@@ -271,10 +295,10 @@ def normalized_table(records: list[TrialRecord], seed: int = 0) -> list[Table]:
         for i, v in enumerate(variants):
             samples = [_percentile_sample(figures[(t, v)]) for t in tasks if figures[(t, v)].values]
             overall.append(overall_text(clustered_ci(samples, seed=seed + i), len(tasks), 2))
-        rows += [overall, _calls_row(variants, cells)]
+        rows += [overall, *_calls_row(variants, cells)]
         baselines = task_baselines(tasks)
         notes = _notes(synthetic, QUALITY_FLOOR_NOTE + "; cells: median over n counted trials", _MEDIAN_NOTE,
-                       _OVERALL_NOTE, _CALLS_NOTE,
+                       _OVERALL_NOTE, COMPUTE_NOTE,
                        "baseline (score 0) per task: " + "; ".join(f"{t}: {b or 'unknown task'}"
                                                                      for t, b in baselines.items()))
         title = (f"Median normalized score (0 = trivial baseline, 1 = perfect; failed trials count 0) — model "
