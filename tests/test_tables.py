@@ -231,3 +231,22 @@ def test_tool_calls_tokens_and_seconds_stand_beside_llm_calls_and_unmatched_tool
         assert per_trial["LLM calls per trial (mean)"]["automind"] == "40.0"
         assert per_trial["tokens (in + out) per trial (mean)"]["react"] == "1,100"
         assert per_trial["seconds per trial (mean)"]["react"] == "2.0"
+
+
+def test_a_sim_ordering_states_the_policy_rates_that_can_order_planners():
+    from mltb_core.analysis.tables import pass_at_k_table
+    from mltb_core.llm import sim
+
+    records = [trial("t", planner, i, i % 2 == 0, 50.0) for planner in ("react", "lats") for i in range(2)]
+    for r in records:
+        r.model, r.synthetic = "sim:0.5", True
+    for table in consistency_table(records) + normalized_table(records) + pass_at_k_table(records):
+        (note,) = [n for n in table.notes if n.startswith("sim's rates")]
+        heed = sim.HEED_BASE + sim.HEED_SLOPE * 0.5
+        assert f"cut the per-step mistake rate by {1 - sim.REFLECTION_FACTOR:.0%}" in note
+        assert f"heeded with probability {heed:.3g}" in note and "0.775" in note     # the 77.5 %
+        assert f"noise of sd {sim.JUDGE_NOISE_SD:g}" in note
+    assert f"{sim.MISTAKE_SCALE} × (1 − skill)" in sim.__doc__     # the docstring reads the same constants
+    for r in records:
+        r.model, r.synthetic = "gpt-4o", False
+    assert not any(n.startswith("sim's rates") for t in consistency_table(records) for n in t.notes)

@@ -13,6 +13,7 @@ from tabulate import tabulate
 
 from mltb_core.analysis.plots import figure_svg, pyplot
 from mltb_core.analysis.results import TrialRecord, counted_records, quality_value
+from mltb_core.analysis.tables import policy_assumptions
 from mltb_core.analysis.stats import (PASS_AT_K, FriedmanResult, Rating, bradley_terry_ratings, friedman_test,
                                       pass_at_k, rate_interval)
 
@@ -200,6 +201,8 @@ def ranking_markdown(records: Iterable[TrialRecord], key: Callable[[TrialRecord]
     ks = [f"pass@{k}" for k in PASS_AT_K]
     lines = ["## Ranking across tasks", "",
              f"Computed over {len(records)} counted trial(s) on {len(scores)} task(s).", "",
+             *[line for model in sorted({r.model for r in records})
+               if (note := policy_assumptions(model)) for line in (note + ".", "")],
              "### pass@k", "",
              "Unbiased estimator 1 − C(n−c, k)/C(n, k) over a cell's n counted trials with c valid; '-' where k > n.",
              "", tabulate(pass_at_k_rows(records, key), headers=["task", "planner", "n", "valid", *ks],

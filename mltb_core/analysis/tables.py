@@ -38,7 +38,8 @@ from mltb_core.analysis.stats import (MIN_TRIALS_FOR_MEDIAN_CI, PASS_AT_K, CI, R
 __all__ = ["Table", "planner_rank", "build_tables", "render_tables", "render_summary",
            "consistency_table", "pass_at_k_table", "percentile_table", "normalized_table", "median_cell_text",
            "overall_text", "task_baselines", "cost_table", "funnel_table", "infra_table",
-           "variant_labels", "compute_rows", "COMPUTE_MEASURES", "COMPUTE_NOTE"]
+           "variant_labels", "compute_rows", "COMPUTE_MEASURES", "COMPUTE_NOTE",
+           "policy_assumptions"]
 
 MARKDOWN_FORMATS = ("github", "pipe")
 
@@ -119,9 +120,25 @@ def _models(records: list[TrialRecord]) -> list[tuple[str, bool]]:
     return sorted(synthetic.items())
 
 
-def _notes(synthetic: bool, *notes: str) -> list[str]:
+def policy_assumptions(model: str) -> str | None:
+    """For the synthetic policy ``sim[:skill]``, its rates that can order planners (printed beside every
+    ordering it produces: they are assumptions, not findings); None for any other model or a bad skill."""
+    name, _, arg = model.partition(":")
+    if name != "sim":
+        return None
+    from mltb_core.llm.backends import SimSpec
+    from mltb_core.llm.sim import ordering_assumptions
+
+    try:
+        return ordering_assumptions(SimSpec().parse(arg))
+    except ValueError:
+        return None
+
+
+def _notes(model: str, synthetic: bool, *notes: str) -> list[str]:
+    assumptions = policy_assumptions(model) if synthetic else None
     return list(notes) + ([f"{SYNTHETIC_LABEL}: figures measure the harness, not a language model"]
-                          if synthetic else [])
+                          if synthetic else []) + ([assumptions] if assumptions else [])
 
 
 def _settings(records: list[TrialRecord]) -> str:
@@ -176,7 +193,7 @@ def consistency_table(records: list[TrialRecord], seed: int = 0) -> list[Table]:
                     samples.append(RateSample(sum(1 for r in counted if r.valid), len(counted)))
             overall.append(overall_text(clustered_ci(samples, seed=seed + i), len(tasks), 2))
         rows += [overall, *_calls_row(variants, cells)]
-        notes = _notes(synthetic,
+        notes = _notes(model, synthetic,
                        "cells: valid/counted trials (infra errors not counted), consistency and its exact 95% "
                        "Clopper-Pearson interval",
                        _OVERALL_NOTE, COMPUTE_NOTE)
@@ -297,7 +314,7 @@ def normalized_table(records: list[TrialRecord], seed: int = 0) -> list[Table]:
             overall.append(overall_text(clustered_ci(samples, seed=seed + i), len(tasks), 2))
         rows += [overall, *_calls_row(variants, cells)]
         baselines = task_baselines(tasks)
-        notes = _notes(synthetic, QUALITY_FLOOR_NOTE + "; cells: median over n counted trials", _MEDIAN_NOTE,
+        notes = _notes(model, synthetic, QUALITY_FLOOR_NOTE + "; cells: median over n counted trials", _MEDIAN_NOTE,
                        _OVERALL_NOTE, COMPUTE_NOTE,
                        "baseline (score 0) per task: " + "; ".join(f"{t}: {b or 'unknown task'}"
                                                                      for t, b in baselines.items()))
@@ -345,7 +362,7 @@ def percentile_table(records: list[TrialRecord], seed: int = 0) -> list[Table]:
         scope = f"overall: median over {len(included)} of {len(tasks)} tasks"
         scope += (" (excluded: " + "; ".join(f"{t}: {why}" for t, why in sorted(excluded.items())) + ")"
                   if excluded else "")
-        notes = _notes(synthetic, scope,
+        notes = _notes(model, synthetic, scope,
                        "cells: median percentile over n counted trials, a trial without a valid submission "
                        "counting as 0 (as in the paper); a score tying board entries beats half of them (mid-rank)",
                        _MEDIAN_NOTE, _OVERALL_NOTE,
@@ -439,7 +456,7 @@ def pass_at_k_table(records: list[TrialRecord]) -> list[Table]:
                          for p, h in variants]] for task in tasks]
         tables.append(Table(f"pass_at_k:{model}", f"pass{ks} per task — {model_label(model, synthetic)}"
                             f"{_settings(records)}", ["task", *headers], rows,
-                            _notes(synthetic, "pass@k = 1 - C(n-c, k)/C(n, k) over a cell's n counted trials with c "
+                            _notes(model, synthetic, "pass@k = 1 - C(n-c, k)/C(n, k) over a cell's n counted trials with c "
                                               "valid (unbiased); '-' where k > n")))
     return tables
 

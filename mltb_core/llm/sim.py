@@ -25,19 +25,20 @@ Assumptions (every planner-ordering figure measured with ``sim`` rests on them):
    axis=1) and saves the frame (``save_dataframe_to_csv``). No feature engineering beyond that, and no
    tuning unless the chosen ``fit_*`` tool is not offered but the same model's ``tune_*`` tool is (then it
    calls that): its leaderboard figures are a floor, not an LLM's.
-3. **Skill sets the error rates**, per proposed step: mistake probability 0.6 × (1 − skill), times 0.75
-   when reflections on earlier failures are in the context; mistakes are the ones agents make (wrong
+3. **Skill sets the error rates**, per proposed step: mistake probability {MISTAKE_SCALE} × (1 − skill), times
+   {REFLECTION_FACTOR} when reflections on earlier failures are in the context; mistakes are the ones agents make (wrong
    object names, objects passed as plain values, wrong file paths, skipped cleaning/encoding, dropping
    rows, one-hot blow-ups, wrong or misspelt target, predicting on the training frame, saving the bare
    predictions as the submission, out-of-order calls). After a failed call it retries correctly with
-   probability 0.35 + 0.6 × skill; it heeds a tool error or a stage check (goes back to the step they
-   point at) with probability 0.55 + 0.45 × skill; after 3 or more failures in a row it gives up with
-   probability 0.5 × (1 − skill). Mistakes are independent across steps and candidates.
+   probability {FIX_BASE} + {FIX_SLOPE} × skill; it heeds a tool error or a stage check (goes back to the step
+   they point at) with probability {HEED_BASE} + {HEED_SLOPE} × skill; after {GIVE_UP_AFTER} or more failures in a
+   row it gives up with probability {GIVE_UP_SCALE} × (1 − skill). Mistakes are independent across steps and
+   candidates.
 4. **Tools it is not offered** (tool masking, the toolset) are never called: a step whose tool is not
    offered waits for a later request; a step with nothing to do (no datetime column) is skipped.
 5. **As a judge** its score is 1 + 9 × (share of the 18 pipeline steps that successful tool calls in
    the trajectory accomplished, each counted once, whatever tool did it) plus Gaussian noise of fixed
-   standard deviation :data:`JUDGE_NOISE_SD` = 1 point, rounded and clipped to 1..10. The noise does not
+   standard deviation :data:`JUDGE_NOISE_SD` = {JUDGE_NOISE_SD} point, rounded and clipped to 1..10. The noise does not
    depend on the trajectory's length, the planner or anything else; failed calls cost no points.
 6. **As a reflector** it restates the last observation and a generic lesson (no insight beyond that).
 7. **Costs**: tokens = characters / 4, one request = one LLM call whatever the number of candidates,
@@ -60,15 +61,41 @@ from mltb_core.toolkit.registry import ToolCall
 from mltb_core.bench.tasks import SUBMISSION_FILE
 from mltb_core.llm.base import Candidate, LLMBackend, LLMResponse, Usage
 
-__all__ = ["SimPolicy", "PIPELINE"]
+__all__ = ["SimPolicy", "PIPELINE", "RATES", "ordering_assumptions"]
+
+# The policy's rates (assumption 3), defined here once: the docstring, the policy and every report that prints
+# a planner ordering measured with sim read them.
+MISTAKE_SCALE = 0.6        # per-step mistake probability = MISTAKE_SCALE × (1 − skill)
+REFLECTION_FACTOR = 0.75   # ... times this when reflections on earlier failures are in the context
+FIX_BASE, FIX_SLOPE = 0.35, 0.6      # retry correctly after a failed call: FIX_BASE + FIX_SLOPE × skill
+HEED_BASE, HEED_SLOPE = 0.55, 0.45   # heed a tool error or a stage check: HEED_BASE + HEED_SLOPE × skill
+GIVE_UP_AFTER, GIVE_UP_SCALE = 3, 0.5   # after GIVE_UP_AFTER failures in a row: give up w.p. GIVE_UP_SCALE × (1 − skill)
+JUDGE_NOISE_SD = 1.0       # standard deviation (points on the 1-10 scale) of the judge's noise; fixed (assumption 5)
+RATES = {"MISTAKE_SCALE": MISTAKE_SCALE, "REFLECTION_FACTOR": REFLECTION_FACTOR, "FIX_BASE": FIX_BASE,
+         "FIX_SLOPE": FIX_SLOPE, "HEED_BASE": HEED_BASE, "HEED_SLOPE": HEED_SLOPE, "GIVE_UP_AFTER": GIVE_UP_AFTER,
+         "GIVE_UP_SCALE": GIVE_UP_SCALE, "JUDGE_NOISE_SD": JUDGE_NOISE_SD}
+if __doc__:   # None under python -OO
+    __doc__ = __doc__.format(**RATES)
+
+
+def ordering_assumptions(skill: float) -> str:
+    """The assumptions of the policy that can order planners (each reaches only some planners' requests), with
+    their rates at ``skill``: printed beside every planner ordering measured with sim."""
+    mistakes = MISTAKE_SCALE * (1.0 - skill)
+    return ("sim's rates that can order planners (assumptions, not measurements; mltb_core/llm/sim.py) at skill "
+            f"{skill:g}: reflections on earlier failures (only LATS sends them) cut the per-step mistake rate by "
+            f"{1 - REFLECTION_FACTOR:.0%} ({mistakes:.3g} → {mistakes * REFLECTION_FACTOR:.3g}); stage feedback (only "
+            f"the tree searches receive it) and tool errors are heeded with probability "
+            f"{HEED_BASE + HEED_SLOPE * skill:.3g}; a failed call is retried correctly with probability "
+            f"{FIX_BASE + FIX_SLOPE * skill:.3g}; after {GIVE_UP_AFTER} failures in a row it gives up with "
+            f"probability {GIVE_UP_SCALE * (1 - skill):.3g}; as LATS's judge it scores the share of pipeline steps "
+            f"the trajectory shows (an oracle) plus Gaussian noise of sd {JUDGE_NOISE_SD:g} point")
 
 # The pipeline the policy follows, in order. submit_ids/submit_frame/submit_join assemble the submission frame
 # by hand when no create_submission tool is offered (the paper's toolset); with it they have nothing to do.
 PIPELINE = ("load_train", "load_test", "inspect", "combine", "fill_numeric", "fill_rest", "drop_ids",
             "datetime", "encode", "split", "xy_train", "x_test", "fit", "predict", "submit_ids", "submit_frame",
             "submit_join", "submit")
-# Standard deviation (score points on the 1-10 scale) of the judge's noise; fixed, see assumption 5.
-JUDGE_NOISE_SD = 1.0
 # What a judge credits: the pipeline step a successful call accomplishes, by tool (see _steps_shown).
 STEP_OF_TOOL = {
     "concatenate_train_test": "combine", "fillna_with_median": "fill_numeric", "fillna_with_mean": "fill_numeric",
@@ -155,9 +182,9 @@ class SimPolicy(LLMBackend):
     def __init__(self, skill: float = 0.7, seed: int = 0, **_: Any):
         super().__init__(f"sim:{skill:g}", seed=seed)
         self.skill = float(skill)
-        self.mistake_rate = 0.6 * (1.0 - self.skill)
-        self.fix_rate = 0.35 + 0.6 * self.skill
-        self.heed_rate = 0.55 + 0.45 * self.skill
+        self.mistake_rate = MISTAKE_SCALE * (1.0 - self.skill)
+        self.fix_rate = FIX_BASE + FIX_SLOPE * self.skill
+        self.heed_rate = HEED_BASE + HEED_SLOPE * self.skill
 
     # -- backend API -------------------------------------------------------------------
     def _generate(self, messages: list[dict], tools: list[dict], n: int, temperature: float,
@@ -330,10 +357,10 @@ class SimPolicy(LLMBackend):
         step, done, waiting = self._plan(state, done, self._next_step(state, done), rng)
         if step is None:
             return self._finished(done, waiting)
-        mistake_rate = self.mistake_rate * (0.75 if state.reflections else 1.0)
+        mistake_rate = self.mistake_rate * (REFLECTION_FACTOR if state.reflections else 1.0)
         if state.last_failed and state.doing == step:
             failures = state.consecutive_failures()
-            if failures >= 3 and rng.random() < 0.5 * (1.0 - self.skill):
+            if failures >= GIVE_UP_AFTER and rng.random() < GIVE_UP_SCALE * (1.0 - self.skill):
                 return self._say(done, "", "I keep hitting errors and cannot fix them; stopping here.")
             if rng.random() < self.fix_rate:
                 return self._correct(state, done, step, rng)
