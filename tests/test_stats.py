@@ -256,3 +256,20 @@ def test_ranking_section_has_pass_at_k_rating_and_a_cd_diagram():
     assert "| 2/3 0.67 [0.09, 0.99] " in text and "[0.21, 0.94]" not in text
     html = markdown_to_html(text)     # the report's HTML shows the same section (sections.py: ranking)
     assert "<h4>Rating</h4>" in html and "<td>agent_k</td>" in html   # one level under the section
+
+
+def test_a_rate_pooled_over_tasks_counts_tasks_as_the_units():
+    from mltb_core.analysis.stats import clustered_rate_interval, rate_interval
+
+    # the case: MCTS-Outcome's 6/9 is 3/3, 3/3, 0/3; pooled Clopper-Pearson read [0.30, 0.93]
+    clustered = clustered_rate_interval([(3, 3), (3, 3), (0, 3)])
+    assert clustered.estimate == pytest.approx(6 / 9) and clustered.n == 9
+    assert clustered.low < 0.01 and clustered.high > 0.99
+    # a pooled rate of 0 or 1 has no between-task spread to estimate: the plain exact interval, never zero width
+    assert clustered_rate_interval([(0, 3)] * 3) == rate_interval(0, 9)
+    assert clustered_rate_interval([(3, 3)] * 3).low == pytest.approx(rate_interval(9, 9).low)
+    # one task: nothing to cluster
+    assert clustered_rate_interval([(2, 5)]) == rate_interval(2, 5)
+    # tasks that agree still widen it (3 tasks cannot show that they agree), but less than tasks that disagree
+    agree = clustered_rate_interval([(2, 3)] * 3)
+    assert rate_interval(6, 9).low > agree.low > clustered.low
