@@ -60,6 +60,25 @@ def test_rmsle_clips_negative_predictions_to_zero():
         get_metric("rmsle")([-1.0], [1.0])
 
 
+def test_gini_breaks_ties_by_row_order_as_the_competitions_reference_kernel():
+    # all four scores tied: the kernel keeps the rows' order (1, 0, 1, 0): cumulative positives 1, 1, 2, 2 give
+    # (6/2 - 5/2)/4 = 1/8 against the perfect order's 1/4, so 0.5; ROC AUC would call it 0
+    assert get_metric("gini")([1, 0, 1, 0], [0.5] * 4) == pytest.approx(0.5)
+    assert get_metric("gini")([0, 1, 0, 1], [0.5] * 4) == pytest.approx(-0.5)
+    rng = np.random.default_rng(0)
+    truth = (rng.random(500) < 0.2).astype(float)
+    scores = np.round(rng.random(500), 1)                      # heavy ties
+    order = np.lexsort((np.arange(500), -scores))              # score descending, then row order (the kernel's)
+
+    def raw(ordered):
+        return (np.cumsum(ordered).sum() / ordered.sum() - (ordered.size + 1) / 2) / ordered.size
+
+    assert get_metric("gini")(truth, scores) == pytest.approx(raw(truth[order]) / raw(np.sort(truth)[::-1]))
+    assert get_metric("gini")(truth, scores) != pytest.approx(2 * skm.roc_auc_score(truth, scores) - 1)
+    with pytest.raises(ValueError, match="one class"):
+        get_metric("gini")([1, 1], [0.2, 0.3])
+
+
 def test_gini_hand_computed():
     # Pairs (pos, neg): scores 0.8>0.1, 0.8>0.4, 0.3>0.1, 0.3<0.4 -> AUC 3/4, Gini 1/2.
     assert get_metric("gini")([1, 0, 1, 0], [0.8, 0.1, 0.3, 0.4]) == pytest.approx(0.5)
