@@ -1,8 +1,12 @@
-"""Every interval mltb prints reaches its 95 % (at least 93 %) at the n where it is printed (issue 18).
+"""Every interval mltb prints reaches its coverage at the n where it is printed (issues 18 and 37).
 
-Exact where the coverage can be summed (binomial intervals), seeded simulation elsewhere. A simulated
-coverage carries Monte Carlo error: "at least 93 %" is asserted as the estimate being at least 0.93
-less two standard errors of a rate of 0.93 over the repetitions.
+Exact where the coverage can be summed (binomial intervals), seeded simulation elsewhere. An exact interval
+over discrete order statistics cannot cover exactly 95 %: its coverage is a known *attainable* level at or
+above the nominal one (the order-statistic interval of a median at n = 6: 1 - 2/64 = 0.969). Those tests
+assert that the attainable level is >= nominal and that the simulated coverage lies within +-1.5 points of
+it, so a too-narrow interval fails and so does a too-wide one. The resampling intervals over tasks keep a
+one-sided floor ("at least 93 %": the estimate at least 0.93 less two standard errors of a rate of 0.93);
+they are conservative (documented in docs/statistics.md).
 """
 import math
 
@@ -11,7 +15,11 @@ import pytest
 from scipy import stats
 
 from mltb_core.analysis.stats import (MIN_TRIALS_FOR_MEDIAN_CI, RateSample, TrialSample, _wilson_bounds, clustered_ci,
-                                      diff_ci, median_interval, rate_interval, t_interval, z_value)
+                                      clustered_rate_interval, family_level, median_change, median_interval,
+                                      median_ranks, min_n_for_median_ci, rate_interval, t_interval, z_value)
+
+TOLERANCE = 0.015     # +- points around an interval's attainable coverage
+REPS = 4000
 
 TARGET = 0.93
 
@@ -43,7 +51,8 @@ def test_median_interval_covers_the_median(n, population):
     for _ in range(reps):
         ci = median_interval(draw())
         hits += ci.low <= true_median <= ci.high
-    assert at_least(hits / reps, reps), hits / reps
+    target = attainable(n, 0.95)
+    assert target >= 0.95 and abs(hits / reps - target) <= TOLERANCE, (hits / reps, target)
 
 
 def test_no_median_interval_below_the_minimum():
@@ -102,18 +111,6 @@ def test_rate_difference_interval_covers_on_average_over_rates(n):
     assert coverage.min() >= 0.86
 
 
-@pytest.mark.parametrize("n", [MIN_TRIALS_FOR_MEDIAN_CI, 10])
-def test_median_difference_interval_covers(n):
-    # the gate's change of a median (paired bootstrap), printed from 6 trials per side
-    rng = np.random.default_rng(n)
-    reps, hits = 300, 0
-    for r in range(reps):
-        base, cur = TrialSample(rng.normal(0, 1, n)), TrialSample(rng.normal(0, 1, n))
-        ci = diff_ci(cur, base, paired=True, shared_rows=False, resamples=500, seed=r)
-        hits += ci.low <= 0 <= ci.high
-    assert at_least(hits / reps, reps), hits / reps
-
-
 @pytest.mark.parametrize("k", [2, 3, 6])
 def test_mean_change_over_tasks_covers(k):
     # combined rows: per-task changes = a task effect plus the task's trial noise (mean of 5 trials)
@@ -123,4 +120,73 @@ def test_mean_change_over_tasks_covers(k):
         changes = rng.normal(0.1, 0.2, k) + rng.normal(0, 0.3, (k, 5)).mean(axis=1)
         ci = t_interval(changes)
         hits += ci.low <= 0.1 <= ci.high
-    assert at_least(hits / reps, reps), hits / reps
+    assert abs(hits / reps - 0.95) <= TOLERANCE, hits / reps      # exact for normal task effects: neither way
+
+
+def attainable(n: int, level: float) -> float:
+    low, _ = median_ranks(n, level)
+    return 1.0 - 2.0 * float(stats.binom.cdf(low, n, 0.5))
+
+
+DRAWS = {"normal": lambda rng, size: rng.normal(0.4, 0.2, size),
+         "skewed": lambda rng, size: rng.exponential(0.3, size),
+         "bimodal": lambda rng, size: np.where(rng.random(size) < 0.5, rng.normal(0.1, 0.05, size),
+                                               rng.normal(0.8, 0.05, size))}
+
+
+@pytest.mark.parametrize("comparisons", [1, 4, 48])     # alone, and at the gate's Bonferroni level
+def test_paired_median_change_covers_at_its_attainable_level_at_the_smallest_n(comparisons):
+    rng = np.random.default_rng(12)
+    level = family_level(comparisons)
+    n = min_n_for_median_ci(level)
+    target = attainable(n, level)
+    assert target >= level
+    base = DRAWS["normal"](rng, (REPS, n))
+    shift = -0.1
+    cur = base + shift + rng.exponential(0.2, (REPS, n)) - 0.2 * np.log(2)   # skewed noise, median change -0.1
+    cis = [median_change(TrialSample(c), TrialSample(b), paired=True, level=level) for b, c in zip(base, cur)]
+    covered = np.mean([ci.low <= shift <= ci.high for ci in cis])
+    assert abs(covered - target) <= TOLERANCE, (n, covered, target)
+
+
+@pytest.mark.parametrize("n", [1, 3, 15])
+def test_clopper_pearson_never_undercovers_and_is_tight(n):
+    """Coverage >= 95 % at every rate (on a grid), and exactly 97.5 % just above an upper bound u(x): there
+    only the tail P(X <= x) = 2.5 % misses, so a wider interval would show up as higher coverage there."""
+    rng = np.random.default_rng(13)
+    bounds = [rate_interval(x, n) for x in range(n + 1)]
+    lows, highs = np.array([b.low for b in bounds]), np.array([b.high for b in bounds])
+
+    def coverage(p: float) -> float:
+        x = rng.binomial(n, p, REPS)
+        return float(np.mean((lows[x] <= p) & (p <= highs[x])))
+
+    grid = [coverage(p) for p in np.linspace(0.01, 0.99, 25)]
+    assert min(grid) >= 0.95 - TOLERANCE, min(grid)
+    tight = highs[0] + 1e-9                 # just above u(0): x = 0 misses (probability 2.5 %), nothing else
+    assert abs(coverage(tight) - 0.975) <= TOLERANCE
+
+
+def test_unpaired_median_change_never_undercovers():
+    """The unpaired change (difference of medians, Bonferroni over the two sides) is conservative by design."""
+    rng = np.random.default_rng(14)
+    n = min_n_for_median_ci(0.975)
+    base, cur = DRAWS["skewed"](rng, (REPS, n)), DRAWS["skewed"](rng, (REPS, n)) + 0.05
+    cis = [median_change(TrialSample(c), TrialSample(b), paired=False) for b, c in zip(base, cur)]
+    covered = np.mean([ci.low <= 0.05 <= ci.high for ci in cis])
+    assert covered >= 0.95 - TOLERANCE, covered
+
+
+def test_a_rate_pooled_over_three_tasks_covers_under_task_heterogeneity():
+    """3 tasks x 3 trials whose task rates differ (uniform over [0, 1]): the cluster-aware interval keeps its
+    95 % where a pooled Clopper-Pearson, treating 9 trials as independent, does not (0.88). Known limit: it is
+    conservative when tasks agree (0.99 with Beta(5, 5) task rates) and near its floor, 0.93, when they differ
+    most (Beta(0.5, 0.5)): three tasks carry little information about their spread."""
+    rng = np.random.default_rng(15)
+    rates = rng.random((REPS, 3))                         # tasks that differ
+    successes = rng.binomial(3, rates)
+    truth = 0.5                                           # the mean task rate the pooled rate estimates
+    clustered = [clustered_rate_interval([(int(s), 3) for s in row]) for row in successes]
+    pooled = [rate_interval(int(row.sum()), 9) for row in successes]
+    assert np.mean([c.low <= truth <= c.high for c in clustered]) >= 0.95 - TOLERANCE
+    assert np.mean([c.low <= truth <= c.high for c in pooled]) < 0.95 - TOLERANCE    # the failure it fixes

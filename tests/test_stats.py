@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from mltb_core.bench.grading import row_bootstrap
-from mltb_core.analysis.stats import (RateSample, TrialSample, bootstrap_ci, clustered_ci, diff_ci, paired_proportion_diff_ci,
+from mltb_core.analysis.stats import (RateSample, TrialSample, bootstrap_ci, clustered_ci, paired_proportion_diff_ci,
                              powered_half_width, proportion_diff_ci, trials_needed_for_rate_drop,
                              wilson_interval)
 
@@ -100,16 +100,18 @@ def test_an_overall_of_all_failed_tasks_holds_its_estimate():
     assert clustered_ci([RateSample(3, 3)] * 6, resamples=1000).high == 1.0
 
 
-def test_paired_diff_cancels_shared_row_noise():
+def test_paired_median_change_cancels_shared_row_noise():
+    from mltb_core.analysis.stats import median_change
+
     rows = np.linspace(-5, 5, 40)
-    base = TrialSample([50.0] * 6, [list(50 + rows)] * 6)
-    cur = TrialSample([50.0] * 6, [list(50 + rows)] * 6)
-    shared = diff_ci(cur, base, paired=True, shared_rows=True, resamples=300)
-    independent = diff_ci(cur, base, paired=True, shared_rows=False, resamples=300)
+    base = TrialSample([50.0] * 8, [list(50 + rows)] * 8)
+    cur = TrialSample([50.0] * 8, [list(50 + rows)] * 8)
+    shared = median_change(cur, base, paired=True)           # replicate b is the same row resample on both sides
+    unpaired = median_change(cur, base, paired=False)
     assert shared.low == shared.high == 0.0
-    assert independent.high - independent.low > 4
+    assert unpaired.high - unpaired.low > 4                  # each side's own row noise, no cancelling
     with pytest.raises(ValueError, match="paired samples differ"):
-        diff_ci(TrialSample([1.0]), base, paired=True, shared_rows=False)
+        median_change(TrialSample([1.0]), base, paired=True)
 
 
 # ---- the seed papers' statistics (issue 12) ---------------------------------------------------------

@@ -35,7 +35,7 @@ import numpy as np
 from scipy import stats as _scipy_stats
 
 __all__ = ["CI", "containing", "bootstrap_ci", "rate_interval", "median_interval", "median_ranks", "min_n_for_median_ci", "median", "mean", "STATISTICS", "wilson_interval", "proportion_diff_ci",
-           "paired_proportion_diff_ci", "TrialSample", "RateSample", "clustered_ci", "diff_ci", "z_value",
+           "paired_proportion_diff_ci", "TrialSample", "RateSample", "clustered_ci", "z_value",
            "trials_needed_for_rate_drop", "median_standard_error", "cluster_sign_flip", "t_interval", "trials_needed_for_rate_gate", "rate_gate_probabilities", "powered_half_width", "POWER", "MIN_TRIALS_FOR_MEDIAN_CI",
            "DEFAULT_LEVEL", "DEFAULT_RESAMPLES", "PASS_AT_K", "pass_at_k", "Rating", "pairwise_outcomes",
            "bradley_terry_ratings", "FriedmanResult", "friedman_test", "friedman_permutation_p", "holm",
@@ -546,30 +546,6 @@ def clustered_ci(samples: Sequence[TrialSample | RateSample], *, level: float = 
     rng = np.random.default_rng(seed)
     within = np.stack([s.draws(rng, resamples) for s in samples])     # (k, R)
     return median_interval(estimates, within, level)
-
-
-def diff_ci(current: TrialSample, baseline: TrialSample, *, paired: bool, shared_rows: bool,
-            level: float = DEFAULT_LEVEL, resamples: int = DEFAULT_RESAMPLES, seed: int = 0) -> CI:
-    """Bootstrap CI of ``stat(current) - stat(baseline)``.
-
-    ``paired``: the i-th values of both samples come from the same (task, planner, model, trial
-    seed), so a replicate draws the same trial indices on both sides. ``shared_rows``: both were
-    graded on the same row resamples (same split seed), so a replicate uses the same ``b`` on both
-    sides and the shared held-out noise cancels. ``n`` is the smaller sample size.
-    """
-    _check_level(level)
-    if current.n == 0 or baseline.n == 0:
-        return CI(None, None, None, 0, level)
-    if paired and current.n != baseline.n:
-        raise ValueError(f"paired samples differ in size: {current.n} and {baseline.n}")
-    rng = np.random.default_rng(seed)
-    trials = rng.integers(0, current.n, size=(resamples, current.n)) if paired else None
-    rows = None
-    if shared_rows and current.row_resamples == baseline.row_resamples:
-        rows = rng.integers(0, current.row_resamples, size=resamples)
-    diffs = current.draws(rng, resamples, trials, rows) - baseline.draws(rng, resamples, trials, rows)
-    low, high = _percentile_bounds(diffs, level)
-    return containing(current.estimate() - baseline.estimate(), low, high, min(current.n, baseline.n), level)
 
 
 # -- across tasks: tasks are the independent units ---------------------------------------------------
