@@ -159,3 +159,16 @@ def test_combined_rows_take_tasks_as_units_and_never_fail():
     assert combined[0] not in comparison.regressions                  # informative only
     assert comparison.failed and [d.cell for d in comparison.regressions] == ["a|react|sim"]
     assert "all tasks|react|sim" in comparison.render()
+
+
+def test_the_docs_quote_the_trials_the_code_computes():
+    from pathlib import Path
+
+    from mltb_core.analysis.compare import consistency_trials_needed
+    from mltb_core.analysis.stats import family_level, min_n_for_median_ci
+
+    text = (Path(__file__).parent.parent / "docs" / "statistics.md").read_text()
+    assert f"**{consistency_trials_needed(1, 2, 0.05):,}** trials per cell" in text
+    assert f"{trials_needed_for_rate_gate(0.5, 0.05, family_level(48)):,} at m = 48" in text
+    assert (f"6 alone, {min_n_for_median_ci(family_level(24))} at m = 24, "
+            f"{min_n_for_median_ci(family_level(48))} at\nm = 48") in text

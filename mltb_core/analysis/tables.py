@@ -367,7 +367,11 @@ def percentile_table(records: list[TrialRecord], seed: int = 0) -> list[Table]:
                        "counting as 0 (as in the paper); a score tying board entries beats half of them (mid-rank)",
                        _MEDIAN_NOTE, _OVERALL_NOTE,
                        "the last row is the normalized score's overall over every task, for comparison across the "
-                       "whole benchmark")
+                       "whole benchmark",
+                       "held-out rows: every trial of a task is graded on the same held-out split, so a percentile "
+                       "carries that split's row noise, which more trials do not average out (on a few thousand "
+                       "rows it can span tens of points: see each interval); planners ranked by percentile on one "
+                       "task are ranked mostly by that noise unless their intervals separate")
         title = (f"Median leaderboard percentile (failed trials count as 0) — model "
                  f"{model_label(model, synthetic)}{_settings([r for r in records if r.model == model])}; overall = median over {len(included)} of "
                  f"{len(tasks)} tasks")
