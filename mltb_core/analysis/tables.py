@@ -224,10 +224,10 @@ COMPUTE_MEASURES: tuple[tuple[str, Callable[[TrialRecord], float], str], ...] = 
     ("seconds", lambda r: r.wall_seconds, ".1f"),
 )
 _MATCHED = ("LLM calls", "tool calls")     # the measures a cell is flagged on
-COMPUTE_NOTE = (f"{CALLS_MARK}: compute not matched — in a cell, its mean LLM calls or tool calls per trial differ by "
-               f"more than {CALLS_TOLERANCE:.0%} from the median over the row's planners; in the per-trial rows at the table's foot "
-               "the table, that planner's mean differs so from the row's median (compare with care). Those rows give "
-               "each planner's mean LLM calls, tool calls, tokens and wall seconds per counted trial")
+COMPUTE_NOTE = (f"{CALLS_MARK}: compute not matched (compare with care) — in a task's cell, its mean LLM calls or tool "
+                f"calls per trial differ by more than {CALLS_TOLERANCE:.0%} from the median over the row's planners; in "
+                "the per-trial rows at the table's foot (each planner's mean LLM calls, tool calls, tokens and wall "
+                "seconds per counted trial), that planner's mean differs so from the row's median")
 
 
 def _mean(records: list[TrialRecord], measure: Callable[[TrialRecord], float]) -> float | None:

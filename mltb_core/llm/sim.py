@@ -38,7 +38,7 @@ Assumptions (every planner-ordering figure measured with ``sim`` rests on them):
    offered waits for a later request; a step with nothing to do (no datetime column) is skipped.
 5. **As a judge** its score is 1 + 9 × (share of the 18 pipeline steps that successful tool calls in
    the trajectory accomplished, each counted once, whatever tool did it) plus Gaussian noise of fixed
-   standard deviation :data:`JUDGE_NOISE_SD` = {JUDGE_NOISE_SD} point, rounded and clipped to 1..10. The noise does not
+   standard deviation :data:`JUDGE_NOISE_SD` = {JUDGE_NOISE_SD:g} point, rounded and clipped to 1..10. The noise does not
    depend on the trajectory's length, the planner or anything else; failed calls cost no points.
 6. **As a reflector** it restates the last observation and a generic lesson (no insight beyond that).
 7. **Costs**: tokens = characters / 4, one request = one LLM call whatever the number of candidates,
