@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import tempfile
 
-import numpy as np
 import pandas as pd
 from sklearn.ensemble import HistGradientBoostingClassifier
 
