@@ -206,7 +206,7 @@ def _stop_kinds(ctx: SectionContext) -> list[Block]:
 
 def _stage_comparison(ctx: SectionContext) -> list[Block]:
     from mltb_core.analysis.ranking import friedman_text, stage_blocks
-    from mltb_core.analysis.stats import friedman_test, rate_interval
+    from mltb_core.analysis.stats import clustered_rate_interval, friedman_test
     from mltb_core.bench.stages import stage_index
 
     counted = counted_records(ctx.records)
@@ -216,15 +216,20 @@ def _stage_comparison(ctx: SectionContext) -> list[Block]:
     modeling = stage_index("modeling")
     rows = []
     for planner in planners:
-        stages = [r.stage_reached for r in counted if r.planner == planner]
+        mine = [r for r in counted if r.planner == planner]
+        stages = [r.stage_reached for r in mine]
         fitted = sum(stage >= modeling for stage in stages)
-        ci = rate_interval(fitted, len(stages))
+        # trials of one task are a cluster: the tasks, not the trials, are the units (Korn-Graubard)
+        per_task = [(sum(r.stage_reached >= modeling for r in mine if r.task == task),
+                     sum(r.task == task for r in mine)) for task in sorted({r.task for r in mine})]
+        ci = clustered_rate_interval(per_task)
         rows.append([planner, str(len(stages)), f"{statistics.median(stages):g} ({min(stages)}–{max(stages)})",
                      f"{fitted}/{len(stages)} [{ci.low:.2f}, {ci.high:.2f}]"])
     table = Table("stage_comparison", "Stage reached per planner",
                   ["planner", "trials", "stage reached (median, min–max)",
                    f"fitted a model (stage ≥ {modeling}) [95 % CI]"], rows,
-                  notes=["interval: exact Clopper-Pearson over the planner's trials on every task together"])
+                  notes=["interval: cluster-aware exact interval (Korn-Graubard) with the tasks as units, since trials of "
+                         "one task share its data; exact Clopper-Pearson when there is one task or the rate is 0 or 1"])
     blocks = stage_blocks(counted, lambda r: r.planner)
     result = friedman_test(blocks)
     prose = "\n".join([
