@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import MISSING, dataclass, field, fields, replace
@@ -20,7 +19,7 @@ from mltb_core.bench.tasks import BOARDS, DEFAULT_BOARD
 from mltb_core.toolkit.registry import DEFAULT_TOOLSET, TOOLSETS
 from mltb_core.llm.backends import DEFAULT_MODEL, ModelRef, as_model_ref, builtin_model_forms, model_id
 # declared in mltb_core.environment (the lowest layer, so every module can read through it)
-from mltb_core.environment import ENVIRONMENT, EnvironmentVariable, parse_bool
+from mltb_core.environment import ENVIRONMENT, EnvironmentVariable, Range, parse_bool
 
 __all__ = ["TrialConfig", "trial_seed", "Range", "OptionValueError", "FIELD_RANGES", "RUN_RANGES",
            "OPTION_FIELDS", "option_range", "parse_option", "check_option", "EnvironmentValueError",
@@ -49,39 +48,6 @@ class OptionValueError(ValueError):
         """The value and the allowed range, without the option's name (front ends add their own)."""
         shown = self.typed if self.typed is not None else repr(self.value)
         return f"{shown} is not allowed: expected {self.allowed}"
-
-
-@dataclass(frozen=True)
-class Range:
-    """The allowed values of one numeric option: its kind (int or float) and bounds (None: unbounded)."""
-    kind: type
-    low: float | None = None
-    high: float | None = None
-    low_open: bool = False        # low itself excluded (a budget of 0 seconds makes no sense); no high then
-    why: str = ""                 # shown with the range when the reason is not obvious
-
-    def describe(self) -> str:
-        def num(x: float) -> str:
-            return str(int(x)) if float(x).is_integer() else f"{x:g}"
-
-        kind = "an integer" if self.kind is int else "a number"
-        if self.low is not None and self.high is not None:
-            text = f"{kind} from {num(self.low)} to {num(self.high)}"
-        elif self.low is not None:
-            text = f"{kind} {'>' if self.low_open else '>='} {num(self.low)}"
-        else:
-            text = kind
-        return text + (f" ({self.why})" if self.why else "")
-
-    def allows(self, value: Any) -> bool:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                or (self.kind is int and not isinstance(value, int)):
-            return False
-        if isinstance(value, float) and not math.isfinite(value):
-            return False
-        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
-            return False
-        return self.high is None or value <= self.high
 
 
 class SettingValueError(ValueError):

@@ -11,6 +11,7 @@ them and the variables below at start-up.
 """
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["EnvironmentVariable", "ENVIRONMENT", "read", "default", "declare_settings", "declared", "is_declared",
-           "PACKAGE_ROOT", "child_pythonpath", "undeclared", "parse_bool", "CACHE_HOME"]
+           "PACKAGE_ROOT", "child_pythonpath", "undeclared", "parse_bool", "CACHE_HOME", "Range"]
 
 # The directory holding the mltb_core this process runs (a site-packages or a checkout).
 PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
@@ -32,6 +33,40 @@ def parse_bool(text: Any) -> bool:
     if lowered in ("0", "false", "no", "off", ""):
         return False
     raise ValueError(f"{str(text)!r} is not a boolean (expected 1/0, true/false, yes/no, on/off)")
+
+
+@dataclass(frozen=True)
+class Range:
+    """The allowed values of one number: its kind (int or float) and bounds (None: unbounded). Settings,
+    planner knobs (config) and tool parameters (toolkit/params) declare their ranges with it."""
+    kind: type
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False        # low itself excluded (a budget of 0 seconds makes no sense); no high then
+    why: str = ""                 # shown with the range when the reason is not obvious
+
+    def describe(self) -> str:
+        def num(x: float) -> str:
+            return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+        kind = "an integer" if self.kind is int else "a number"
+        if self.low is not None and self.high is not None:
+            text = f"{kind} from {num(self.low)} to {num(self.high)}"
+        elif self.low is not None:
+            text = f"{kind} {'>' if self.low_open else '>='} {num(self.low)}"
+        else:
+            text = kind
+        return text + (f" ({self.why})" if self.why else "")
+
+    def allows(self, value: Any) -> bool:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or (self.kind is int and not isinstance(value, int)):
+            return False
+        if isinstance(value, float) and not math.isfinite(value):
+            return False
+        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+            return False
+        return self.high is None or value <= self.high
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ from tiny_model import needs_tiny_model
 from mltb_core.config import TrialConfig
 from mltb_core.llm.local import LocalBackend
 from mltb_core.llm.openai_backend import OpenAIBackend
-from mltb_core.toolkit.constraints import COLUMN_PARAMS, arguments_by_tool, call_schema, readable_files
+from mltb_core.toolkit.constraints import arguments_by_tool, call_schema, readable_files
+from mltb_core.toolkit.params import NEW_NAME, Column, WriteFile, declarations
 from mltb_core.toolkit.registry import REGISTRY
 from mltb_core.toolkit.scratchpad import Scratchpad
 
@@ -52,8 +53,9 @@ def test_bindings_name_existing_objects_of_the_right_kind():
     assert binding_values(predict, "model") == ["clf"]
     assert binding_values(predict, "X_data") == ["train", "test"]
     [fit] = branches(schema, "fit_random_forest_classifier")
-    assert binding_values(fit, "X_train") == ["train", "test"] and binding_values(fit, "y_train") == ["y"]
-    assert fit["properties"]["func_kwargs"]["properties"]["cv"] == {"type": "integer"}
+    # features may be one column (a Series), as the fit tools take them; the target is a Series
+    assert binding_values(fit, "X_train") == ["train", "test", "y"] and binding_values(fit, "y_train") == ["y"]
+    assert fit["properties"]["func_kwargs"]["properties"]["cv"] == {"enum": list(range(2, 21))}
     assert fit["required"] == ["bindings", "func_kwargs", "output"]
     [save] = branches(schema, "save_model")
     assert binding_values(save, "model") == ["clf"] and "output" not in save["properties"]  # a get tool
@@ -64,7 +66,7 @@ def test_tools_whose_inputs_do_not_exist_are_not_offered():
     assert [b["properties"]["tool_name"]["const"] for b in empty["anyOf"]] == ["read_data"]  # no model file yet
     [load] = branches(call_schema(PAPER, Scratchpad(), ["train.csv", "model.pkl"]), "load_model")
     assert load["properties"]["func_kwargs"]["properties"]["filepath"] == {"enum": ["model.pkl"]}
-    frames_only = call_schema(PAPER, Scratchpad(objects={"df": pd.DataFrame({"a": [1]})}), [])
+    frames_only = call_schema(PAPER, Scratchpad(objects={"df": pd.DataFrame({"a": [1], "b": [2]})}), [])
     names = {b["properties"]["tool_name"]["const"] for b in frames_only["anyOf"]}
     assert "fillna_with_median" in names and "predict_target" not in names and "fit_xgboost_classifier" not in names
     assert call_schema([REGISTRY.get("predict_target")], Scratchpad(), []) is None
@@ -78,16 +80,23 @@ def test_column_arguments_are_the_bound_frames_columns():
     assert enums(by_frame["test"]["properties"]["func_kwargs"]["properties"]["column"]) == [["Age", "Cabin"]] * 2
     columns = {binding_values(b, "df")[0]: b["properties"]["func_kwargs"]["properties"]["columns"]
                for b in branches(schema, "one_hot_encode")}
-    assert columns["test"] == {"anyOf": [{"enum": ["Age", "Cabin"]}, {"type": "array", "items": {"enum": ["Age", "Cabin"]}}]}
+    assert columns["test"] == {"anyOf": [{"enum": ["Age", "Cabin"]},
+                                         {"type": "array", "items": {"enum": ["Age", "Cabin"]}, "maxItems": 2}]}
     # new names are free, existing ones are not
     [train_feature] = branches(schema, "create_numeric_feature")  # no column argument: one branch, any frame
     assert binding_values(train_feature, "df") == ["train", "test"]
-    assert train_feature["properties"]["func_kwargs"]["properties"]["name"] == {"type": "string"}
+    assert train_feature["properties"]["func_kwargs"]["properties"]["name"] == NEW_NAME
     joins = branches(schema, "join_dataframes")
     assert {(binding_values(j, "left_df")[0], binding_values(j, "right_df")[0]) for j in joins} == \
         {(a, b) for a in ("train", "test") for b in ("train", "test")}
-    [j] = [j for j in joins if binding_values(j, "left_df") == ["train"] and binding_values(j, "right_df") == ["test"]]
-    assert j["properties"]["func_kwargs"]["properties"]["right_on"]["anyOf"][0]["enum"] == ["Age", "Cabin"]
+    train_test = [j["properties"]["func_kwargs"] for j in joins
+                  if binding_values(j, "left_df") == ["train"] and binding_values(j, "right_df") == ["test"]]
+    [keyed] = [j for j in train_test if "const" not in j["properties"]["how"]]
+    assert keyed["properties"]["right_on"]["anyOf"][0]["enum"] == ["Age", "Cabin"]
+    assert keyed["properties"]["how"] == {"enum": ["inner", "left", "right", "outer"]}
+    # a cross join takes no key columns (the tool does not look at them): a branch of its own
+    [cross] = [j for j in train_test if j["properties"]["how"] == {"const": "cross"}]
+    assert "how" in cross["required"] and cross["properties"]["left_on"]["anyOf"][0] == {"type": "string"}
 
 
 def test_the_target_appears_only_as_a_column_of_a_bound_frame():
@@ -104,8 +113,10 @@ def test_the_target_appears_only_as_a_column_of_a_bound_frame():
             return [p for v in node for p in paths(v, path)]
         return [path] if node == target else []
 
+    column_params = {name for tool in PAPER for name, rule in declarations(tool).rules.items()
+                     if isinstance(rule, Column)}
     found = paths(schema)
-    assert found and all("func_kwargs" in p and any(k in COLUMN_PARAMS for k in p) for p in found)
+    assert found and all("func_kwargs" in p and any(k in column_params for k in p) for p in found)
 
 
 def test_file_arguments_name_readable_files(tmp_path):
@@ -120,8 +131,9 @@ def test_file_arguments_name_readable_files(tmp_path):
     schema = call_schema(PAPER, state(), files)
     [read] = branches(schema, "read_data")
     assert read["properties"]["func_kwargs"]["properties"]["filepath"] == {"enum": ["test.csv", "train.csv"]}
-    [write] = branches(schema, "save_model")  # a file to be written does not exist yet: any name
-    assert write["properties"]["func_kwargs"]["properties"]["filepath"] == {"type": "string"}
+    [write] = branches(schema, "save_model")  # a file to be written does not exist yet: a name of its kind
+    assert write["properties"]["func_kwargs"]["properties"]["filepath"] == \
+        {"type": "string", "pattern": WriteFile((".pkl", ".pickle", ".joblib")).pattern}
 
 
 def test_local_server_receives_the_schema_as_its_grammar(tmp_path):

@@ -127,7 +127,7 @@ def test_load_model_refuses_pickles_this_trial_did_not_write(pad, ctx, tmp_path)
     result = call(pad, ctx, "load_model", kwargs={"filepath": "planted.pkl"}, output="m")
     assert_error(result, "load_model", "only models saved with save_model")
     assert "m" not in pad
-    assert_error(call(pad, ctx, "load_model", kwargs={"filepath": "/etc/passwd"}, output="m"), "load_model",
+    assert_error(call(pad, ctx, "load_model", kwargs={"filepath": "/etc/passwd.pkl"}, output="m"), "load_model",
                  "outside the allowed")
 
 

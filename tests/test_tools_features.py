@@ -264,7 +264,7 @@ def test_normalizers(pad, ctx, combined):
     assert std["_is_train"].tolist() == combined["_is_train"].tolist()
     assert std["CryoSleep"].dtype == bool
     assert std["Age"].isna().sum() == combined["Age"].isna().sum()
-    failed(call(pad, ctx, "normalize_features", {"columns": ["HomePlanet"]}), "non-numeric")
+    failed(call(pad, ctx, "normalize_features", {"columns": ["HomePlanet"]}), "HomePlanet (", "are not numeric")
     failed(call(pad, ctx, "normalize_features", {"columns": ["_is_train"]}), "tracking")
     failed(call(pad, ctx, "normalize_all_numerical_columns", {"method": "zscore"}), "method")
 

@@ -5,14 +5,19 @@ into one JSON schema of a paper-format call ``{"tool_name", "tool_args": {"bindi
 "output"}}``, an ``anyOf`` with one branch per tool (and per choice of the frame its column arguments
 refer to):
 
-- ``tool_name`` is one offered tool whose required object inputs exist;
-- each object binding names an existing object of the kind the parameter is annotated with
-  (a DataFrame where a DataFrame is expected, a Series where a Series is, a fitted model where the
-  parameter is a model: see :func:`object_accepts`);
-- column arguments (:data:`COLUMN_PARAMS`) are restricted to the columns of the frame they refer to;
-- a ``filepath`` read by a tool that takes no objects (``read_data``, ``load_model``) is one of the
-  readable files of a kind that tool opens (:data:`READ_SUFFIXES`), and the tool is not offered
-  when there is none; other values keep the type their signature gives (numbers, booleans, enums).
+Every restriction comes from the parameter's declaration (:mod:`~mltb_core.toolkit.params`), the same
+one the executor checks each call against, so the grammar offers what the tool accepts and nothing else:
+
+- ``tool_name`` is one offered tool whose required inputs can be given;
+- each object binding names an existing object of a kind the parameter takes (:meth:`params.Bound.accepts`:
+  a DataFrame, a Series or a one-column frame as a target, any table where a table is written, a model);
+- column arguments (:class:`params.Column`) are the columns of the frame they refer to (number columns
+  where only those are taken), a file read (:class:`params.ReadFile`) one of the readable files of a kind
+  the tool opens (the tool is not offered when there is none), a word (:class:`params.OneOf`) one of the
+  tool's words, a number its :class:`~mltb_core.environment.Range`;
+- names (objects, new columns, files written) have at most ``params.MAX_NAME_CHARS`` characters and lists
+  at most ``params.MAX_LIST_ITEMS`` items; a rule another argument lifts (``target_column`` of test rows
+  with ``is_train`` false, the keys of a cross join) gets a branch of its own with that value.
 
 Only what exists goes in: no task knowledge (the target is in a schema only as a column of a bound
 frame). llama.cpp turns the schema into a grammar; OpenAI servers get the per-tool argument schemas
@@ -20,164 +25,158 @@ frame). llama.cpp turns the schema into a grammar; OpenAI servers get the per-to
 """
 from __future__ import annotations
 
-import inspect
 import itertools
-import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from mltb_core.toolkit.registry import Tool, _json_schema
-from mltb_core.toolkit.scratchpad import OBJECT_NAME_PATTERN, Scratchpad
-from mltb_core.toolkit.tools.evaluation import PICKLE_SUFFIXES
-from mltb_core.toolkit.tools.loading import _READERS
+from mltb_core.toolkit.params import (MAX_LIST_ITEMS, OBJECT_NAME, Column, OneOf, State, declarations,
+                                      rule_grammar)
+from mltb_core.toolkit.registry import Tool
 
-__all__ = ["call_schema", "arguments_by_tool", "object_accepts", "readable_files", "COLUMN_PARAMS",
-           "OBJECT_NAME", "MAX_FRAME_BRANCHES", "MAX_FILES"]
+__all__ = ["call_schema", "arguments_by_tool", "readable_files", "OBJECT_NAME", "MAX_FRAME_BRANCHES", "MAX_FILES"]
 
-# The scratchpad's name rule as a grammar: without it a tiny model rambles inside a string until max_tokens.
-OBJECT_NAME: dict[str, Any] = {"type": "string", "pattern": f"^{OBJECT_NAME_PATTERN}$"}
-
-# Value parameters naming existing columns -> the binding whose frame holds them (None: the tool's
-# first DataFrame binding). New names (``name``, ``new_name``...) are free: they do not exist yet.
-COLUMN_PARAMS: dict[str, str | None] = {
-    "column": None, "columns": None, "source_column": None, "source_columns": None, "target_column": None,
-    "group_column": None, "agg_column": None, "condition_column": None, "datetime_column": None,
-    "start_column": None, "end_column": None, "old_name": None, "left_on": "left_df", "right_on": "right_df",
-}
 # One branch per choice of the bound frame(s) up to this many; past it the columns of every candidate frame.
 MAX_FRAME_BRANCHES = 8
 MAX_FILES = 50          # readable files offered (the data directory holds a handful)
-# The file kinds each file-reading tool opens (its own checks): a CSV is never offered to load_model.
-READ_SUFFIXES: dict[str, tuple[str, ...]] = {
-    "read_data": tuple(s for s in _READERS if s != ".gz") + (".csv.gz", ".tsv.gz"),
-    "load_model": PICKLE_SUFFIXES,
-}
-_MODEL_PARAMS = ("model",)  # untyped (Any) parameters that take a fitted estimator
-
-
-def object_accepts(tool: Tool, param: str) -> Callable[[Any], bool]:
-    """Whether an object may be bound to ``tool``'s object parameter ``param`` (from its annotation)."""
-    annotation = typing.get_type_hints(tool.func).get(param, Any)
-    if isinstance(annotation, type) and annotation not in (object, Any):
-        return lambda obj: isinstance(obj, annotation)
-    if param in _MODEL_PARAMS:  # typed Any in the toolkit: a model is what has predict()
-        return lambda obj: callable(getattr(obj, "predict", None))
-    return lambda obj: True
 
 
 def readable_files(*roots: Path | None) -> list[str]:
-    """Names of the files directly inside ``roots`` (in the order given), as the read tools resolve them."""
+    """Paths of the files inside ``roots`` (in the order given; a subdirectory's as ``dir/name``), relative as
+    the read tools resolve them; at most :data:`MAX_FILES`."""
     names: dict[str, None] = {}
     for root in roots:
         if root is None or not Path(root).is_dir():
             continue
-        for path in sorted(Path(root).iterdir()):
-            if path.is_file() and not path.name.startswith("."):
-                names.setdefault(path.name, None)
-    return list(names)[:MAX_FILES]
+        root = Path(root)
+        for path in sorted(root.rglob("*")):
+            relative = path.relative_to(root)
+            if path.is_file() and not any(part.startswith(".") for part in relative.parts):
+                names.setdefault(relative.as_posix(), None)
+                if len(names) >= MAX_FILES:
+                    return list(names)
+    return list(names)
 
 
 # llama-cpp-python's grammar converter needs an item schema for every array (an empty one fails).
 _SCALAR: dict[str, Any] = {"anyOf": [{"type": "string"}, {"type": "number"}, {"type": "boolean"}]}
 
 
-def _with_array_items(schema: Any) -> Any:
-    """``schema`` with a scalar item schema on arrays that have none (JSON-schema equivalent enough)."""
+def _bounded_arrays(schema: Any) -> Any:
+    """``schema`` with a scalar item schema on arrays that have none (JSON-schema equivalent enough) and at
+    most :data:`MAX_LIST_ITEMS` items in every array (the check refuses longer lists alike)."""
     if isinstance(schema, list):
-        return [_with_array_items(part) for part in schema]
+        return [_bounded_arrays(part) for part in schema]
     if not isinstance(schema, dict):
         return schema
-    out = {k: _with_array_items(v) if k not in ("enum", "const") else v for k, v in schema.items()}
-    if out.get("type") == "array" and not out.get("items"):
-        out["items"] = _SCALAR
+    out = {k: _bounded_arrays(v) if k not in ("enum", "const") else v for k, v in schema.items()}
+    if out.get("type") == "array":
+        out.setdefault("maxItems", MAX_LIST_ITEMS)
+        if not out.get("items"):
+            out["items"] = _SCALAR
     return out
 
 
-def _restrict_strings(schema: dict[str, Any], values: list[str]) -> dict[str, Any]:
-    """``schema`` with every string leaf turned into an enum of ``values`` (arrays keep their shape)."""
-    if schema == {}:
-        return {"anyOf": [{"enum": values}, {"type": "array", "items": {"enum": values}}]}
-    if schema.get("type") == "string":
-        return {**{k: v for k, v in schema.items() if k != "type"}, "enum": values}
-    out = dict(schema)
-    if isinstance(schema.get("items"), dict):
-        out["items"] = _restrict_strings(schema["items"], values)
-    if "anyOf" in schema:
-        out["anyOf"] = [_restrict_strings(part, values) for part in schema["anyOf"]]
-    return out
+def _output_schema(tool: Tool) -> dict[str, Any]:
+    """One name, or (a tool returning parts) a list of one name per part."""
+    parts = len(tool.output_parts)
+    if not parts:
+        return OBJECT_NAME
+    return {"anyOf": [OBJECT_NAME, {"type": "array", "items": OBJECT_NAME, "minItems": parts, "maxItems": parts}]}
 
 
-def _column_owner(tool: Tool, param: str, frame_params: list[str]) -> str | None:
-    owner = COLUMN_PARAMS.get(param, "")
-    if owner == "" or not frame_params:
-        return None
-    return owner if owner in frame_params else frame_params[0]
+def _except(schema: dict[str, Any], rule: Any, value: Any) -> dict[str, Any] | None:
+    """The values of a switch (a bool or a :class:`OneOf`) other than ``value``; None when not expressible."""
+    if schema.get("type") == "boolean":
+        return {"enum": [not value]}
+    if isinstance(rule, OneOf):
+        return {"enum": [v for v in rule.values if v != value]}
+    return None
 
 
-def _tool_branches(tool: Tool, pad: Scratchpad, files: list[str]) -> list[dict[str, Any]]:
-    """The call schemas for ``tool`` in this state; [] when a required object input does not exist."""
-    sig = inspect.signature(tool.func)
-    hints = typing.get_type_hints(tool.func)
-    objects = {name: pad.get(name) for name in pad.names()}
-    candidates: dict[str, list[str]] = {}
-    for param in tool.object_params:
-        accepts = object_accepts(tool, param)
-        candidates[param] = [name for name, obj in objects.items() if accepts(obj)]
-    required_bindings = [p for p in tool.object_params if sig.parameters[p].default is inspect.Parameter.empty]
+def _tool_branches(tool: Tool, objects: dict[str, Any], files: list[str]) -> list[dict[str, Any]]:
+    """The call schemas for ``tool`` in this state; [] when a required input cannot be given."""
+    found = declarations(tool)
+    candidates = {p: [name for name, obj in objects.items() if found.bound[p].accepts(obj)] for p in tool.object_params}
+    required_bindings = [p for p in tool.object_params if p in found.required]
     if any(not candidates[p] for p in required_bindings):
         return []
-    frame_params = [p for p in tool.object_params if hints.get(p) is pd.DataFrame and candidates[p]]
-    owners = sorted({o for p in tool.value_params if (o := _column_owner(tool, p, frame_params)) is not None})
+    owners = sorted({o for rule in found.rules.values() if isinstance(rule, Column)
+                     if (o := rule.owner(found.first_frame)) in candidates and candidates[o]})
     choices = list(itertools.product(*(candidates[o] for o in owners)))
     if len(choices) > MAX_FRAME_BRANCHES:  # too many combinations: any candidate frame's columns
         choices = [None]
+    # a rule lifted by another argument's value (no key columns for a cross join): a branch with that value
+    switches = list(dict.fromkeys(rule.unless for rule in found.rules.values() if getattr(rule, "unless", None)))
     branches = []
     for choice in choices:
         chosen = dict(zip(owners, choice)) if choice is not None else {}
-        columns_of = {o: (list(map(str, objects[chosen[o]].columns)) if o in chosen else
-                          sorted({str(c) for n in candidates[o] for c in objects[n].columns})) for o in owners}
+        frames = {o: [f for n in ([chosen[o]] if o in chosen else candidates[o])
+                      if isinstance(f := objects[n], pd.DataFrame)] for o in owners}
+        state = State(frames, files, found.first_frame)
         bindings = {p: ({"const": chosen[p]} if p in chosen else {"enum": candidates[p]})
                     for p in tool.object_params if candidates[p]}
-        kwargs: dict[str, Any] = {}
-        kw_required = []
-        for param in tool.value_params:
-            p = sig.parameters[param]
-            prop = _with_array_items(dict(_json_schema(hints.get(param, p.annotation)) or {}))
-            owner = _column_owner(tool, param, frame_params)
-            if owner is not None and columns_of[owner]:
-                prop = _restrict_strings(prop, columns_of[owner])
-            elif param == "filepath" and not tool.object_params:
-                readable = [f for f in files if f.lower().endswith(READ_SUFFIXES.get(tool.name, ("",)))]
-                if not readable:
-                    return []  # nothing this tool could open exists
-                prop = {"enum": readable}
-            kwargs[param] = prop
-            if p.default is inspect.Parameter.empty:
-                kw_required.append(param)
-        args: dict[str, Any] = {
-            "bindings": {"type": "object", "properties": bindings, "required": required_bindings,
-                         "additionalProperties": False},
-            "func_kwargs": {"type": "object", "properties": kwargs, "required": kw_required,
-                            "additionalProperties": False}}
-        required = ["bindings", "func_kwargs"]
-        if tool.kind != "get":
-            args["output"] = OBJECT_NAME
-            if tool.kind in ("set", "get-set"):
-                required.append("output")
-        branches.append({"type": "object", "properties": {
-            "tool_name": {"const": tool.name},
-            "tool_args": {"type": "object", "properties": args, "required": required, "additionalProperties": False}},
-            "required": ["tool_name", "tool_args"], "additionalProperties": False})
+        for lifted in [None, *switches]:
+            kwargs = _kwargs_schema(tool, found, state, lifted)
+            if kwargs is None:
+                continue
+            args: dict[str, Any] = {
+                "bindings": {"type": "object", "properties": bindings, "required": required_bindings,
+                             "additionalProperties": False},
+                "func_kwargs": kwargs}
+            required = ["bindings", "func_kwargs"]
+            if tool.kind != "get":
+                args["output"] = _output_schema(tool)
+                if tool.kind in ("set", "get-set"):
+                    required.append("output")
+            branches.append({"type": "object", "properties": {
+                "tool_name": {"const": tool.name},
+                "tool_args": {"type": "object", "properties": args, "required": required,
+                              "additionalProperties": False}},
+                "required": ["tool_name", "tool_args"], "additionalProperties": False})
     return branches
 
 
-def call_schema(tools: Iterable[Tool], pad: Scratchpad, files: list[str]) -> dict[str, Any] | None:
-    """The JSON schema of one call to one of ``tools`` in the state ``pad`` with readable ``files``;
-    None when no tool can be called (the caller then sends its unconstrained request)."""
-    branches = [b for tool in tools for b in _tool_branches(tool, pad, files)]
+def _kwargs_schema(tool: Tool, found: Any, state: State, lifted: tuple[str, Any] | None) -> dict[str, Any] | None:
+    """The ``func_kwargs`` schema in ``state``; ``lifted``: (switch, value) for the branch where that argument
+    has the value that lifts the rules naming it (in the other branches it takes its other values)."""
+    switch_values: dict[str, Any] = {}
+    if lifted is not None:
+        switch_values[lifted[0]] = {"const": lifted[1]}
+    props: dict[str, Any] = {}
+    required = []
+    for param in tool.value_params:
+        rule = found.rules.get(param)
+        base = found.base[param]
+        if param in switch_values:
+            prop: dict[str, Any] | None = switch_values[param]
+        elif rule is None or (lifted is not None and getattr(rule, "unless", None) == lifted):
+            prop = base
+        else:
+            prop = rule_grammar(rule, base, state)
+        if prop is None:
+            if param in found.required:
+                return None   # nothing this argument may be exists (no readable file of its kind)
+            continue
+        props[param] = _bounded_arrays(dict(prop))
+        if param in found.required or param in switch_values:
+            required.append(param)
+    if lifted is None:  # the rules hold: their switches take the other values
+        for switch, value in (r.unless for r in found.rules.values() if getattr(r, "unless", None)):
+            if switch in props:
+                other = _except(props[switch], found.rules.get(switch), value)
+                if other is not None:
+                    props[switch] = other
+    return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
+
+
+def call_schema(tools: Iterable[Tool], pad: Any, files: list[str]) -> dict[str, Any] | None:
+    """The JSON schema of one call to one of ``tools`` in the state ``pad`` (a Scratchpad) with readable
+    ``files``; None when no tool can be called (the caller then sends its unconstrained request)."""
+    objects = {name: pad.get(name) for name in pad.names()}
+    branches = [b for tool in tools for b in _tool_branches(tool, objects, files)]
     if not branches:
         return None
     return {"anyOf": branches}

@@ -561,6 +561,9 @@ def _bind(tool: Tool, call: ToolCall, pad: Scratchpad, ctx: ToolContext) -> dict
         raise ToolCallError(f"{tool.name} is missing required argument(s) {missing}")
     kwargs = {param: pad.get(obj_name) for param, obj_name in call.bindings.items()}
     kwargs.update(call.func_kwargs)
+    from mltb_core.toolkit.params import check_arguments  # local: params builds on this module
+
+    check_arguments(tool, kwargs)   # each parameter's declaration, the one the call grammar is built from
     if tool.wants_ctx:
         kwargs["ctx"] = ctx
     return kwargs

@@ -20,7 +20,7 @@ from mltb_core.toolkit.scratchpad import MAX_LISTED_COLUMNS
 __all__ = ["TRACKING_COLUMN", "SUGGESTION_CUTOFF", "MAX_SUGGESTIONS", "MAX_LISTED_COLUMNS", "close_matches",
            "require_frame", "as_column_list", "require_columns", "missing_columns_message", "require_name",
            "require_model", "choose", "require_choice", "require_positive_int", "as_features", "as_target",
-           "is_numeric", "numeric_columns", "require_numeric_columns", "require_csv_path",
+           "is_numeric", "is_numeric_dtype", "numeric_columns", "require_numeric_columns", "require_csv_path",
            "DTYPE_NAMES", "resolve_dtype"]
 
 # Added by concatenate_train_test: 1 on train rows, 0 on test rows; never a feature.
@@ -114,7 +114,12 @@ def require_positive_int(value: Any, param: str) -> int:
 
 def is_numeric(series: pd.Series) -> bool:
     """A number column (bool is not one here: a mean or a scale of True/False says little)."""
-    return pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(series.dtype)
+    return is_numeric_dtype(series.dtype)
+
+
+def is_numeric_dtype(dtype: Any) -> bool:
+    """:func:`is_numeric` of a column's dtype (read from ``df.dtypes`` without building the column)."""
+    return pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype)
 
 
 def numeric_columns(df: pd.DataFrame) -> list[Any]:

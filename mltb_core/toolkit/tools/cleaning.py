@@ -5,11 +5,12 @@ Conditions and custom functions are model-written strings evaluated through
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import pandas as pd
 
+from mltb_core.toolkit.params import INTEGER, NUMBER, Column, OneOf
 from mltb_core.toolkit.registry import PAPER, ToolInputError, ToolReturn, make_get_tool, make_override_tool
 from mltb_core.toolkit.docparts import shared_doc
 from mltb_core.toolkit.expressions import compile_lambda, documents_expressions, evaluate_condition
@@ -134,7 +135,7 @@ def _conditions(conditions_and_values: Any) -> list[tuple[str, Any]]:
 # ------------------------------------------------------------------- fillna
 @make_override_tool(toolsets=PAPER, stages=_CLEANING)
 @shared_doc()
-def fillna_with_value(df: pd.DataFrame, columns: str | list[str], value: Scalar) -> pd.DataFrame:
+def fillna_with_value(df: pd.DataFrame, columns: Annotated[str | list[str], Column(many=True)], value: Scalar) -> pd.DataFrame:
     """Fill missing values with a specific value.
 
     Parameters
@@ -179,19 +180,19 @@ _FILL_WITH_STATISTIC_DOC = """Fill missing values with $statistic of the column.
 
 @make_override_tool(toolsets=PAPER, stages=_CLEANING)
 @shared_doc(_FILL_WITH_STATISTIC_DOC, statistic="median", example_kwargs='{"columns": ["Age"]}')
-def fillna_with_median(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd.DataFrame:
+def fillna_with_median(df: pd.DataFrame, columns: Annotated[str | list[str] | None, Column(many=True, dtype=NUMBER, hint=_NOT_NUMERIC_HINT)] = None) -> pd.DataFrame:
     return _fill_with_statistic(df, columns, "median", "fillna_with_median")
 
 
 @make_override_tool(toolsets=PAPER, stages=_CLEANING)
 @shared_doc(_FILL_WITH_STATISTIC_DOC, statistic="mean", example_kwargs="{}")
-def fillna_with_mean(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd.DataFrame:
+def fillna_with_mean(df: pd.DataFrame, columns: Annotated[str | list[str] | None, Column(many=True, dtype=NUMBER, hint=_NOT_NUMERIC_HINT)] = None) -> pd.DataFrame:
     return _fill_with_statistic(df, columns, "mean", "fillna_with_mean")
 
 
 @make_override_tool(toolsets=PAPER, stages=_CLEANING)
 @shared_doc()
-def fillna_with_mode(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd.DataFrame:
+def fillna_with_mode(df: pd.DataFrame, columns: Annotated[str | list[str] | None, Column(many=True)] = None) -> pd.DataFrame:
     """Fill missing values with mode of the column.
 
     Works for any column type (text, boolean, numeric).
@@ -219,7 +220,7 @@ def fillna_with_mode(df: pd.DataFrame, columns: str | list[str] | None = None) -
 @make_override_tool(toolsets=PAPER, stages=_CLEANING)
 @documents_expressions
 @shared_doc()
-def fillna_with_condition(df: pd.DataFrame, target_column: str, condition: str, fill_value: Scalar) -> pd.DataFrame:
+def fillna_with_condition(df: pd.DataFrame, target_column: Annotated[str, Column()], condition: str, fill_value: Scalar) -> pd.DataFrame:
     """Fill missing values in a column based on a condition.
 
     Only rows where `condition` holds and `target_column` is missing are filled.
@@ -251,7 +252,7 @@ def fillna_with_condition(df: pd.DataFrame, target_column: str, condition: str, 
 @make_override_tool(toolsets=PAPER, stages=_CLEANING)
 @documents_expressions
 @shared_doc()
-def fillna_with_multiple_conditions(df: pd.DataFrame, target_column: str,
+def fillna_with_multiple_conditions(df: pd.DataFrame, target_column: Annotated[str, Column()],
                                     conditions_and_values: list | dict) -> pd.DataFrame:
     """Fill missing values in a column based on multiple conditions.
 
@@ -294,9 +295,9 @@ _AGGREGATIONS: dict[str, Any] = {**{name: name for name in ("mean", "median", "m
 
 @make_override_tool(toolsets=PAPER, stages=_CLEANING)
 @shared_doc()
-def fillna_with_conditional_aggregation(df: pd.DataFrame, target_column: str, condition_column: str,
+def fillna_with_conditional_aggregation(df: pd.DataFrame, target_column: Annotated[str, Column()], condition_column: Annotated[str, Column()],
                                         condition_values: Scalar | list | None = None,
-                                        agg_func: str = "mean") -> pd.DataFrame:
+                                        agg_func: Annotated[str, OneOf(tuple(_AGGREGATIONS))] = "mean") -> pd.DataFrame:
     """Fill missing values using conditional aggregation based on another column's values.
 
     For each value v of `condition_column` listed in `condition_values`, missing
@@ -345,7 +346,7 @@ def fillna_with_conditional_aggregation(df: pd.DataFrame, target_column: str, co
 @make_override_tool(toolsets=PAPER, stages=_CLEANING)
 @documents_expressions
 @shared_doc()
-def fillna_with_custom_function(df: pd.DataFrame, target_column: str, condition: str | None,
+def fillna_with_custom_function(df: pd.DataFrame, target_column: Annotated[str, Column()], condition: str | None,
                                 custom_func: str) -> pd.DataFrame:
     """Fill missing values using a custom function based on a condition.
 
@@ -388,7 +389,7 @@ def fillna_with_custom_function(df: pd.DataFrame, target_column: str, condition:
 # ----------------------------------------------------------------- drop rows
 @make_override_tool(toolsets=PAPER, stages=_CLEANING)
 @shared_doc()
-def drop_rows_with_missing(df: pd.DataFrame, columns: str | list[str] | None = None,
+def drop_rows_with_missing(df: pd.DataFrame, columns: Annotated[str | list[str] | None, Column(many=True)] = None,
                            threshold: int | float | None = None) -> pd.DataFrame:
     """Drop rows with missing values.
 
@@ -506,7 +507,7 @@ def cast_columns(df: pd.DataFrame, column_type_mapping: dict) -> pd.DataFrame:
 
 @make_override_tool(toolsets=PAPER, stages=_CLEANING + ("features",))
 @shared_doc()
-def cast_numeric_columns(df: pd.DataFrame, columns: str | list[str] | None = None,
+def cast_numeric_columns(df: pd.DataFrame, columns: Annotated[str | list[str] | None, Column(many=True, dtype=NUMBER, hint=_NOT_NUMERIC_HINT)] = None,
                          target_type: str = "float") -> pd.DataFrame:
     """Cast numeric columns to specified type.
 
@@ -552,7 +553,8 @@ _CAST_KIND_DOC = """Cast $kind columns to $dtype type.
 @make_override_tool(toolsets=PAPER, stages=_CLEANING + ("features",))
 @shared_doc(_CAST_KIND_DOC, kind="integer", dtype="float", which="Integer column(s)", default="integer",
             result="float64.", example_kwargs="{}")
-def cast_integer_columns_to_float(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd.DataFrame:
+def cast_integer_columns_to_float(df: pd.DataFrame,
+                                  columns: Annotated[str | list[str] | None, Column(many=True, dtype=INTEGER)] = None) -> pd.DataFrame:
     require_frame(df)
     is_int = pd.api.types.is_integer_dtype
     if columns is None:
@@ -569,7 +571,7 @@ def cast_integer_columns_to_float(df: pd.DataFrame, columns: str | list[str] | N
 @shared_doc(_CAST_KIND_DOC, kind="categorical", dtype="category", which="Column(s)",
             default="text (object/string)", example_kwargs='{"columns": ["HomePlanet", "Destination"]}',
             result="pandas 'category' dtype (LightGBM and\nCatBoost use them natively; other models need encoding).")
-def cast_categorical_columns(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd.DataFrame:
+def cast_categorical_columns(df: pd.DataFrame, columns: Annotated[str | list[str] | None, Column(many=True)] = None) -> pd.DataFrame:
     require_frame(df)
     if columns is None:
         names = [c for c in df.columns

@@ -11,12 +11,13 @@ from __future__ import annotations
 import hashlib
 import pickle
 import re
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import pandas as pd
 from sklearn import metrics as skm
 
+from mltb_core.toolkit.params import ESTIMATOR, PREDICTIONS, TABLE, TARGET, ReadFile, WriteFile
 from mltb_core.toolkit.registry import (PAPER, ToolContext, ToolInputError, doc_from, make_get_and_set_tool, make_get_tool,
                                         make_set_tool)
 from mltb_core.toolkit.sandbox import resolve_read, resolve_write
@@ -134,7 +135,8 @@ _EVALUATE_DOC = """Evaluate a trained $kind model on data.
           computes="""Computes RMSE, MAE, R2 (and RMSLE when all values are non-negative) of the
 model's predictions on X_test against y_test. The data can be any labelled
 set, e.g. the train set or a held-out split.""", example_model="best_model", example_name="LightGBM")
-def evaluate_regression_model(model: Any, X_test: pd.DataFrame, y_test: pd.Series, model_name: str = "model",
+def evaluate_regression_model(model: Annotated[Any, ESTIMATOR], X_test: pd.DataFrame,
+                              y_test: Annotated[pd.Series, TARGET], model_name: str = "model",
                               eval_data_label: str = "test") -> str:
     y = as_target(y_test, len(X_test), "y_test", "X_test")
     pred = _predict(model, X_test).astype(float)
@@ -154,7 +156,8 @@ def evaluate_regression_model(model: Any, X_test: pd.DataFrame, y_test: pd.Serie
 classes), ROC AUC and log loss when the model gives probabilities, and the
 confusion matrix. The data can be any labelled set, e.g. the train set.""", example_model="best_estimator",
           example_name="CatBoost Classifier")
-def evaluate_classification_model(model: Any, X_test: pd.DataFrame, y_test: pd.Series, model_name: str = "model",
+def evaluate_classification_model(model: Annotated[Any, ESTIMATOR], X_test: pd.DataFrame,
+                                  y_test: Annotated[pd.Series, TARGET], model_name: str = "model",
                                   eval_data_label: str = "test") -> str:
     y = as_target(y_test, len(X_test), "y_test", "X_test")
     pred = pd.Series(_predict(model, X_test))
@@ -192,7 +195,7 @@ def evaluate_classification_model(model: Any, X_test: pd.DataFrame, y_test: pd.S
 
 # ------------------------------------------------------------ predictions
 @make_get_and_set_tool(toolsets=PAPER, stages=("evaluation",), objects=("model", "X_data"))
-def predict_target(model: Any, X_data: pd.DataFrame, model_name: str = "model",
+def predict_target(model: Annotated[Any, ESTIMATOR], X_data: pd.DataFrame, model_name: str = "model",
                    return_probabilities: bool = False) -> pd.Series | pd.DataFrame:
     """Make predictions using a trained model.
 
@@ -248,8 +251,10 @@ def _vote(columns: list[np.ndarray]) -> np.ndarray:
 
 @make_get_and_set_tool(stages=("evaluation",),  # extended only: not in the paper's Table 9
                        objects=("predictions_1", "predictions_2", "predictions_3", "predictions_4", "predictions_5"))
-def average_predictions(predictions_1: Any, predictions_2: Any, predictions_3: Any = None, predictions_4: Any = None,
-                        predictions_5: Any = None, method: str = "auto", ctx: ToolContext | None = None) -> Any:
+def average_predictions(predictions_1: Annotated[Any, PREDICTIONS], predictions_2: Annotated[Any, PREDICTIONS],
+                        predictions_3: Annotated[Any, PREDICTIONS] = None,
+                        predictions_4: Annotated[Any, PREDICTIONS] = None,
+                        predictions_5: Annotated[Any, PREDICTIONS] = None, method: str = "auto", ctx: ToolContext | None = None) -> Any:
     """Ensemble 2 to 5 models by averaging their test predictions (outputs of predict_target).
 
     All inputs must predict the same rows: same length and, for Series/DataFrames, the same
@@ -322,7 +327,8 @@ def average_predictions(predictions_1: Any, predictions_2: Any, predictions_3: A
 
 # ------------------------------------------------------------ persistence
 @make_get_tool(toolsets=PAPER, stages=("modeling", "evaluation"), objects=("model",))
-def save_model(model: Any, ctx: ToolContext, filepath: str = "model.pkl") -> str:
+def save_model(model: Annotated[Any, ESTIMATOR], ctx: ToolContext,
+               filepath: Annotated[str, WriteFile(PICKLE_SUFFIXES)] = "model.pkl") -> str:
     """Save the trained model to disk using pickle.
 
     The file is written inside your sandbox directory.
@@ -359,7 +365,7 @@ def save_model(model: Any, ctx: ToolContext, filepath: str = "model.pkl") -> str
 
 
 @make_set_tool(toolsets=PAPER, stages=("modeling", "evaluation"))
-def load_model(filepath: str, ctx: ToolContext) -> Any:
+def load_model(filepath: Annotated[str, ReadFile(PICKLE_SUFFIXES)], ctx: ToolContext) -> Any:
     """Load a trained model from disk using pickle.
 
     Only models saved with save_model during this run can be loaded.
@@ -390,7 +396,8 @@ def load_model(filepath: str, ctx: ToolContext) -> Any:
 
 
 @make_get_tool(toolsets=PAPER, stages=("evaluation",))
-def save_dataframe_to_csv(df: pd.DataFrame, filepath: str, ctx: ToolContext) -> str:
+def save_dataframe_to_csv(df: Annotated[pd.DataFrame, TABLE], filepath: Annotated[str, WriteFile((".csv",))],
+                          ctx: ToolContext) -> str:
     """Save a DataFrame to CSV file.
 
     Writes the DataFrame (without its index) inside your sandbox directory.
@@ -461,8 +468,8 @@ def _submission_values(predictions: Any, task: Any) -> pd.Series | pd.DataFrame:
 
 
 @make_get_tool(stages=("evaluation",), objects=("predictions", "test_df"))  # extended only: not in the paper
-def create_submission(predictions: Any, test_df: pd.DataFrame, ctx: ToolContext,
-                      filepath: str = "submission.csv") -> str:
+def create_submission(predictions: Annotated[Any, PREDICTIONS], test_df: pd.DataFrame, ctx: ToolContext,
+                      filepath: Annotated[str, WriteFile((".csv",))] = "submission.csv") -> str:
     """Create the competition submission file from test predictions.
 
     Takes the id column from test_df and the predictions as the target column,

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import pandas as pd
 
+from mltb_core.toolkit.params import NUMBER, Column, NewName, OneOf, Range
 from mltb_core.toolkit.registry import (PAPER, ToolInputError, ToolReturn, make_get_and_set_tool, make_get_tool,
                                         make_override_tool)
 from mltb_core.toolkit.docparts import shared_doc
@@ -132,7 +133,7 @@ def _to_datetime(df: pd.DataFrame, column: str) -> pd.Series:
 @make_override_tool(toolsets=PAPER, stages=_FEATURES)
 @documents_expressions
 @shared_doc()
-def create_numeric_feature(df: pd.DataFrame, name: str, expression: str) -> pd.DataFrame:
+def create_numeric_feature(df: pd.DataFrame, name: Annotated[str, NewName()], expression: str) -> pd.DataFrame:
     """Create a numeric column from an expression over existing columns.
 
     The expression may use column names directly (``Age * 2``) or as ``df['Col']``.
@@ -183,7 +184,7 @@ def _lookup_mapping(mapping: dict, value: Any) -> Any:
 
 @make_override_tool(toolsets=PAPER, stages=_FEATURES)
 @shared_doc()
-def create_categorical_feature(df: pd.DataFrame, name: str, source_column: str, mapping: dict) -> pd.DataFrame:
+def create_categorical_feature(df: pd.DataFrame, name: Annotated[str, NewName()], source_column: Annotated[str, Column()], mapping: dict) -> pd.DataFrame:
     """Create a column by mapping each value of a source column through a dictionary.
 
     Keys are matched exactly or by their text (so ``{"1": "low"}`` matches the
@@ -226,7 +227,7 @@ def create_categorical_feature(df: pd.DataFrame, name: str, source_column: str, 
 @make_override_tool(toolsets=PAPER, stages=_FEATURES)
 @documents_expressions
 @shared_doc()
-def create_conditional_feature(df: pd.DataFrame, name: str, condition: str, true_value: Any,
+def create_conditional_feature(df: pd.DataFrame, name: Annotated[str, NewName()], condition: str, true_value: Any,
                                false_value: Any) -> pd.DataFrame:
     """Create a column holding ``true_value`` where a condition holds and ``false_value`` elsewhere.
 
@@ -281,7 +282,7 @@ def _compile_safe_regex(pattern: Any) -> re.Pattern:
 
 @make_override_tool(toolsets=PAPER, stages=_FEATURES)
 @shared_doc()
-def extract_string_pattern(df: pd.DataFrame, name: str, source_column: str, pattern: str,
+def extract_string_pattern(df: pd.DataFrame, name: Annotated[str, NewName()], source_column: Annotated[str, Column()], pattern: str,
                            group: int | str = 0) -> pd.DataFrame:
     """Extract the first regex match (or one of its groups) from a text column into a new column.
 
@@ -337,7 +338,7 @@ def extract_string_pattern(df: pd.DataFrame, name: str, source_column: str, patt
 
 @make_override_tool(toolsets=PAPER, stages=_FEATURES)
 @shared_doc()
-def split_string_column(df: pd.DataFrame, name_prefix: str, source_column: str, delimiter: str,
+def split_string_column(df: pd.DataFrame, name_prefix: Annotated[str, NewName()], source_column: Annotated[str, Column()], delimiter: str,
                         max_splits: int = -1, indices: list[int] | None = None) -> pd.DataFrame:
     """Split a text column on a delimiter into new columns ``<name_prefix>_0``, ``<name_prefix>_1``, ...
 
@@ -408,8 +409,8 @@ def _grouped(df: pd.DataFrame, group_column: str | list[str], agg_column: str, a
 
 @make_override_tool(toolsets=PAPER, stages=_FEATURES)
 @shared_doc()
-def create_group_aggregation(df: pd.DataFrame, name: str, group_column: str | list[str], agg_column: str,
-                             agg_func: str) -> pd.DataFrame:
+def create_group_aggregation(df: pd.DataFrame, name: Annotated[str, NewName()], group_column: Annotated[str | list[str], Column(many=True)],
+                             agg_column: Annotated[str, Column()], agg_func: Annotated[str, OneOf(tuple(AGG_FUNCS))]) -> pd.DataFrame:
     """Add a column holding an aggregate of ``agg_column`` within each group (e.g. group size, group mean).
 
     Parameters
@@ -435,8 +436,8 @@ def create_group_aggregation(df: pd.DataFrame, name: str, group_column: str | li
 
 @make_get_tool(toolsets=PAPER, stages=_FEATURES)
 @shared_doc()
-def get_group_aggregation(df: pd.DataFrame, group_column: str | list[str], agg_column: str,
-                          agg_func: str) -> pd.DataFrame:
+def get_group_aggregation(df: pd.DataFrame, group_column: Annotated[str | list[str], Column(many=True)], agg_column: Annotated[str, Column()],
+                          agg_func: Annotated[str, OneOf(tuple(AGG_FUNCS))]) -> pd.DataFrame:
     """Show an aggregate of ``agg_column`` per group, without changing the frame.
 
     Parameters
@@ -459,8 +460,9 @@ def get_group_aggregation(df: pd.DataFrame, group_column: str | list[str], agg_c
 
 @make_override_tool(toolsets=PAPER, stages=_FEATURES)
 @shared_doc()
-def create_rolling_feature(df: pd.DataFrame, name: str, source_column: str, window: int,
-                           agg_func: str = "mean") -> pd.DataFrame:
+def create_rolling_feature(df: pd.DataFrame, name: Annotated[str, NewName()], source_column: Annotated[str, Column()],
+                           window: Annotated[int, Range(int, 1)],
+                           agg_func: Annotated[str, OneOf(tuple(ROLLING_FUNCS))] = "mean") -> pd.DataFrame:
     """Add a rolling-window aggregate of a numeric column, in the frame's current row order.
 
     The first rows use the partial window available (no leading NaN from the window itself).
@@ -529,21 +531,23 @@ _SHIFT_DOC = """Add a column holding the value of ``source_column`` from ``$peri
 @make_override_tool(toolsets=PAPER, stages=_FEATURES)
 @shared_doc(_SHIFT_DOC, periods="lag", when="earlier", blank="first", direction="back",
             column="lagged", example="Sales_lag1")
-def create_lag_feature(df: pd.DataFrame, name: str, source_column: str, lag: int = 1) -> pd.DataFrame:
+def create_lag_feature(df: pd.DataFrame, name: Annotated[str, NewName()], source_column: Annotated[str, Column()],
+                       lag: Annotated[int, Range(int, 1)] = 1) -> pd.DataFrame:
     return _shifted(df, name, source_column, require_positive_int(lag, "lag"))
 
 
 @make_override_tool(toolsets=PAPER, stages=_FEATURES)
 @shared_doc(_SHIFT_DOC, periods="lead", when="later", blank="last", direction="ahead",
             column="leading", example="Sales_next")
-def create_lead_feature(df: pd.DataFrame, name: str, source_column: str, lead: int = 1) -> pd.DataFrame:
+def create_lead_feature(df: pd.DataFrame, name: Annotated[str, NewName()], source_column: Annotated[str, Column()],
+                        lead: Annotated[int, Range(int, 1)] = 1) -> pd.DataFrame:
     return _shifted(df, name, source_column, -require_positive_int(lead, "lead"))
 
 
 @make_override_tool(toolsets=PAPER, stages=_FEATURES)
 @shared_doc()
-def extract_datetime_features(df: pd.DataFrame, datetime_column: str,
-                              features: list[str] | None = None) -> pd.DataFrame:
+def extract_datetime_features(df: pd.DataFrame, datetime_column: Annotated[str, Column()],
+                              features: Annotated[list[str] | None, OneOf(DATETIME_PARTS, many=True)] = None) -> pd.DataFrame:
     """Add calendar parts of a date/time column as numeric columns ``<datetime_column>_<part>``.
 
     Text columns are parsed as dates first (unparseable values become NaN). The
@@ -588,8 +592,8 @@ def extract_datetime_features(df: pd.DataFrame, datetime_column: str,
 
 @make_override_tool(toolsets=PAPER, stages=_FEATURES)
 @shared_doc()
-def create_time_delta(df: pd.DataFrame, name: str, start_column: str, end_column: str,
-                      unit: str = "D") -> pd.DataFrame:
+def create_time_delta(df: pd.DataFrame, name: Annotated[str, NewName()], start_column: Annotated[str, Column()], end_column: Annotated[str, Column()],
+                      unit: Annotated[str, OneOf(tuple(TIME_UNITS))] = "D") -> pd.DataFrame:
     """Add the time elapsed from ``start_column`` to ``end_column`` as a number of ``unit``.
 
     Parameters
@@ -623,7 +627,7 @@ def create_time_delta(df: pd.DataFrame, name: str, start_column: str, end_column
 @make_override_tool(toolsets=PAPER, stages=_FEATURES)
 @documents_expressions
 @shared_doc()
-def apply_custom_function(df: pd.DataFrame, name: str, source_columns: str | list[str], func: str) -> pd.DataFrame:
+def apply_custom_function(df: pd.DataFrame, name: Annotated[str, NewName()], source_columns: Annotated[str | list[str], Column(many=True)], func: str) -> pd.DataFrame:
     """Create a column by applying a lambda, given as a string, to one or several columns.
 
     The lambda is evaluated over the whole column at once: with one source column
@@ -730,7 +734,8 @@ def _label_encode(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
 
 @make_override_tool(toolsets=PAPER, stages=_FEATURES)
 @shared_doc()
-def one_hot_encode(df: pd.DataFrame, columns: str | list[str] | None = None, drop_first: bool = True,
+def one_hot_encode(df: pd.DataFrame, columns: Annotated[str | list[str] | None, Column(many=True, not_tracking="encoded")] = None,
+                   drop_first: bool = True,
                    prefix: str | list[str] | dict | None = None) -> pd.DataFrame:
     """Replace categorical columns by 0/1 indicator columns ``<column>_<value>`` (uint8).
 
@@ -763,7 +768,8 @@ def one_hot_encode(df: pd.DataFrame, columns: str | list[str] | None = None, dro
 
 @make_override_tool(toolsets=PAPER, stages=_FEATURES)
 @shared_doc()
-def label_encode(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd.DataFrame:
+def label_encode(df: pd.DataFrame,
+                 columns: Annotated[str | list[str] | None, Column(many=True, not_tracking="encoded")] = None) -> pd.DataFrame:
     """Replace categorical columns by integer codes 0..k-1 in sorted order of their values.
 
     Columns must have no missing values (fill them first). With ``columns`` omitted
@@ -789,7 +795,8 @@ def label_encode(df: pd.DataFrame, columns: str | list[str] | None = None) -> pd
 
 @make_override_tool(toolsets=PAPER, stages=_FEATURES)
 @shared_doc()
-def encode_all_categorical_columns(df: pd.DataFrame, method: str = "one_hot", drop_first: bool = True) -> pd.DataFrame:
+def encode_all_categorical_columns(df: pd.DataFrame, method: Annotated[str, OneOf(("one_hot", "label"))] = "one_hot",
+                                   drop_first: bool = True) -> pd.DataFrame:
     """Encode every text/category column at once, by one-hot indicators or label codes.
 
     Skips the ``_is_train`` tracking column and numeric/bool columns. It does not
@@ -848,8 +855,11 @@ def _normalize(df: pd.DataFrame, columns: list[str], method: str) -> pd.DataFram
 
 @make_override_tool(toolsets=PAPER, stages=_FEATURES)
 @shared_doc()
-def normalize_features(df: pd.DataFrame, columns: str | list[str] | None = None,
-                       method: str = "standard") -> pd.DataFrame:
+def normalize_features(df: pd.DataFrame,
+                       columns: Annotated[str | list[str] | None,
+                                          Column(many=True, dtype=NUMBER, hint="encode them first",
+                                                 not_tracking="normalized")] = None,
+                       method: Annotated[str, OneOf(NORMALIZE_METHODS)] = "standard") -> pd.DataFrame:
     """Rescale numeric columns (missing values stay missing).
 
     With ``columns`` omitted every numeric non-bool column is rescaled except the
@@ -884,7 +894,7 @@ def normalize_features(df: pd.DataFrame, columns: str | list[str] | None = None,
 
 @make_override_tool(toolsets=PAPER, stages=_FEATURES)
 @shared_doc()
-def normalize_all_numerical_columns(df: pd.DataFrame, method: str = "standard") -> pd.DataFrame:
+def normalize_all_numerical_columns(df: pd.DataFrame, method: Annotated[str, OneOf(NORMALIZE_METHODS)] = "standard") -> pd.DataFrame:
     """Rescale every numeric (non-bool) column except the ``_is_train`` tracking column.
 
     It does not know which column is the target: a numeric target would be
@@ -913,7 +923,7 @@ _COLUMN_STAGES = ("cleaning", "features", "modeling")
 
 @make_override_tool(toolsets=PAPER, stages=_COLUMN_STAGES)
 @shared_doc()
-def drop_feature(df: pd.DataFrame, column: str | list[str]) -> pd.DataFrame:
+def drop_feature(df: pd.DataFrame, column: Annotated[str | list[str], Column(many=True)]) -> pd.DataFrame:
     """Drop one column or a list of columns.
 
     Parameters
@@ -941,7 +951,7 @@ def drop_feature(df: pd.DataFrame, column: str | list[str]) -> pd.DataFrame:
 
 @make_get_and_set_tool(toolsets=PAPER, stages=_COLUMN_STAGES)
 @shared_doc()
-def get_features(df: pd.DataFrame, columns: str | list[str]) -> pd.DataFrame:
+def get_features(df: pd.DataFrame, columns: Annotated[str | list[str], Column(many=True)]) -> pd.DataFrame:
     """Store a new frame holding only the given columns, in the given order.
 
     Parameters
@@ -972,7 +982,8 @@ def get_features(df: pd.DataFrame, columns: str | list[str]) -> pd.DataFrame:
 
 @make_override_tool(toolsets=PAPER, stages=_COLUMN_STAGES)
 @shared_doc()
-def rename_feature(df: pd.DataFrame, old_name: str | list[str], new_name: str | list[str]) -> pd.DataFrame:
+def rename_feature(df: pd.DataFrame, old_name: Annotated[str | list[str], Column(many=True)],
+                   new_name: Annotated[str | list[str], NewName(many=True)]) -> pd.DataFrame:
     """Rename one column, or several (lists of equal length).
 
     Parameters
@@ -1010,7 +1021,7 @@ def rename_feature(df: pd.DataFrame, old_name: str | list[str], new_name: str | 
 
 @make_get_tool(toolsets=PAPER, stages=("cleaning", "features"))
 @shared_doc()
-def get_unique_values(df: pd.DataFrame, column: str, sort: bool = True, include_counts: bool = True) -> pd.DataFrame:
+def get_unique_values(df: pd.DataFrame, column: Annotated[str, Column()], sort: bool = True, include_counts: bool = True) -> pd.DataFrame:
     """Show the distinct values of a column (missing shown as NaN), optionally with their counts.
 
     Parameters

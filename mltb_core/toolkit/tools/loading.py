@@ -5,11 +5,12 @@ input checks live in :mod:`mltb_core.toolkit.validation`.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import pandas as pd
 
+from mltb_core.toolkit.params import CONVERTIBLE, TABLE, Column, NewName, OneOf, ReadFile
 from mltb_core.toolkit.registry import (
     PAPER,
     ToolContext,
@@ -51,11 +52,13 @@ def placeholder_value(series: pd.Series) -> Any:
 
 # ------------------------------------------------------------------- tools
 _READERS = {".csv": {}, ".gz": {}, ".tsv": {"sep": "\t"}, ".txt": {"sep": None, "engine": "python"}}
+# The files read_data opens (a .gz only as .csv.gz or .tsv.gz).
+READ_SUFFIXES = tuple(s for s in _READERS if s != ".gz") + (".csv.gz", ".tsv.gz")
 
 
 @make_set_tool(toolsets=PAPER, stages=("loading",))
 @shared_doc()
-def read_data(filepath: str, ctx: ToolContext) -> pd.DataFrame:
+def read_data(filepath: Annotated[str, ReadFile(READ_SUFFIXES)], ctx: ToolContext) -> pd.DataFrame:
     """Read CSV data into a pandas DataFrame.
 
     Reads a CSV (also .csv.gz, .tsv) from the task's data directory or your sandbox.
@@ -176,7 +179,9 @@ def split_combined_into_train_test(combined: pd.DataFrame) -> tuple[pd.DataFrame
 
 
 @make_get_and_set_tool(toolsets=PAPER, stages=("loading", "modeling"), output_parts=("X", "y"))
-def convert_dataframe_to_features_target(df: pd.DataFrame, target_column: str, is_train: bool = True):
+def convert_dataframe_to_features_target(df: pd.DataFrame,
+                                         target_column: Annotated[str, Column(unless=("is_train", False))],
+                                         is_train: bool = True):
     """Convert DataFrame to features and target format.
 
     Parameters
@@ -220,7 +225,8 @@ def convert_dataframe_to_features_target(df: pd.DataFrame, target_column: str, i
 
 @make_get_and_set_tool(toolsets=PAPER, stages=("loading", "evaluation"), objects=("data",))
 @shared_doc()
-def convert_to_dataframe(data: Any, columns: list[str] | None = None) -> pd.DataFrame:
+def convert_to_dataframe(data: Annotated[Any, CONVERTIBLE],
+                         columns: Annotated[list[str] | None, NewName(many=True)] = None) -> pd.DataFrame:
     """Convert various data types to pandas DataFrame.
 
     Accepts a Series, numpy array, list, dict or DataFrame (e.g. predictions) and
@@ -263,7 +269,8 @@ def convert_to_dataframe(data: Any, columns: list[str] | None = None) -> pd.Data
 
 @make_get_and_set_tool(toolsets=PAPER, stages=("loading", "features"))
 @shared_doc()
-def concatenate_dataframes(df1: pd.DataFrame, df2: pd.DataFrame, axis: int = 0) -> pd.DataFrame:
+def concatenate_dataframes(df1: Annotated[pd.DataFrame, TABLE], df2: Annotated[pd.DataFrame, TABLE],
+                           axis: Annotated[int, OneOf((0, 1))] = 0) -> pd.DataFrame:
     """Concatenate two DataFrames.
 
     axis=0 stacks rows (index renumbered); axis=1 puts columns side by side,
@@ -305,8 +312,11 @@ _JOIN_KINDS = {kind: kind for kind in ("inner", "left", "right", "outer", "cross
 
 @make_get_and_set_tool(toolsets=PAPER, stages=("loading", "features"))
 @shared_doc()
-def join_dataframes(left_df: pd.DataFrame, right_df: pd.DataFrame, left_on: str | list[str],
-                    right_on: str | list[str] | None = None, how: str = "inner",
+def join_dataframes(left_df: pd.DataFrame, right_df: pd.DataFrame,
+                    left_on: Annotated[str | list[str], Column(of="left_df", many=True, unless=("how", "cross"))],
+                    right_on: Annotated[str | list[str] | None,
+                                        Column(of="right_df", many=True, unless=("how", "cross"))] = None,
+                    how: Annotated[str, OneOf(tuple(_JOIN_KINDS))] = "inner",
                     suffixes: list[str] = ("_x", "_y")) -> pd.DataFrame:
     """Join two DataFrames using pandas merge functionality.
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import pandas as pd
@@ -27,6 +27,7 @@ from sklearn.model_selection import GridSearchCV, KFold, StratifiedKFold, cross_
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.multiclass import type_of_target
 
+from mltb_core.toolkit.params import FEATURES, TARGET, Range
 from mltb_core.toolkit import limits
 from mltb_core.toolkit.registry import PAPER, ToolContext, ToolInputError, ToolReturn, make_get_and_set_tool
 from mltb_core.toolkit.validation import as_features, as_target
@@ -475,7 +476,8 @@ def _register(spec: ModelSpec, tuning: bool) -> Callable:
     tool_name = f"{'tune' if tuning else 'fit'}_{spec.name}"
     run = _tune_with_cv if tuning else _fit_with_cv
 
-    def tool(X_train: pd.DataFrame, y_train: pd.Series, cv: int = 5, ctx: ToolContext | None = None) -> Any:
+    def tool(X_train: Annotated[pd.DataFrame, FEATURES], y_train: Annotated[pd.Series, TARGET],
+             cv: Annotated[int, Range(int, 2, MAX_FOLDS, why="folds")] = 5, ctx: ToolContext | None = None) -> Any:
         return run(spec, X_train, y_train, cv, ctx)
 
     tool.__name__ = tool.__qualname__ = tool_name

@@ -1,0 +1,407 @@
+"""What each tool parameter accepts, declared once (scikit-learn's ``_parameter_constraints``, in mltb's idiom).
+
+A tool's signature declares a parameter with ``typing.Annotated``: ``y_train: Annotated[pd.Series, TARGET]``,
+``columns: Annotated[str | list[str] | None, Column(many=True)]``, ``window: Annotated[int, Range(int, 1)]``.
+From that one declaration come
+
+- the runtime input check: :func:`check_arguments`, which the executor (``registry._bind``) runs on every
+  call before the tool body, with the messages of :mod:`~mltb_core.toolkit.validation`;
+- the state-aware call grammar: which scratchpad objects a binding may name (:meth:`Bound.accepts`) and
+  which values a plain argument may take in a state (:meth:`Rule.grammar`: the bound frame's columns,
+  the readable files, the allowed words, a bounded name), built by :mod:`~mltb_core.toolkit.constraints`;
+- the JSON schema's types (the annotation's base type, ``registry._json_schema``) and the type words of
+  the parameter's doc line, which tests/test_params.py holds to the declaration.
+
+A parameter without a marker gets one from its annotation (:func:`declarations`): ``pd.DataFrame`` is
+:data:`FRAME`, ``pd.Series`` :data:`SERIES`; a plain value has no rule beyond its JSON type. So the grammar
+offers exactly what the check lets through: what it refuses is refused by the tool, and the other way.
+"""
+from __future__ import annotations
+
+import inspect
+import re
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from mltb_core.environment import Range
+from mltb_core.toolkit.registry import Tool, ToolInputError
+from mltb_core.toolkit.scratchpad import MAX_OBJECT_NAME_CHARS, OBJECT_NAME_PATTERN
+from mltb_core.toolkit.validation import TRACKING_COLUMN, is_numeric_dtype, require_columns, require_name
+
+__all__ = ["Kind", "Bound", "Rule", "Column", "ColumnKind", "NUMBER", "INTEGER", "NewName", "OneOf", "ReadFile", "WriteFile", "Range",
+           "FRAME", "SERIES", "FEATURES", "TARGET", "TABLE", "PREDICTIONS", "CONVERTIBLE", "ESTIMATOR",
+           "MAX_NAME_CHARS", "MAX_LIST_ITEMS", "OBJECT_NAME", "NEW_NAME", "declarations", "check_arguments",
+           "name_schema", "State", "Declarations", "rule_grammar"]
+
+# Bounds every name and list argument has, in the grammar and in the check alike (a tiny model otherwise
+# rambles in a string or repeats a list until the reply's token limit).
+MAX_NAME_CHARS = MAX_OBJECT_NAME_CHARS
+MAX_LIST_ITEMS = 64
+
+
+def name_schema(pattern_head: str, tail: str) -> dict[str, Any]:
+    """A string of at most :data:`MAX_NAME_CHARS` characters: one ``pattern_head`` then ``tail`` ones."""
+    return {"type": "string", "pattern": f"^{pattern_head}{tail}{{0,{MAX_NAME_CHARS - 1}}}$"}
+
+
+# The scratchpad's name rule as a grammar (scratchpad.OBJECT_NAME_PATTERN, bounded like the check).
+_HEAD, _TAIL = "[A-Za-z_]", "[A-Za-z0-9_]"
+assert OBJECT_NAME_PATTERN == f"{_HEAD}{_TAIL}*", "the grammar's name rule must follow scratchpad's"
+OBJECT_NAME: dict[str, Any] = name_schema(_HEAD, _TAIL)
+# A new column's name: any non-blank text up to the bound.
+NEW_NAME: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": MAX_NAME_CHARS}
+
+
+# --------------------------------------------------------------- object parameters (bindings)
+@dataclass(frozen=True)
+class Kind:
+    """One kind of scratchpad object: how it is named to the model and how it is recognised."""
+
+    words: str                      # "a DataFrame": the check's message
+    test: Callable[[Any], bool]
+    doc: tuple[str, ...] = ()       # words one of which the doc line's type names ("DataFrame")
+    hint: str = ""                  # appended to a refusal (what to bind instead)
+
+
+_FRAME = Kind("a DataFrame", lambda o: isinstance(o, pd.DataFrame), ("DataFrame",))
+_SERIES = Kind("a Series", lambda o: isinstance(o, pd.Series), ("Series",))
+_ONE_COLUMN = Kind("a one-column DataFrame", lambda o: isinstance(o, pd.DataFrame) and o.shape[1] == 1, ("Series",))
+_VECTOR = Kind("a 1-D array", lambda o: isinstance(o, np.ndarray) and o.ndim == 1, ("Series", "array"))
+_ARRAY = Kind("an array", lambda o: isinstance(o, np.ndarray) and o.ndim in (1, 2), ("array",))
+_MODEL = Kind("a fitted model with a predict() method", lambda o: callable(getattr(o, "predict", None)),
+              ("Any", "model"), " (bind the estimator, e.g. the output of a fit_* or tune_* tool)")
+
+
+@dataclass(frozen=True)
+class Bound:
+    """An object parameter (named in ``bindings``): the kinds of object it takes."""
+
+    kinds: tuple[Kind, ...]
+
+    def accepts(self, obj: Any) -> bool:
+        return any(kind.test(obj) for kind in self.kinds)
+
+    def check(self, value: Any, param: str, args: Mapping[str, Any], tool: str) -> None:
+        if self.accepts(value):
+            return
+        wanted = " or ".join(kind.words for kind in self.kinds)
+        got = type(value).__name__ + (f" with shape {value.shape}" if hasattr(value, "shape") else "")
+        hints = "".join(dict.fromkeys(kind.hint for kind in self.kinds))
+        raise ToolInputError(f"'{param}' must be {wanted}, got {got}{hints}")
+
+    @property
+    def doc_words(self) -> set[str]:
+        return {word for kind in self.kinds for word in kind.doc}
+
+
+FRAME = Bound((_FRAME,))
+SERIES = Bound((_SERIES,))
+FEATURES = Bound((_FRAME, _SERIES))                  # validation.as_features: a Series is one column
+TARGET = Bound((_SERIES, _ONE_COLUMN, _VECTOR))      # validation.as_target
+TABLE = Bound((_FRAME, _SERIES))                     # what becomes a frame as it is (save, concatenate)
+PREDICTIONS = Bound((_SERIES, _FRAME, _ARRAY))       # predict_target's outputs and their averages
+CONVERTIBLE = Bound((_FRAME, _SERIES, _ARRAY))       # convert_to_dataframe
+ESTIMATOR = Bound((_MODEL,))
+
+
+# --------------------------------------------------------------- plain parameters (func_kwargs)
+@dataclass(frozen=True)
+class State:
+    """What a plain argument's grammar may depend on: the frames bound (or offered) and the readable files."""
+
+    frames: Mapping[str, list[pd.DataFrame]]     # object parameter -> the frames it may be bound to
+    files: list[str]
+    first_frame: str | None                       # the tool's first DataFrame binding
+
+
+class Rule:
+    """A plain parameter's rule: its check and its grammar in a state."""
+
+    def check(self, value: Any, param: str, args: Mapping[str, Any], tool: str) -> None:
+        raise NotImplementedError
+
+    def grammar(self, base: dict[str, Any], state: State) -> dict[str, Any] | None:
+        """The schema of the argument in ``state`` (``base``: from its annotation); None: nothing is allowed."""
+        return base
+
+    # the argument that, when it has this value, lifts the rule (e.g. no key columns for a cross join)
+    unless: tuple[str, Any] | None = None
+
+
+def _strings_to(schema: dict[str, Any], leaf: dict[str, Any], max_items: int) -> dict[str, Any]:
+    """``schema`` with every string leaf replaced by ``leaf`` and every array bounded to ``max_items``."""
+    if schema == {}:
+        return {"anyOf": [leaf, {"type": "array", "items": leaf, "maxItems": max_items}]}
+    if schema.get("type") == "string":
+        return {**{k: v for k, v in schema.items() if k != "type"}, **leaf}
+    out = dict(schema)
+    if isinstance(schema.get("items"), dict):
+        out["items"] = _strings_to(schema["items"], leaf, max_items)
+        out["maxItems"] = max_items
+    if "anyOf" in schema:
+        out["anyOf"] = [_strings_to(part, leaf, max_items) for part in schema["anyOf"]]
+    return out
+
+
+@dataclass(frozen=True)
+class ColumnKind:
+    """Which columns a :class:`Column` takes by dtype, and the refusal naming the others (``bad``: "c (dtype)")."""
+
+    test: Callable[[Any], bool]
+    refusal: Callable[[list[str], str, str], str]     # (bad, tool, hint) -> message
+
+
+NUMBER = ColumnKind(is_numeric_dtype, lambda bad, tool, hint: f"{tool} needs numeric columns; {', '.join(bad)} are "
+                    "not numeric" + (f" ({hint})" if hint else ""))
+INTEGER = ColumnKind(pd.api.types.is_integer_dtype, lambda bad, tool, hint: f"not integer column(s): {', '.join(bad)}")
+
+
+@dataclass(frozen=True)
+class Column(Rule):
+    """Existing column name(s) of the frame bound to ``of`` (None: the tool's first DataFrame binding);
+    ``many``: a name or a list of names; ``dtype``: only columns of that kind (``hint``: what to use for the
+    others); ``not_tracking``: the tracking column is refused, it must not be ``not_tracking`` (a verb)."""
+
+    of: str | None = None
+    many: bool = False
+    dtype: ColumnKind | None = None
+    hint: str = ""
+    not_tracking: str = ""
+    unless: tuple[str, Any] | None = None
+
+    def owner(self, first_frame: str | None) -> str | None:
+        return self.of if self.of is not None else first_frame
+
+    def check(self, value: Any, param: str, args: Mapping[str, Any], tool: str) -> None:
+        frame = args.get(self.owner(_first_frame_of(args)) or "")
+        if value is None or not isinstance(frame, pd.DataFrame):
+            return   # optional and not given, or the binding's own check has refused it
+        if not self.many and not isinstance(value, str | int | float):
+            raise ToolInputError(f"'{param}' must be one column name, got {type(value).__name__}")
+        names = require_columns(frame, value, param)
+        if self.not_tracking and TRACKING_COLUMN in names:
+            raise ToolInputError(f"{TRACKING_COLUMN!r} is the train/test tracking column and must not be "
+                                 f"{self.not_tracking}")
+        if self.dtype is not None:
+            bad = [f"{c} ({frame[c].dtype})" for c in names if not self.dtype.test(frame[c].dtype)]
+            if bad:
+                raise ToolInputError(self.dtype.refusal(bad, tool, self.hint))
+
+    def columns(self, frame: pd.DataFrame) -> list[str]:
+        names = [(str(c), dtype) for c, dtype in frame.dtypes.items()
+                 if not (self.not_tracking and c == TRACKING_COLUMN)]
+        return [c for c, dtype in names if self.dtype is None or self.dtype.test(dtype)]
+
+    def grammar(self, base: dict[str, Any], state: State) -> dict[str, Any] | None:
+        frames = state.frames.get(self.owner(state.first_frame) or "", [])
+        names = sorted({c for frame in frames for c in self.columns(frame)}) if len(frames) > 1 else \
+            (self.columns(frames[0]) if frames else [])
+        if not frames:
+            return base   # bound to no frame: the check has nothing to hold it to
+        if not names:
+            return None
+        return _strings_to(base, {"enum": names}, min(len(names), MAX_LIST_ITEMS))
+
+
+def _first_frame_of(args: Mapping[str, Any]) -> str | None:
+    return args.get(_FIRST_FRAME_KEY)
+
+
+_FIRST_FRAME_KEY = "\x00first_frame"   # set by check_arguments: which binding a Column() without ``of`` means
+
+
+@dataclass(frozen=True)
+class NewName(Rule):
+    """The name of a new (or replaced) column: non-blank text of at most :data:`MAX_NAME_CHARS` characters,
+    or a list of such names when ``many``."""
+
+    many: bool = False
+
+    def check(self, value: Any, param: str, args: Mapping[str, Any], tool: str) -> None:
+        for name in ([value] if isinstance(value, str) or not self.many else value):
+            require_name(name, param)
+            if len(name) > MAX_NAME_CHARS:
+                raise ToolInputError(f"'{param}' is {len(name)} characters long; a column name has at most "
+                                     f"{MAX_NAME_CHARS}")
+
+    def grammar(self, base: dict[str, Any], state: State) -> dict[str, Any]:
+        return _strings_to(base, NEW_NAME, MAX_LIST_ITEMS)
+
+
+@dataclass(frozen=True)
+class OneOf(Rule):
+    """One of a fixed set of words (or numbers): a table mltb looks the model's word up in."""
+
+    values: tuple[Any, ...]
+    many: bool = False     # a list of them
+
+    def check(self, value: Any, param: str, args: Mapping[str, Any], tool: str) -> None:
+        for item in (value if self.many and isinstance(value, list) else [value]):
+            if isinstance(item, bool) is not isinstance(self.values[0], bool) or item not in self.values:
+                shown = item if isinstance(item, (str, int, float, bool, type(None))) else type(item).__name__
+                raise ToolInputError(f"'{param}' must be one of {list(self.values)}, got {str(repr(shown))[:100]}")
+
+    def grammar(self, base: dict[str, Any], state: State) -> dict[str, Any]:
+        if self.many:
+            return _strings_to(base, {"enum": list(self.values)}, len(self.values))
+        return {"enum": list(self.values)}
+
+
+def _range_check(rule: Range, value: Any, param: str) -> None:
+    if not rule.allows(value):
+        raise ToolInputError(f"'{param}' must be {rule.describe()}, got {value!r}")
+
+
+def _range_grammar(rule: Range) -> dict[str, Any]:
+    if rule.kind is int and rule.low is not None and rule.high is not None and rule.high - rule.low < MAX_LIST_ITEMS:
+        return {"enum": list(range(int(rule.low), int(rule.high) + 1))}
+    schema: dict[str, Any] = {"type": "integer" if rule.kind is int else "number"}
+    if rule.low is not None:
+        schema["exclusiveMinimum" if rule.low_open else "minimum"] = rule.low
+    if rule.high is not None:
+        schema["maximum"] = rule.high
+    return schema
+
+
+@dataclass(frozen=True)
+class ReadFile(Rule):
+    """A file the tool opens: one of the readable files whose name ends with one of ``suffixes``."""
+
+    suffixes: tuple[str, ...]
+
+    def check(self, value: Any, param: str, args: Mapping[str, Any], tool: str) -> None:
+        if not isinstance(value, str) or not value.lower().endswith(self.suffixes):
+            raise ToolInputError(f"{tool} reads {', '.join(self.suffixes)} files; {value!r} is not one")
+
+    def grammar(self, base: dict[str, Any], state: State) -> dict[str, Any] | None:
+        readable = [f for f in state.files if f.lower().endswith(self.suffixes)]
+        return {"enum": readable} if readable else None
+
+
+@dataclass(frozen=True)
+class WriteFile(Rule):
+    """A file the tool writes in the sandbox: a name ending with one of ``suffixes`` (as written: the grader
+    reads ``submission.csv``), at most :data:`MAX_NAME_CHARS` characters of letters, digits, ``_ . -`` and
+    ``/`` (a subdirectory)."""
+
+    suffixes: tuple[str, ...]
+
+    @property
+    def pattern(self) -> str:
+        longest = max(map(len, self.suffixes))
+        ends = "|".join(re.escape(s) for s in self.suffixes)
+        return f"^[A-Za-z0-9_./-]{{0,{MAX_NAME_CHARS - longest}}}({ends})$"
+
+    def check(self, value: Any, param: str, args: Mapping[str, Any], tool: str) -> None:
+        # where the path leads is the sandbox's to check (resolve_write), in the tool
+        if not isinstance(value, str) or not value.endswith(self.suffixes):
+            raise ToolInputError(f"{param} {value!r} must end with {' or '.join(self.suffixes)}")
+        if not re.fullmatch(self.pattern[1:-1], value):
+            raise ToolInputError(f"{param} {value!r} must be at most {MAX_NAME_CHARS} characters of letters, "
+                                 "digits, '_', '.', '-' and '/'")
+
+    def grammar(self, base: dict[str, Any], state: State) -> dict[str, Any]:
+        return {"type": "string", "pattern": self.pattern}
+
+
+# --------------------------------------------------------------- a tool's declarations
+@dataclass(frozen=True)
+class Declarations:
+    """Everything about a tool's parameters that depends on the tool alone (computed once per tool)."""
+
+    bound: dict[str, Bound]                 # object parameter -> what it takes
+    rules: dict[str, Any]                   # plain parameter -> its Rule or Range (none: its JSON type only)
+    base: dict[str, dict[str, Any]]         # plain parameter -> JSON schema of its annotation
+    required: tuple[str, ...]               # parameters without a default
+    defaults: dict[str, Any] = field(default_factory=dict)
+    first_frame: str | None = None          # the first binding that takes a DataFrame
+    lists: tuple[str, ...] = ()             # plain parameters whose annotation allows a list
+
+
+def _default_bound(annotation: Any) -> Bound:
+    if annotation is pd.DataFrame:
+        return FRAME
+    if annotation is pd.Series:
+        return SERIES
+    return Bound((Kind("any object", lambda o: True),))
+
+
+_CACHE: dict[int, tuple[Tool, Declarations]] = {}
+
+
+def declarations(tool: Tool) -> Declarations:
+    """The declarations of ``tool``'s parameters (cached per tool: only the state varies per node)."""
+    cached = _CACHE.get(id(tool))
+    if cached is not None and cached[0] is tool:
+        return cached[1]
+    from mltb_core.toolkit.registry import _json_schema
+
+    sig = inspect.signature(tool.func)
+    hints = typing.get_type_hints(tool.func, include_extras=True)
+    bound: dict[str, Bound] = {}
+    rules: dict[str, Any] = {}
+    base: dict[str, dict[str, Any]] = {}
+    lists = []
+    for name in (*tool.object_params, *tool.value_params):
+        annotation = hints.get(name, Any)
+        plain, marks = annotation, ()
+        if typing.get_origin(annotation) is typing.Annotated:
+            plain, *marks = typing.get_args(annotation)
+        if name in tool.object_params:
+            bound[name] = next((m for m in marks if isinstance(m, Bound)), None) or _default_bound(plain)
+            continue
+        rule = next((m for m in marks if isinstance(m, (Rule, Range))), None)
+        if rule is not None:
+            rules[name] = rule
+        schema = _json_schema(plain) or {}
+        base[name] = schema
+        if "array" in str(schema):
+            lists.append(name)
+    first = next((p for p in tool.object_params if _FRAME in bound[p].kinds), None)
+    params = sig.parameters
+    required = tuple(n for n in (*tool.object_params, *tool.value_params)
+                     if params[n].default is inspect.Parameter.empty)
+    defaults = {n: params[n].default for n in (*tool.object_params, *tool.value_params)
+                if params[n].default is not inspect.Parameter.empty}
+    found = Declarations(bound, rules, base, required, defaults, first, tuple(lists))
+    _CACHE[id(tool)] = (tool, found)
+    return found
+
+
+def check_arguments(tool: Tool, kwargs: Mapping[str, Any]) -> None:
+    """Refuse a call whose arguments break their declarations (objects first: column rules read the frames)."""
+    found = declarations(tool)
+    args = {**found.defaults, **kwargs, _FIRST_FRAME_KEY: found.first_frame}
+    for name, rule in found.bound.items():
+        if name in kwargs:
+            rule.check(kwargs[name], name, args, tool.name)
+    for name in tool.value_params:
+        if name not in kwargs:
+            continue
+        value = kwargs[name]
+        if name in found.lists and isinstance(value, list | tuple) and len(value) > MAX_LIST_ITEMS:
+            raise ToolInputError(f"'{name}' lists {len(value)} items; at most {MAX_LIST_ITEMS} in one call "
+                                 "(split the work over several calls)")
+        rule = found.rules.get(name)
+        if rule is None:
+            continue
+        unless = getattr(rule, "unless", None)
+        if unless is not None and args.get(unless[0]) == unless[1]:
+            continue
+        if isinstance(rule, Range):
+            _range_check(rule, value, name)
+        else:
+            rule.check(value, name, args, tool.name)
+
+
+def rule_grammar(rule: Any, base: dict[str, Any], state: State) -> dict[str, Any] | None:
+    """The grammar of a plain argument with ``rule`` (a Rule or a Range) in ``state``."""
+    if isinstance(rule, Range):
+        return _range_grammar(rule)
+    return rule.grammar(base, state)
+
