@@ -53,8 +53,7 @@ def test_bindings_name_existing_objects_of_the_right_kind():
     assert binding_values(predict, "model") == ["clf"]
     assert binding_values(predict, "X_data") == ["train", "test"]
     [fit] = branches(schema, "fit_random_forest_classifier")
-    # features may be one column (a Series), as the fit tools take them; the target is a Series
-    assert binding_values(fit, "X_train") == ["train", "test", "y"] and binding_values(fit, "y_train") == ["y"]
+    assert binding_values(fit, "X_train") == ["train", "test"] and binding_values(fit, "y_train") == ["y"]
     assert fit["properties"]["func_kwargs"]["properties"]["cv"] == {"enum": list(range(2, 21))}
     assert fit["required"] == ["bindings", "func_kwargs", "output"]
     [save] = branches(schema, "save_model")

@@ -55,7 +55,7 @@ PINNED_TOOLS: dict[str, str] = {
     'cast_columns': '9272f75fcd7a54ed',
     'cast_integer_columns_to_float': '4e8fa1fcd9fb211f',
     'cast_numeric_columns': '246eb4160c5301eb',
-    'concatenate_dataframes': 'd63682b9c1831556',
+    'concatenate_dataframes': 'e317a345ca35a2fe',
     'concatenate_train_test': '95bc2c4f27a9bc71',
     'convert_dataframe_to_features_target': '13bef047c7e4e505',
     'convert_to_dataframe': 'fa4fcfe9e3b39258',
@@ -109,7 +109,7 @@ PINNED_TOOLS: dict[str, str] = {
     'predict_target': '4c612fd13296b829',
     'read_data': 'dbcb000cc8aabc24',
     'rename_feature': 'ba41b3b0d2124923',
-    'save_dataframe_to_csv': 'a5ffa17030cfee5f',
+    'save_dataframe_to_csv': '92eac0b82cdf5ff9',
     'save_model': '262e461002b72ae1',
     'split_combined_into_train_test': '722fe64ebae285de',
     'split_string_column': '9a9d494a3683985d',
@@ -123,8 +123,8 @@ PINNED_TOOLS: dict[str, str] = {
     'tune_xgboost_regressor': '62627dd8d3cb36b0',
 }
 PINNED_TOOLSETS: dict[str, dict[str, str]] = {
-    'paper': {'names': '5266ef11212df944', 'catalogue': 'a9541de129b5f311', 'preamble': 'e9f6c825be91fe5e', 'local_catalogue': 'f556db9bd9ba4099', 'schemas': 'f90628fafd9a13e7'},
-    'extended': {'names': '8c28b56ee2cc901a', 'catalogue': '62222396c4d12f46', 'preamble': '2d60b954fca6bde8', 'local_catalogue': 'e8381942b151e740', 'schemas': '986fd94d7aad01a0'},
+    'paper': {'names': '5266ef11212df944', 'catalogue': 'a9541de129b5f311', 'preamble': 'e9f6c825be91fe5e', 'local_catalogue': 'f556db9bd9ba4099', 'schemas': '31f4a019b4c95a75'},
+    'extended': {'names': '8c28b56ee2cc901a', 'catalogue': '62222396c4d12f46', 'preamble': '2d60b954fca6bde8', 'local_catalogue': 'e8381942b151e740', 'schemas': 'd53ec522ecebbcfc'},
 }
 
 

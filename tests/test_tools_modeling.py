@@ -102,7 +102,7 @@ def test_tune_tool_reports_best_params_and_cv(name, pad, ctx, frames):
     assert np.isfinite(model.mltb_cv_score_)
     if name.endswith("classifier"):
         assert model.predict(frames["X"]).dtype == bool
-    failed(run(pad, ctx, name, y=y, cv=1), "'cv' must be an integer number of folds")
+    failed(run(pad, ctx, name, y=y, cv=1), "'cv' must be an integer from 2 to 20")
 
 
 # ------------------------------------------------------------- input checks

@@ -34,7 +34,7 @@ from mltb_core.toolkit.scratchpad import MAX_OBJECT_NAME_CHARS, OBJECT_NAME_PATT
 from mltb_core.toolkit.validation import TRACKING_COLUMN, is_numeric_dtype, require_columns, require_name
 
 __all__ = ["Kind", "Bound", "Rule", "Column", "ColumnKind", "NUMBER", "INTEGER", "NewName", "OneOf", "ReadFile", "WriteFile", "Range",
-           "FRAME", "SERIES", "FEATURES", "TARGET", "TABLE", "PREDICTIONS", "CONVERTIBLE", "ESTIMATOR",
+           "FRAME", "SERIES", "TARGET", "TABLE", "PREDICTIONS", "CONVERTIBLE", "ESTIMATOR",
            "MAX_NAME_CHARS", "MAX_LIST_ITEMS", "OBJECT_NAME", "NEW_NAME", "declarations", "check_arguments",
            "name_schema", "State", "Declarations", "rule_grammar"]
 
@@ -101,7 +101,6 @@ class Bound:
 
 FRAME = Bound((_FRAME,))
 SERIES = Bound((_SERIES,))
-FEATURES = Bound((_FRAME, _SERIES))                  # validation.as_features: a Series is one column
 TARGET = Bound((_SERIES, _ONE_COLUMN, _VECTOR))      # validation.as_target
 TABLE = Bound((_FRAME, _SERIES))                     # what becomes a frame as it is (save, concatenate)
 PREDICTIONS = Bound((_SERIES, _FRAME, _ARRAY))       # predict_target's outputs and their averages

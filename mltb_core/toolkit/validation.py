@@ -147,9 +147,8 @@ def require_csv_path(filepath: Any, param: str = "filepath") -> str:
 
 
 def as_features(X: Any, param: str = "X_train") -> pd.DataFrame:
-    """Features as a non-empty frame with unique column names (a Series is one column)."""
-    if isinstance(X, pd.Series):
-        X = X.to_frame()
+    """Features as a non-empty frame with unique column names (a Series is refused: it is the target's kind,
+    and the call grammar, which offers what this takes, would otherwise offer y_train as X_train)."""
     X = require_frame(X, param)
     if X.shape[0] == 0 or X.shape[1] == 0:
         raise ToolInputError(f"{param} is empty (shape {X.shape})")

@@ -404,8 +404,9 @@ def save_dataframe_to_csv(df: Annotated[pd.DataFrame, TABLE], filepath: Annotate
 
     Parameters
     ----------
-    df : pd.DataFrame
-        The DataFrame to save, e.g. a submission frame.
+    df : pd.DataFrame or pd.Series
+        The DataFrame to save, e.g. a submission frame; a Series (e.g. the
+        output of predict_target) is saved as one column.
     filepath : str
         File name ending in .csv, e.g. "submission.csv".
 

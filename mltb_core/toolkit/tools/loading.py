@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import numpy as np
 import pandas as pd
 
-from mltb_core.toolkit.params import CONVERTIBLE, TABLE, Column, NewName, OneOf, ReadFile
+from mltb_core.toolkit.params import CONVERTIBLE, Column, NewName, OneOf, ReadFile
 from mltb_core.toolkit.registry import (
     PAPER,
     ToolContext,
@@ -269,7 +269,7 @@ def convert_to_dataframe(data: Annotated[Any, CONVERTIBLE],
 
 @make_get_and_set_tool(toolsets=PAPER, stages=("loading", "features"))
 @shared_doc()
-def concatenate_dataframes(df1: Annotated[pd.DataFrame, TABLE], df2: Annotated[pd.DataFrame, TABLE],
+def concatenate_dataframes(df1: Annotated[pd.DataFrame, CONVERTIBLE], df2: Annotated[pd.DataFrame, CONVERTIBLE],
                            axis: Annotated[int, OneOf((0, 1))] = 0) -> pd.DataFrame:
     """Concatenate two DataFrames.
 
@@ -278,10 +278,10 @@ def concatenate_dataframes(df1: Annotated[pd.DataFrame, TABLE], df2: Annotated[p
 
     Parameters
     ----------
-    df1 : pd.DataFrame
-        First DataFrame.
-    df2 : pd.DataFrame
-        Second DataFrame.
+    df1 : pd.DataFrame or pd.Series (or array)
+        First DataFrame (a Series or array is converted to one).
+    df2 : pd.DataFrame or pd.Series (or array)
+        Second DataFrame (converted likewise).
     axis : int
         0 to stack rows, 1 to add columns.
 

@@ -27,7 +27,7 @@ from sklearn.model_selection import GridSearchCV, KFold, StratifiedKFold, cross_
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.multiclass import type_of_target
 
-from mltb_core.toolkit.params import FEATURES, TARGET, Range
+from mltb_core.toolkit.params import TARGET, Range
 from mltb_core.toolkit import limits
 from mltb_core.toolkit.registry import PAPER, ToolContext, ToolInputError, ToolReturn, make_get_and_set_tool
 from mltb_core.toolkit.validation import as_features, as_target
@@ -361,8 +361,6 @@ def _cv_metric(ctx: ToolContext | None, kind: str, y: np.ndarray) -> _CVMetric:
 
 
 def _splitter(cv: Any, kind: str, y: np.ndarray, seed: int):
-    if isinstance(cv, bool) or not isinstance(cv, (int, np.integer)) or not 2 <= cv <= MAX_FOLDS:
-        raise ToolInputError(f"'cv' must be an integer number of folds between 2 and {MAX_FOLDS}, got {cv!r}")
     if cv > len(y):
         raise ToolInputError(f"'cv'={cv} folds need at least {cv} rows; X_train has {len(y)}")
     if kind == "classifier":
@@ -476,7 +474,7 @@ def _register(spec: ModelSpec, tuning: bool) -> Callable:
     tool_name = f"{'tune' if tuning else 'fit'}_{spec.name}"
     run = _tune_with_cv if tuning else _fit_with_cv
 
-    def tool(X_train: Annotated[pd.DataFrame, FEATURES], y_train: Annotated[pd.Series, TARGET],
+    def tool(X_train: pd.DataFrame, y_train: Annotated[pd.Series, TARGET],
              cv: Annotated[int, Range(int, 2, MAX_FOLDS, why="folds")] = 5, ctx: ToolContext | None = None) -> Any:
         return run(spec, X_train, y_train, cv, ctx)
 

@@ -1,0 +1,281 @@
+"""Each tool parameter is declared once (toolkit/params.py): the call grammar offers exactly what the tool takes.
+
+Walks every registered tool over a scratchpad holding one object of each kind a trial makes (frames, a
+Series of predictions, a one-column frame, a fitted model, a tuple of parts, an array) and checks, per
+object parameter and per object, that the grammar offers the object exactly when the executor's check
+lets it through, and that what the grammar leaves out the tool body could not have used either; per
+column argument, that the grammar offers exactly the columns the check takes; per file argument, exactly
+the files; and that names and lists are bounded alike in both.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.linear_model import LogisticRegression
+
+import mltb_core.toolkit.tools  # noqa: F401 - registers the toolset
+from mltb_core.toolkit.constraints import call_schema
+from mltb_core.toolkit.params import (MAX_LIST_ITEMS, MAX_NAME_CHARS, NEW_NAME, OBJECT_NAME, Column, NewName,
+                                      ReadFile, WriteFile, check_arguments, declarations)
+from mltb_core.toolkit.registry import REGISTRY, Tool, ToolInputError, execute
+from mltb_core.toolkit.scratchpad import Scratchpad
+from tool_calls import tool_context
+
+ROWS = 12
+FRAME = pd.DataFrame({"Age": np.arange(ROWS, dtype=float), "Count": np.arange(ROWS), "Planet": ["Mars", "Earth"] * 6,
+                      "Flag": [True, False] * 6, "When": ["2020-01-01"] * ROWS, "_is_train": [1] * 8 + [0] * 4})
+FEATURES = FRAME[["Age", "Count"]]
+LABELS = pd.Series([0, 1] * 6, name="model")
+MODEL = LogisticRegression().fit(FEATURES, LABELS)
+OBJECTS: dict[str, Any] = {
+    "frame": FRAME, "features": FEATURES, "predictions": LABELS, "one_column": LABELS.to_frame(),
+    "model": MODEL, "parts": (FEATURES, LABELS), "array": LABELS.to_numpy(),
+}
+FILES = ["train.csv", "test.csv", "sample.csv.gz", "notes.txt", "model.pkl", "data.json"]
+TOOLS = sorted(REGISTRY, key=lambda t: t.name)
+
+
+def branches(tool: Tool, pad: Scratchpad) -> list[dict[str, Any]]:
+    schema = call_schema([tool], pad, FILES)
+    return [] if schema is None else [b["properties"]["tool_args"] for b in schema["anyOf"]]
+
+
+def offered_bindings(tool: Tool, pad: Scratchpad, param: str) -> set[str]:
+    found = set()
+    for args in branches(tool, pad):
+        prop = args["properties"]["bindings"]["properties"].get(param, {})
+        found |= {prop["const"]} if "const" in prop else set(prop.get("enum", ()))
+    return found
+
+
+def example(schema: dict[str, Any]) -> Any:
+    """A value the schema allows (the first choice everywhere)."""
+    if "const" in schema:
+        return schema["const"]
+    if "enum" in schema:
+        return schema["enum"][0]
+    if "anyOf" in schema:
+        return example(schema["anyOf"][0])
+    kind = schema.get("type")
+    if kind == "array":
+        return [example(schema.get("items", {"type": "string"}))]
+    if kind == "object":
+        return {}
+    if kind == "boolean":
+        return True
+    if kind in ("integer", "number"):
+        return schema.get("minimum", 1)
+    if "pattern" in schema:   # a file to write: its first suffix
+        return "out" + re.search(r"\(\\(\.\w+)", schema["pattern"]).group(1)
+    return "x"
+
+
+def arguments(tool: Tool, objects: dict[str, Any], param: str, obj_name: str) -> tuple[dict, dict] | None:
+    """Bindings and kwargs of a call from the grammar with ``obj_name`` bound to ``param``, the other
+    arguments as the grammar offers them; None when the grammar offers no such call."""
+    pad = Scratchpad(objects=objects)
+    for args in branches(tool, pad):
+        props = args["properties"]["bindings"]["properties"]
+        bindings = {p: example(s) for p, s in props.items() if p in args["properties"]["bindings"]["required"]}
+        bindings[param] = obj_name
+        kwargs = {p: example(s) for p, s in args["properties"]["func_kwargs"]["properties"].items()
+                  if p in args["properties"]["func_kwargs"]["required"]}
+        return bindings, kwargs
+    return None
+
+
+def refusal(tool: Tool, values: dict[str, Any]) -> str | None:
+    try:
+        check_arguments(tool, values)
+    except ToolInputError as exc:
+        return str(exc)
+    return None
+
+
+OBJECT_CASES = [(tool.name, param) for tool in TOOLS for param in tool.object_params]
+
+
+@pytest.mark.parametrize(("tool_name", "param"), OBJECT_CASES, ids=[f"{t}-{p}" for t, p in OBJECT_CASES])
+def test_the_grammar_binds_exactly_the_objects_the_check_takes(tool_name, param, tmp_path):
+    tool = REGISTRY.get(tool_name)
+    offered = offered_bindings(tool, Scratchpad(objects=OBJECTS), param)
+    assert offered, f"{tool_name}: nothing offered as {param!r} on a scratchpad holding every kind"
+    for name, obj in OBJECTS.items():
+        call = arguments(tool, OBJECTS, param, next(iter(offered)))
+        assert call is not None
+        bindings, kwargs = call
+        values = {**{p: OBJECTS[n] for p, n in bindings.items()}, param: obj, **kwargs}
+        refused = refusal(tool, values)
+        kind_refusal = refused is not None and refused.startswith(f"'{param}' must be")
+        assert (name in offered) == (not kind_refusal), (tool_name, param, name, refused)
+        if name in offered:
+            continue
+        # never less: the body, called without the declaration's check, cannot use what the grammar leaves out
+        ctx = tool_context(tmp_path)
+        direct = {**values, **({"ctx": ctx} if tool.wants_ctx else {})}
+        with pytest.raises(Exception):   # noqa: B017 - any failure: the body cannot use this object
+            tool.func(**direct)
+        # and the executor runs the declaration's check before the body
+        result = execute({"tool_name": tool_name, "tool_args": {"bindings": {**bindings, param: name},
+                                                                 "func_kwargs": kwargs, "output": "out"}},
+                         Scratchpad(objects=OBJECTS), ctx)
+        assert not result.ok and f"'{param}' must be" in result.message, result.message
+
+
+def test_the_predictions_are_offered_wherever_the_paper_saves_or_combines_them():
+    """Issue 33: after predict_target the grammar offered only frames as save_dataframe_to_csv's df."""
+    pad = Scratchpad(objects={"test": FRAME, "X_test": FEATURES, "model": MODEL, "preds": LABELS})
+    for tool, param in (("save_dataframe_to_csv", "df"), ("concatenate_dataframes", "df2"),
+                        ("convert_to_dataframe", "data"), ("create_submission", "predictions")):
+        assert "preds" in offered_bindings(REGISTRY.get(tool), pad, param), tool
+    assert offered_bindings(REGISTRY.get("predict_target"), pad, "model") == {"model"}
+
+
+COLUMN_CASES = [(tool.name, param) for tool in TOOLS for param, rule in declarations(tool).rules.items()
+                if isinstance(rule, Column)]
+
+
+@pytest.mark.parametrize(("tool_name", "param"), COLUMN_CASES, ids=[f"{t}-{p}" for t, p in COLUMN_CASES])
+def test_column_arguments_offer_exactly_the_columns_the_check_takes(tool_name, param):
+    tool = REGISTRY.get(tool_name)
+    found = declarations(tool)
+    rule = found.rules[param]
+    owner = rule.owner(found.first_frame)
+    only_frame = {"frame": FRAME, "model": MODEL, "predictions": LABELS}
+    pad = Scratchpad(objects=only_frame)
+    offered: set[str] = set()
+    for args in branches(tool, pad):
+        assert args["properties"]["bindings"]["properties"][owner] == {"const": "frame"}
+        prop = args["properties"]["func_kwargs"]["properties"].get(param)
+        lifted = any("const" in s for p, s in args["properties"]["func_kwargs"]["properties"].items() if p != param)
+        if prop is None or lifted:
+            continue
+        offered |= {v for e in _enums(prop) for v in e}
+        for array in _arrays(prop):
+            assert array["maxItems"] <= MAX_LIST_ITEMS
+    call = arguments(tool, only_frame, owner, "frame")
+    assert call is not None
+    bindings, kwargs = call
+    taken = set()
+    for column in FRAME.columns:
+        values = {**{p: only_frame[n] for p, n in bindings.items()}, **kwargs, param: column}
+        if rule.unless is not None:
+            values[rule.unless[0]] = _other(found, rule.unless)
+        if refusal(tool, values) is None:
+            taken.add(column)
+    assert offered == taken, (tool_name, param)
+    # a name that is no column of the frame: refused unless another argument lifts the rule
+    values = {**{p: only_frame[n] for p, n in bindings.items()}, **kwargs, param: "NoSuchColumn"}
+    assert "unknown column" in (refusal(tool, values) or "")
+
+
+def _other(found: Any, unless: tuple[str, Any]) -> Any:
+    switch, value = unless
+    rule = found.rules.get(switch)
+    return not value if isinstance(value, bool) else next(v for v in rule.values if v != value)
+
+
+def _enums(prop: dict[str, Any]) -> list[list[Any]]:
+    out = [prop["enum"]] if "enum" in prop else []
+    for part in prop.get("anyOf", []) + ([prop["items"]] if "items" in prop else []):
+        out += _enums(part)
+    return out
+
+
+def _arrays(prop: dict[str, Any]) -> list[dict[str, Any]]:
+    out = [prop] if prop.get("type") == "array" else []
+    for part in prop.get("anyOf", []):
+        out += _arrays(part)
+    return out
+
+
+def test_a_lifted_rule_has_a_branch_of_its_own():
+    """convert_dataframe_to_features_target(is_train=false) drops the target if present: any name is taken."""
+    tool = REGISTRY.get("convert_dataframe_to_features_target")
+    test_part = FRAME.drop(columns=["Flag"])
+    assert refusal(tool, {"df": test_part, "target_column": "Flag", "is_train": False}) is None
+    assert "unknown column" in refusal(tool, {"df": test_part, "target_column": "Flag", "is_train": True})
+    kwargs = [b["properties"]["func_kwargs"]["properties"] for b in branches(tool, Scratchpad(objects={"t": test_part}))]
+    assert {json.dumps(k["is_train"]) for k in kwargs} == {'{"enum": [true]}', '{"const": false}'}
+    [free] = [k for k in kwargs if k["is_train"] == {"const": False}]
+    assert free["target_column"] == {"type": "string"}
+
+
+FILE_CASES = [(tool.name, param) for tool in TOOLS for param, rule in declarations(tool).rules.items()
+              if isinstance(rule, ReadFile | WriteFile)]
+
+
+@pytest.mark.parametrize(("tool_name", "param"), FILE_CASES, ids=[f"{t}-{p}" for t, p in FILE_CASES])
+def test_file_arguments_offer_exactly_what_the_check_takes(tool_name, param):
+    tool = REGISTRY.get(tool_name)
+    rule = declarations(tool).rules[param]
+    props = [b["properties"]["func_kwargs"]["properties"][param] for b in branches(tool, Scratchpad(objects=OBJECTS))]
+    assert props
+    candidates = FILES + ["sub/dir/out.csv", "out.CSV", "my file.csv", "a" * (MAX_NAME_CHARS - 3) + "csv",
+                          "a" * MAX_NAME_CHARS + ".csv", "../up.csv", "m.pkl", "m.joblib"]
+    for name in candidates:
+        grammar = any(name in p.get("enum", ()) or ("pattern" in p and re.fullmatch(p["pattern"][1:-1], name))
+                      for p in props)
+        checked = refusal(tool, {**_bound(tool), param: name}) is None
+        if isinstance(rule, ReadFile) and name not in FILES:
+            continue   # a file that does not exist: the grammar cannot offer it, the tool cannot read it
+        assert bool(grammar) == checked, (tool_name, name)
+
+
+def _bound(tool: Tool) -> dict[str, Any]:
+    return {p: OBJECTS[next(iter(offered_bindings(tool, Scratchpad(objects=OBJECTS), p)))]
+            for p in tool.object_params if p in declarations(tool).required}
+
+
+def test_names_and_lists_are_bounded_alike_in_grammar_and_check():
+    name_pattern = re.compile(OBJECT_NAME["pattern"][1:-1])
+    assert name_pattern.fullmatch("a" * MAX_NAME_CHARS) and not name_pattern.fullmatch("a" * (MAX_NAME_CHARS + 1))
+    assert NEW_NAME["maxLength"] == MAX_NAME_CHARS
+    tool = REGISTRY.get("create_numeric_feature")
+    assert isinstance(declarations(tool).rules["name"], NewName)
+    assert refusal(tool, {"df": FRAME, "name": "a" * MAX_NAME_CHARS, "expression": "1"}) is None
+    assert "at most" in refusal(tool, {"df": FRAME, "name": "a" * (MAX_NAME_CHARS + 1), "expression": "1"})
+    split = REGISTRY.get("split_string_column")
+    assert "at most" in refusal(split, {"df": FRAME, "name_prefix": "p", "source_column": "Planet", "delimiter": "/",
+                                        "indices": list(range(MAX_LIST_ITEMS + 1))})
+    assert refusal(split, {"df": FRAME, "name_prefix": "p", "source_column": "Planet", "delimiter": "/",
+                           "indices": list(range(MAX_LIST_ITEMS))}) is None
+    # every array of every tool's grammar is bounded, and every output name
+    text = json.dumps(call_schema(TOOLS, Scratchpad(objects=OBJECTS), FILES))
+    schema = json.loads(text)
+    arrays = _all_arrays(schema)
+    assert arrays and all(0 < a.get("maxItems", 0) <= MAX_LIST_ITEMS for a in arrays)
+
+
+def _all_arrays(node: Any) -> list[dict[str, Any]]:
+    if isinstance(node, list):
+        return [a for v in node for a in _all_arrays(v)]
+    if not isinstance(node, dict):
+        return []
+    own = [node] if node.get("type") == "array" else []
+    return own + [a for k, v in node.items() if k not in ("enum", "const") for a in _all_arrays(v)]
+
+
+def test_the_whole_grammar_converts_for_llama_cpp():
+    gbnf = pytest.importorskip("llama_cpp.llama_grammar")
+    schema = call_schema(TOOLS, Scratchpad(objects=OBJECTS), FILES)
+    grammar = gbnf.json_schema_to_gbnf(json.dumps(schema))
+    assert "root ::=" in grammar
+
+
+def test_every_declaration_is_read_without_error_and_every_doc_line_names_its_kinds():
+    """The doc line's type of an object parameter names every kind its declaration takes."""
+    for tool in TOOLS:
+        found = declarations(tool)
+        doc = inspect.cleandoc(tool.func.__doc__ or "")
+        for param, bound in found.bound.items():
+            head = re.search(rf"^\s*(?:\w+, )*{param}(?:, \w+)*\s*:\s*(.*)$", doc, re.M)
+            assert head, (tool.name, param)
+            unnamed = [kind.words for kind in bound.kinds if kind.doc and not any(w in head.group(1) for w in kind.doc)]
+            assert not unnamed, (tool.name, param, head.group(1), unnamed)
