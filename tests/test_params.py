@@ -279,3 +279,57 @@ def test_every_declaration_is_read_without_error_and_every_doc_line_names_its_ki
             assert head, (tool.name, param)
             unnamed = [kind.words for kind in bound.kinds if kind.doc and not any(w in head.group(1) for w in kind.doc)]
             assert not unnamed, (tool.name, param, head.group(1), unnamed)
+
+
+# ------------------------------------------------------------------ issue 33's done-when, on the OpenAI path
+@pytest.fixture(scope="module")
+def paper_finish_on_openai(tmp_path_factory):
+    """A scripted ReAct trial through the OpenAI backend with constrained calls: the canonical spaceship
+    pipeline, then the paper's finish, save_dataframe_to_csv(df=<predict_target output>)."""
+    import functools
+
+    import mltb_core.llm as llm
+    from fake_openai_server import FakeOpenAIServer, tool_call_reply
+    from mltb_core.bench.tasks import get_task
+    from mltb_core.config import TrialConfig
+    from mltb_core.runner.trial import run_trial
+    from scripted import spaceship_pipeline
+
+    tmp_path = tmp_path_factory.mktemp("paper_finish")
+    model_id = "fake-model"
+    prices = tmp_path / "prices.toml"
+    prices.write_text(f'[models."{model_id}"]\ninput = 0.0\noutput = 0.0\n')
+    calls = spaceship_pipeline(submit=False) + [
+        {"tool_name": "save_dataframe_to_csv",
+         "tool_args": {"bindings": {"df": "preds"}, "func_kwargs": {"filepath": "submission.csv"}}}]
+    with pytest.MonkeyPatch.context() as patch, FakeOpenAIServer(model_ids=(model_id,)) as server:
+        patch.setenv("MLTB_PRICES", str(prices))
+        patch.setenv("OPENAI_API_KEY", "test-key")
+        patch.setenv("OPENAI_BASE_URL", server.base_url)
+        patch.setattr(llm, "make_backend", functools.partial(llm.make_backend, max_retries=0))
+        server.enqueue(*(tool_call_reply(c["tool_name"], c["tool_args"]) for c in calls))
+        config = TrialConfig(planner="react", model=f"openai:{model_id}", constrained_calls=True,
+                             max_iterations=len(calls), llm_cache=False)
+        record = run_trial(get_task("spaceship-titanic"), config, tmp_path / "run")
+        return calls, record, server.requests
+
+
+def test_openai_constrained_calls_offer_the_predictions_to_save_and_the_trial_saves_them(paper_finish_on_openai):
+    """With --constrained-calls on the OpenAI path, the tools sent after predict_target offer its output as
+    save_dataframe_to_csv's df, and the trial's save of it runs (a one-column file)."""
+    calls, record, requests = paper_finish_on_openai
+    predict_at = [c["tool_name"] for c in calls].index("predict_target")
+    after = {t["function"]["name"]: t["function"]["parameters"] for t in requests[predict_at + 1]["tools"]}
+    df = after["save_dataframe_to_csv"]
+    offered = [b["properties"]["bindings"]["properties"]["df"] for b in df.get("anyOf", [df])]
+    assert any("preds" in p.get("enum", [p.get("const")]) for p in offered), offered
+    steps = [json.loads(line) for line in open(record.trajectory)]
+    [*_, saved] = [s for s in steps if s.get("step_type") == "tool_execution_completion"]
+    assert saved["tool_results"][0]["ok"] and "x 1 columns to submission.csv" in json.dumps(saved), saved
+
+
+@pytest.mark.xfail(strict=True, reason="needs helper finish's change (issue 33): a one-column predictions CSV "
+                                       "graded as a valid submission; remove this marker when both are merged")
+def test_the_paper_finish_on_the_openai_path_is_recorded_valid(paper_finish_on_openai):
+    _, record, _ = paper_finish_on_openai
+    assert record.outcome == "valid", (record.stop_reason, record.feedback)
