@@ -24,11 +24,12 @@ __all__ = ["Scratchpad", "MissingObjectError", "ObjectNameError", "OBJECT_NAME_P
 # scratchpad's descriptions and validation's errors share it.
 MAX_LISTED_COLUMNS = 40
 
-# The one rule for a scratchpad name, whatever the backend: an identifier (the constrained local models'
-# grammar uses this pattern, constraints.OBJECT_NAME) of bounded length (the grammar leaves length out: a
-# bounded repeat would blow it up; the parent refuses a longer name in a worker's reply, StepFacts).
+# The one rule for a scratchpad name, whatever the backend: an identifier of bounded length. The call grammar
+# (params.OBJECT_NAME) holds names to the same pattern and bound: a bounded repeat grows the grammar with the
+# bound (64 keeps a whole call's grammar in hundreds of kB), and an unbounded one lets a tiny model ramble
+# inside a name until the reply's token limit.
 OBJECT_NAME_PATTERN = "[A-Za-z_][A-Za-z0-9_]*"
-MAX_OBJECT_NAME_CHARS = 200
+MAX_OBJECT_NAME_CHARS = 64
 _OBJECT_NAME = re.compile(OBJECT_NAME_PATTERN)
 
 
