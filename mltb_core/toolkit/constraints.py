@@ -16,7 +16,7 @@ one the executor checks each call against, so the grammar offers what the tool a
   the tool opens (the tool is not offered when there is none), a word (:class:`params.OneOf`) one of the
   tool's words, a number its :class:`~mltb_core.environment.Range`;
 - names (objects, new columns, files written) have at most ``params.MAX_NAME_CHARS`` characters and lists
-  at most ``params.MAX_LIST_ITEMS`` items; a rule another argument lifts (``target_column`` of test rows
+  at most ``params.MAX_LIST_ITEMS`` items (of columns or new column names: as many as a frame is wide); a rule another argument lifts (``target_column`` of test rows
   with ``is_train`` false, the keys of a cross join) gets a branch of its own with that value.
 
 Only what exists goes in: no task knowledge (the target is in a schema only as a column of a bound
@@ -96,7 +96,7 @@ def _except(schema: dict[str, Any], rule: Any, value: Any) -> dict[str, Any] | N
     return None
 
 
-def _tool_branches(tool: Tool, objects: dict[str, Any], files: list[str]) -> list[dict[str, Any]]:
+def _tool_branches(tool: Tool, objects: dict[str, Any], files: list[str], widest: int) -> list[dict[str, Any]]:
     """The call schemas for ``tool`` in this state; [] when a required input cannot be given."""
     found = declarations(tool)
     candidates = {p: [name for name, obj in objects.items() if found.bound[p].accepts(obj)] for p in tool.object_params}
@@ -115,7 +115,7 @@ def _tool_branches(tool: Tool, objects: dict[str, Any], files: list[str]) -> lis
         chosen = dict(zip(owners, choice)) if choice is not None else {}
         frames = {o: [f for n in ([chosen[o]] if o in chosen else candidates[o])
                       if isinstance(f := objects[n], pd.DataFrame)] for o in owners}
-        state = State(frames, files, found.first_frame)
+        state = State(frames, files, found.first_frame, widest)
         bindings = {p: ({"const": chosen[p]} if p in chosen else {"enum": candidates[p]})
                     for p in tool.object_params if candidates[p]}
         for lifted in [None, *switches]:
@@ -176,7 +176,8 @@ def call_schema(tools: Iterable[Tool], pad: Any, files: list[str]) -> dict[str, 
     """The JSON schema of one call to one of ``tools`` in the state ``pad`` (a Scratchpad) with readable
     ``files``; None when no tool can be called (the caller then sends its unconstrained request)."""
     objects = {name: pad.get(name) for name in pad.names()}
-    branches = [b for tool in tools for b in _tool_branches(tool, objects, files)]
+    widest = max((obj.shape[1] for obj in objects.values() if isinstance(obj, pd.DataFrame)), default=0)
+    branches = [b for tool in tools for b in _tool_branches(tool, objects, files, widest)]
     if not branches:
         return None
     return {"anyOf": branches}

@@ -39,7 +39,8 @@ __all__ = ["Kind", "Bound", "Rule", "Column", "ColumnKind", "NUMBER", "INTEGER",
            "name_schema", "State", "Declarations", "rule_grammar"]
 
 # Bounds every name and list argument has, in the grammar and in the check alike (a tiny model otherwise
-# rambles in a string or repeats a list until the reply's token limit).
+# rambles in a string or repeats a list until the reply's token limit). Lists of columns and of new column
+# names are bounded by the frames' width instead (a wide frame's 200 features are normalized in one call).
 MAX_NAME_CHARS = MAX_OBJECT_NAME_CHARS
 MAX_LIST_ITEMS = 64
 
@@ -116,6 +117,7 @@ class State:
     frames: Mapping[str, list[pd.DataFrame]]     # object parameter -> the frames it may be bound to
     files: list[str]
     first_frame: str | None                       # the tool's first DataFrame binding
+    widest: int = 0                               # most columns of any frame on the scratchpad
 
 
 class Rule:
@@ -204,7 +206,8 @@ class Column(Rule):
             return base   # bound to no frame: the check has nothing to hold it to
         if not names:
             return None
-        return _strings_to(base, {"enum": names}, min(len(names), MAX_LIST_ITEMS))
+        # a longer list repeats a name, which the check refuses: the frame's width bounds it, not MAX_LIST_ITEMS
+        return _strings_to(base, {"enum": names}, len(names))
 
 
 def _first_frame_of(args: Mapping[str, Any]) -> str | None:
@@ -229,7 +232,8 @@ class NewName(Rule):
                                      f"{MAX_NAME_CHARS}")
 
     def grammar(self, base: dict[str, Any], state: State) -> dict[str, Any]:
-        return _strings_to(base, NEW_NAME, MAX_LIST_ITEMS)
+        # one name per column of some frame (rename_feature, convert_to_dataframe): the widest frame bounds it
+        return _strings_to(base, NEW_NAME, max(MAX_LIST_ITEMS, state.widest))
 
 
 @dataclass(frozen=True)
@@ -293,7 +297,8 @@ class WriteFile(Rule):
     @property
     def pattern(self) -> str:
         longest = max(map(len, self.suffixes))
-        ends = "|".join(re.escape(s) for s in self.suffixes)
+        # a dot as a class: llama.cpp's grammar parser knows no "\." escape in a literal
+        ends = "|".join(s.replace(".", "[.]") for s in self.suffixes)
         return f"^[A-Za-z0-9_./-]{{0,{MAX_NAME_CHARS - longest}}}({ends})$"
 
     def check(self, value: Any, param: str, args: Mapping[str, Any], tool: str) -> None:
@@ -383,14 +388,14 @@ def check_arguments(tool: Tool, kwargs: Mapping[str, Any]) -> None:
         if name not in kwargs:
             continue
         value = kwargs[name]
-        if name in found.lists and isinstance(value, list | tuple) and len(value) > MAX_LIST_ITEMS:
+        rule = found.rules.get(name)
+        unless = getattr(rule, "unless", None)
+        lifted = unless is not None and args.get(unless[0]) == unless[1]
+        by_width = isinstance(rule, Column | NewName) and not lifted   # lists as long as a frame is wide
+        if name in found.lists and not by_width and isinstance(value, list | tuple) and len(value) > MAX_LIST_ITEMS:
             raise ToolInputError(f"'{name}' lists {len(value)} items; at most {MAX_LIST_ITEMS} in one call "
                                  "(split the work over several calls)")
-        rule = found.rules.get(name)
-        if rule is None:
-            continue
-        unless = getattr(rule, "unless", None)
-        if unless is not None and args.get(unless[0]) == unless[1]:
+        if rule is None or lifted:
             continue
         if isinstance(rule, Range):
             _range_check(rule, value, name)
