@@ -350,16 +350,17 @@ def declarations(tool: Tool) -> Declarations:
     bound: dict[str, Bound] = {}
     rules: dict[str, Any] = {}
     base: dict[str, dict[str, Any]] = {}
-    lists = []
+    lists: list[str] = []
     for name in (*tool.object_params, *tool.value_params):
         annotation = hints.get(name, Any)
-        plain, marks = annotation, ()
+        plain, marks = annotation, list[Any]()
         if typing.get_origin(annotation) is typing.Annotated:
             plain, *marks = typing.get_args(annotation)
         if name in tool.object_params:
-            bound[name] = next((m for m in marks if isinstance(m, Bound)), None) or _default_bound(plain)
+            declared: Bound | None = next((m for m in marks if isinstance(m, Bound)), None)
+            bound[name] = declared or _default_bound(plain)
             continue
-        rule = next((m for m in marks if isinstance(m, (Rule, Range))), None)
+        rule: Rule | Range | None = next((m for m in marks if isinstance(m, (Rule, Range))), None)
         if rule is not None:
             rules[name] = rule
         schema = _json_schema(plain) or {}
@@ -381,9 +382,9 @@ def check_arguments(tool: Tool, kwargs: Mapping[str, Any]) -> None:
     """Refuse a call whose arguments break their declarations (objects first: column rules read the frames)."""
     found = declarations(tool)
     args = {**found.defaults, **kwargs, _FIRST_FRAME_KEY: found.first_frame}
-    for name, rule in found.bound.items():
+    for name, kind in found.bound.items():
         if name in kwargs:
-            rule.check(kwargs[name], name, args, tool.name)
+            kind.check(kwargs[name], name, args, tool.name)
     for name in tool.value_params:
         if name not in kwargs:
             continue
