@@ -219,6 +219,31 @@ def test_replay_runs_calls_and_reports_a_failing_call(capsys, tmp_path):
     assert document["grade"] is None and document["all_ok"] is False
 
 
+PAPER_FINISH = Path(__file__).parent / "data" / "spaceship-titanic-paper-finish.jsonl"
+
+
+def test_replay_of_the_models_own_path_ending_in_the_papers_finish_is_valid_and_scored(capsys):
+    """Issue 33: the local model's own calls to a fitted model, then save_dataframe_to_csv(df=<predict_target
+    output>) as the paper's agents finish (appendix I): a valid submission, graded with test.csv's row order."""
+    document = run_json(capsys, "replay", TASK, PAPER_FINISH)
+    calls = document["calls"]
+    assert [c["tool_name"] for c in calls[-2:]] == ["predict_target", "save_dataframe_to_csv"]
+    assert calls[-1]["ok"] and "1739 rows x 1 columns" in calls[-1]["message"]
+    grade = document["grade"]
+    assert grade["valid"] is True, grade["reason"]
+    assert 0.7 < grade["score"] < 0.85 and grade["normalized"] > 0.3 and grade["percentile"] is not None
+
+
+def test_replay_concatenating_train_with_itself_is_a_failed_call_naming_test_csv(capsys, tmp_path):
+    calls = write_calls(tmp_path / "twice.jsonl", [
+        read_call("train.csv", "train"),
+        {"tool_name": "concatenate_train_test", "tool_args": {"bindings": {"train_df": "train", "test_df": "train"},
+                                                              "func_kwargs": {}, "output": "combined"}}])
+    document = run_json(capsys, "replay", TASK, calls)
+    failed = document["calls"][1]
+    assert failed["ok"] is False and "test.csv" in failed["message"] and "read_data" in failed["message"]
+
+
 def test_replay_malformed_line_names_the_line(capsys, tmp_path):
     calls = write_calls(tmp_path / "bad.jsonl", [read_call("train.csv", "t"), "",
                                                  '{"tool_name": "read_data", "tool_args": '])

@@ -123,6 +123,110 @@ def test_unnamed_index_column_is_ignored(regression_split, tmp_path):
     assert grade_submission(make_task(problem_type="regression", metric="rmse"), path, regression_split).valid
 
 
+# -- the paper's finish: the predictions alone, ids by test.csv's row order ----------------------
+def _saved(tmp_path, obj, **to_csv):
+    path = Path(tempfile.mkdtemp(dir=tmp_path)) / "submission.csv"
+    obj.to_csv(path, **{"index": False, **to_csv})
+    return path
+
+
+@pytest.mark.parametrize("name", ["y", "model", None, "Age"])
+def test_predictions_alone_are_graded_in_test_csv_row_order(bool_split, tmp_path, name):
+    """As the paper's agents save them (appendix I): one column, any name, no ids, one row per test row."""
+    truth = bool_split.labels["y"]
+    grade = grade_submission(make_task(), _saved(tmp_path, pd.Series(truth.to_numpy(), name=name)), bool_split)
+    assert grade.valid and grade.score == 1.0, grade.reason
+    # row order is the rule: the same values reversed score as their rows say, not 1.0
+    reversed_grade = grade_submission(make_task(), pd.DataFrame({"p": truth.to_numpy()[::-1]}), bool_split)
+    expected = float((truth.to_numpy()[::-1] == truth.to_numpy()).mean())
+    assert reversed_grade.valid and reversed_grade.score == pytest.approx(expected)
+
+
+def test_a_series_saved_with_its_index_is_the_same_one_column(bool_split, tmp_path):
+    truth = bool_split.labels["y"]
+    path = _saved(tmp_path, pd.Series(truth.to_numpy(), name="y"), index=True)
+    assert list(pd.read_csv(path).columns) == ["Unnamed: 0", "y"]
+    assert grade_submission(make_task(), path, bool_split).score == 1.0
+
+
+def test_the_save_tool_writes_a_series_as_one_column_the_grader_accepts(bool_split, tmp_path):
+    from mltb_core.toolkit.registry import ToolContext
+    from mltb_core.toolkit.tools.evaluation import save_dataframe_to_csv
+
+    truth = bool_split.labels["y"]
+    save_dataframe_to_csv(pd.Series(truth.to_numpy(), index=range(5, 5 + len(truth)), name="y"), "submission.csv",
+                          ctx=ToolContext(sandbox=tmp_path))
+    assert list(pd.read_csv(tmp_path / "submission.csv").columns) == ["y"]
+    assert grade_submission(make_task(), tmp_path / "submission.csv", bool_split).score == 1.0
+
+
+def test_a_feature_column_of_test_length_is_graded_honestly(regression_split, tmp_path):
+    """The paper would accept it too: it is scored, and scores badly."""
+    task = make_task(problem_type="regression", metric="rmse")
+    grade = grade_submission(task, pd.DataFrame({"x": np.ones(len(regression_split.labels))}), regression_split)
+    assert grade.valid and grade.normalized < 0.1
+
+
+@pytest.mark.parametrize("make, fragment", [
+    (lambda truth: pd.DataFrame({"y": truth.to_numpy()[:-3]}),
+     "read as predictions in test.csv's row order and needs one row per test.csv row: it has 27 rows, test.csv has 30"),
+    (lambda truth: pd.DataFrame({"y": list(truth.to_numpy()) * 2}), "it has 60 rows, test.csv has 30"),
+    (lambda truth: pd.DataFrame({"y": [None if i == 2 else v for i, v in enumerate(truth)]}),
+     "1 missing prediction(s) in 'y' for id 't1002'"),
+    (lambda truth: pd.DataFrame({"a": truth.to_numpy(), "b": 1}),
+     "the submission has 2 columns 'a', 'b' and no 'id' column: save either the predictions alone"),
+    (lambda truth: pd.DataFrame({"id": [f"t{1000 + i}" for i in range(len(truth))]}), "missing column(s) ['y']"),
+    (lambda truth: pd.DataFrame({"id": [f"t{1000 + i}" for i in range(len(truth))], "model": truth.to_numpy()}),
+     "unexpected column(s) ['model']"),
+])
+def test_predictions_alone_stay_invalid_when_wrong(bool_split, make, fragment):
+    grade = grade_submission(make_task(), make(bool_split.labels["y"]), bool_split)
+    assert not grade.valid and fragment in grade.reason, grade.reason
+
+
+def test_multiclass_probabilities_alone_are_the_class_columns(cover_split):
+    task = make_task(problem_type="multiclass", metric="log_loss", prediction="probability")
+    onehot = pd.get_dummies(cover_split.labels["y"]).reindex(columns=range(1, 8), fill_value=0).astype(float)
+    grade = grade_submission(task, onehot.rename(columns=str), cover_split)
+    assert grade.valid and grade.normalized == pytest.approx(1.0), grade.reason
+    grade = grade_submission(task, onehot.rename(columns=str).iloc[:, :3], cover_split)
+    assert not grade.valid and "the predictions alone (the columns ['1', '2'" in grade.reason
+
+
+def test_the_stage_ten_check_and_the_grader_share_the_rule(bool_split, tmp_path):
+    """Whatever the grader accepts, stage 10 accepts, and the other way round, with the same reason."""
+    from mltb_core.planners.rewards import StageContext, check_submission
+
+    task = make_task()
+    ctx = StageContext.from_files(task, bool_split.train_path, bool_split.test_path)
+    truth = bool_split.labels["y"]
+    ids = bool_split.labels["id"]
+    cases = [pd.Series(truth.to_numpy(), name="y"), pd.DataFrame({"id": ids, "y": truth}),
+             pd.DataFrame({"y": truth.to_numpy()[:-1]}), pd.DataFrame({"a": truth, "b": 1}),
+             pd.DataFrame({"id": ids}), pd.DataFrame({"y": ["maybe"] * len(truth)})]
+    for i, case in enumerate(cases):
+        path = _saved(tmp_path, case)
+        grade = grade_submission(task, path, bool_split)
+        ok, reason = check_submission(ctx, path.read_bytes())
+        assert ok == grade.valid and (ok or reason == grade.reason), (i, reason, grade.reason)
+    for content in (b"", b"y\nTrue,1,2\nFalse\n"):   # unreadable bytes: the same reason too
+        path = tmp_path / "bad.csv"
+        path.write_bytes(content)
+        ok, reason = check_submission(ctx, content)
+        assert not ok and not grade_submission(task, path, bool_split).valid
+
+
+def test_held_out_labels_are_in_test_csv_row_order():
+    """The row-order rule rests on this: the split writes test.csv and the labels from one frame."""
+    from mltb_core.bench.splits import prepare_split
+    from mltb_core.bench.tasks import get_task
+
+    task = get_task("spaceship-titanic")
+    split = prepare_split(task, seed=0)
+    test_ids = pd.read_csv(split.test_path, usecols=[task.id_column])[task.id_column]
+    assert split.read_labels()[task.id_column].tolist() == test_ids.tolist()
+
+
 def test_numeric_ids_match_across_types(tmp_path):
     labels = pd.DataFrame({"id": [1, 2, 3], "y": [1.0, 2.0, 3.0]})
     task = make_task(problem_type="regression", metric="rmse")

@@ -89,42 +89,94 @@ def test_feature_blow_up_is_reported(spaceship):
     assert run_script(spaceship, script, max_features=5)[-1].progress.stage == 5
 
 
-def test_invalid_submission_gets_a_reason(spaceship):
-    task, split, data_dir, out = spaceship
+def test_invalid_submission_gets_a_reason_and_the_calls_that_fix_it(spaceship):
+    # predictions of the train features: one column, but of the train length
     script = spaceship_pipeline(submit=False) + [
-        call("save_dataframe_to_csv", {"df": "preds"}, filepath="submission.csv")]
+        call("predict_target", {"model": "model", "X_data": "X_train"}, "train_preds"),
+        call("save_dataframe_to_csv", {"df": "train_preds"}, filepath="submission.csv")]
     nodes = run_script(spaceship, script)
     final = nodes[-1]
     assert not final.terminal and final.progress.stage == 9
-    assert "The submission is invalid" in final.progress.feedback and "PassengerId" in final.progress.feedback
+    feedback = final.progress.feedback
+    assert "The submission is invalid" in feedback and "test.csv has 1739" in feedback, feedback
+    # names the call that completes the stage, with the path's own test predictions
+    assert "save_dataframe_to_csv(df='preds', filepath='submission.csv')" in feedback, feedback
 
 
-def test_feedback_can_be_switched_off(spaceship):
-    nodes = run_script(spaceship, spaceship_pipeline()[:4], feedback=False)
-    assert "Stage check" not in nodes[-1].observation
-    assert "Data cleaning incomplete" in nodes[-1].progress.feedback  # still computed for the record
+def test_the_papers_finish_saving_the_predictions_alone_completes_stage_ten(spaceship):
+    script = spaceship_pipeline(submit=False)
+    before = run_script(spaceship, script)[-1]
+    assert before.progress.stage == 9
+    assert "save_dataframe_to_csv(df='preds', filepath='submission.csv')" in before.progress.feedback
+    nodes = run_script(spaceship, script + [call("save_dataframe_to_csv", {"df": "preds"},
+                                                 filepath="submission.csv")])
+    final = nodes[-1]
+    assert final.ok and final.terminal and final.progress.done, final.progress.feedback
 
 
-def test_stage_names_match_the_paper_subtasks():
-    assert [s.number for s in REWARD_STAGES] == list(range(1, 11))
-    assert stage_index("modeling") == 9
-    with pytest.raises(KeyError):
-        stage_index("cooking")
+def test_a_frame_of_several_columns_without_ids_is_invalid_with_a_reason(spaceship):
+    script = spaceship_pipeline(submit=False) + [
+        call("save_dataframe_to_csv", {"df": "X_test"}, filepath="submission.csv")]
+    final = run_script(spaceship, script)[-1]
+    assert not final.terminal and final.progress.stage == 9
+    assert "no 'PassengerId' column" in final.progress.feedback and "predictions alone" in final.progress.feedback
 
 
-def test_forest_cover_stage_nine_quality_uses_its_class_weights():
-    # issue 18: the weighted-accuracy metric was called without its class weights, the baseline came back
-    # None and stage 9's quality sat at 0.5 whatever the model scored
+def test_every_stage_feedback_names_a_tool_call(spaceship):
+    """Each stage's first feedback (the path stopped just before it) names a call that completes it."""
+    script = spaceship_pipeline(submit=False)
+    nodes = run_script(spaceship, script)
+    feedback = {n.progress.stage + 1: n.progress.feedback for n in reversed(nodes) if n.progress.feedback}
+    task, split, data_dir, out = spaceship
+    expected = {2: "read_data(filepath='test.csv')", 3: "concatenate_train_test(train_df='train', test_df='test')",
+                4: "fillna_with_mode(df='combined', columns=[", 5: "label_encode(df='combined', columns=[",
+                10: "predict_target(model='model', X_data='X_test'), then save_dataframe_to_csv("}
+    for stage, fragment in expected.items():
+        assert fragment in feedback[stage], (stage, feedback[stage])
+    first = run_script(spaceship, [call("get_dataframe_summary", {"df": "nothing"})])[-1]
+    assert "read_data(filepath='train.csv')" in first.progress.feedback
+    stage_ctx = StageContext.from_split(task, split)
+    from mltb_core.planners.rewards import PathLog, Progress, advance
+    from mltb_core.toolkit.scratchpad import Scratchpad
+
+    for stage in range(6, 10):   # a path that has passed stage-1 checks up to `stage`, with nothing after it
+        progress, _ = advance(stage_ctx, Progress(stage=stage - 1), Scratchpad(), PathLog(), {})
+        assert progress.stage == stage - 1
+        tool = {6: "split_combined_into_train_test(combined=", 7: "convert_dataframe_to_features_target(df=",
+                8: "is_train=false)", 9: "fit_lightgbm_classifier(X_train="}[stage]
+        assert tool in progress.feedback, (stage, progress.feedback)
+
+
+def test_stage_six_needs_the_target_on_the_train_part(spaceship):
+    script = spaceship_pipeline(submit=False)[:7] + [
+        call("drop_feature", {"df": "combined"}, "combined", column="Transported"),
+        call("split_combined_into_train_test", {"combined": "combined"}, ["train_df", "test_df"])]
+    final = run_script(spaceship, script)[-1]
+    assert final.ok and final.progress.stage == 5
+    assert "has no target column 'Transported'" in final.progress.feedback, final.progress.feedback
+    assert "split_combined_into_train_test(combined='combined')" in final.progress.feedback
+
+
+def test_stage_eight_names_missing_values_as_the_cause(spaceship):
+    import numpy as np
     import pandas as pd
 
-    from mltb_core.planners.rewards import _constant_baseline, _quality
+    from mltb_core.planners.rewards import PathLog, Progress, advance
+    from mltb_core.toolkit.scratchpad import Scratchpad
 
-    task = get_task("forest-cover-type-kernels-only")
-    y = pd.Series([c for c in range(1, 8) for _ in range(30)])          # a balanced train sample, as Kaggle's
-    baseline = _constant_baseline(task, y)
-    weights = task.scoring["class_weights"]
-    # the grader's baseline: the heaviest class ("2") everywhere, whose weighted accuracy is its weight share
-    assert baseline == pytest.approx(weights["2"] / sum(weights.values()))
-    ctx = StageContext(task, len(y), 10, pd.Series(range(10)), y, 1000, original_features=3)
-    ctx.cv_baseline = baseline
-    assert _quality(ctx, 0.9) > _quality(ctx, 0.7) > 0.0 and _quality(ctx, 0.9) != 0.5
+    task, split, data_dir, out = spaceship
+    stage_ctx = StageContext.from_split(task, split)
+    columns = ["Age", "VIP"]
+    gappy = pd.DataFrame({"Age": np.where(np.arange(stage_ctx.n_test) % 3 == 0, np.nan, 30.0), "VIP": 0})
+    pad = Scratchpad(objects={"X_test": gappy})
+    log = PathLog(frozenset({"convert_dataframe_to_features_target"}),
+                  (("X_test", "convert_dataframe_to_features_target"),))
+    progress, _ = advance(stage_ctx, Progress(stage=7), pad, log, {"X_train_columns": columns, "test_part": "test_df"})
+    feedback = progress.feedback
+    assert progress.stage == 7
+    assert "'X_test' have the training columns" in feedback and "missing values remain in 1 column(s): Age (" in feedback
+    assert "missing []" not in feedback and "convert_dataframe_to_features_target(df='test_df'" in feedback
+    # a frame that really lacks columns is reported by its column difference
+    pad = Scratchpad(objects={"X_test": gappy.drop(columns="VIP").fillna(0)})
+    progress, _ = advance(stage_ctx, Progress(stage=7), pad, log, {"X_train_columns": columns})
+    assert "missing ['VIP'], extra []" in progress.feedback, progress.feedback

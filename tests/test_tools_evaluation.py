@@ -78,6 +78,23 @@ def test_predict_target_aligns_column_order(pad, ctx):
     assert pad["pred"].tolist() == pad["y"].tolist()
 
 
+def test_predict_target_names_the_predictions_after_the_tasks_target(pad, ctx, tmp_path):
+    """Saved as they are (the paper's finish), they are the submission's target column."""
+    result = call(pad, ctx, "predict_target", {"model": "clf", "X_data": "X"}, {"model_name": "CatBoost"}, "pred")
+    assert result.ok and pad["pred"].name == "Transported"
+    assert "Predictions of CatBoost for 20 rows, named 'Transported'" in result.message
+    assert call(pad, ctx, "predict_target", {"model": "clf", "X_data": "X"}, {"return_probabilities": True},
+                "proba").ok
+    assert pad["proba"].name == "Transported"
+    assert call(pad, ctx, "save_dataframe_to_csv", {"df": "pred"}, {"filepath": "submission.csv"}).ok
+    assert pd.read_csv(ctx.sandbox / "submission.csv").columns.tolist() == ["Transported"]
+    # without a task (a bare context) the model's name is used
+    (tmp_path / "bare").mkdir()
+    bare = tool_context(tmp_path / "bare")
+    assert call(pad, bare, "predict_target", {"model": "clf", "X_data": "X"}, output="p2").ok
+    assert pad["p2"].name == "model"
+
+
 def test_predict_target_reports_missing_and_extra_columns(pad, ctx):
     result = call(pad, ctx, "predict_target", {"model": "clf", "X_data": "X_bad"}, output="pred")
     assert_error(result, "predict_target", "missing 1 column(s) the model was trained on: ['a']")

@@ -80,6 +80,21 @@ def test_concatenate_train_test_refuses_already_combined(pad, ctx):
     assert_error(result, "already has a '_is_train'")
 
 
+def test_concatenate_train_test_refuses_one_frame_given_twice(pad, ctx):
+    """Issue 33: train bound to both arguments 'succeeded' and the trial never read test.csv."""
+    result = call(pad, ctx, "concatenate_train_test", {"train_df": "train", "test_df": "train"}, output="combined")
+    assert_error(result, "train_df and test_df are the same data")
+    assert "read test.csv with read_data first" in result.message.replace("Read", "read")
+    assert "filepath 'test.csv'" in result.message and "combined" not in pad
+    # a second read of the same file is the same data too
+    assert call(pad, ctx, "read_data", kwargs={"filepath": "train.csv"}, output="train_again").ok
+    result = call(pad, ctx, "concatenate_train_test", {"train_df": "train", "test_df": "train_again"}, output="c")
+    assert_error(result, "same data")
+    # different data of the same shape is not refused
+    pad["other"] = pad["train"].assign(Age=[1.0, 2.0, 3.0])
+    assert call(pad, ctx, "concatenate_train_test", {"train_df": "train", "test_df": "other"}, output="c").ok
+
+
 def test_split_round_trip(pad, ctx):
     call(pad, ctx, "concatenate_train_test", {"train_df": "train", "test_df": "test"}, output="combined")
     result = call(pad, ctx, "split_combined_into_train_test", {"combined": "combined"}, output="parts")

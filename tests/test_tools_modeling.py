@@ -126,6 +126,30 @@ def test_length_mismatch_and_infinite_values(pad, ctx, frames):
     failed(run(pad, ctx, "fit_xgboost_regressor", X="X_inf", y="y_reg"), "['a']", "infinite")
 
 
+def test_a_classifier_refuses_hundreds_of_classes_naming_the_tasks_target(pad, ctx, frames, tmp_path):
+    """Issue 33: 'Spa' taken as the target sent LightGBM over ~1,000 classes into the 300-s limit."""
+    spend = pd.Series(np.arange(N) * 7.0, name="Spa")        # integral floats: sklearn calls them multiclass
+    pad["y_spa"] = spend
+    task = SimpleNamespace(target="Transported", problem_type="binary", metric="accuracy")
+    with_task = tool_context(tmp_path, seed=7, task=task)
+    original = modeling.MAX_CLASSES
+    try:
+        modeling.MAX_CLASSES = 50         # the tiny frame has 90 rows; the rule is the same at 100
+        result = failed(run(pad, with_task, "fit_lightgbm_classifier", y="y_spa", cv=3),
+                        "y_train ('Spa') has 90 distinct values, more than the 50 classes")
+        assert "the task's target is 'Transported'" in result.message
+        assert "target_column='Transported'" in result.message
+        # the task's own target may have that many classes
+        pad["y_own"] = spend.rename("Transported").astype(int) % 60
+        ok(run(pad, with_task, "fit_random_forest_classifier", y="y_own", cv=2))
+        # a regression task's target fitted by a classifier: told to use a regressor
+        regression = tool_context(tmp_path, task=SimpleNamespace(target="Spa", problem_type="regression",
+                                                                       metric="rmse"))
+        failed(run(pad, regression, "fit_random_forest_classifier", y="y_spa", cv=2), "*_regressor")
+    finally:
+        modeling.MAX_CLASSES = original
+
+
 def test_wrong_problem_type(pad, ctx, frames):
     failed(run(pad, ctx, "fit_random_forest_classifier", y="y_reg", cv=2), "continuous", "regressor")
     pad["y_text"] = frames["y_class"].map({1: "one", 3: "three", 5: "five", 7: "seven"})

@@ -17,6 +17,7 @@ leaderboard fixture) do raise, so they surface as infrastructure errors.
 """
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Callable
 import warnings
@@ -29,9 +30,9 @@ import pandas as pd
 from mltb_core.bench.fixtures import FIXTURES
 from mltb_core.bench.leaderboards import Leaderboard
 from mltb_core.bench.metrics import Metric, task_metric
-from mltb_core.bench.tasks import DEFAULT_BOARD, board_file, check_board, percentile_note
+from mltb_core.bench.tasks import DEFAULT_BOARD, SUBMISSION_FILE, board_file, check_board, percentile_note
 
-__all__ = ["Grade", "grade_submission", "validate_submission", "safe_text", "MAX_REASON_CHARS", "baseline_prediction",
+__all__ = ["Grade", "grade_submission", "check_submission", "validate_submission", "safe_text", "MAX_REASON_CHARS", "baseline_prediction",
            "baseline_description", "metric_inputs",
            "normalized_score", "task_leaderboard", "LEADERBOARDS_DIR"]
 
@@ -139,7 +140,7 @@ def _validate(task, submission_df, labels_df, classes):
     per_class = _is_multiclass_probability(task)
     expected_cols = [id_col] + ([str(c) for c in classes] if per_class else [target])
 
-    submission = _drop_index_columns(submission_df)
+    submission = _with_ids(_drop_index_columns(submission_df), labels_df, id_col, expected_cols[1:])
     _check_columns(submission, expected_cols)
     if submission.empty:
         raise _Invalid(f"submission has no rows; expected {len(labels_df)}")
@@ -179,6 +180,37 @@ def _drop_index_columns(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.drop(columns=unnamed) if unnamed else frame
 
 
+def _with_ids(submission: pd.DataFrame, labels_df: pd.DataFrame, id_col: str,
+              prediction_cols: list[str]) -> pd.DataFrame:
+    """The submission in the Kaggle form [id, predictions...]: the paper's finish gets its ids by row order.
+
+    The paper's agents save ``predict_target``'s output as it is (appendix I: ``save_dataframe_to_csv(
+    df="test_predictions")``): one column of predictions, one row per test.csv row in its order, no ids.
+    Without the id column, one column (any name) or exactly the per-class columns is read that way; the
+    held-out labels are in test.csv's row order (``splits`` writes both from one frame), so the ids come
+    from them. A frame with the id column, or any other shape, is left for the column check to judge.
+    """
+    present = [str(c) for c in submission.columns]
+    if id_col in present or not present:
+        return submission
+    if len(prediction_cols) == 1:
+        predictions_only = len(present) == 1
+    else:   # per-class probabilities: exactly the class columns
+        predictions_only = sorted(present) == sorted(prediction_cols)
+    if not predictions_only:
+        form = "one column" if len(prediction_cols) == 1 else f"the columns {prediction_cols}"
+        raise _Invalid(f"the submission has {len(present)} columns {_some(present)} and no {id_col!r} column: save "
+                       f"either the predictions alone ({form}, one row per test.csv row, in its order) or a frame "
+                       f"with exactly the columns {[id_col, *prediction_cols]}")
+    if len(submission) != len(labels_df):
+        raise _Invalid(f"the submission has no {id_col!r} column, so it is read as predictions in test.csv's row "
+                       f"order and needs one row per test.csv row: it has {len(submission)} rows, test.csv has "
+                       f"{len(labels_df)} (predict the test features, not the train features)")
+    frame = submission.set_axis(prediction_cols if len(prediction_cols) == 1 else present, axis=1)
+    frame.insert(0, id_col, labels_df[id_col].to_numpy())
+    return frame.reset_index(drop=True)
+
+
 def _check_columns(submission: pd.DataFrame, expected: list[str]) -> None:
     present = [str(c) for c in submission.columns]
     missing = [c for c in expected if c not in present]
@@ -193,7 +225,7 @@ def _check_columns(submission: pd.DataFrame, expected: list[str]) -> None:
         problems.append(f"duplicated column(s) {duplicated}")
     if problems:
         raise _Invalid(f"{'; '.join(problems)}: the submission must have exactly the columns "
-                       f"{expected} (found {present})")
+                       f"{expected} (found {present}), or be the predictions alone in test.csv's row order")
 
 
 def _id_keys(ids: pd.Series) -> pd.Series:
@@ -438,31 +470,48 @@ def task_leaderboard(task, metric: Metric | None = None, board: str = DEFAULT_BO
                             total_teams=getattr(task, "leaderboard_teams", None))
 
 
-def _read_submission(submission) -> pd.DataFrame:
+def _read_submission(submission: Path | str | bytes | pd.DataFrame) -> pd.DataFrame:
+    """The submission as a frame: a frame as given, a file's or a snapshot's bytes read as CSV."""
     if isinstance(submission, pd.DataFrame):
         return submission
-    path = Path(submission)
-    if path.is_dir():
-        raise _Invalid(f"the submission path {path} is a directory, not a CSV file")
-    if not path.is_file():
-        raise _Invalid(f"submission file not found: {path}")
+    if isinstance(submission, bytes):
+        source: Path | io.BytesIO = io.BytesIO(submission)
+        label, where = SUBMISSION_FILE, SUBMISSION_FILE
+    else:
+        path = source = Path(submission)
+        label, where = path.name, str(path)
+        if path.is_dir():
+            raise _Invalid(f"the submission path {path} is a directory, not a CSV file")
+        if not path.is_file():
+            raise _Invalid(f"submission file not found: {path}")
     try:
         with warnings.catch_warnings():
             # index_col=False: rows with more fields than the header must not silently turn
             # the first column into an index; pandas only warns about them, so make it an error.
             warnings.simplefilter("error", pd.errors.ParserWarning)
-            return pd.read_csv(path, index_col=False)
+            return pd.read_csv(source, index_col=False)
     except pd.errors.EmptyDataError:
-        raise _Invalid(f"submission file is empty: {path}") from None
+        raise _Invalid(f"submission file is empty: {where}") from None
     except pd.errors.ParserWarning:
-        raise _Invalid(f"submission is not a readable CSV ({path.name}): some rows have more "
+        raise _Invalid(f"submission is not a readable CSV ({label}): some rows have more "
                        f"fields than the header") from None
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
-        raise _Invalid(f"submission is not a readable CSV ({path.name}): "
+        raise _Invalid(f"submission is not a readable CSV ({label}): "
                        f"{(str(exc).strip().splitlines() or [type(exc).__name__])[0]}") from None
     except Exception as exc:  # noqa: BLE001 - OverflowError, MemoryError, ...: the file's failure, said plainly
-        raise _Invalid(f"submission could not be read as CSV ({path.name}): {type(exc).__name__}: "
+        raise _Invalid(f"submission could not be read as CSV ({label}): {type(exc).__name__}: "
                        f"{str(exc).strip()[:300]}") from None
+
+
+def check_submission(task, submission: Path | str | bytes | pd.DataFrame, labels_df: pd.DataFrame,
+                     classes=None) -> tuple[bool, str, pd.Series | pd.DataFrame | None]:
+    """Read and validate a submission (a path, the file's bytes or a frame): the one rule the grader and
+    the stage-10 check of the search share. Returns :func:`validate_submission`'s triple."""
+    try:
+        submission_df = _read_submission(submission)
+    except _Invalid as exc:
+        return False, safe_text(str(exc)), None
+    return validate_submission(task, submission_df, labels_df, classes=classes)
 
 
 def _split_source(split) -> str | None:
@@ -485,17 +534,13 @@ def grade_submission(task, submission: Path | str | pd.DataFrame, split, board: 
     """Validate, score and place a submission; invalid submissions give ``Grade(valid=False)``."""
     check_board(board)
     metric = task_metric(task)
-    try:
-        submission_df = _read_submission(submission)
-    except _Invalid as exc:
-        return Grade.invalid(str(exc), metric=metric.name)
-    labels = split.read_labels()   # verified against the split's recorded SHA-256
+    labels = split.read_labels()   # verified against the split's recorded SHA-256; in test.csv's row order
     train_target = pd.read_csv(split.train_path, usecols=[task.target])[task.target]
     classes = None
     if task.problem_type != "regression":
         classes = sorted(set(_sorted_classes(train_target)) | set(_sorted_classes(labels[task.target])))
 
-    ok, reason, predictions = validate_submission(task, submission_df, labels, classes=classes)
+    ok, reason, predictions = check_submission(task, submission, labels, classes=classes)
     if not ok:
         return Grade.invalid(reason, metric=metric.name)
 

@@ -7,7 +7,6 @@ submission), which the MCTS planners feed back to the model.
 """
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ import pandas as pd
 
 # The stage list itself (names, titles, count) lives in the lowest layer: prompts and front ends read it too.
 from mltb_core.bench.stages import REWARD_STAGES, Stage, stage_index
+from mltb_core.bench.tasks import SUBMISSION_FILE
 from mltb_core.toolkit.scratchpad import Scratchpad
 from mltb_core.toolkit.validation import TRACKING_COLUMN
 
@@ -215,24 +215,33 @@ class _Checker:
     def _skip(self) -> set[str]:
         return {TRACKING_COLUMN, self.task.target}
 
+    # Every feedback names the tool call(s) that complete the stage, with the path's own object names where
+    # an earlier stage found them (``self.found``), so the model can act on it without the catalogue.
+    def _name(self, key: str, default: str) -> str:
+        return str(self.found.get(key) or default)
+
     def stage1(self) -> tuple[bool, str]:
         for name, f in self.frames:
             if self.log.writer(name) == "read_data" and len(f) == self.ctx.n_train and self.task.target in f.columns:
+                self.found["train"] = name
                 return True, ""
-        return False, ("Train data not loaded yet: read the training CSV with read_data "
+        return False, ("Train data not loaded yet: read_data(filepath='train.csv') "
                        f"(expect {self.ctx.n_train} rows with the target column {self.task.target!r}).")
 
     def stage2(self) -> tuple[bool, str]:
         for name, f in self.frames:
             if (self.log.writer(name) == "read_data" and len(f) == self.ctx.n_test
                     and self.task.target not in f.columns):
+                self.found["test"] = name
                 return True, ""
-        return False, f"Test data not loaded yet: read the test CSV with read_data (expect {self.ctx.n_test} rows)."
+        return False, (f"Test data not loaded yet: read_data(filepath='test.csv') (expect {self.ctx.n_test} rows "
+                       f"without the target column {self.task.target!r}).")
 
     def stage3(self) -> tuple[bool, str]:
         if "concatenate_train_test" in self.log.tools_used and self._combined():
             return True, ""
-        return False, ("Train and test are not combined yet: use concatenate_train_test so cleaning and "
+        return False, ("Train and test are not combined yet: concatenate_train_test(train_df="
+                       f"{self._name('train', 'train')!r}, test_df={self._name('test', 'test')!r}) so cleaning and "
                        "encoding treat both alike (it adds the tracking column '_is_train').")
 
     def stage4(self) -> tuple[bool, str]:
@@ -241,44 +250,68 @@ class _Checker:
             if not f.isna().any().any():
                 return True, ""
         if not combined:
-            return False, "The combined train+test frame (with '_is_train') is gone; recombine train and test."
-        return False, "Data cleaning incomplete: " + _nan_report(combined[0][1]) + "."
+            return False, ("The combined train+test frame (with '_is_train') is gone; recombine train and test: "
+                           f"concatenate_train_test(train_df={self._name('train', 'train')!r}, "
+                           f"test_df={self._name('test', 'test')!r}).")
+        name, frame = combined[0]
+        gaps = [c for c in frame.columns if frame[c].isna().any()]
+        numeric = [c for c in gaps if pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])]
+        other = [c for c in gaps if c not in numeric]
+        tools = []
+        if numeric:
+            tools.append(f"fillna_with_median(df={name!r}, columns={_shown(numeric)})")
+        if other:
+            tools.append(f"fillna_with_mode(df={name!r}, columns={_shown(other)})")
+        return False, (f"Data cleaning incomplete: {_nan_report(frame)}. Fill them: {' and '.join(tools)}, "
+                       f"or drop_feature(df={name!r}, column=[...]) for columns not worth keeping.")
 
     def stage5(self) -> tuple[bool, str]:
         combined = [(n, f) for n, f in self._combined() if not f.isna().any().any()]
         if not combined:
-            return False, "Feature engineering needs a combined frame without missing values."
+            return False, ("Feature engineering needs a combined frame without missing values: fill the combined "
+                           "frame (fillna_with_median / fillna_with_mode) and keep its '_is_train' column.")
         notes = []
-        for _, f in combined:
+        for name, f in combined:
             bad = _unencoded(f, self._skip())
             n_features = f.shape[1] - len(self._skip() & set(f.columns))
             if not bad and n_features <= self.ctx.feature_bound:
+                self.found["combined"] = name
                 return True, ""
             if bad:
                 notes.append(f"Categorical columns still unencoded: {_describe_unencoded(f, bad)}. Encode them "
-                             "(label_encode / one_hot_encode for few levels) or drop identifiers and free text.")
+                             f"with label_encode(df={name!r}, columns={_shown(bad)}) (one_hot_encode for few "
+                             f"levels), or drop identifiers and free text with drop_feature(df={name!r}, "
+                             "column=[...]).")
             if n_features > self.ctx.feature_bound:
                 notes.append(f"Feature count blew up to {n_features} (bound {self.ctx.feature_bound}; the raw data "
-                             f"had {self.ctx.original_features}): drop high-cardinality columns instead of one-hot "
-                             "encoding them.")
+                             f"had {self.ctx.original_features}): drop high-cardinality columns (drop_feature) "
+                             "instead of one-hot encoding them.")
             break
         return False, " ".join(notes)
 
     def stage6(self) -> tuple[bool, str]:
+        target = self.task.target
+        split_call = f"split_combined_into_train_test(combined={self._name('combined', 'combined')!r})"
         if "split_combined_into_train_test" not in self.log.tools_used:
-            return False, ("Split the encoded combined frame back into train and test with "
-                           "split_combined_into_train_test.")
-        trains = [f for n, f in self.frames if self.log.writer(n) == "split_combined_into_train_test"
-                  and len(f) == self.ctx.n_train and TRACKING_COLUMN not in f.columns]
-        tests = [f for n, f in self.frames if self.log.writer(n) == "split_combined_into_train_test"
-                 and len(f) == self.ctx.n_test and TRACKING_COLUMN not in f.columns]
-        for tr in trains:
-            if not _unencoded(tr, self._skip()) and not tr.drop(columns=[self.task.target], errors="ignore").isna().any().any():
-                if tests:
-                    return True, ""
+            return False, f"Split the encoded combined frame back into train and test: {split_call}."
+        parts = [(n, f) for n, f in self.frames if self.log.writer(n) == "split_combined_into_train_test"
+                 and TRACKING_COLUMN not in f.columns]
+        trains = [(n, f) for n, f in parts if len(f) == self.ctx.n_train]
+        tests = [(n, f) for n, f in parts if len(f) == self.ctx.n_test]
+        for name, tr in trains:
+            if (target in tr.columns and not _unencoded(tr, self._skip())
+                    and not tr.drop(columns=[target]).isna().any().any() and tests):
+                self.found["train_part"], self.found["test_part"] = name, tests[0][0]
+                return True, ""
         if trains and tests:
-            return False, "The split frames still have missing values or unencoded columns: clean and encode before splitting."
-        return False, f"Split did not give {self.ctx.n_train} train and {self.ctx.n_test} test rows; split the combined frame that has '_is_train'."
+            if all(target not in tr.columns for _, tr in trains):
+                return False, (f"The split train part {trains[0][0]!r} has no target column {target!r}: it was "
+                               "dropped before the split, so no model can learn it. Split a combined frame that "
+                               f"still has {target!r} (from before the drop): {split_call}.")
+            return False, ("The split frames still have missing values or unencoded columns: clean and encode the "
+                           f"combined frame before splitting, then {split_call}.")
+        return False, (f"Split did not give {self.ctx.n_train} train and {self.ctx.n_test} test rows; split the "
+                       f"combined frame that has '_is_train': {split_call}.")
 
     def stage7(self) -> tuple[bool, str]:
         xs = [(n, f) for n, f in self.frames if len(f) == self.ctx.n_train and self.task.target not in f.columns
@@ -287,35 +320,49 @@ class _Checker:
         for name in self.log.latest():
             obj = self.pad.get(name)
             if isinstance(obj, pd.Series) and len(obj) == self.ctx.n_train:
-                ys.append(obj)
-        good_y = [y for y in ys if y.name == self.task.target and not y.isna().any()]
+                ys.append((name, obj))
+        good_y = [(n, y) for n, y in ys if y.name == self.task.target and not y.isna().any()]
+        convert = (f"convert_dataframe_to_features_target(df={self._name('train_part', 'train_df')!r}, "
+                   f"target_column={self.task.target!r}, is_train=true)")
         if "convert_dataframe_to_features_target" in self.log.tools_used and xs and good_y:
             self.found["X_train_columns"] = list(xs[0][1].columns)
+            self.found["X_train"], self.found["y_train"] = xs[0][0], good_y[0][0]
             return True, ""
         if ys and not good_y:
-            return False, (f"The extracted target is {ys[0].name!r}, but the challenge's target column is "
-                           f"{self.task.target!r}; convert the train frame with target_column={self.task.target!r}.")
-        return False, ("Convert the train frame into features and target with convert_dataframe_to_features_target "
-                       f"(target_column={self.task.target!r}, is_train=true); features must be encoded and complete.")
+            return False, (f"The extracted target is {ys[0][1].name!r}, but the challenge's target column is "
+                           f"{self.task.target!r}; {convert}.")
+        return False, (f"Convert the train frame into features and target: {convert}; the features must be "
+                       "encoded and complete.")
 
     def stage8(self) -> tuple[bool, str]:
         want = set(self.found.get("X_train_columns") or [])
-        candidates = [f for _, f in self.frames if len(f) == self.ctx.n_test and self.task.target not in f.columns
-                      and TRACKING_COLUMN not in f.columns]
-        for f in candidates:
+        convert = (f"convert_dataframe_to_features_target(df={self._name('test_part', 'test_df')!r}, "
+                   f"target_column={self.task.target!r}, is_train=false)")
+        candidates = [(n, f) for n, f in self.frames if len(f) == self.ctx.n_test
+                      and self.task.target not in f.columns and TRACKING_COLUMN not in f.columns]
+        for name, f in candidates:
             if set(f.columns) == want and not f.isna().any().any():
+                self.found["X_test"] = name
                 return True, ""
-        if candidates:
-            cols = set(candidates[0].columns)
-            missing, extra = sorted(want - cols)[:8], sorted(cols - want)[:8]
-            return False, (f"Test features do not match the training features (missing {missing}, extra {extra}); "
-                           "convert the split test frame with is_train=false.")
-        return False, "Convert the split test frame into features with convert_dataframe_to_features_target (is_train=false)."
+        same_columns = [(n, f) for n, f in candidates if set(f.columns) == want]
+        if same_columns:   # the columns match: what is wrong is missing values
+            name, frame = same_columns[0]
+            return False, (f"The test features {name!r} have the training columns, but {_nan_report(frame)}: fill "
+                           "them in the combined frame before splitting, so train and test are cleaned alike, "
+                           f"then {convert}.")
+        if candidates:   # the closest frame: fewest columns apart from the training features
+            name, frame = min(candidates, key=lambda item: len(want ^ set(item[1].columns)))
+            cols = set(frame.columns)
+            missing, extra = sorted(map(str, want - cols)), sorted(map(str, cols - want))
+            return False, (f"The test frame {name!r} does not match the training features (missing "
+                           f"{_shown(missing)}, extra {_shown(extra)}); {convert}.")
+        return False, f"Convert the split test frame into features: {convert}."
 
     def stage9(self) -> tuple[bool, str]:
         from mltb_core.toolkit.tools.evaluation import same_features
 
         want = self.found.get("X_train_columns")
+        other_features = None
         for name in self.log.latest():
             model = self.pad.get(name)
             score = getattr(model, "mltb_cv_score_", None)
@@ -323,17 +370,49 @@ class _Checker:
                 continue
             names = _feature_names(model)
             if want is not None and names is not None and not same_features(names, want):
+                other_features = other_features or name
                 continue
             self.found["cv_score"] = float(score)
+            self.found["model"] = name
             return True, ""
-        return False, "No fitted model yet: fit one of the fit_* or tune_* tools on the train features and target."
+        kind = "regressor" if self.task.problem_type == "regression" else "classifier"
+        fit = (f"fit_lightgbm_{kind}(X_train={self._name('X_train', 'X_train')!r}, "
+               f"y_train={self._name('y_train', 'y_train')!r}) or another fit_* / tune_* {kind} tool")
+        if other_features:
+            return False, (f"The fitted model {other_features!r} was trained on other columns than the train "
+                           f"features; fit on them: {fit}.")
+        return False, f"No fitted model yet: {fit}."
 
     def stage10(self) -> tuple[bool, str]:
+        predictions = self._test_predictions()
+        save = f"save_dataframe_to_csv(df={predictions or '<the predictions>'!r}, filepath={SUBMISSION_FILE!r})"
+        if predictions is None:
+            finish = (f"predict the test features with predict_target(model={self._name('model', 'model')!r}, "
+                      f"X_data={self._name('X_test', 'X_test')!r}), then {save}")
+        else:
+            finish = save
+        form = ("the predictions alone (one row per test.csv row, in its order) or a frame with the columns "
+                f"[{self.task.id_column!r}, {self.task.target!r}] are valid")
         if self.log.submission is None:
-            return False, ("No submission written yet: predict the test features with predict_target and write "
-                           "the submission file in the requested format (id and target columns).")
+            return False, f"No submission written yet: {finish}; {form}."
         ok, reason = self.log.submission_check
-        return (True, "") if ok else (False, f"The submission is invalid: {reason}")
+        return (True, "") if ok else (False, f"The submission is invalid: {reason}. To fix it: {finish}.")
+
+    def _test_predictions(self) -> str | None:
+        """The latest predict_target output with one value per test row, if the path has one."""
+        for name in self.log.latest():
+            if self.log.writer(name) != "predict_target" or name not in self.pad:
+                continue
+            obj = self.pad.get(name)
+            if isinstance(obj, (pd.Series, pd.DataFrame)) and len(obj) == self.ctx.n_test:
+                return name
+        return None
+
+
+def _shown(columns: list[Any], limit: int = 12) -> str:
+    """A column list for a feedback line, at most ``limit`` names."""
+    names = [str(c) for c in columns]
+    return repr(names[:limit])[:-1] + (f", ... ({len(names)} in all)]" if len(names) > limit else "]")
 
 
 def _feature_names(model: Any) -> list[str] | None:
@@ -387,21 +466,16 @@ def _quality(ctx: StageContext, cv: float | None) -> float:
 
 
 def check_submission(ctx: StageContext, snapshot: bytes) -> tuple[bool, str]:
-    """Is this submission valid (columns, rows, ids, no gaps)? Uses held-out ids, never label values."""
-    from mltb_core.bench.grading import validate_submission
+    """Is this submission valid (readable, columns, rows, ids, no gaps)? The grader's own rule
+    (:func:`grading.check_submission`) on the held-out ids in test.csv's order, never label values."""
+    from mltb_core.bench import grading
 
-    try:
-        sub = pd.read_csv(io.BytesIO(snapshot), index_col=False)
-    except Exception as exc:  # noqa: BLE001
-        return False, f"the submission file is not a readable CSV: {exc}"
-    ok, reason, _ = validate_submission(ctx.task, sub, ctx.validity_reference(), classes=ctx.classes())
+    ok, reason, _ = grading.check_submission(ctx.task, snapshot, ctx.validity_reference(), classes=ctx.classes())
     return bool(ok), "" if ok else reason
 
 
 def read_submission_snapshot(sandbox: Path, before_mtime: float | None) -> bytes | None:
     """The submission bytes if the last tool call (re)wrote the file, else None."""
-    from mltb_core.bench.tasks import SUBMISSION_FILE
-
     path = Path(sandbox) / SUBMISSION_FILE
     try:
         stat = path.stat()

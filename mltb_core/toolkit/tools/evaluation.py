@@ -18,8 +18,8 @@ import pandas as pd
 from sklearn import metrics as skm
 
 from mltb_core.toolkit.params import ESTIMATOR, PREDICTIONS, TABLE, TARGET, ReadFile, WriteFile
-from mltb_core.toolkit.registry import (PAPER, ToolContext, ToolInputError, doc_from, make_get_and_set_tool, make_get_tool,
-                                        make_set_tool)
+from mltb_core.toolkit.registry import (PAPER, ToolContext, ToolInputError, ToolReturn, doc_from, make_get_and_set_tool,
+                                        make_get_tool, make_set_tool)
 from mltb_core.toolkit.sandbox import resolve_read, resolve_write
 from mltb_core.toolkit.validation import TRACKING_COLUMN, as_target, require_csv_path, require_frame, require_model
 
@@ -196,7 +196,7 @@ def evaluate_classification_model(model: Annotated[Any, ESTIMATOR], X_test: pd.D
 # ------------------------------------------------------------ predictions
 @make_get_and_set_tool(toolsets=PAPER, stages=("evaluation",), objects=("model", "X_data"))
 def predict_target(model: Annotated[Any, ESTIMATOR], X_data: pd.DataFrame, model_name: str = "model",
-                   return_probabilities: bool = False) -> pd.Series | pd.DataFrame:
+                   return_probabilities: bool = False, ctx: ToolContext | None = None) -> pd.Series | pd.DataFrame:
     """Make predictions using a trained model.
 
     The columns of X_data must be the ones the model was trained on (their order
@@ -209,7 +209,8 @@ def predict_target(model: Annotated[Any, ESTIMATOR], X_data: pd.DataFrame, model
     X_data : pd.DataFrame
         Features to make predictions on, e.g. the test features.
     model_name : str
-        Name used for the prediction Series.
+        Name of the model, shown in the result (the predictions are named after
+        the task's target column).
     return_probabilities : bool
         For classifiers: return probabilities instead of labels - a Series with
         the positive-class probability for binary tasks, a DataFrame with one
@@ -218,7 +219,8 @@ def predict_target(model: Annotated[Any, ESTIMATOR], X_data: pd.DataFrame, model
     Returns
     -------
     pd.Series or pd.DataFrame
-        Predictions, one per row of X_data (same index).
+        Predictions, one per row of X_data (same index and order). Predictions of
+        the test features saved with save_dataframe_to_csv are a valid submission.
 
     Example
     -------
@@ -227,14 +229,20 @@ def predict_target(model: Annotated[Any, ESTIMATOR], X_data: pd.DataFrame, model
     """
     require_frame(X_data, "X_data")
     X = align_features(model, X_data)
+    # Named after the target, so the predictions are the submission's target column as they are (the
+    # paper's finish saves them alone); the model's name is only reported.
+    target = getattr(getattr(ctx, "task", None), "target", None) or model_name
+    note = f"Predictions of {model_name} for {len(X_data)} rows, named {str(target)!r}."
     if not return_probabilities:
-        return pd.Series(_predict(model, X), index=X_data.index, name=model_name)
+        return ToolReturn(pd.Series(_predict(model, X), index=X_data.index, name=target), note)
     require_model(model, "predict_proba")
     proba = np.asarray(model.predict_proba(X))
     classes = list(getattr(model, "classes_", range(proba.shape[1])))
     if proba.ndim == 2 and proba.shape[1] == 2:
-        return pd.Series(proba[:, 1], index=X_data.index, name=f"{model_name}_proba_{classes[1]}")
-    return pd.DataFrame(proba, index=X_data.index, columns=[str(c) for c in classes])
+        return ToolReturn(pd.Series(proba[:, 1], index=X_data.index, name=target),
+                          f"{note[:-1]}: the probability of class {classes[1]!r}.")
+    return ToolReturn(pd.DataFrame(proba, index=X_data.index, columns=[str(c) for c in classes]),
+                      f"Class probabilities of {model_name} for {len(X_data)} rows, one column per class.")
 
 
 ENSEMBLE_TOOL = "average_predictions"

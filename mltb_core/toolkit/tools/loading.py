@@ -117,6 +117,11 @@ def concatenate_train_test(train_df: pd.DataFrame, test_df: pd.DataFrame) -> pd.
     """
     require_frame(train_df, "train_df")
     require_frame(test_df, "test_df")
+    if train_df is test_df or (train_df.shape == test_df.shape and train_df.equals(test_df)):
+        # one frame given twice "succeeded" and left the trial stuck before test.csv was ever read (issue 33)
+        raise ToolInputError("train_df and test_df are the same data: the test rows are missing. Read test.csv "
+                             "with read_data first (filepath 'test.csv', e.g. output 'test_df') and bind that "
+                             "frame to test_df")
     for name, frame in (("train_df", train_df), ("test_df", test_df)):
         if TRACKING_COLUMN in frame.columns:
             raise ToolInputError(f"{name} already has a '{TRACKING_COLUMN}' column: it looks already combined")

@@ -33,10 +33,14 @@ from mltb_core.toolkit.registry import PAPER, ToolContext, ToolInputError, ToolR
 from mltb_core.toolkit.validation import as_features, as_target
 
 __all__ = ["PreparedClassifier", "PreparedRegressor", "ModelSpec", "MODEL_SPECS", "FIT_TOOLS", "TUNE_TOOLS",
-           "MAX_CATEGORY_LEVELS", "CLASSIFICATION_METRICS", "REGRESSION_METRICS"]
+           "MAX_CATEGORY_LEVELS", "MAX_CLASSES", "CLASSIFICATION_METRICS", "REGRESSION_METRICS"]
 
 MAX_CATEGORY_LEVELS = 50
 MAX_FOLDS = 20
+# A classifier target with more distinct values than this is refused unless it is the task's own target:
+# no bundled task has more than 7 classes, and a boosted classifier grows one tree per class per round, so
+# a numeric column taken as the target (spaceship's 'Spa', ~1,000 values) ran LightGBM into the 300-s limit.
+MAX_CLASSES = 100
 CLASSIFICATION_METRICS = ("accuracy", "prior_weighted_accuracy", "macro_f1", "roc_auc", "gini", "mcc", "log_loss")
 REGRESSION_METRICS = ("rmse", "rmsle", "mae", "r2")
 _STAGES = ("modeling",)
@@ -379,9 +383,34 @@ def _record_score(model: Any, metric: _CVMetric, mean: float, std: float, cv: in
 
 
 # --------------------------------------------------------------------- tools
+def _check_class_count(y: pd.Series, ctx: ToolContext | None) -> None:
+    """Refuse a classifier target with more than MAX_CLASSES classes unless it is the task's own target."""
+    count = int(y.nunique())
+    if count <= MAX_CLASSES:
+        return
+    task = getattr(ctx, "task", None)
+    target = getattr(task, "target", None)
+    regression = getattr(task, "problem_type", None) == "regression"
+    if target is not None and y.name == target and not regression:
+        return   # the task's own labels: it has that many classes
+    named = f"y_train ({y.name!r})" if y.name is not None else "y_train"
+    if target is None:
+        advice = "check the target column, or use a *_regressor tool if it is a number"
+    elif regression:
+        advice = f"the task's target {target!r} is a number: fit a *_regressor tool on it"
+    else:
+        advice = (f"the task's target is {target!r}: convert the train frame with "
+                  f"convert_dataframe_to_features_target(target_column={target!r}) and fit on that y")
+    raise ToolInputError(f"{named} has {count} distinct values, more than the {MAX_CLASSES} classes a classifier "
+                         f"is fitted on here; {advice}")
+
+
 def _prepare(spec: ModelSpec, X_train: Any, y_train: Any, cv: Any, ctx: ToolContext | None):
     X = as_features(X_train)
-    y = _target_values(as_target(y_train, len(X)), spec)
+    target = as_target(y_train, len(X))
+    if spec.kind == "classifier":
+        _check_class_count(target, ctx)
+    y = _target_values(target, spec)
     _check_feature_types(X, spec)
     seed = int(getattr(ctx, "seed", 0) or 0)
     splitter = _splitter(cv, spec.kind, y, seed)
