@@ -179,4 +179,4 @@ def test_stage_eight_names_missing_values_as_the_cause(spaceship):
     # a frame that really lacks columns is reported by its column difference
     pad = Scratchpad(objects={"X_test": gappy.drop(columns="VIP").fillna(0)})
     progress, _ = advance(stage_ctx, Progress(stage=7), pad, log, {"X_train_columns": columns})
-    assert "missing ['VIP'], extra []" in progress.feedback, progress.feedback
+    assert "Test features do not match" in progress.feedback and "missing ['VIP'], extra []" in progress.feedback

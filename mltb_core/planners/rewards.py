@@ -347,14 +347,14 @@ class _Checker:
         same_columns = [(n, f) for n, f in candidates if set(f.columns) == want]
         if same_columns:   # the columns match: what is wrong is missing values
             name, frame = same_columns[0]
-            return False, (f"The test features {name!r} have the training columns, but {_nan_report(frame)}: fill "
+            return False, (f"The test features {name!r} have the training columns, but {_nan_report(frame)}. Fill "
                            "them in the combined frame before splitting, so train and test are cleaned alike, "
                            f"then {convert}.")
         if candidates:   # the closest frame: fewest columns apart from the training features
             name, frame = min(candidates, key=lambda item: len(want ^ set(item[1].columns)))
             cols = set(frame.columns)
             missing, extra = sorted(map(str, want - cols)), sorted(map(str, cols - want))
-            return False, (f"The test frame {name!r} does not match the training features (missing "
+            return False, (f"Test features do not match the training features (the test frame {name!r}: missing "
                            f"{_shown(missing)}, extra {_shown(extra)}); {convert}.")
         return False, f"Convert the split test frame into features: {convert}."
 
