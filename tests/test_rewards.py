@@ -180,3 +180,34 @@ def test_stage_eight_names_missing_values_as_the_cause(spaceship):
     pad = Scratchpad(objects={"X_test": gappy.drop(columns="VIP").fillna(0)})
     progress, _ = advance(stage_ctx, Progress(stage=7), pad, log, {"X_train_columns": columns})
     assert "Test features do not match" in progress.feedback and "missing ['VIP'], extra []" in progress.feedback
+
+
+def test_feedback_can_be_switched_off(spaceship):
+    nodes = run_script(spaceship, spaceship_pipeline()[:4], feedback=False)
+    assert "Stage check" not in nodes[-1].observation
+    assert "Data cleaning incomplete" in nodes[-1].progress.feedback  # still computed for the record
+
+
+def test_stage_names_match_the_paper_subtasks():
+    assert [s.number for s in REWARD_STAGES] == list(range(1, 11))
+    assert stage_index("modeling") == 9
+    with pytest.raises(KeyError):
+        stage_index("cooking")
+
+
+def test_forest_cover_stage_nine_quality_uses_its_class_weights():
+    # issue 18: the weighted-accuracy metric was called without its class weights, the baseline came back
+    # None and stage 9's quality sat at 0.5 whatever the model scored
+    import pandas as pd
+
+    from mltb_core.planners.rewards import _constant_baseline, _quality
+
+    task = get_task("forest-cover-type-kernels-only")
+    y = pd.Series([c for c in range(1, 8) for _ in range(30)])          # a balanced train sample, as Kaggle's
+    baseline = _constant_baseline(task, y)
+    weights = task.scoring["class_weights"]
+    # the grader's baseline: the heaviest class ("2") everywhere, whose weighted accuracy is its weight share
+    assert baseline == pytest.approx(weights["2"] / sum(weights.values()))
+    ctx = StageContext(task, len(y), 10, pd.Series(range(10)), y, 1000, original_features=3)
+    ctx.cv_baseline = baseline
+    assert _quality(ctx, 0.9) > _quality(ctx, 0.7) > 0.0 and _quality(ctx, 0.9) != 0.5
