@@ -349,8 +349,6 @@ def test_openai_constrained_calls_offer_the_predictions_to_save_and_the_trial_sa
     assert saved["tool_results"][0]["ok"] and "x 1 columns to submission.csv" in json.dumps(saved), saved
 
 
-@pytest.mark.xfail(strict=True, reason="needs helper finish's change (issue 33): a one-column predictions CSV "
-                                       "graded as a valid submission; remove this marker when both are merged")
 def test_the_paper_finish_on_the_openai_path_is_recorded_valid(paper_finish_on_openai):
     _, record, _ = paper_finish_on_openai
     assert record.outcome == "valid", (record.stop_reason, record.feedback)

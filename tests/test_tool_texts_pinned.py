@@ -106,7 +106,7 @@ PINNED_TOOLS: dict[str, str] = {
     'normalize_all_numerical_columns': 'c3641217bf217f76',
     'normalize_features': '520eead0b8065ffe',
     'one_hot_encode': '3e5e56052d4756a4',
-    'predict_target': '4c612fd13296b829',
+    'predict_target': '8c9d666d5fb51058',
     'read_data': 'dbcb000cc8aabc24',
     'rename_feature': 'ba41b3b0d2124923',
     'save_dataframe_to_csv': '92eac0b82cdf5ff9',
@@ -123,8 +123,8 @@ PINNED_TOOLS: dict[str, str] = {
     'tune_xgboost_regressor': '62627dd8d3cb36b0',
 }
 PINNED_TOOLSETS: dict[str, dict[str, str]] = {
-    'paper': {'names': '5266ef11212df944', 'catalogue': 'a9541de129b5f311', 'preamble': 'e9f6c825be91fe5e', 'local_catalogue': 'f556db9bd9ba4099', 'schemas': '31f4a019b4c95a75'},
-    'extended': {'names': '8c28b56ee2cc901a', 'catalogue': '62222396c4d12f46', 'preamble': '2d60b954fca6bde8', 'local_catalogue': 'e8381942b151e740', 'schemas': 'd53ec522ecebbcfc'},
+    'paper': {'names': '5266ef11212df944', 'catalogue': 'a9541de129b5f311', 'preamble': 'e9f6c825be91fe5e', 'local_catalogue': 'f556db9bd9ba4099', 'schemas': '9592859f5df88aa4'},
+    'extended': {'names': '8c28b56ee2cc901a', 'catalogue': '62222396c4d12f46', 'preamble': '2d60b954fca6bde8', 'local_catalogue': 'e8381942b151e740', 'schemas': '2b2ca6ff94d1d55c'},
 }
 
 
