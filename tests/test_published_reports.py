@@ -14,7 +14,7 @@ import pytest
 from mltb_core import cli
 
 ROOT = Path(__file__).resolve().parent.parent
-PUBLISHED = ("reports/local-llm.md", "reports/planner-comparison.md")
+PUBLISHED = ("reports/local-llm-superseded-5ec1040.md", "reports/planner-comparison.md")
 
 
 def header_command(path: Path) -> list[str]:
@@ -45,4 +45,4 @@ def test_no_published_report_is_rendered_outside_the_product():
     for driver in ("local_llm_table.py", "planner_comparison.py"):
         text = (ROOT / "benchmarks" / driver).read_text()
         assert "tabulate" not in text and "build_tables" not in text and '"report"' in text
-    assert os.path.isdir(ROOT / "reports" / "local-llm" / "trajectories")
+    assert os.path.isdir(ROOT / "reports" / "local-llm-superseded-5ec1040" / "trajectories")
