@@ -9,7 +9,7 @@ import pytest
 from mltb_core.analysis.provenance import machine_counts, machine_facts, machine_label
 from mltb_core.analysis.results import (SCHEMA_VERSION, RecordVersionError, StopKind, TrialRecord, record_json,
                                         scan_records)
-from mltb_core.planners.stops import STOP_KIND_MEANINGS
+from mltb_core.bench.stops import STOP_KIND_MEANINGS
 
 OLD = {"task": "spaceship-titanic", "planner": "react", "model": "sim", "trial": 0, "seed": 0,
        "config_hash": "abc123", "outcome": "planner_failure"}

@@ -90,7 +90,7 @@ def test_the_progress_line_prints_the_count_of_the_stage_list(monkeypatch):
     from pytest_mltb.transport import RECORD_PROPERTY
 
     lines = []
-    terminal = SimpleNamespace(isatty=False, write_line=lines.append)
+    terminal = SimpleNamespace(isatty=False, write_line=lines.append, ensure_newline=lambda: None)
     config = SimpleNamespace(pluginmanager=SimpleNamespace(get_plugin=lambda name: terminal),
                              getoption=lambda name, default=None: 1)
     monkeypatch.setattr(stages, "STAGE_COUNT", 12)

@@ -30,7 +30,7 @@ from mltb_core.analysis.safety import markdown as markdown_safe, one_line
 from mltb_core.analysis.runstore import RESULTS_FILE, TRAJECTORY_DIR   # the run directory's names (re-exported)
 from mltb_core.bench.documents import JSONShapeError, json_lines
 from mltb_core.bench.tasks import is_slug
-from mltb_core.planners.stops import StopKind
+from mltb_core.bench.stops import StopKind
 
 if TYPE_CHECKING:
     from mltb_core.config import TrialConfig
@@ -48,7 +48,7 @@ __all__ = ["TrialRecord", "Outcome", "append_records", "read_records", "record_k
 # to _MIGRATIONS that turns a record of the version before into one of this version: old runs keep loading
 # (--resume, --compare and mltb report read runs of any age) and never pass for the new meaning.
 #   1 (no schema_version field): the records before it
-#   2: schema_version, stop_kind (planners/stops.py), machine (provenance.machine_facts)
+#   2: schema_version, stop_kind (bench/stops.py), machine (provenance.machine_facts)
 SCHEMA_VERSION = 2
 
 # Shown wherever a synthetic (sim) model's figures appear, so nobody mistakes them for an LLM's.
@@ -119,7 +119,7 @@ class TrialRecord:
     stage_reached: int = 0
     stage_name: str = ""
     stop_reason: str = ""      # the detail, for a person
-    stop_kind: StopKind = StopKind.UNSPECIFIED    # what ended the search (planners/stops.py), for tables
+    stop_kind: StopKind = StopKind.UNSPECIFIED    # what ended the search (bench/stops.py), for tables
     feedback: str = ""
     tokens_in: int = 0
     # the part of tokens_in the model's server took from its prompt cache (billed at the cached-input rate;

@@ -183,7 +183,7 @@ def _seconds(ctx: SectionContext) -> list[Block]:
 
 def _stop_kinds(ctx: SectionContext) -> list[Block]:
     from mltb_core.bench.stages import REWARD_STAGES
-    from mltb_core.planners.stops import STOP_KIND_MEANINGS
+    from mltb_core.bench.stops import STOP_KIND_MEANINGS
 
     names = {s.number: s.name for s in REWARD_STAGES}    # mltb's names, never the record's stage_name
     rows = []
@@ -200,7 +200,7 @@ def _stop_kinds(ctx: SectionContext) -> list[Block]:
     meanings = "; ".join(f"{k}: {STOP_KIND_MEANINGS[k]}" for k in used if k in STOP_KIND_MEANINGS)
     return [Table("stop_kinds", "Where trials ended", ["planner", "task", "trials", "stage reached", "not passed",
                                                        "why the search ended (stop kind)"], rows,
-                  notes=[f"stop kinds (the planner's, mltb_core/planners/stops.py): {meanings}",
+                  notes=[f"stop kinds (the planner's, mltb_core/bench/stops.py): {meanings}",
                          "records written before stop kinds (schema 1) got theirs from their stop reason when read"])]
 
 

@@ -26,7 +26,7 @@ from mltb_core.config import Range, knob
 from mltb_core.llm import prompts
 from mltb_core.planners import pipeline as pl
 from mltb_core.planners.base import Planner, SearchResult
-from mltb_core.planners.stops import StopKind
+from mltb_core.bench.stops import StopKind
 from mltb_core.planners.episode import BudgetExhausted
 from mltb_core.planners.pipeline import Solution
 

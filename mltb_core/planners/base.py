@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 from mltb_core.config import Setting, TrialConfig, declare_knobs
 from mltb_core.plugins import Registry, RegistryError, did_you_mean, origin_of
 from mltb_core.planners.episode import BudgetExhausted, Episode
-from mltb_core.planners.stops import StopKind
+from mltb_core.bench.stops import StopKind
 from mltb_core.planners.tree import Node
 
 __all__ = ["Planner", "SearchResult", "PLANNERS", "ENTRY_POINT_GROUP", "register", "get_planner_class",
@@ -31,7 +31,7 @@ class UnknownPlannerError(ValueError):
 class SearchResult:
     best: Node            # the node whose path is the answer (a valid submission when best.terminal)
     stop_reason: str      # the detail a person reads
-    stop_kind: StopKind = StopKind.UNSPECIFIED   # what tables count (planners/stops.py); plug-ins may omit it
+    stop_kind: StopKind = StopKind.UNSPECIFIED   # what tables count (bench/stops.py); plug-ins may omit it
 
 
 class Planner:

@@ -11,7 +11,7 @@ from mltb_core.config import Range, knob
 from mltb_core.llm import prompts
 from mltb_core.planners.rewards import REWARD_STAGES
 from mltb_core.planners.base import Planner, SearchResult
-from mltb_core.planners.stops import StopKind
+from mltb_core.bench.stops import StopKind
 from mltb_core.planners.masking import subtask_tools
 from mltb_core.planners.tree import Node, backpropagate, uct_select
 

@@ -34,7 +34,7 @@ from mltb_core.llm.base import Candidate
 from mltb_core.planners import pipeline as pl
 from mltb_core.planners.automind import SolutionSearch
 from mltb_core.planners.base import SearchResult
-from mltb_core.planners.stops import StopKind
+from mltb_core.bench.stops import StopKind
 from mltb_core.planners.episode import BudgetExhausted
 from mltb_core.planners.pipeline import Solution
 from mltb_core.planners.tree import Node

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from mltb_core.llm import prompts
 from mltb_core.planners.base import Planner, SearchResult
-from mltb_core.planners.stops import StopKind
+from mltb_core.bench.stops import StopKind
 
 
 class ReAct(Planner):

@@ -20,7 +20,7 @@ from mltb_core.analysis.results import Outcome, TrialRecord
 from mltb_core.analysis.runstore import RunStore, TrialFiles
 from mltb_core.bench.stages import STAGE_COUNT
 from mltb_core.bench.tasks import Task
-from mltb_core.planners.stops import StopKind
+from mltb_core.bench.stops import StopKind
 from mltb_core.planners.trajectory import TrajectoryWriter
 from mltb_core.runner.solve import (ConfinementError, WorkerSettings, confinement_label, prepare_agent_data,
                                     solve_and_grade)
