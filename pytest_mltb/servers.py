@@ -12,18 +12,23 @@ from pathlib import Path
 __all__ = ["LocalServers", "WorkerCap", "worker_cap", "cap_xdist_workers", "server_memory_need",
            "available_memory", "SERVER_OVERHEAD_BYTES", "names_the_suite"]
 
-# What one llama.cpp server needs beyond its model file: the KV cache at the default context, compute
-# buffers and the server process. Measured here: 365 MiB resident above SmolLM2-135M's 94 MB file when idle,
-# ~850 MiB above Qwen2.5-Coder-1.5B's 1.1 GB file while serving; rounded up, since a server that does not
-# fit swaps or is killed, while one server too few only queues.
-SERVER_OVERHEAD_BYTES = 1 << 30
+# What one llama.cpp server needs beyond its model file: compute buffers and the server process, plus the KV
+# cache of its whole context (llama.cpp allocates and clears it at start, so it is resident at once).
+# Measured here at 16k context: ~850 MiB above Qwen2.5-Coder-1.5B's 1.1 GB file while serving, of which the
+# KV cache is 448 MiB; 365 MiB above SmolLM2-135M's 94 MB file at 8k (KV 180 MiB). Rounded up, since a server
+# that does not fit swaps or is killed, while one server too few only queues.
+SERVER_OVERHEAD_BYTES = 512 << 20
+# KV bytes per token of context: the default model's (28 layers x 2 KV heads x 128 x 2 bytes x K and V);
+# SmolLM2-135M's is 23 KiB. A larger GGUF given by path is underestimated, which only queues.
+KV_BYTES_PER_TOKEN = 28 << 10
 _GIB = float(1 << 30)
 
 
-def server_memory_need(model_path: str | os.PathLike) -> int | None:
-    """Bytes one server of ``model_path`` needs (the file is mapped whole), or None when the file is absent."""
+def server_memory_need(model_path: str | os.PathLike, n_ctx: int) -> int | None:
+    """Bytes one server of ``model_path`` at ``n_ctx`` context needs (the file is mapped whole), or None when
+    the file is absent."""
     try:
-        return Path(model_path).stat().st_size + SERVER_OVERHEAD_BYTES
+        return Path(model_path).stat().st_size + SERVER_OVERHEAD_BYTES + n_ctx * KV_BYTES_PER_TOKEN
     except OSError:
         return None
 
@@ -51,19 +56,26 @@ def _local_values(models) -> list[tuple[str, str]]:
     return sorted({ref.value for ref in map(as_model_ref, models) if ref.kind == "local"}, key=repr)
 
 
-def _local_model_paths(models) -> list[Path | None]:
-    """The model file of every distinct ``local`` model (None: a named model not locatable now)."""
-    paths: list[Path | None] = []
+def _local_model_paths(models) -> list[tuple[Path | None, int]]:
+    """The model file (None: a named model not locatable now) and the server's context of every distinct
+    ``local`` model."""
+    from mltb_core.llm.local import DEFAULT_N_CTX, resolve_model_path
+    from mltb_core.llm.models import get_model
+
+    paths: list[tuple[Path | None, int]] = []
     for kind, text in _local_values(models):
         if kind == "path":
-            paths.append(Path(text).expanduser())
+            paths.append((Path(text).expanduser(), DEFAULT_N_CTX))
             continue
-        from mltb_core.llm.local import resolve_model_path
-
         try:
-            paths.append(resolve_model_path((kind, text)))
+            n_ctx = get_model(text).n_ctx
+        except ValueError:  # an unknown name: the model preflight says so
+            paths.append((None, DEFAULT_N_CTX))
+            continue
+        try:
+            paths.append((resolve_model_path((kind, text)), n_ctx))
         except Exception:  # noqa: BLE001 - not installed / not fetched: the model preflight says so
-            paths.append(None)
+            paths.append((None, n_ctx))
     return paths
 
 
@@ -110,7 +122,7 @@ def worker_cap(models, requested: int, cores: int | None = None, memory: int | N
 
         cores = available_cores()
     memory = available_memory() if memory is None else memory
-    needs = [server_memory_need(p) if p is not None else None for p in paths]
+    needs = [server_memory_need(p, n_ctx) if p is not None else None for p, n_ctx in paths]
     need = None if None in needs else sum(n for n in needs if n is not None)
     limit = min(requested, max(cores, 1))
     if memory is not None and need:

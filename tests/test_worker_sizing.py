@@ -9,7 +9,7 @@ import pytest
 
 from mltb_core.llm import local  # imported before any in-process run, which would drop a later import
 from pytest_mltb import servers
-from pytest_mltb.servers import SERVER_OVERHEAD_BYTES, names_the_suite, worker_cap
+from pytest_mltb.servers import names_the_suite, server_memory_need, worker_cap
 
 pytest_plugins = ["pytester"]
 
@@ -35,17 +35,24 @@ def model_file(tmp_path: Path) -> Path:
 
 
 def test_cap_is_the_smallest_of_request_cores_and_memory(model_file):
-    need = 4096 + SERVER_OVERHEAD_BYTES
-    local = [f"local:{model_file}"]
-    assert worker_cap(local, 8, cores=2, memory=64 * GIB).workers == 2                  # cores bind
-    assert worker_cap(local, 8, cores=16, memory=3 * need + 1).workers == 3             # memory binds
-    assert worker_cap(local, 2, cores=16, memory=64 * GIB).workers == 2                 # the request binds
-    assert not worker_cap(local, 2, cores=16, memory=64 * GIB).capped
-    assert worker_cap(local, 8, cores=16, memory=need // 2).workers == 1                # never below one
+    need = server_memory_need(model_file, local.DEFAULT_N_CTX)
+    one = [f"local:{model_file}"]
+    assert worker_cap(one, 8, cores=2, memory=64 * GIB).workers == 2                  # cores bind
+    assert worker_cap(one, 8, cores=16, memory=3 * need + 1).workers == 3             # memory binds
+    assert worker_cap(one, 2, cores=16, memory=64 * GIB).workers == 2                 # the request binds
+    assert not worker_cap(one, 2, cores=16, memory=64 * GIB).capped
+    assert worker_cap(one, 8, cores=16, memory=need // 2).workers == 1                # never below one
     # two local models: every worker runs a server of each
     other = model_file.with_name("other.gguf")
     other.write_bytes(b"\0" * 4096)
-    assert worker_cap(local + [f"local:{other}"], 8, cores=16, memory=3 * need + 1).workers == 1
+    assert worker_cap(one + [f"local:{other}"], 8, cores=16, memory=3 * need + 1).workers == 1
+
+
+def test_a_server_needs_its_file_and_a_kv_cache_that_grows_with_its_context(model_file):
+    # the default model's 32k context: ~0.9 GiB of KV cache on top of the file and the fixed overhead
+    assert server_memory_need(model_file, 32768) - server_memory_need(model_file, 16384) == 16384 * 28 * 1024
+    assert server_memory_need(model_file, 0) == 4096 + servers.SERVER_OVERHEAD_BYTES
+    assert server_memory_need(model_file.with_name("absent.gguf"), 32768) is None
 
 
 def test_api_and_sim_models_are_left_alone(model_file):
@@ -61,7 +68,7 @@ def test_an_absent_model_file_is_capped_by_cores_and_says_memory_was_not_checked
 def test_the_line_says_how_many_and_why(model_file):
     line = worker_cap([f"local:{model_file}"], 8, cores=2, memory=10 * GIB).line()
     assert line.startswith("mltb: local model: 2 xdist worker(s), each with its own llama.cpp server")
-    assert "-n 8 capped to 2" in line and "2 core(s)" in line and "10.0 GiB available / 1.0 GiB per server" in line
+    assert "-n 8 capped to 2" in line and "2 core(s)" in line and "10.0 GiB available / 0.7 GiB per server" in line
     assert "capped" not in worker_cap([f"local:{model_file}"], 2, cores=2, memory=10 * GIB).line()
 
 
@@ -97,7 +104,7 @@ def test_n_beyond_the_cores_is_capped_before_xdist_starts_workers(pytester, monk
 
 
 def test_memory_caps_the_workers(pytester, monkeypatch, model_file):
-    need = 4096 + SERVER_OVERHEAD_BYTES
+    need = server_memory_need(model_file, local.DEFAULT_N_CTX)
     result, text = run_sized(pytester, monkeypatch, "-q", "-n", "8", f"--model=local:{model_file}", cores=16,
                              memory=2 * need + 10)
     assert "XDIST-WORKERS 2" in text, text

