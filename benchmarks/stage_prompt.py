@@ -44,7 +44,7 @@ def tokenizer():
     try:
         import llama_cpp
 
-        from mltb_core.llm.models import model_path
+        from mltb_core.llm.local.models import model_path
         vocab = llama_cpp.Llama(model_path=str(model_path(None)), vocab_only=True, verbose=False)
     except Exception as exc:  # noqa: BLE001 - the token columns are optional
         print(f"(no token counts: {exc})", file=sys.stderr)

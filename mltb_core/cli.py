@@ -162,7 +162,7 @@ def install_command(extra: str) -> str:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from mltb_core.llm import models
+    from mltb_core.llm.local import models
 
     rows, documents, failed = [], [], False
     for model in models.MODELS.values():

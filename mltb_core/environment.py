@@ -91,17 +91,17 @@ ENVIRONMENT: tuple[EnvironmentVariable, ...] = (
                                           "keep the two apart)", CACHE_HOME, ("mltb_core.llm.cache",)),
     EnvironmentVariable("MLTB_MODELS_DIR", "where named local models split over several packages are assembled "
                                            "(1.1 GB for the default)", "$MLTB_CACHE_DIR/models",
-                        ("mltb_core.llm.models",)),
+                        ("mltb_core.llm.local.models",)),
     EnvironmentVariable("MLTB_DRAFT_TOKENS", "prompt-lookup draft tokens per decoding step of the local llama.cpp "
                                              "server: a speed setting, replies are unchanged; slower on 2 shared "
-                                             "cores (reports/benchmarks.md)", "0", ("mltb_core.llm.local",)),
+                                             "cores (reports/benchmarks.md)", "0", ("mltb_core.llm.local.backend",)),
     EnvironmentVariable("MLTB_FAST_FORWARD", "the local llama.cpp server emits the bytes a call's grammar allows "
                                              "one way only without decoding them, with json.dumps's whitespace "
                                              "(off: today's plain decoding; reports/benchmarks.md)", "on",
-                        ("mltb_core.llm.local",)),
+                        ("mltb_core.llm.local.backend",)),
     EnvironmentVariable("MLTB_PREFIX_STORE", "disk the local llama.cpp servers may fill with saved prompt prefixes, "
                                              "so a new server skips the cold first prompt (0/off: none)", "2 GiB",
-                        ("mltb_core.llm.local",)),
+                        ("mltb_core.llm.local.backend",)),
     EnvironmentVariable("MLTB_DATA_SOURCE", "override every task's data source: original or kaggle",
                         "the task spec's source", ("mltb_core.bench.datasources", "mltb_core.config")),
     EnvironmentVariable("MLTB_TASKS_DIR", "extra directories of task specs (an os.pathsep list); also the "
@@ -126,9 +126,9 @@ ENVIRONMENT: tuple[EnvironmentVariable, ...] = (
                                            "models on it cost $0", "OpenAI's API",
                         ("mltb_core.llm.openai_backend", "mltb_core.llm.backends"), third_party=True),
     EnvironmentVariable("PYTEST_XDIST_WORKER", "this pytest-xdist worker's id: one local model server each",
-                        "none (not under xdist)", ("mltb_core.llm.local",), third_party=True),
+                        "none (not under xdist)", ("mltb_core.llm.local.backend",), third_party=True),
     EnvironmentVariable("PYTEST_XDIST_WORKER_COUNT", "how many pytest-xdist workers share the cores", "1",
-                        ("mltb_core.llm.local",), third_party=True),
+                        ("mltb_core.llm.local.backend",), third_party=True),
     EnvironmentVariable("CI", "set by CI services: no live progress line", "unset",
                         ("pytest_mltb.progress",), third_party=True),
 )

@@ -60,7 +60,7 @@ def _local_model_paths(models) -> list[tuple[Path | None, int]]:
     """The model file (None: a named model not locatable now) and the server's context of every distinct
     ``local`` model."""
     from mltb_core.llm.local import DEFAULT_N_CTX, resolve_model_path
-    from mltb_core.llm.models import get_model
+    from mltb_core.llm.local.models import get_model
 
     paths: list[tuple[Path | None, int]] = []
     for kind, text in _local_values(models):

@@ -1,4 +1,4 @@
-"""Grammar fast-forward (mltb_core/llm/grammar_forcing.py and the local server's use of it): the bytes a
+"""Grammar fast-forward (mltb_core/llm/local/forcing.py and the local server's use of it): the bytes a
 call's grammar allows one way only are emitted without decoding, whitespace is json.dumps's."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import tempfile
 
 import pytest
 
-from mltb_core.llm import models
-from mltb_core.llm.grammar_forcing import canonical_json_grammar, emitted_tokens, forced_bytes
+from mltb_core.llm.local import models
+from mltb_core.llm.local.forcing import canonical_json_grammar, emitted_tokens, forced_bytes
 from mltb_core.llm.local import LocalServer, fast_forward_setting, llama_server_command, request_log
 from local_server_http import post
 
@@ -107,7 +107,7 @@ def test_the_canonical_grammar_admits_no_space_after_a_brace_in_llama_cpp():
     import llama_cpp
     from llama_cpp import llama_grammar
 
-    from mltb_core.llm.grammar_forcing import GrammarProbe
+    from mltb_core.llm.local.forcing import GrammarProbe
 
     llm = llama_cpp.Llama(model_path=str(models.model_path("smollm2")), vocab_only=True, verbose=False)
     probe = GrammarProbe(llama_cpp, llm)

@@ -1,4 +1,4 @@
-"""mltb's llama.cpp server (mltb_core/llm/llama_server.py): a prefix cache that survives branch switches and
+"""mltb's llama.cpp server (mltb_core/llm/local/engine.py): a prefix cache that survives branch switches and
 the cached prompt tokens in every reply, on the real tiny model; one constrained call on the default model."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mltb_core.llm import models
+from mltb_core.llm.local import models
 from mltb_core.llm.local import LocalServer, request_log
 from local_server_http import post
 
@@ -80,7 +80,7 @@ def test_every_system_message_reaches_the_model(smollm2):
 
 
 def test_chatml_prompt_renders_every_turn_in_order():
-    from mltb_core.llm.llama_server import chatml_prompt
+    from mltb_core.llm.local.engine import chatml_prompt
 
     messages = [{"role": "system", "content": "P"}, {"role": "system", "content": "I"},
                 {"role": "user", "content": "U"}, {"role": "assistant", "content": "A"}]
@@ -108,7 +108,7 @@ def test_n_choices_and_bad_requests(smollm2):
 
 
 def test_lookup_draft_continues_the_latest_earlier_occurrence():
-    from mltb_core.llm.llama_server import lookup_draft
+    from mltb_core.llm.local.engine import lookup_draft
 
     #          0  1  2  3  4  5  6  7  8  9 10
     tokens = [5, 6, 7, 1, 5, 6, 8, 9, 2, 5, 6]

@@ -14,12 +14,12 @@ from fake_openai_server import FakeOpenAIServer, content_reply
 from tiny_model import needs_tiny_model
 from mltb_core.llm import make_backend, prompts
 from mltb_core.llm.base import cut_off_error
-from mltb_core.llm.llama_server import users_gone
-from mltb_core.llm.local import (LocalBackend, LocalModelUnavailable, LocalServer,
+from mltb_core.llm.local.engine import users_gone
+from mltb_core.llm.local.backend import (LocalBackend, LocalModelUnavailable, LocalServer,
                                  LocalServerError, _pid_alive, _ready, call_schema, chatml_messages,
                                  llama_server_command, release_process_servers, tool_catalogue,
                                  worker_servers)
-from mltb_core.llm.models import REPLY_TOKENS
+from mltb_core.llm.local.models import REPLY_TOKENS
 
 FAKE_SERVER = Path(__file__).with_name("fake_openai_server.py")
 TOOLS = [{"type": "function", "function": {
@@ -195,7 +195,7 @@ def test_a_preamble_that_lists_the_tools_is_not_given_a_second_list():
 
 def test_server_command_runs_mltbs_server_with_a_prefix_cache():
     argv = llama_server_command(Path("m.gguf"), 1234, n_ctx=4096, n_threads=1, n_threads_batch=2, cache_bytes=10)
-    assert argv[1:3] == ["-m", "mltb_core.llm.llama_server"]
+    assert argv[1:3] == ["-m", "mltb_core.llm.local.engine"]
     flags = dict(zip(argv[3::2], argv[4::2]))
     assert flags["--n_threads"] == "1" and flags["--n_threads_batch"] == "2" and flags["--cache-bytes"] == "10"
     assert flags["--flash_attn"] == "true"
@@ -205,7 +205,7 @@ def test_server_command_runs_mltbs_server_with_a_prefix_cache():
 
 
 def test_a_named_models_file_is_served_with_its_own_settings():
-    from mltb_core.llm.models import get_model
+    from mltb_core.llm.local.models import get_model
 
     qwen = get_model("qwen2.5-coder-1.5b")
     server = LocalServer(Path("/x") / qwen.filename, cache_dir="/nonexistent-not-created", partitions=1)
@@ -405,7 +405,7 @@ def test_the_watchdog_stops_a_serving_server_when_its_last_user_is_killed(tmp_pa
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    from mltb_core.llm import llama_server
+    from mltb_core.llm.local import engine as llama_server
 
     user = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     users_file = _state(tmp_path / "s.json", pid=os.getpid(), port=1, users=[user.pid], refcount=1)

@@ -1,4 +1,4 @@
-"""Named local models (mltb_core/llm/models.py): parts found without importing them, assembled once,
+"""Named local models (mltb_core/llm/local/models.py): parts found without importing them, assembled once,
 hash-checked; a missing, wrong-version, short or corrupt part or file is one usage error naming the package.
 
 The parts here are tiny fake distributions built in tmp (dist-info + data file), registered as a model
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from mltb_core.cli import main as mltb_main
-from mltb_core.llm import models
+from mltb_core.llm.local import models
 from mltb_core.llm.backends import parse_model, preflight
 from mltb_core.llm.local import LocalModelUnavailable, resolve_model_path
 

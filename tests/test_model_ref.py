@@ -127,7 +127,7 @@ def test_the_model_help_lists_the_backends_forms():
     text = SETTINGS_BY_NAME["model"].help
     for spec in (backends.OpenAISpec, backends.LocalSpec, backends.SimSpec):
         assert all(form in text for form in spec.forms)
-    from mltb_core.llm.models import DEFAULT_LOCAL_MODEL, MODELS
+    from mltb_core.llm.local.models import DEFAULT_LOCAL_MODEL, MODELS
 
     # the local forms name the models of the one table of named models
     assert all(name in text for name in MODELS) and f"local (= local:{DEFAULT_LOCAL_MODEL})" in text

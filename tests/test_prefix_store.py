@@ -1,4 +1,4 @@
-"""The local server's prefix store (mltb_core/llm/prefix_store.py): prompt prefixes saved to disk so a new
+"""The local server's prefix store (mltb_core/llm/local/prefix_store.py): prompt prefixes saved to disk so a new
 server process starts warm. The file format and eviction here; a real restore on the tiny model below."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mltb_core.llm.prefix_store import FILE_SUFFIX, PrefixStore, SavedPrefix, common_prefix, store_directory
+from mltb_core.llm.local.prefix_store import FILE_SUFFIX, PrefixStore, SavedPrefix, common_prefix, store_directory
 
 
 def saved(tokens: list[int], state_bytes: int = 1000, seed: int = 7) -> SavedPrefix:
@@ -137,7 +137,7 @@ def _post(url: str, messages: list[dict]) -> dict:
 def _ask(cache_dir: str, partition: str, messages: list[dict]) -> tuple[str, int, int, list[Path]]:
     """One request on a new server process: its reply, prompt and cached tokens (all restored from the store,
     as its log says: a new server has nothing else), and the store's files."""
-    from mltb_core.llm import models
+    from mltb_core.llm.local import models
     from mltb_core.llm.local import LocalServer, request_log
 
     server = LocalServer(models.model_path("smollm2"), cache_dir=cache_dir, n_ctx=2048, partition=partition,
@@ -158,7 +158,7 @@ def _ask(cache_dir: str, partition: str, messages: list[dict]) -> tuple[str, int
 
 @needs_llama
 def test_a_new_server_restores_the_first_turn_another_server_saved():
-    from mltb_core.llm import models
+    from mltb_core.llm.local import models
 
     if models.installed_problems(models.get_model("smollm2")):
         pytest.skip("local:smollm2 is not installed")
@@ -189,7 +189,7 @@ def test_a_new_server_restores_the_first_turn_another_server_saved():
 
 @needs_llama
 def test_no_store_when_switched_off(monkeypatch):
-    from mltb_core.llm import models
+    from mltb_core.llm.local import models
 
     if models.installed_problems(models.get_model("smollm2")):
         pytest.skip("local:smollm2 is not installed")

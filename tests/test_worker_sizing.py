@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mltb_core.llm import local  # imported before any in-process run, which would drop a later import
+from mltb_core.llm.local import backend as local  # imported before any in-process run, which would drop a later import
 from pytest_mltb import servers
 from pytest_mltb.servers import names_the_suite, server_memory_need, worker_cap
 

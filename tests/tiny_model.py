@@ -11,7 +11,7 @@ def tiny_model_problem() -> str | None:
     """Why local:smollm2 cannot run here (None: it can), without assembling it."""
     if importlib.util.find_spec("llama_cpp") is None:
         return "llama-cpp-python is not installed"
-    from mltb_core.llm import models
+    from mltb_core.llm.local import models
 
     return "; ".join(models.installed_problems(models.get_model("smollm2"))) or None
 

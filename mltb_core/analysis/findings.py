@@ -44,7 +44,7 @@ def reply_limit(model: str) -> int | None:
         return None
     if ref.kind != "local":
         return None
-    from mltb_core.llm.models import get_model, reply_tokens_for
+    from mltb_core.llm.local.models import get_model, reply_tokens_for
 
     kind, text = ref.value
     return reply_tokens_for(get_model(text).filename if kind == "name" else text)

@@ -158,7 +158,7 @@ def _model_facts(model: str) -> str:
         return f"`{markdown(model)}` (no installed backend reads it)"
     if ref.kind != "local" or ref.value[0] != "name":
         return f"`{markdown(model)}`" + (" (synthetic policy, not an LLM)" if ref.synthetic else "")
-    from mltb_core.llm.models import get_model
+    from mltb_core.llm.local.models import get_model
 
     named = get_model(ref.value[1])
     return (f"`{model}` = {named.note.split(';')[0]}, `{named.filename}`, {named.size:,} bytes, "

@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 from mltb_core.environment import read as read_environment
 from mltb_core.llm.base import LLMBackend, UnknownModelError
-from mltb_core.llm import models as _models
+from mltb_core.llm.local import models as _models
 from mltb_core.plugins import RegistryError, claim, did_you_mean, load_entry_points
 
 __all__ = ["ENTRY_POINT_GROUP", "DEFAULT_MODEL", "BackendSpec", "ModelRef", "Preflight", "backend",
@@ -362,7 +362,7 @@ class OpenAISpec(BackendSpec):
 
 @backend("local")
 class LocalSpec(BackendSpec):
-    """``local`` (the default named model), ``local:<name>`` (a named model of llm/models.py) or
+    """``local`` (the default named model), ``local:<name>`` (a named model of llm/local/models.py) or
     ``local:/path/model.gguf``. The value is ``("name", name)`` or ``("path", path)``."""
 
     # named from the one table of named models (a table, not an implementation: cheap to import)
@@ -371,7 +371,7 @@ class LocalSpec(BackendSpec):
              "local:/path/model.gguf")
 
     def parse(self, arg: str) -> tuple[str, str]:
-        from mltb_core.llm.models import DEFAULT_LOCAL_MODEL, MODELS   # read now: a test may swap the table
+        from mltb_core.llm.local.models import DEFAULT_LOCAL_MODEL, MODELS   # read now: a test may swap the table
 
         if not arg or arg in MODELS:
             return ("name", arg or DEFAULT_LOCAL_MODEL)
@@ -389,7 +389,7 @@ class LocalSpec(BackendSpec):
     def preflight(self, value: tuple[str, str]) -> list[str]:
         """llama.cpp installed; a named model's packages installed at their pins and its file assembled
         and hash-checked (here, before any trial: a bad file is a usage error, never a llama.cpp crash)."""
-        from mltb_core.llm.local import LocalModelUnavailable, _require_llama_cpp, resolve_model_path
+        from mltb_core.llm.local.backend import LocalModelUnavailable, _require_llama_cpp, resolve_model_path
 
         problems = []
         try:

@@ -1,4 +1,4 @@
-"""mltb's own OpenAI-compatible chat server over ``llama_cpp.Llama`` (run as ``python -m mltb_core.llm.llama_server``).
+"""mltb's own OpenAI-compatible chat server over ``llama_cpp.Llama`` (run as ``python -m mltb_core.llm.local.engine``).
 
 Why not ``python -m llama_cpp.server``: a tree search switches branches, and that server keeps only the
 KV cache of the previous request, so every switch re-evaluated the whole history (~4k tokens: a minute
@@ -11,7 +11,7 @@ Here:
 - a prefix cache that survives branch switches: llama-cpp-python's LlamaRAMCache (longest-prefix lookup,
   LRU within ``--cache-bytes``), holding lean states (the KV cells; one logits row, since the suffix
   evaluated after a restore refreshes the logits anyway);
-- a prefix store on disk (``--prefix-store``, :mod:`mltb_core.llm.prefix_store`): the state of the first
+- a prefix store on disk (``--prefix-store``, :mod:`mltb_core.llm.local.prefix_store`): the state of the first
   request that carried each distinct first turn (the shared preamble) is saved, so a new server restores it
   instead of evaluating 2–4k tokens cold (60–110 s on 2 cores) before its first reply;
 - every reply reports ``usage.prompt_tokens_details.cached_tokens`` (the OpenAI field that
@@ -25,7 +25,7 @@ Here:
   same replies); upstream needs ``logits_all`` for it (an n_ctx × n_vocab array, 10 GB at 16k context),
   here only the drafted batch returns its rows. Off because on 2 shared cores each extra row costs more
   than the passes it saves (reports/benchmarks.md); where extra rows are cheap, MLTB_DRAFT_TOKENS turns it on;
-- grammar fast-forward (``--fast-forward``, on unless ``MLTB_FAST_FORWARD=off``; :mod:`mltb_core.llm.grammar_forcing`):
+- grammar fast-forward (``--fast-forward``, on unless ``MLTB_FAST_FORWARD=off``; :mod:`mltb_core.llm.local.forcing`):
   half of a tool call's tokens are the JSON skeleton and name endings its grammar fixes, so those are
   emitted without sampling and evaluated in one batch with the token sampled before them; the grammar's
   whitespace is json.dumps's, as in the model's own history. A warm 34-token call: 5 forward passes
@@ -52,10 +52,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mltb_core.llm.grammar_forcing import GrammarProbe, canonical_json_grammar, emitted_tokens
+from mltb_core.llm.local.forcing import GrammarProbe, canonical_json_grammar, emitted_tokens
 
 if TYPE_CHECKING:
-    from mltb_core.llm.prefix_store import PrefixStore
+    from mltb_core.llm.local.prefix_store import PrefixStore
 
 __all__ = ["main", "build_parser", "CHAT_ARGS", "CHAT_ROLES", "chatml_prompt", "pid_alive", "users_gone",
            "lookup_draft"]
@@ -100,7 +100,7 @@ def _chat_handler(chat_format: str) -> Any:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m mltb_core.llm.llama_server", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m mltb_core.llm.local.engine", description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
@@ -114,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="prompt-lookup drafts of up to this many tokens per decoding step (0: none)")
     parser.add_argument("--fast-forward", choices=("true", "false"), default="false",
                         help="emit the bytes a call's grammar allows one way only without decoding them, and pin "
-                             "the grammar's whitespace to json.dumps's (mltb_core.llm.grammar_forcing)")
+                             "the grammar's whitespace to json.dumps's (mltb_core.llm.local.forcing)")
     parser.add_argument("--cache-bytes", type=int, default=0, help="prefix-cache capacity in bytes (0: none)")
     parser.add_argument("--prefix-store", type=Path,
                         help="directory of prompt prefixes saved across server processes (with --cache-bytes)")
@@ -235,7 +235,7 @@ def _prefix_cache(llama_cpp: Any, engine: "_Engine", capacity_bytes: int, store:
     request that carries it)."""
     import numpy as np
 
-    from mltb_core.llm.prefix_store import SavedPrefix, common_prefix
+    from mltb_core.llm.local.prefix_store import SavedPrefix, common_prefix
 
     special = engine.llm.tokenize(b"<|im_end|>", add_bos=False, special=True)
     end_of_turn = special[0] if len(special) == 1 else None
@@ -341,7 +341,7 @@ class _Engine:
                 self.n_tokens += len(tokens)
                 self._requires_eval = False
 
-            # Grammar fast-forward (engine.forcing, see mltb_core.llm.grammar_forcing). Upstream's generate
+            # Grammar fast-forward (engine.forcing, see mltb_core.llm.local.forcing). Upstream's generate
             # lets its caller send tokens to evaluate with the one just sampled; the positions of those
             # forced tokens are then "sampled" from _replay, without the sampler (whose grammar has already
             # accepted their bytes), and only the last row of the batch is sampled for real.
@@ -435,7 +435,7 @@ class _Engine:
         if args.cache_bytes > 0:
             store = None
             if args.prefix_store is not None and args.prefix_store_bytes > 0:
-                from mltb_core.llm.prefix_store import PrefixStore, store_directory
+                from mltb_core.llm.local.prefix_store import PrefixStore, store_directory
 
                 store = PrefixStore(store_directory(args.prefix_store, args.model, llama_cpp=llama_cpp.__version__,
                                                     n_ctx=args.n_ctx, flash_attn=args.flash_attn),

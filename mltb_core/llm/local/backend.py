@@ -1,7 +1,7 @@
-"""The embedded local models (named in :mod:`mltb_core.llm.models`: the default Qwen2.5-Coder-1.5B, the
+"""The embedded local models (named in :mod:`mltb_core.llm.local.models`: the default Qwen2.5-Coder-1.5B, the
 tiny SmolLM2 for smokes, or any GGUF by path) behind llama.cpp's OpenAI server.
 
-:class:`LocalServer` runs ``python -m mltb_core.llm.llama_server`` once per machine, model and *partition*:
+:class:`LocalServer` runs ``python -m mltb_core.llm.local.engine`` once per machine, model and *partition*:
 every process of a partition shares it through a state file (pid, port, refcount) under a file lock.
 The first user starts it, later users reuse it, the last to release stops it (also at interpreter
 exit); state left by a dead server is cleaned up. Under ``pytest -n N`` each xdist worker is its own
@@ -39,7 +39,7 @@ from filelock import FileLock
 from mltb_core.environment import child_pythonpath
 from mltb_core.environment import read as read_environment
 from mltb_core.llm import prompts
-from mltb_core.llm.llama_server import pid_alive as _pid_alive
+from mltb_core.llm.local.engine import pid_alive as _pid_alive
 from mltb_core.llm.base import InfraError
 from mltb_core.llm.cache import ResponseCache, default_cache_dir
 from mltb_core.llm.openai_backend import OpenAIBackend
@@ -54,7 +54,7 @@ INSTALL_HINT = "pip install 'mltb[local]'"
 # llama.cpp's native build compiles AMX kernels when the CPU lists AMX; some VMs list it and fault on it.
 CRASH_HINT = ("if this CPU lists AMX (grep amx /proc/cpuinfo), rebuild llama-cpp-python without it: "
               "source .ci/llama_cpp_env.sh && pip install --force-reinstall --no-cache-dir llama-cpp-python")
-# For a GGUF given by path (named models carry their own, measured, in llm/models.py).
+# For a GGUF given by path (named models carry their own, measured, in llm/local/models.py).
 DEFAULT_N_CTX = 8192
 # Decoding one token of a 135M model is too little work to split: two threads spin on each other's
 # barrier and, on a box shared with test workers, measured 70-400 ms/token against 29 ms with one.
@@ -82,7 +82,7 @@ class LocalServerError(InfraError):
 
 
 def default_model_path() -> Path:
-    """The default named model's verified GGUF (assembled on first use), see :mod:`mltb_core.llm.models`."""
+    """The default named model's verified GGUF (assembled on first use), see :mod:`mltb_core.llm.local.models`."""
     return resolve_model_path(("name", None))
 
 
@@ -90,7 +90,7 @@ def resolve_model_path(value: tuple[str, str | None]) -> Path:
     """The GGUF for a parsed ``local`` model (``("name", name)`` or ``("path", path)``), checked:
     a named model's packages, pins and SHA-256 (assembling it once), a path's existence.
     LocalModelUnavailable names what to install or reinstall."""
-    from mltb_core.llm import models
+    from mltb_core.llm.local import models
 
     kind, text = value
     if kind == "path":
@@ -181,7 +181,7 @@ def llama_server_command(model_path: Path, port: int, n_ctx: int, n_threads: int
                          cache_bytes: int = 0, users_file: Path | None = None,
                          draft_tokens: int = 0, prefix_store: Path | None = None,
                          prefix_store_bytes: int = 0, fast_forward: bool = False) -> list[str]:
-    """The server command line: mltb's own server over llama.cpp (:mod:`mltb_core.llm.llama_server`).
+    """The server command line: mltb's own server over llama.cpp (:mod:`mltb_core.llm.local.engine`).
 
     ``cache_bytes``: its prefix cache, which keeps the KV state of earlier requests so a tree search
     that switches branches re-evaluates only what differs from the closest earlier prompt.
@@ -189,13 +189,13 @@ def llama_server_command(model_path: Path, port: int, n_ctx: int, n_threads: int
     ``--log-requests``: one line per call in the server log (tokens, cached, seconds), see :func:`request_log`.
     ``draft_tokens``: prompt-lookup drafts per decoding step (0: plain decoding).
     ``fast_forward``: bytes a call's grammar allows one way only are emitted without decoding
-    (:mod:`mltb_core.llm.grammar_forcing`).
+    (:mod:`mltb_core.llm.local.forcing`).
     ``prefix_store``: the directory where servers save the state of each distinct first turn (the shared
     preamble), at most ``prefix_store_bytes``, so a new server restores it instead of evaluating it cold.
     ``users_file``: the shared state file; the server exits once no process it lists runs, so users killed
     with SIGKILL (or an OOM kill) do not leave a 2 GB server behind.
     """
-    return [sys.executable, "-m", "mltb_core.llm.llama_server", "--model", str(model_path), "--host", "127.0.0.1",
+    return [sys.executable, "-m", "mltb_core.llm.local.engine", "--model", str(model_path), "--host", "127.0.0.1",
             "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(n_threads),
             "--n_threads_batch", str(n_threads_batch or n_threads), "--chat_format", chat_format,
             "--flash_attn", "true", "--cache-bytes", str(cache_bytes), "--draft-tokens", str(draft_tokens),
@@ -253,7 +253,7 @@ class LocalServer:
     """A llama.cpp server shared by every process of this machine that uses the same model file and
     ``partition`` (default: this xdist worker's id, see :func:`current_partition`).
 
-    ``n_threads`` decodes, ``n_ctx`` is the context (defaults: the named model's, see llm/models.py, else
+    ``n_threads`` decodes, ``n_ctx`` is the context (defaults: the named model's, see llm/local/models.py, else
     DEFAULT_GENERATION_THREADS and DEFAULT_N_CTX), ``n_threads_batch`` evaluates prompts (default: the
     available cores divided among ``partitions``, at least 1). The settings are the server's: whoever
     starts it sets them, later users join it as it is.
@@ -265,7 +265,7 @@ class LocalServer:
                  startup_timeout: float = 180.0, command: Callable[[int], list[str]] | None = None,
                  partition: str | None = None, partitions: int | None = None,
                  draft_tokens: int | None = None, fast_forward: bool | None = None) -> None:
-        from mltb_core.llm.models import model_for_path
+        from mltb_core.llm.local.models import model_for_path
 
         self.model_path = Path(model_path).resolve()
         env_partition, env_partitions = current_partition()
@@ -558,7 +558,7 @@ class LocalBackend(OpenAIBackend):
                  server_command: Callable[[int], list[str]] | None = None, timeout: float = 300.0,
                  keep_server: bool = True,
                  **opts: Any) -> None:
-        from mltb_core.llm.models import reply_tokens_for
+        from mltb_core.llm.local.models import reply_tokens_for
 
         name = f"local:{model_path}" if model_path else (f"local:{named}" if named else "local")
         if base_url is None and server_command is None:

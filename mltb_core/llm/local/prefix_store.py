@@ -3,7 +3,7 @@
 Every request of a task starts with the same first turn (the shared preamble: task description and tool
 catalogue, ~2,000–4,000 tokens, see :func:`mltb_core.llm.prompts.shared_preamble`). A new server
 process (each pytest run, each xdist worker, each benchmark script) evaluated it again: 60–110 s on 2
-cores before the first tool call. The server's RAM cache (:mod:`mltb_core.llm.llama_server`) cannot help
+cores before the first tool call. The server's RAM cache (:mod:`mltb_core.llm.local.engine`) cannot help
 across processes; this store can. It keeps the KV state of the first request that carried each distinct
 first turn, and the server restores the longest stored prefix of a prompt when it beats what its RAM
 cache and live context hold.
