@@ -64,9 +64,6 @@ DEFAULT_GENERATION_THREADS = 1
 # ~4k tokens of context is ~115 MB (28 layers x 2 KV heads x 128 x 2 bytes x 2 per token): 2 GiB holds
 # the ~15 distinct branches a 40-call tree search keeps coming back to.
 PROMPT_CACHE_BYTES = 2 << 30
-# The catalogue with parameter lists for all 71 tools is ~3,200 prompt tokens (12 s cold on 2 cores);
-# past this many characters the offered tools get no parameter lists.
-CATALOGUE_DETAIL_BUDGET = 4000
 # A live server that does not answer /v1/models within this many seconds is replaced as wedged. Not
 # less: on a loaded 2-core box a server busy with a long prompt took over 2 s to answer, and a joining
 # process that killed it as wedged broke the trials of every other user mid-call.
@@ -452,35 +449,16 @@ def release_process_servers() -> None:
 
 
 # ------------------------------------------------------------------- the backend
-def _tool_line(tool: dict[str, Any]) -> str:
-    """``name(bindings: df; func_kwargs: path, sep=','; output) - summary`` for a short catalogue."""
-    function = tool.get("function", tool)
-    props = function.get("parameters", {}).get("properties", {})
-    bindings = list(props.get("bindings", {}).get("properties", {}))
-    kwargs = [k + (f"={v['default']!r}" if isinstance(v, dict) and "default" in v else "")
-              for k, v in props.get("func_kwargs", {}).get("properties", {}).items()]
-    parts = [f"bindings: {', '.join(bindings)}" if bindings else "",
-             f"func_kwargs: {', '.join(kwargs)}" if kwargs else "", "output" if "output" in props else ""]
-    return f"- {function['name']}({'; '.join(p for p in parts if p)}) - {prompts.tool_summary(function)}"
+def tool_catalogue(tools: list[dict[str, Any]], listed: bool = False) -> str:
+    """What the local model is told about the offered tools, appended to the first system message: the reply
+    format, after one ``name: summary`` line per tool unless ``listed`` (the shared preamble already names
+    every tool; a second list would only add ~1,000 tokens to every cold prompt).
 
-
-def tool_catalogue(tools: list[dict[str, Any]], detail_budget: int = CATALOGUE_DETAIL_BUDGET,
-                   listed: bool = False) -> str:
-    """What the local model is told about the offered tools, appended to the first system message.
-
-    The model gets no function schemas (its reply is a grammar-constrained JSON call), so the offered
-    tools' parameter lists come here when they fit ``detail_budget`` characters (a masked subtask's few
-    tools). Past it, one ``name: summary`` line per tool, unless ``listed``: the shared preamble
-    already names every tool, and a second list would only add ~1,000 tokens to every cold prompt.
+    No parameter lists here: the request's last message, the stage note (:func:`prompts.stage_tools_note`),
+    carries them. Offered tools differ per subtask (Hierarchical MCTS masks them), and anything that
+    varies with them in the first system message would break the cached prefix of every later call.
     """
-    lines = [_tool_line(t) for t in tools]
-    if sum(len(line) + 1 for line in lines) <= detail_budget:
-        body = "\n\nParameters of the tools you may call now (bindings name scratchpad objects; func_kwargs " \
-               "are plain values):\n" + "\n".join(lines)
-    elif listed:
-        body = ""
-    else:
-        body = "\n\nTools:\n" + prompts.tool_catalogue(tools)
+    body = "" if listed else "\n\nTools:\n" + prompts.tool_catalogue(tools)
     return (body + '\n\nReply with exactly one JSON object: {"tool_name": "<tool>", "tool_args": '
                    '{"bindings": {...}, "func_kwargs": {...}, "output": "<name>"}}')
 
