@@ -147,8 +147,7 @@ def test_chatml_rewrite_and_call_schema():
                 {"role": "tool", "tool_call_id": "c1", "content": "ok"}]
     out = chatml_messages(messages, TOOLS)
     assert [m["role"] for m in out] == ["system", "assistant", "user"]
-    assert out[0]["content"].startswith("You plan.") and "- read_data(func_kwargs: path, sep=','; output)" \
-        " - Read a CSV file" in out[0]["content"]
+    assert out[0]["content"].startswith("You plan.") and "\n- read_data: Read a CSV file\n" in out[0]["content"]
     assert json.loads(out[1]["content"].splitlines()[1]) == {"tool_name": "read_data", "tool_args": {"output": "df"}}
     assert out[2]["content"] == "Result of read_data:\nok"
     schema = call_schema(TOOLS)

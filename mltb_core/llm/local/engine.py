@@ -41,7 +41,6 @@ Only what mltb's local backend sends is served: ``GET /v1/models``, ``POST /v1/c
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import os
 import sys
@@ -50,12 +49,9 @@ import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from mltb_core.llm.local.forcing import GrammarProbe, canonical_json_grammar, emitted_tokens
-
-if TYPE_CHECKING:
-    from mltb_core.llm.local.prefix_store import PrefixStore
+from mltb_core.llm.local.forcing import GrammarProbe, canonical_json_grammar
 
 __all__ = ["main", "build_parser", "CHAT_ARGS", "CHAT_ROLES", "chatml_prompt", "pid_alive", "users_gone",
            "lookup_draft"]
@@ -226,193 +222,14 @@ def first_turn_end(tokens: Any, end_of_turn: int | None) -> int | None:
     return int(ends[0]) + 1 if len(ends) else None
 
 
-def _prefix_cache(llama_cpp: Any, engine: "_Engine", capacity_bytes: int, store: PrefixStore | None) -> Any:
-    """llama-cpp-python's RAM prefix cache, backed by ``store`` (None: RAM only).
-
-    A lookup restores the stored state with the longest common prefix when it beats both the RAM cache and
-    the live context; a save also writes the state to the store unless the store already restores all but
-    :data:`MIN_STORED_GAIN` tokens of its first turn (so each distinct preamble is written once, by the first
-    request that carries it)."""
-    import numpy as np
-
-    from mltb_core.llm.local.prefix_store import SavedPrefix, common_prefix
-
-    special = engine.llm.tokenize(b"<|im_end|>", add_bos=False, special=True)
-    end_of_turn = special[0] if len(special) == 1 else None
-
-    class PrefixCache(llama_cpp.LlamaRAMCache):
-        def _ram_prefix(self, key: tuple[int, ...]) -> int:
-            best = self._find_longest_prefix_key(key)
-            return 0 if best is None else common_prefix(np.asarray(best), np.asarray(key))
-
-        def _restore(self, key: tuple[int, ...]) -> Any:
-            """The stored state to restore for ``key``, already loaded into the context (None: none better)."""
-            llm = engine.llm
-            tokens = np.asarray(key, dtype=np.int32)
-            entry, length = store.longest(tokens)
-            live = common_prefix(llm.input_ids[:llm.n_tokens], tokens)
-            if entry is None or length <= max(self._ram_prefix(key), live):
-                return None
-            saved = store.load(entry)
-            if saved is None:
-                return None
-            input_ids = np.zeros(llm.n_ctx(), dtype=np.intc)
-            input_ids[:len(saved.tokens)] = saved.tokens
-            state = llama_cpp.llama.LlamaState(input_ids=input_ids, scores=saved.scores, n_tokens=len(saved.tokens),
-                                               llama_state=saved.state, llama_state_size=len(saved.state),
-                                               seed=saved.seed)
-            try:
-                llm.load_state(state)  # here, so a state the context refuses costs a cold prompt, not a request
-            except RuntimeError as exc:
-                print(f"mltb llama server: a stored prefix did not load ({exc}): deleted", file=sys.stderr, flush=True)
-                entry.path.unlink(missing_ok=True)
-                llm.reset()
-                return None
-            engine.restored.append(length)
-            super().__setitem__(tuple(saved.tokens.tolist()), state)
-            return state
-
-        def __getitem__(self, key: Any) -> Any:
-            key = tuple(key)
-            if store is not None:
-                state = self._restore(key)
-                if state is not None:
-                    return state
-            return super().__getitem__(key)
-
-        def __setitem__(self, key: Any, value: Any) -> None:
-            super().__setitem__(key, value)
-            if store is None:
-                return
-            # the tokens whose KV cells the state holds (the last sampled token is not evaluated yet)
-            tokens = np.asarray(value.input_ids[:value.n_tokens], dtype=np.int32)
-            first = first_turn_end(tokens, end_of_turn)
-            if first is None or first - store.longest(tokens)[1] < MIN_STORED_GAIN:
-                return
-            store.save(SavedPrefix(tokens=tokens, scores=value.scores, state=value.llama_state, seed=value.seed))
-
-    return PrefixCache(capacity_bytes=capacity_bytes)
-
-
-class _Engine:
+class Engine:
     """The model, its prompt cache and the count of prompt tokens each request evaluated."""
 
     def __init__(self, args: argparse.Namespace) -> None:
         import llama_cpp
 
-        class LeanLlama(llama_cpp.Llama):
-            def save_state(self) -> Any:
-                """Upstream's state without its n_batch rows of logits: a restore re-evaluates at least
-                one token (Llama.generate) before sampling, so one row keeps load_state's shapes and
-                loses nothing. One copy of the KV cells instead of three."""
-                ctx = self._ctx.ctx
-                size = int(llama_cpp.llama_state_get_size(ctx))
-                buffer = (ctypes.c_uint8 * size)()
-                written = int(llama_cpp.llama_state_get_data(ctx, buffer, size))
-                if written > size:
-                    raise RuntimeError("llama_state_get_data wrote past its buffer")
-                return llama_cpp.llama.LlamaState(input_ids=self.input_ids.copy(), scores=self._scores[-1:].copy(),
-                                                  n_tokens=self.n_tokens, llama_state=ctypes.string_at(buffer, written),
-                                                  llama_state_size=written, seed=self._seed)
+        from mltb_core.llm.local.lean import LeanLlama, PrefixCache
 
-            def eval(self, tokens: Any) -> None:
-                engine.evaluated.append(len(tokens))
-                # A sampled token and the bytes its grammar forced go through upstream's eval like a prompt (one
-                # row of logits, the prompt's threads): on an idle 2-core box two threads made the 40-call trial
-                # 4.5 instead of 5.5 min (reports/benchmarks.md).
-                if not (engine.drafts and engine.drafts.armed):
-                    super().eval(tokens)
-                    return
-                engine.drafts.armed = False
-                # upstream's eval asks for the last row only unless logits_all, then copies every row into
-                # an n_ctx x n_vocab array; generate samples each drafted position from the context's rows
-                self._ctx.kv_cache_seq_rm(-1, self.n_tokens, -1)
-                n_past = self.n_tokens
-                self._batch.set_batch(batch=tokens, n_past=n_past, logits_all=True)
-                # a few rows decode like one: on the decode threads (llama.cpp would take the prompt's
-                # n_threads_batch for any batch of two or more; two threads on shared cores made a 2-row
-                # step 7x slower than a 1-row one here)
-                llama_cpp.llama_set_n_threads(self._ctx.ctx, args.n_threads, args.n_threads)
-                try:
-                    self._ctx.decode(self._batch)
-                finally:
-                    llama_cpp.llama_set_n_threads(self._ctx.ctx, args.n_threads, args.n_threads_batch)
-                self.input_ids[n_past:n_past + len(tokens)] = tokens
-                self.n_tokens += len(tokens)
-                self._requires_eval = False
-
-            # Grammar fast-forward (engine.forcing, see mltb_core.llm.local.forcing). Upstream's generate
-            # lets its caller send tokens to evaluate with the one just sampled; the positions of those
-            # forced tokens are then "sampled" from _replay, without the sampler (whose grammar has already
-            # accepted their bytes), and only the last row of the batch is sampled for real.
-            _replay: dict[int, int] = {}
-            _replayed = False
-            _pending: list[int] = []
-            _forced_grammar: Any = None
-
-            def _init_sampler(self, *a: Any, **kw: Any) -> Any:
-                sampler = super()._init_sampler(*a, **kw)
-                self._forced_grammar = None
-                if engine.forcing is not None and kw.get("grammar") is not None:
-                    self._forced_grammar = GrammarProbe.grammar_sampler(llama_cpp, sampler.sampler)
-                    for token in self._pending if self._forced_grammar is not None else ():
-                        llama_cpp.llama_sampler_accept(self._forced_grammar, token)  # the reply's forced start
-                self._pending = []
-                return sampler
-
-            def sample(self, *a: Any, idx: int | None = None, **kw: Any) -> Any:
-                self._replayed = idx in self._replay
-                if self._replayed:
-                    return self._replay.pop(idx)
-                return super().sample(*a, idx=idx, **kw)
-
-            def _forced_tokens(self, grammar: Any) -> tuple[list[int], bool]:
-                """The tokens to emit unsampled from ``grammar``'s state (emitted_tokens), and whether only the
-                end may follow them."""
-                forced, end = engine.forcing.forced(grammar)
-                tokens = self.tokenize(forced, add_bos=False, special=False) if forced else []
-                if self.detokenize(tokens) != forced:  # e.g. a multi-byte character cut by a choice
-                    tokens = [engine.forcing.token_of_byte[byte] for byte in forced]
-                return emitted_tokens(tokens, end), end
-
-            def generate(self, tokens: Any, *a: Any, grammar: Any = None, **kw: Any) -> Any:
-                if engine.forcing is None or grammar is None:
-                    return (yield from super().generate(tokens, *a, grammar=grammar, **kw))
-                first = engine.forced_starts.get(grammar._grammar)
-                if first is None:  # the reply's forced start depends on the grammar alone: once per grammar
-                    start_grammar = llama_cpp.llama_sampler_init_grammar(
-                        self._model.vocab, grammar._grammar.encode(), grammar._root.encode())
-                    try:
-                        first, _ = self._forced_tokens(start_grammar)
-                    finally:
-                        llama_cpp.llama_sampler_free(start_grammar)
-                    engine.forced_starts[grammar._grammar] = first
-                self._pending, self._replay, engine.forced_start = first, {}, len(first)
-                inner = super().generate([*tokens, *first], *a, grammar=grammar, **kw)
-                yield from first
-                send = None
-                while True:
-                    try:
-                        token = inner.send(send)
-                    except StopIteration:
-                        return
-                    send = None
-                    yield token
-                    if self._replayed or self._forced_grammar is None or llama_cpp.llama_vocab_is_eog(
-                            self._model.vocab, token):
-                        continue
-                    run, end = self._forced_tokens(self._forced_grammar)
-                    if end:  # nothing but the end may follow: no pass for the tokens nobody samples after
-                        yield from run
-                        yield engine.forcing.eog[0]
-                        return
-                    for forced in run:
-                        llama_cpp.llama_sampler_accept(self._forced_grammar, forced)
-                    if run:
-                        self._replay = {self.n_tokens + j: t for j, t in enumerate(run)}
-                        send = run
-
-        engine = self
         self.evaluated: list[int] = []
         if not 0 <= args.draft_tokens < args.n_batch:
             raise ValueError(f"--draft-tokens must be from 0 to {args.n_batch - 1}, got {args.draft_tokens}")
@@ -426,7 +243,7 @@ class _Engine:
         self.lock = threading.Lock()
         self.model_name = args.model
         self.log_requests = args.log_requests
-        self.llm = LeanLlama(model_path=args.model, n_ctx=args.n_ctx, n_batch=args.n_batch, n_threads=args.n_threads,
+        self.llm = LeanLlama(self, model_path=args.model, n_ctx=args.n_ctx, n_batch=args.n_batch, n_threads=args.n_threads,
                              n_threads_batch=args.n_threads_batch, chat_format=args.chat_format,
                              chat_handler=_chat_handler(args.chat_format),
                              flash_attn=args.flash_attn == "true", verbose=False)
@@ -440,7 +257,7 @@ class _Engine:
                 store = PrefixStore(store_directory(args.prefix_store, args.model, llama_cpp=llama_cpp.__version__,
                                                     n_ctx=args.n_ctx, flash_attn=args.flash_attn),
                                     args.prefix_store_bytes)
-            self.llm.set_cache(_prefix_cache(llama_cpp, self, args.cache_bytes, store))
+            self.llm.set_cache(PrefixCache(self, args.cache_bytes, store))
         if args.fast_forward == "true":
             self.forcing = GrammarProbe(llama_cpp, self.llm)
             why = None if self.forcing.complete else "this vocabulary lacks single-byte tokens"
@@ -515,51 +332,59 @@ class _Engine:
                           "prompt_tokens_details": {"cached_tokens": cached}}}
 
 
-def _handler(engine: _Engine) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+class EngineServer(ThreadingHTTPServer):
+    """The HTTP server of one :class:`Engine` (its handlers reach the engine through ``self.server``)."""
 
-        def _send(self, status: int, document: dict[str, Any]) -> None:
-            body = json.dumps(document).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def __init__(self, address: tuple[str, int], engine: Engine) -> None:
+        self.engine = engine
+        super().__init__(address, Handler)
 
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
-            if self.path.rstrip("/") in ("/v1/models", "/models"):
-                self._send(200, {"object": "list", "data": [{"id": engine.model_name, "object": "model",
-                                                             "owned_by": "me"}]})
-            else:
-                self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
 
-        def do_POST(self) -> None:  # noqa: N802
-            if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
-                self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
-                return
-            try:
-                request = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
-                if not isinstance(request, dict):
-                    raise ValueError("the request body must be a JSON object")
-                if request.get("stream"):
-                    raise ValueError("streaming is not supported")
-                self._send(200, engine.chat(request))
-            except (ValueError, TypeError, KeyError) as exc:  # a bad request, or llama.cpp refusing it
-                self._send(400, {"error": {"message": str(exc), "type": "invalid_request_error"}})
-            except Exception as exc:  # noqa: BLE001 - reported to the client as a server error
-                self._send(500, {"error": {"message": f"{type(exc).__name__}: {exc}", "type": "server_error"}})
+class Handler(BaseHTTPRequestHandler):
+    """``GET /v1/models`` and ``POST /v1/chat/completions`` of the OpenAI API, answered by the server's engine."""
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet: the log is for errors
-            pass
+    server: EngineServer
+    protocol_version = "HTTP/1.1"
 
-    return Handler
+    def _send(self, status: int, document: dict[str, Any]) -> None:
+        body = json.dumps(document).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        if self.path.rstrip("/") in ("/v1/models", "/models"):
+            self._send(200, {"object": "list", "data": [{"id": self.server.engine.model_name, "object": "model",
+                                                         "owned_by": "me"}]})
+        else:
+            self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+
+    def do_POST(self) -> None:  # noqa: N802
+        if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+            self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+            return
+        try:
+            request = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+            if not isinstance(request, dict):
+                raise ValueError("the request body must be a JSON object")
+            if request.get("stream"):
+                raise ValueError("streaming is not supported")
+            self._send(200, self.server.engine.chat(request))
+        except (ValueError, TypeError, KeyError) as exc:  # a bad request, or llama.cpp refusing it
+            self._send(400, {"error": {"message": str(exc), "type": "invalid_request_error"}})
+        except Exception as exc:  # noqa: BLE001 - reported to the client as a server error
+            self._send(500, {"error": {"message": f"{type(exc).__name__}: {exc}", "type": "server_error"}})
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet: the log is for errors
+        pass
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    engine = _Engine(args)
-    server = ThreadingHTTPServer((args.host, args.port), _handler(engine))
+    engine = Engine(args)
+    server = EngineServer((args.host, args.port), engine)
     print(f"mltb llama server: {args.model} on http://{args.host}:{args.port}/v1", file=sys.stderr, flush=True)
     if args.users_file is not None:
         threading.Thread(target=_watch_users, args=(server, args.users_file, args.users_grace), daemon=True).start()

@@ -93,6 +93,11 @@ def _qwen_parts() -> tuple[Part, ...]:
                  for i, (size, sha) in enumerate(zip(sizes, hashes, strict=True), start=1))
 
 
+# The llama-cpp-python releases the engine is tested with (pyproject's local extras pin exactly this): the engine
+# overrides private members of llama_cpp.Llama (mltb_core/llm/local/lean.py), which move between 0.3.x releases;
+# tests/test_llama_cpp_contract.py checks each of them, so a release in the range that moves one fails in CI.
+LLAMA_CPP_REQUIREMENT = "llama-cpp-python>=0.3.36,<0.4"
+
 # Tokens a reply may run to. A call naming every column of the widest table task (forest-cover, 56 columns)
 # is 416 tokens with Qwen2.5's tokenizer; the earlier 192 cut such calls off and the model saw "malformed
 # JSON" (one ReAct trial, 42 of its 47 calls). The 135M smoke model keeps 192: it rambles, it is a smoke.
