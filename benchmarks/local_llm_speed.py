@@ -12,6 +12,8 @@ Run: ``python benchmarks/local_llm_speed.py [--part warm,switch,first,trial,thre
 - ``trial``: one MCTS-Shaped trial on spaceship-titanic at ``--trial-calls`` LLM calls: wall time, and the
   share of prompt tokens served from cache (record ``tokens_in_cached`` / ``tokens_in``).
 - ``threads``: decode and prompt-evaluation speed for decode/prompt thread splits and max tokens.
+- ``context``: the server at 16k and at 32k context (``--contexts``): its resident memory (VmRSS once started,
+  VmHWM after the calls) and seconds per call at ~4k tokens (a cold call, then warm calls adding a turn).
 - ``batch``: decoding k sequences together (one llama.cpp batch per step, the sequences sharing the
   prompt's KV cells) against one sequence: what decoding an expansion's k candidates together would gain.
 
@@ -257,6 +259,52 @@ def threads(model: str, turns: int) -> list[Figure]:
     return figures
 
 
+def _status_mib(pid: int, field: str) -> float:
+    with open(f"/proc/{pid}/status", encoding="ascii") as handle:
+        for line in handle:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    raise ValueError(f"no {field} for pid {pid}")
+
+
+def context(model: str, turns: int, calls: int, contexts: tuple[int, ...] = (16384, 32768)) -> list[Figure]:
+    """The server's resident memory and per-call seconds at ~4k tokens for each context size."""
+    from openai import OpenAI
+
+    from mltb_core.llm.backends import parse_model
+    from mltb_core.llm.local import LocalServer, chatml_messages, request_log, resolve_model_path
+
+    path = resolve_model_path(parse_model(model).value)
+    tools, figures = realistic_tools(), []
+    for n_ctx in contexts:
+        with tempfile.TemporaryDirectory() as cache_dir:
+            server = LocalServer(path, cache_dir=cache_dir, n_ctx=n_ctx, partition=f"ctx{n_ctx}", partitions=1)
+            try:
+                client = OpenAI(base_url=server.acquire(), api_key="local")
+                pid = server.state()["pid"]
+                idle = _status_mib(pid, "VmRSS")
+                msgs = chatml_messages(_history(turns), tools)
+                seconds = []
+                for i in range(calls):
+                    start = time.perf_counter()
+                    client.chat.completions.create(model="m", messages=msgs, max_tokens=32, temperature=0, seed=i)
+                    seconds.append(time.perf_counter() - start)
+                    msgs = msgs + [{"role": "assistant", "content": f"step {i}"},
+                                   {"role": "user", "content": f"Result of step {i}: done."}]
+                peak = _status_mib(pid, "VmHWM")
+                log = request_log(server.log_path)
+            finally:
+                server.release()
+        tokens = log[-1]["prompt_tokens"] if log else 0
+        warm = statistics.median(seconds[1:]) if len(seconds) > 1 else float("nan")
+        figures.append(Figure(f"server at n_ctx {n_ctx}", f"RSS {idle:,.0f} MiB started, {peak:,.0f} MiB peak; "
+                              f"warm call {warm:.1f} s", note=f"cold call {seconds[0]:.1f} s, warm "
+                              f"{', '.join(f'{x:.1f}' for x in seconds[1:])} s at {tokens:,} prompt tokens, "
+                              f"32-token replies; load {load_average()}"))
+        print(figures[-1], flush=True)
+    return figures
+
+
 def batch(model: str, turns: int, ks: tuple[int, ...] = (1, 3), steps: int = 30) -> list[Figure]:
     """Tokens per second when k sequences that share the ~4k-token prompt decode in one batch per step.
 
@@ -354,6 +402,7 @@ PARTS = {
     "trial": lambda args: trial(args.model, args.trial_calls, args.task),
     "threads": lambda args: threads(args.model, args.turns),
     "batch": lambda args: batch(args.model, args.turns),
+    "context": lambda args: context(args.model, args.turns, args.calls),
 }
 
 

@@ -1,7 +1,8 @@
 """pytest plugin entry point (``pytest11: mltb``): hooks and fixtures only. The work is in options.py
 (settings), collection.py (cases, ids, markers), running.py (one trial on a worker), transport.py
 (records worker → controller), session.py (the controller) with bookkeeping.py (run directory,
-resume), gating.py (baseline, regression exit) and servers.py (local model server lifetime).
+resume), gating.py (baseline, regression exit) and servers.py (what the plan's backends need per worker and hold
+for the session, e.g. model servers).
 Extension hooks for conftest files and plugins: hookspec.py.
 
 Process roles: without xdist one process is both controller and worker. With xdist the controller
@@ -95,8 +96,8 @@ def _is_mltb_run(config: pytest.Config, settings) -> bool:
 
 
 def _size_workers(config: pytest.Config, settings) -> None:
-    """With a local model, cap ``-n`` to the llama.cpp servers the machine holds (servers.worker_cap), before
-    xdist starts its workers."""
+    """Cap ``-n`` to the workers the machine holds for what the plan's backends need per worker (e.g. a
+    llama.cpp server each: servers.worker_cap), before xdist starts its workers."""
     from .servers import cap_xdist_workers
 
     cap = cap_xdist_workers(config, settings.model_refs())

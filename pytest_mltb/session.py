@@ -20,7 +20,7 @@ from .bookkeeping import RunBook
 from .collection import Case, Plan, case_id_of_nodeid, plan_for
 from .gating import Gate
 from .options import Settings, default_run_dir
-from .servers import LocalServers
+from .servers import SessionHolds
 from .transport import RECORD_PROPERTY, TRAJECTORY_PROPERTY, decode_trajectory, report_property
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ class Controller:
         self.run_dir = run_dir
         self.book = RunBook(run_dir)
         self.gate = Gate(settings)
-        self.servers = LocalServers()
+        self.servers = SessionHolds()
         self.engaged = settings.engaged
         self.resumed: dict[str, TrialRecord] = {}   # --resume: the records of the cases it skips, by case id
         self.session: pytest.Session | None = None

@@ -86,3 +86,43 @@ def test_the_public_api_resolves_and_importing_the_package_stays_light():
     code = "import sys, mltb_core; print(sorted(m for m in sys.modules if m.startswith('mltb_core.')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+LLM = PACKAGE / "llm"
+LOCAL = LLM / "local"
+# the only modules outside the fence that name the local package: the backend spec, the settings that read
+# its environment knobs, the CLI's model listing
+LOCAL_NAMED_BY = {"mltb_core.llm.backends", "mltb_core.config", "mltb_core.cli"}
+
+
+def _python_files(*roots: Path) -> list[Path]:
+    return [p for root in roots for p in sorted(root.rglob("*.py"))]
+
+
+def test_the_local_model_is_fenced():
+    """llama_cpp is imported only inside mltb_core/llm/local/, the package is named only by the backend spec
+    (and the settings and CLI listing), and the pytest plugin names no backend at all."""
+    plugin = PACKAGE.parent / "pytest_mltb"
+    leaks = []
+    for path in _python_files(PACKAGE, plugin):
+        inside = LOCAL in path.parents
+        name = _module_name(path) if PACKAGE in path.parents else f"pytest_mltb.{path.stem}"
+        for target, line in _imports(path.read_text(), name, path.name == "__init__.py"):
+            if target.split(".")[0] == "llama_cpp" and not inside:
+                leaks.append(f"{name}:{line} imports {target}")
+            if target.startswith("mltb_core.llm.local") and not inside and name not in LOCAL_NAMED_BY:
+                leaks.append(f"{name}:{line} imports {target}")
+    assert leaks == []
+    assert [p.name for p in plugin.glob("*.py") if '"local"' in p.read_text() or "'local'" in p.read_text()] == []
+
+
+def test_no_class_is_defined_inside_a_function_in_llm():
+    """Classes at module level, taking what they need explicitly: a class made inside a function (a closure
+    over an engine) cannot be imported or tested alone."""
+    nested = []
+    for path in _python_files(LLM):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                nested += [f"{path.relative_to(PACKAGE)}:{inner.lineno} {inner.name} in {node.name}"
+                           for inner in ast.walk(node) if isinstance(inner, ast.ClassDef)]
+    assert nested == []

@@ -123,8 +123,8 @@ def test_ctrl_c_says_how_many_trials_were_recorded_and_how_to_continue(pytester,
 
 def test_starting_the_local_model_server_says_so(tmp_path, monkeypatch):
     """The model file and each server's start are announced as they happen: a cold start takes a while."""
-    import mltb_core.llm.local as local
-    from pytest_mltb.servers import LocalServers
+    import mltb_core.llm.local.backend as local
+    from pytest_mltb.servers import SessionHolds
 
     model = tmp_path / "model.gguf"
     model.write_bytes(b"x" * 2_000_000)
@@ -145,8 +145,8 @@ def test_starting_the_local_model_server_says_so(tmp_path, monkeypatch):
     monkeypatch.setattr(local, "resolve_model_path", lambda value: model)
     monkeypatch.setattr(local, "worker_servers", lambda path, workers: [Server(), Broken()])
     lines = []
-    servers = LocalServers()
+    servers = SessionHolds()
     servers.start([f"local:{model}"], workers=2, say=lines.append)
     assert lines[0] == f"mltb: local model {model} ready ({model}, 0.0 GB, hash-checked); starting 2 llama.cpp server(s)"
     assert re.fullmatch(r"mltb: llama.cpp server on port 4321 answering after \d+\.\d s", lines[1])
-    assert "failed to start: llama.cpp exited with code 1" in lines[2] and servers.errors and len(servers.held) == 1
+    assert "failed to start: llama.cpp exited with code 1" in lines[2] and servers.errors and len(servers.held[0][1]) == 1

@@ -9,7 +9,9 @@ import pytest
 
 from mltb_core.llm.local import backend as local  # imported before any in-process run, which would drop a later import
 from pytest_mltb import servers
-from pytest_mltb.servers import names_the_suite, server_memory_need, worker_cap
+from mltb_core import environment
+from mltb_core.llm.local.backend import SERVER_OVERHEAD_BYTES, server_memory_need
+from pytest_mltb.servers import names_the_suite, worker_cap
 
 pytest_plugins = ["pytester"]
 
@@ -51,8 +53,40 @@ def test_cap_is_the_smallest_of_request_cores_and_memory(model_file):
 def test_a_server_needs_its_file_and_a_kv_cache_that_grows_with_its_context(model_file):
     # the default model's 32k context: ~0.9 GiB of KV cache on top of the file and the fixed overhead
     assert server_memory_need(model_file, 32768) - server_memory_need(model_file, 16384) == 16384 * 28 * 1024
-    assert server_memory_need(model_file, 0) == 4096 + servers.SERVER_OVERHEAD_BYTES
+    assert server_memory_need(model_file, 0) == 4096 + SERVER_OVERHEAD_BYTES
     assert server_memory_need(model_file.with_name("absent.gguf"), 32768) is None
+
+
+def test_every_backend_in_the_plan_is_asked_not_one_by_name():
+    """A third-party backend that needs a server per worker is capped and held like the local model."""
+    from mltb_core.llm import backends
+
+    events = []
+
+    @backends.backend("served")
+    class ServedSpec(backends.BackendSpec):
+        def worker_needs(self, value):
+            return backends.WorkerNeeds(memory=GIB, cores=2, what="vLLM server")
+
+        def session_start(self, value, workers, say):
+            events.append(("start", value, workers))
+            if value == "broken":
+                raise RuntimeError("served:broken did not start")
+            return value, []
+
+        def session_end(self, held):
+            events.append(("end", held))
+
+    with backends.scoped_backends():
+        backends.register_backend(ServedSpec)
+        cap = worker_cap(["served:a", "sim"], 8, cores=8, memory=3 * GIB)
+        assert (cap.workers, cap.need) == (3, GIB) and "vLLM server" in cap.line()   # memory binds
+        assert worker_cap(["served:a"], 8, cores=8, memory=64 * GIB).workers == 4    # 2 cores per worker
+        holds = servers.SessionHolds()
+        holds.start(["served:a", "served:broken", "sim", "served:a"], workers=2)
+        assert holds.errors == ["served:broken did not start"]
+        holds.stop()
+    assert events == [("start", "a", 2), ("start", "broken", 2), ("end", "a")]
 
 
 def test_api_and_sim_models_are_left_alone(model_file):
@@ -68,7 +102,7 @@ def test_an_absent_model_file_is_capped_by_cores_and_says_memory_was_not_checked
 def test_the_line_says_how_many_and_why(model_file):
     line = worker_cap([f"local:{model_file}"], 8, cores=2, memory=10 * GIB).line()
     assert line.startswith("mltb: local model: 2 xdist worker(s), each with its own llama.cpp server")
-    assert "-n 8 capped to 2" in line and "2 core(s)" in line and "10.0 GiB available / 0.7 GiB per server" in line
+    assert "-n 8 capped to 2" in line and "2 core(s)" in line and "10.0 GiB available / 0.7 GiB per worker" in line
     assert "capped" not in worker_cap([f"local:{model_file}"], 2, cores=2, memory=10 * GIB).line()
 
 
@@ -84,8 +118,8 @@ def test_only_the_benchmark_suite_counts_as_an_mltb_run_without_options(tmp_path
 
 def run_sized(pytester: pytest.Pytester, monkeypatch, *args: str, cores: int = 3, memory: int = 64 * GIB):
     """An in-process run on a pretend machine (``cores``, ``memory``), collect-only: no trial, no server."""
-    monkeypatch.setattr(local, "available_cores", lambda: cores)
-    monkeypatch.setattr(servers, "available_memory", lambda: memory)
+    monkeypatch.setattr(environment, "available_cores", lambda: cores)
+    monkeypatch.setattr(environment, "available_memory", lambda: memory)
     pytester.makepyfile(test_challenges=SUITE)
     pytester.makeconftest(CONFTEST)
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--task=spaceship-titanic", "--planner=react",

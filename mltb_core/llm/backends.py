@@ -33,7 +33,7 @@ from mltb_core.plugins import RegistryError, claim, did_you_mean, load_entry_poi
 __all__ = ["ENTRY_POINT_GROUP", "DEFAULT_MODEL", "BackendSpec", "ModelRef", "Preflight", "backend",
            "register_backend", "get_backend", "available_backends", "parse_model", "parse_models", "as_model_ref",
            "builtin_model_forms", "model_id", "is_synthetic", "model_forms", "preflight", "custom_openai_base_url",
-           "BackendRegistryError", "scoped_backends"]
+           "BackendRegistryError", "scoped_backends", "WorkerNeeds"]
 
 ENTRY_POINT_GROUP = "mltb.backends"
 DEFAULT_MODEL = "local"
@@ -87,6 +87,29 @@ class BackendSpec:
 
     def build(self, value: Any, *, model: str, seed: int, cache: Any, price_table: Any, **opts: Any) -> LLMBackend:
         raise NotImplementedError(f"backend {self.name!r} must implement build()")
+
+    def worker_needs(self, value: Any) -> WorkerNeeds | None:
+        """What every xdist worker needs of the machine to run this model (e.g. its own server), which caps
+        the worker count; None: nothing per worker (an API is I/O bound, a synthetic policy cheap)."""
+        return None
+
+    def session_start(self, value: Any, workers: int, say: Callable[[str], None]) -> tuple[Any, list[str]]:
+        """Start what the session's trials share (e.g. one server per xdist worker; ``workers`` is 0 without
+        xdist), before any trial: ``(held, errors)``, where ``held`` goes to :meth:`session_end` and each
+        error is reported (the run goes on; the trials it affects say it again). ``say`` gets progress lines."""
+        return None, []
+
+    def session_end(self, held: Any) -> None:
+        """Stop what :meth:`session_start` returned, after the last trial."""
+
+
+@dataclass(frozen=True)
+class WorkerNeeds:
+    """What one xdist worker needs to run a model (:meth:`BackendSpec.worker_needs`)."""
+
+    memory: int | None             # bytes (None: not known yet, e.g. the model file is not on disk)
+    cores: int = 1
+    what: str = "server"           # what each worker runs, for the session header ("llama.cpp server")
 
 
 def backend(name: str) -> Callable[[type[BackendSpec]], type[BackendSpec]]:
@@ -401,6 +424,41 @@ class LocalSpec(BackendSpec):
         except LocalModelUnavailable as exc:
             problems.append(str(exc))
         return problems
+
+    def worker_needs(self, value: tuple[str, str]) -> WorkerNeeds:
+        """Each worker runs its own llama.cpp server of this model: its file, KV cache and buffers, one core."""
+        from mltb_core.llm.local.backend import worker_memory
+
+        return WorkerNeeds(memory=worker_memory(value), cores=1, what="llama.cpp server")
+
+    def session_start(self, value: tuple[str, str], workers: int,
+                      say: Callable[[str], None]) -> tuple[list[Any], list[str]]:
+        """One server per xdist worker (each with its share of the cores, so each keeps its own warm prompt
+        prefix), one without xdist; the servers are refcounted, so the workers' backends join them. A server
+        that fails is an error; the others are kept (their workers' trials can run)."""
+        import time
+
+        from mltb_core.llm.local.backend import resolve_model_path, worker_servers
+
+        path = resolve_model_path(value)  # preflight has checked (and assembled) the file by now
+        servers = worker_servers(path, workers)
+        say(f"mltb: local model {value[1]} ready ({path}, {path.stat().st_size / 1e9:.1f} GB, hash-checked); "
+            f"starting {len(servers)} llama.cpp server(s)")
+        held, errors = [], []
+        for server in servers:
+            started = time.monotonic()
+            try:
+                server.acquire()
+            except Exception as exc:  # noqa: BLE001 - reported, and every trial on that worker says it again
+                errors.append(f"local model server for {value[1]} failed to start: {exc}")
+                continue
+            held.append(server)
+            say(f"mltb: llama.cpp server on port {server.port} answering after {time.monotonic() - started:.1f} s")
+        return held, errors
+
+    def session_end(self, held: list[Any]) -> None:
+        for server in held:
+            server.release()
 
     def build(self, value: tuple[str, str], *, model: str, seed: int, cache: Any, price_table: Any,
               **opts: Any) -> LLMBackend:

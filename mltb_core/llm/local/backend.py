@@ -36,7 +36,7 @@ from typing import Any
 
 from filelock import FileLock
 
-from mltb_core.environment import child_pythonpath
+from mltb_core.environment import available_cores, child_pythonpath
 from mltb_core.environment import read as read_environment
 from mltb_core.llm import prompts
 from mltb_core.llm.local.engine import pid_alive as _pid_alive
@@ -108,12 +108,41 @@ def _require_llama_cpp() -> None:
         raise LocalModelUnavailable(f"the local model needs llama-cpp-python's server: {INSTALL_HINT}")
 
 
-def available_cores() -> int:
-    """The cores this process may run on (its CPU affinity): what the local servers divide among themselves."""
+# What one server needs beyond its model file: compute buffers and the server process, plus the KV cache of
+# its whole context (llama.cpp allocates and clears it at start, so it is resident at once). Measured here at
+# 16k context: ~850 MiB above Qwen2.5-Coder-1.5B's 1.1 GB file while serving, of which the KV cache is 448
+# MiB; 365 MiB above SmolLM2-135M's 94 MB file at 8k (KV 180 MiB). Rounded up, since a server that does not
+# fit swaps or is killed, while one server too few only queues. reports/benchmarks.md has 16k against 32k.
+SERVER_OVERHEAD_BYTES = 512 << 20
+# KV bytes per token of context: the default model's (28 layers x 2 KV heads x 128 x 2 bytes x K and V);
+# SmolLM2-135M's is 23 KiB. A larger GGUF given by path is underestimated, which only queues.
+KV_BYTES_PER_TOKEN = 28 << 10
+
+
+def server_memory_need(model_path: str | os.PathLike, n_ctx: int) -> int | None:
+    """Bytes one server of ``model_path`` at ``n_ctx`` context needs (the file is mapped whole), or None when
+    the file is absent."""
     try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+        return Path(model_path).stat().st_size + SERVER_OVERHEAD_BYTES + n_ctx * KV_BYTES_PER_TOKEN
+    except OSError:
+        return None
+
+
+def server_context(value: tuple[str, str | None]) -> int:
+    """The context a server of the parsed ``local`` model starts with: a named model's, else the default."""
+    from mltb_core.llm.local.models import MODELS
+
+    named = MODELS.get(value[1] or "") if value[0] == "name" else None
+    return named.n_ctx if named else DEFAULT_N_CTX
+
+
+def worker_memory(value: tuple[str, str | None]) -> int | None:
+    """Bytes one worker's server of the parsed ``local`` model needs (None: its file is not on disk yet)."""
+    try:
+        path = resolve_model_path(value) if value[0] == "name" else Path(value[1] or "").expanduser()
+    except Exception:  # noqa: BLE001 - not installed / not assembled: the model preflight says so
+        return None
+    return server_memory_need(path, server_context(value))
 
 
 # xdist's worker id and worker count; outside xdist there is one partition with every core.
