@@ -59,8 +59,9 @@ class WorkerCap:
 
 
 def worker_cap(models, requested: int, cores: int | None = None, memory: int | None = None) -> WorkerCap | None:
-    """The rule, defined once: ``min(requested, cores // cores per worker, available memory // memory per
-    worker)``, at least 1, where a worker's needs are the sum of its models' (``BackendSpec.worker_needs``).
+    """The rule, defined once: ``min(requested, cores // cores per worker, (available memory - shared) //
+    memory per worker)``, at least 1, where a worker's memory is the sum of its models' and the shared memory
+    (e.g. the machine's prefix cache) the largest one's (``BackendSpec.worker_needs``).
 
     None when no model needs anything per worker (API models are I/O bound and ``sim`` is cheap: their
     worker count is left alone). ``cores``/``memory`` default to this machine's.
@@ -74,7 +75,7 @@ def worker_cap(models, requested: int, cores: int | None = None, memory: int | N
     need = None if None in memories else sum(m for m in memories if m is not None)
     limit = min(requested, max(cores // max(max(n.cores for _, n in needs), 1), 1))  # one trial, one model at a time
     if memory is not None and need:
-        limit = min(limit, memory // need)
+        limit = min(limit, (memory - max(n.shared_memory for _, n in needs)) // need)
     return WorkerCap(requested=requested, workers=max(int(limit), 1), cores=cores, memory=memory, need=need,
                      backends="/".join(sorted({ref.kind for ref, _ in needs})),
                      what=" + ".join(sorted({n.what for _, n in needs})))

@@ -10,6 +10,7 @@ import pytest
 from mltb_core.llm.local import backend as local  # imported before any in-process run, which would drop a later import
 from pytest_mltb import servers
 from mltb_core import environment
+from mltb_core.llm.local.backend import PROMPT_CACHE_BYTES as SHARED
 from mltb_core.llm.local.backend import SERVER_OVERHEAD_BYTES, server_memory_need
 from pytest_mltb.servers import names_the_suite, worker_cap
 
@@ -40,14 +41,14 @@ def test_cap_is_the_smallest_of_request_cores_and_memory(model_file):
     need = server_memory_need(model_file, local.DEFAULT_N_CTX)
     one = [f"local:{model_file}"]
     assert worker_cap(one, 8, cores=2, memory=64 * GIB).workers == 2                  # cores bind
-    assert worker_cap(one, 8, cores=16, memory=3 * need + 1).workers == 3             # memory binds
+    assert worker_cap(one, 8, cores=16, memory=3 * need + SHARED + 1).workers == 3             # memory binds
     assert worker_cap(one, 2, cores=16, memory=64 * GIB).workers == 2                 # the request binds
     assert not worker_cap(one, 2, cores=16, memory=64 * GIB).capped
     assert worker_cap(one, 8, cores=16, memory=need // 2).workers == 1                # never below one
     # two local models: every worker runs a server of each
     other = model_file.with_name("other.gguf")
     other.write_bytes(b"\0" * 4096)
-    assert worker_cap(one + [f"local:{other}"], 8, cores=16, memory=3 * need + 1).workers == 1
+    assert worker_cap(one + [f"local:{other}"], 8, cores=16, memory=3 * need + SHARED + 1).workers == 1
 
 
 def test_a_server_needs_its_file_and_a_kv_cache_that_grows_with_its_context(model_file):
@@ -66,7 +67,7 @@ def test_every_backend_in_the_plan_is_asked_not_one_by_name():
     @backends.backend("served")
     class ServedSpec(backends.BackendSpec):
         def worker_needs(self, value):
-            return backends.WorkerNeeds(memory=GIB, cores=2, what="vLLM server")
+            return backends.WorkerNeeds(memory=GIB, cores=2, shared_memory=GIB, what="vLLM server")
 
         def session_start(self, value, workers, say):
             events.append(("start", value, workers))
@@ -79,7 +80,7 @@ def test_every_backend_in_the_plan_is_asked_not_one_by_name():
 
     with backends.scoped_backends():
         backends.register_backend(ServedSpec)
-        cap = worker_cap(["served:a", "sim"], 8, cores=8, memory=3 * GIB)
+        cap = worker_cap(["served:a", "sim"], 8, cores=8, memory=4 * GIB)
         assert (cap.workers, cap.need) == (3, GIB) and "vLLM server" in cap.line()   # memory binds
         assert worker_cap(["served:a"], 8, cores=8, memory=64 * GIB).workers == 4    # 2 cores per worker
         holds = servers.SessionHolds()
@@ -102,7 +103,7 @@ def test_an_absent_model_file_is_capped_by_cores_and_says_memory_was_not_checked
 def test_the_line_says_how_many_and_why(model_file):
     line = worker_cap([f"local:{model_file}"], 8, cores=2, memory=10 * GIB).line()
     assert line.startswith("mltb: local model: 2 xdist worker(s), each with its own llama.cpp server")
-    assert "-n 8 capped to 2" in line and "2 core(s)" in line and "10.0 GiB available / 0.7 GiB per worker" in line
+    assert "-n 8 capped to 2" in line and "2 core(s)" in line and "10.0 GiB available / 1.0 GiB per worker" in line
     assert "capped" not in worker_cap([f"local:{model_file}"], 2, cores=2, memory=10 * GIB).line()
 
 
@@ -140,7 +141,7 @@ def test_n_beyond_the_cores_is_capped_before_xdist_starts_workers(pytester, monk
 def test_memory_caps_the_workers(pytester, monkeypatch, model_file):
     need = server_memory_need(model_file, local.DEFAULT_N_CTX)
     result, text = run_sized(pytester, monkeypatch, "-q", "-n", "8", f"--model=local:{model_file}", cores=16,
-                             memory=2 * need + 10)
+                             memory=2 * need + SHARED + 10)
     assert "XDIST-WORKERS 2" in text, text
     assert "capped to 2" in text, text        # said even under -q, which hides the session header
 

@@ -109,6 +109,7 @@ class WorkerNeeds:
 
     memory: int | None             # bytes (None: not known yet, e.g. the model file is not on disk)
     cores: int = 1
+    shared_memory: int = 0         # bytes needed once on the machine however many workers (a shared cache)
     what: str = "server"           # what each worker runs, for the session header ("llama.cpp server")
 
 
@@ -427,9 +428,10 @@ class LocalSpec(BackendSpec):
 
     def worker_needs(self, value: tuple[str, str]) -> WorkerNeeds:
         """Each worker runs its own llama.cpp server of this model: its file, KV cache and buffers, one core."""
-        from mltb_core.llm.local.backend import worker_memory
+        from mltb_core.llm.local.backend import PROMPT_CACHE_BYTES, worker_memory
 
-        return WorkerNeeds(memory=worker_memory(value), cores=1, what="llama.cpp server")
+        return WorkerNeeds(memory=worker_memory(value), cores=1, shared_memory=PROMPT_CACHE_BYTES,
+                           what="llama.cpp server")
 
     def session_start(self, value: tuple[str, str], workers: int,
                       say: Callable[[str], None]) -> tuple[list[Any], list[str]]:

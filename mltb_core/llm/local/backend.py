@@ -108,12 +108,13 @@ def _require_llama_cpp() -> None:
         raise LocalModelUnavailable(f"the local model needs llama-cpp-python's server: {INSTALL_HINT}")
 
 
-# What one server needs beyond its model file: compute buffers and the server process, plus the KV cache of
-# its whole context (llama.cpp allocates and clears it at start, so it is resident at once). Measured here at
-# 16k context: ~850 MiB above Qwen2.5-Coder-1.5B's 1.1 GB file while serving, of which the KV cache is 448
-# MiB; 365 MiB above SmolLM2-135M's 94 MB file at 8k (KV 180 MiB). Rounded up, since a server that does not
-# fit swaps or is killed, while one server too few only queues. reports/benchmarks.md has 16k against 32k.
-SERVER_OVERHEAD_BYTES = 512 << 20
+# What one server needs beyond its model file: the engine process with its compute buffers, plus the KV cache
+# of its whole context (llama.cpp allocates and clears it at start, so it is resident at once). Measured
+# (reports/benchmarks.md, "Default model at 32k context"): Qwen2.5-Coder-1.5B's server holds 2,207 MiB once
+# started at 16k (1,066 MiB file + 448 MiB KV + 693 MiB) and exactly 448 MiB more at 32k. Rounded up, since a
+# server that does not fit swaps or is killed, while one server too few only queues. The RAM prefix cache
+# grows on top, up to PROMPT_CACHE_BYTES for the machine (shared out among the servers): counted once.
+SERVER_OVERHEAD_BYTES = 768 << 20
 # KV bytes per token of context: the default model's (28 layers x 2 KV heads x 128 x 2 bytes x K and V);
 # SmolLM2-135M's is 23 KiB. A larger GGUF given by path is underestimated, which only queues.
 KV_BYTES_PER_TOKEN = 28 << 10
