@@ -1,6 +1,7 @@
 """The run directory: results.jsonl, trajectories beside it, what ``--resume`` skips (controller side)."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
@@ -14,6 +15,7 @@ from .collection import Case, Plan
 
 if TYPE_CHECKING:
     from mltb_core.analysis.results import TrialRecord
+    from mltb_core.analysis.runstore import RunStore
 
 __all__ = ["RunBook"]
 
@@ -23,13 +25,18 @@ class RunBook:
     and the records it appends; only the controller writes them."""
 
     def __init__(self, run_dir: Path):
-        from mltb_core.analysis.runstore import RunStore
-
         self.run_dir = run_dir
-        self.store = RunStore(run_dir)
         self.unreadable: list = []
         self._existing: list | None = None
         self._lock: Any = None   # a filelock.FileLock while this session owns the run directory
+
+    @functools.cached_property
+    def store(self) -> RunStore:
+        """The run directory's layout; built on first use, so a pytest run without benchmark items imports no
+        analysis module (the plugin loads in every pytest run of the environment)."""
+        from mltb_core.analysis.runstore import RunStore
+
+        return RunStore(self.run_dir)
 
     def claim(self) -> None:
         """Take the run directory for this session, once: two sessions appending to one results.jsonl and

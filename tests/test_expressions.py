@@ -307,7 +307,8 @@ def test_choose_returns_the_tables_value_not_the_models_object():
                                              "agg_func": "_op_via_apply"}, "'agg_func' must be one of"),
     ("cast_columns", {"column_type_mapping": {"Spa": "S1000000000"}}, "unknown type"),
     ("create_time_delta", {"name": "d", "start_column": "Start", "end_column": "End", "unit": ["D"]}, "'unit'"),
-    ("extract_datetime_features", {"datetime_column": "Start", "features": ["__class__"]}, "unknown datetime"),
+    # refused by the parameter's declaration (toolkit/params.py: OneOf), before the body's own table
+    ("extract_datetime_features", {"datetime_column": "Start", "features": ["__class__"]}, "'features' must be one of"),
 ])
 def test_tools_refuse_words_outside_their_tables(df, tmp_path, tool, kwargs, fragment):
     pad = Scratchpad(objects={"frame": df})

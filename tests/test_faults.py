@@ -155,14 +155,15 @@ def test_outage_makes_the_item_error_and_is_tabled_apart(pytester, upstream, pri
 
 def test_a_context_overflow_ends_the_search_as_the_models_failure(api, tmp_path):
     """Issue 20: a path whose history outgrew the model's window gets HTTP 400 from the server. That is the
-    search's own doing: the trial ends as a planner failure with the reason, not an infrastructure error."""
+    search's own doing: the trial ends as a planner failure with the reason, not an infrastructure error.
+    (The request is first sent again with older tool results trimmed, issue 33; here that overflows too.)"""
     from fake_openai_server import FakeOpenAIServer, error, tool_call_reply
 
     read = {"bindings": {}, "func_kwargs": {"filepath": "train.csv"}, "output": "train"}
     with FakeOpenAIServer(model_ids=(MODEL_ID,)) as server:
-        server.enqueue(tool_call_reply("read_data", read),
-                       error(400, "This model's maximum context length is 4096 tokens; your messages "
-                                  "resulted in 5012 tokens"))
+        overflow = error(400, "This model's maximum context length is 4096 tokens; your messages "
+                              "resulted in 5012 tokens")
+        server.enqueue(tool_call_reply("read_data", read), overflow, overflow)
         api(server.base_url)
         config = TrialConfig(planner="react", model=f"openai:{MODEL_ID}", max_iterations=5, llm_cache=False)
         record = run_trial(get_task(TASK), config, tmp_path)

@@ -257,9 +257,12 @@ def test_real_trial_end_to_end_with_the_sim_policy(pytester, tmp_path):
 
 
 def without_wall_times(summary: str) -> list[str]:
-    """The summary lines with the cost table's last column (wall seconds, never reproducible) cut off."""
+    """The summary lines with the cost table's last column and the tables' 'seconds per trial' rows (wall
+    seconds, never reproducible) cut off."""
     lines, in_cost = [], False
     for line in summary.splitlines():
+        if line.startswith("seconds per trial"):
+            continue
         in_cost = line.startswith("Cost per planner") or (in_cost and bool(line.strip()))
         lines.append(line.rsplit(None, 1)[0] if in_cost and line.strip() else line)
     return lines

@@ -49,8 +49,13 @@ def test_stage_comparison_pairs_planners_by_task_and_trial_seed_and_tests_all_pa
              record("a", "lats", 3, 0, outcome=Outcome.INFRA_ERROR)]      # not a counted trial
     table, text = build("stage_comparison", recs)
     assert [row[0] for row in table.rows] == ["react", "lats", "mcts_shaped"]   # the registry's order
-    assert table.rows[0] == ["react", "7", "1 (1–9)", "1/7 [0.00, 0.58]"]
-    assert table.rows[2] == ["mcts_shaped", "6", "9 (9–9)", "6/6 [0.54, 1.00]"]
+    # the rate's interval takes the tasks as the units (react: 1/4 on a, 0/3 on b), not 7 independent trials
+    from mltb_core.analysis.stats import clustered_rate_interval
+
+    react = clustered_rate_interval([(1, 4), (0, 3)])
+    assert table.rows[0] == ["react", "7", "1 (1–9)", f"1/7 [{react.low:.2f}, {react.high:.2f}]"]
+    assert react.high > 0.58                      # wider than the pooled Clopper-Pearson [0.00, 0.58]
+    assert table.rows[2] == ["mcts_shaped", "6", "9 (9–9)", "6/6 [0.54, 1.00]"]     # 0 or 1: exact, pooled
     expected = ss.friedmanchisquare(*[stages[p] for p in ("lats", "mcts_shaped", "react")])
     assert "Friedman test over 6 blocks (task, trial seed) × 3 planners" in text
     assert f"χ² = {expected.statistic:.2f}, p = {expected.pvalue:.3g}" in text
