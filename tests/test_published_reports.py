@@ -14,7 +14,7 @@ import pytest
 from mltb_core import cli
 
 ROOT = Path(__file__).resolve().parent.parent
-PUBLISHED = ("reports/local-llm-superseded-5ec1040.md", "reports/planner-comparison.md")
+PUBLISHED = ("reports/local-llm.md", "reports/local-llm-superseded-5ec1040.md", "reports/planner-comparison.md")
 
 
 def header_command(path: Path) -> list[str]:
