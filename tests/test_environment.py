@@ -193,3 +193,12 @@ def test_the_start_up_check_reads_through_the_accessor(monkeypatch, name, value,
     with pytest.raises(EnvironmentValueError) as caught:
         check_environment()
     assert str(caught.value).startswith(message), str(caught.value)
+
+
+def test_every_start_up_check_runs_when_its_variable_is_set():
+    # a check keyed by a module no variable names as its reader never runs (the MLTB_DRAFT_TOKENS slip)
+    from mltb_core import config
+    from mltb_core.environment import ENVIRONMENT
+
+    readers = {module for variable in ENVIRONMENT for module in variable.used_by}
+    assert {module for module, _ in config._ENVIRONMENT_CHECKS} - readers == set()
