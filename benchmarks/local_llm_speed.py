@@ -306,7 +306,17 @@ def context(model: str, turns: int, calls: int, contexts: tuple[int, ...] = (163
 
 
 def batch(model: str, turns: int, ks: tuple[int, ...] = (1, 3), steps: int = 30) -> list[Figure]:
-    """Tokens per second when k sequences that share the ~4k-token prompt decode in one batch per step.
+    """Tokens per second when k sequences that share the ~4k-token prompt decode in one batch per step."""
+    rates, note = batch_rates(model, turns, ks, steps)
+    figures = [Figure(f"decode {k} sequence(s) together", f"{rate:.1f} tok/s ({rate / rates[ks[0]]:.2f}x)", note=note)
+               for k, rate in rates.items()]
+    for figure in figures:
+        print(figure, flush=True)
+    return figures
+
+
+def batch_rates(model: str, turns: int, ks: tuple[int, ...] = (1, 3), steps: int = 30) -> tuple[dict[int, float], str]:
+    """Tokens per second (by k) when k sequences that share the ~4k-token prompt decode in one batch per step.
 
     In-process, on a llama.cpp context with ``max(ks)`` sequences over one unified KV cache (the prompt is
     evaluated once, then shared by ``llama_memory_seq_cp`` without copying); greedy steps, so the figure is
@@ -345,7 +355,7 @@ def batch(model: str, turns: int, ks: tuple[int, ...] = (1, 3), steps: int = 30)
     for first in range(0, len(prompt), 512):
         decode([(0, token, False) for token in prompt[first:first + 512]], first, same_pos=False)
     prompt_seconds = time.perf_counter() - start
-    figures, single = [], None
+    rates: dict[int, float] = {}
     for k in ks:
         for seq in range(1, max(ks)):
             llama_cpp.llama_memory_seq_rm(memory, seq, -1, -1)
@@ -358,17 +368,12 @@ def batch(model: str, turns: int, ks: tuple[int, ...] = (1, 3), steps: int = 30)
             decode([(seq, tokens[seq], True) for seq in range(k)], len(prompt) + step, same_pos=True)
             tokens = [int(np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, i), shape=(n_vocab,)).argmax())
                       for i in range(k)]
-        seconds = time.perf_counter() - start
-        rate = k * steps / seconds
-        single = single or rate
-        figures.append(Figure(f"decode {k} sequence(s) together", f"{rate:.1f} tok/s ({rate / single:.2f}x)",
-                              note=f"{steps} greedy steps after a shared {len(prompt):,}-token prompt "
-                                   f"({prompt_seconds:.0f} s to evaluate); 1 thread; load {load_average()}"))
-        print(figures[-1], flush=True)
+        rates[k] = k * steps / (time.perf_counter() - start)
     llama_cpp.llama_batch_free(step_batch)
     context.close()
     weights.close()
-    return figures
+    return rates, (f"{steps} greedy steps after a shared {len(prompt):,}-token prompt ({prompt_seconds:.0f} s to "
+                   f"evaluate); 1 thread; load {load_average()}")
 
 
 def main() -> None:
