@@ -8,17 +8,12 @@ import pandas as pd
 import pytest
 
 from mltb_core.toolkit.registry import REGISTRY, ToolCall
+from mltb_core.toolkit.tools import features
 from mltb_core.toolkit.scratchpad import Scratchpad
 from tool_calls import call_tool, failed, ok
 
-FEATURE_TOOLS = [
-    "create_numeric_feature", "create_categorical_feature", "create_conditional_feature",
-    "extract_string_pattern", "split_string_column", "create_group_aggregation", "get_group_aggregation",
-    "create_rolling_feature", "create_lag_feature", "create_lead_feature", "extract_datetime_features",
-    "create_time_delta", "apply_custom_function", "one_hot_encode", "label_encode", "normalize_features",
-    "encode_all_categorical_columns", "normalize_all_numerical_columns", "drop_feature", "get_features",
-    "rename_feature", "get_unique_values", "filter_dataframe",
-]
+# every tool the module exports (its __all__ also names its limits, in capitals)
+FEATURE_TOOLS = [name for name in features.__all__ if not name.isupper()]
 
 
 @pytest.fixture
