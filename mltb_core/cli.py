@@ -462,7 +462,7 @@ def _record_lines(record) -> list[str]:
 def cmd_run(args: argparse.Namespace) -> int:
     from mltb_core.planners import UnknownPlannerError, get_planner_class
     from mltb_core.analysis.results import ResultsFileError
-    from mltb_core.analysis.runstore import RunStore
+    from mltb_core.analysis.runstore import RunInUseError, RunStore
     from mltb_core.config import case_id
     from mltb_core.runner.solve import ConfinementError, check_confinement
     from mltb_core.runner.trial import run_trial, write_prompts
@@ -487,15 +487,21 @@ def cmd_run(args: argparse.Namespace) -> int:
         store.check()
     except ResultsFileError as exc:
         raise UsageError(str(exc)) from None
-    out.mkdir(parents=True, exist_ok=True)
-    write_prompts(out)
-    estimate = estimate_cost([(task, config)])
-    if estimate is not None:
-        print(estimate.line(), file=sys.stderr)
-    # the layout pytest writes: the trial works in work/<case>/, the store keeps its trajectory and record
-    record = run_trial(task, config, store.work_dir(case_id(task.slug, config.planner, config.model, config.trial)))
-    working = Path(record.trajectory) if record.trajectory else None
-    store.write(record, working.read_text(encoding="utf-8") if working is not None and working.is_file() else None)
+    try:  # the run directory is this session's while the trial runs, as a pytest session's is
+        lock = store.claim()
+    except RunInUseError as exc:
+        raise UsageError(f"{exc}; wait for it to end or choose another --out") from None
+    try:
+        write_prompts(out)
+        estimate = estimate_cost([(task, config)])
+        if estimate is not None:
+            print(estimate.line(), file=sys.stderr)
+        # the layout pytest writes: the trial works in work/<case>/, the store keeps its trajectory and record
+        record = run_trial(task, config, store.work_dir(case_id(task.slug, config.planner, config.model, config.trial)))
+        working = Path(record.trajectory) if record.trajectory else None
+        store.write(record, working.read_text(encoding="utf-8") if working is not None and working.is_file() else None)
+    finally:
+        store.release(lock)
     kept = store.trajectory_path(record)   # shown as a path the user can open from here
     record = replace(record, trajectory=None if kept is None else str(kept))
     if args.json:

@@ -2,10 +2,6 @@
 from __future__ import annotations
 
 import functools
-import json
-import os
-import socket
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,40 +35,21 @@ class RunBook:
         return RunStore(self.run_dir)
 
     def claim(self) -> None:
-        """Take the run directory for this session, once: two sessions appending to one results.jsonl and
-        recreating each other's live sandboxes would interleave records and spoil trials. The controller
-        claims it; its xdist workers share it (they never call this). A second session is refused with one
-        line naming the owner."""
+        """Take the run directory for this session, once (the run store's lock; a second session is a
+        usage error naming the owner)."""
         if self._lock is not None:
             return
-        from filelock import FileLock, Timeout
+        from mltb_core.analysis.runstore import RunInUseError
 
         try:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            lock = FileLock(str(self.store.session_lock_path))
-            lock.acquire(timeout=0)
-        except Timeout:
-            raise pytest.UsageError(f"mltb: the run directory {self.run_dir} is in use by another session "
-                                    f"({self._owner()}); wait for it to end or choose another --mltb-out") from None
-        except OSError as exc:
-            raise pytest.UsageError(f"mltb: cannot use the run directory {self.run_dir}: "
-                                    f"{exc.strerror or exc}") from None
-        self._lock = lock
-        owner = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        self.store.session_owner_path.write_text(json.dumps(owner) + "\n", encoding="utf-8")
-
-    def _owner(self) -> str:
-        try:
-            owner = json.loads(self.store.session_owner_path.read_text(encoding="utf-8")[:1_000])
-            return f"pid {int(owner['pid'])} on {str(owner['host'])[:100]}, started {str(owner['started'])[:40]}"
-        except (OSError, ValueError, KeyError, TypeError):
-            return "owner unknown"
+            self._lock = self.store.claim()
+        except RunInUseError as exc:
+            raise pytest.UsageError(f"mltb: {exc}; wait for it to end or choose another --mltb-out") from None
 
     def release(self) -> None:
         """Give the run directory up (end of session)."""
         if self._lock is not None:
-            self.store.session_owner_path.unlink(missing_ok=True)
-            self._lock.release()
+            self.store.release(self._lock)
             self._lock = None
 
     @property

@@ -323,6 +323,30 @@ def test_run_text_labels_the_synthetic_policy(capsys, tmp_path):
     assert cli.SYNTHETIC_LABEL in out and "stage reached" in out and "trajectory:" in out
 
 
+def test_run_refuses_a_run_directory_another_session_holds(capsys, tmp_path):
+    """Issue 34: `mltb run --out` took no lock, so it could append to a directory a pytest session (or another
+    `mltb run`) was writing. Held, it is a one-line usage error naming the owner and writes nothing; after a
+    normal run the directory is free again."""
+    import os
+
+    from mltb_core.analysis.runstore import RunStore
+
+    store = RunStore(tmp_path)
+    lock = store.claim()
+    try:
+        code, _, err = run(capsys, "run", "--task", TASK, "--planner", "react", "--model", "sim",
+                           "--max-iterations", "3", "--out", tmp_path)
+        assert code == 2 and f"is in use by another session (pid {os.getpid()} on " in err, err
+        assert "--out" in err and not store.results_path.exists()
+    finally:
+        store.release(lock)
+    code, _, err = run(capsys, "run", "--task", TASK, "--planner", "react", "--model", "sim",
+                       "--max-iterations", "3", "--out", tmp_path)
+    assert code == 0, err
+    store.release(store.claim())   # released at the end of the run: claimable again
+    assert not store.session_owner_path.exists()
+
+
 def test_run_with_a_toolset_records_it_in_the_trial_config(capsys, tmp_path):
     code, out, err = run(capsys, "run", "--task", TASK, "--planner", "react", "--model", "sim:1.0",
                          "--max-iterations", "3", "--toolset", "extended", "--out", tmp_path, "--json")

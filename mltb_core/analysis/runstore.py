@@ -12,7 +12,8 @@ report``, ``export``, ``compare``, ``--resume``) finds files through :class:`Run
         submissions/<case>.csv                 the parent's copy of the submission it grades
         data/<task>-seed<seed>/                the task's train/test files the agent may read
     <run>/report/                              ``mltb report``'s default output
-    <run>/.mltb-session.lock, .mltb-session.json    the pytest session that owns the run, and who it is
+    <run>/.mltb-session.lock, .mltb-session.json    the session (pytest or ``mltb run``) that owns the run,
+                                               and who it is
 
 Older run directories stay readable: a record of ``mltb run`` before this layout holds its trajectory's
 absolute path (``<run>/trajectories/<case>.jsonl``), which :meth:`RunStore.trajectory_path` still finds.
@@ -21,20 +22,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from mltb_core.analysis.results import TrialRecord, UnreadableLine
 
 __all__ = ["RunStore", "TrialFiles", "RESULTS_FILE", "TRAJECTORY_DIR", "PROMPTS_FILE", "REPORT_DIR", "WORK_DIR",
-           "NotARunError", "agent_data_dir"]
+           "NotARunError", "RunInUseError", "agent_data_dir"]
 
 RESULTS_FILE = "results.jsonl"
 TRAJECTORY_DIR = "trajectories"
 PROMPTS_FILE = "prompts.json"
 REPORT_DIR = "report"
 WORK_DIR = "work"
-SESSION_LOCK = ".mltb-session.lock"    # held by the pytest session that owns the run directory
+SESSION_LOCK = ".mltb-session.lock"    # held by the session that owns the run directory
 SESSION_OWNER = ".mltb-session.json"   # who holds it: pid, host, start time
 _SANDBOX_DIR = "sandboxes"
 _SUBMISSION_DIR = "submissions"
@@ -43,6 +44,10 @@ _DATA_DIR = "data"
 
 class NotARunError(FileNotFoundError):
     """A directory given as a run holds no results file."""
+
+
+class RunInUseError(RuntimeError):
+    """The run directory is owned by another session, or cannot be claimed; the message says which."""
 
 
 @dataclass(frozen=True)
@@ -124,6 +129,47 @@ class RunStore:
         candidates += [self.run_dir / self.trajectory_name(record),
                        self.run_dir / TRAJECTORY_DIR / f"{record.case_id}.jsonl"]
         return next((path for path in candidates if path.is_file()), None)
+
+    # ---- ownership ---------------------------------------------------------------------------------
+    def claim(self) -> Any:
+        """Take the run directory for this session and return the held lock (``release`` it at the end).
+
+        Two sessions appending to one results.jsonl and recreating each other's live sandboxes would
+        interleave records and spoil trials, so a second session (``mltb run`` or pytest) is refused with
+        :class:`RunInUseError` naming the owner. pytest's controller claims it; its xdist workers share it."""
+        import json
+        import os
+        import socket
+        import time
+
+        from filelock import FileLock, Timeout
+
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            lock = FileLock(str(self.session_lock_path))
+            lock.acquire(timeout=0)
+        except Timeout:
+            raise RunInUseError(f"the run directory {self.run_dir} is in use by another session "
+                                f"({self._owner()})") from None
+        except OSError as exc:
+            raise RunInUseError(f"cannot use the run directory {self.run_dir}: {exc.strerror or exc}") from None
+        owner = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        self.session_owner_path.write_text(json.dumps(owner) + "\n", encoding="utf-8")
+        return lock
+
+    def release(self, lock: Any) -> None:
+        """Give up a run directory :meth:`claim` took."""
+        self.session_owner_path.unlink(missing_ok=True)
+        lock.release()
+
+    def _owner(self) -> str:
+        import json
+
+        try:   # bounded: the owner file is in a directory a user hands in
+            owner = json.loads(self.session_owner_path.read_text(encoding="utf-8")[:1_000])
+            return f"pid {int(owner['pid'])} on {str(owner['host'])[:100]}, started {str(owner['started'])[:40]}"
+        except (OSError, ValueError, KeyError, TypeError):
+            return "owner unknown"
 
     # ---- records -----------------------------------------------------------------------------------
     def check(self) -> None:
