@@ -16,9 +16,16 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-from sklearn import metrics as skm
 
 __all__ = ["Metric", "METRICS", "UnknownMetricError", "get_metric", "task_metric"]
+
+
+def _sklearn_metrics() -> Any:
+    """scikit-learn's metrics on first scoring: importing them takes a second or two, which listing or
+    checking tasks (``mltb tasks``, a task spec's metric name) must not pay."""
+    from sklearn import metrics
+
+    return metrics
 
 
 class UnknownMetricError(KeyError):
@@ -56,7 +63,7 @@ class Metric:
 
 
 def _accuracy(y_true, y_pred) -> float:
-    return skm.accuracy_score(y_true, y_pred)
+    return _sklearn_metrics().accuracy_score(y_true, y_pred)
 
 
 def _prior_weighted_accuracy(y_true, y_pred, class_weights: Mapping[str, float]) -> float:
@@ -81,11 +88,11 @@ def _prior_weighted_accuracy(y_true, y_pred, class_weights: Mapping[str, float])
 
 def _macro_f1(y_true, y_pred) -> float:
     # Macro average over the labels present in truth or prediction (Kaggle's "macro F1").
-    return skm.f1_score(y_true, y_pred, average="macro", zero_division=0)
+    return _sklearn_metrics().f1_score(y_true, y_pred, average="macro", zero_division=0)
 
 
 def _roc_auc(y_true, y_score) -> float:
-    return skm.roc_auc_score(y_true, y_score)
+    return _sklearn_metrics().roc_auc_score(y_true, y_score)
 
 
 def _gini(y_true, y_score) -> float:
@@ -111,11 +118,11 @@ def _gini(y_true, y_score) -> float:
 
 
 def _mcc(y_true, y_pred) -> float:
-    return skm.matthews_corrcoef(y_true, y_pred)
+    return _sklearn_metrics().matthews_corrcoef(y_true, y_pred)
 
 
 def _rmse(y_true, y_pred) -> float:
-    return skm.root_mean_squared_error(y_true, y_pred)
+    return _sklearn_metrics().root_mean_squared_error(y_true, y_pred)
 
 
 def _rmsle(y_true, y_pred) -> float:
@@ -131,11 +138,11 @@ def _rmsle(y_true, y_pred) -> float:
     if (y_true < 0).any():
         raise ValueError("rmsle: true values must be >= 0")
     y_pred = np.clip(np.asarray(y_pred, dtype=float), 0.0, None)
-    return skm.root_mean_squared_log_error(y_true, y_pred)
+    return _sklearn_metrics().root_mean_squared_log_error(y_true, y_pred)
 
 
 def _mae(y_true, y_pred) -> float:
-    return skm.mean_absolute_error(y_true, y_pred)
+    return _sklearn_metrics().mean_absolute_error(y_true, y_pred)
 
 
 def _log_loss(y_true, y_prob) -> float:
@@ -153,8 +160,8 @@ def _log_loss(y_true, y_prob) -> float:
         y_prob = np.where(totals > 0, y_prob / np.where(totals > 0, totals, 1), 1.0 / y_prob.shape[1])
         y_prob = np.clip(y_prob, eps, 1 - eps)
         labels = np.arange(y_prob.shape[1]) if _is_code_like(y_true, y_prob.shape[1]) else None
-        return skm.log_loss(y_true, y_prob, labels=labels)
-    return skm.log_loss(y_true, y_prob)
+        return _sklearn_metrics().log_loss(y_true, y_prob, labels=labels)
+    return _sklearn_metrics().log_loss(y_true, y_prob)
 
 
 def _is_code_like(y_true, n_classes: int) -> bool:
@@ -164,7 +171,7 @@ def _is_code_like(y_true, n_classes: int) -> bool:
 
 
 def _r2(y_true, y_pred) -> float:
-    return skm.r2_score(y_true, y_pred)
+    return _sklearn_metrics().r2_score(y_true, y_pred)
 
 
 _REGRESSION, _BINARY = ("regression",), ("binary",)   # problem types (mltb_core.bench.tasks.PROBLEM_TYPES)
