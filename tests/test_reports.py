@@ -321,3 +321,15 @@ def test_compare_names_the_one_option_two_runs_differ_in(tmp_path, capsys):
     out = compare_main(tmp_path / "a", tmp_path / "b", tmp_path / "cmp.html")
     assert "a → b: they differ in max_llm_calls: 12 → 40" in capsys.readouterr().out
     assert "The runs differ in max_llm_calls: 12 → 40." in out.read_text()
+
+
+def test_a_configuration_several_planners_share_names_them_all(tmp_path):
+    """The published table printed `config ac195f2b40a9 (mcts_outcome, mcts_shaped): planner="mcts_outcome"`:
+    the planner of the first trajectory read, for a hash two planners share."""
+    make_run(tmp_path / "a", "mcts_outcome", config_hash="cccccc000000", config={"max_llm_calls": 60})
+    make_run(tmp_path / "a", "mcts_shaped", config_hash="cccccc000000", config={"max_llm_calls": 60})
+    make_run(tmp_path / "a", "hierarchical_mcts", config_hash="dddddd000000", config={"max_llm_calls": 60})
+    legend = config_legend(load_runs([tmp_path / "a"]))
+    assert legend["differing"] == ["planner"]
+    assert legend["hashes"]["cccccc000000"]["config"]["planner"] == ["mcts_outcome", "mcts_shaped"]
+    assert legend["hashes"]["dddddd000000"]["config"]["planner"] == "hierarchical_mcts"

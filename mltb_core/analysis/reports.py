@@ -128,7 +128,11 @@ def config_legend(records: list[TrialRecord]) -> dict[str, Any]:
     labels = variant_labels(records)
     configs: dict[str, dict | None] = {}
     for (h,), cell in group_by(records, "config_hash").items():
-        configs[h] = next((c for c in map(_config_of, cell) if c is not None), None)
+        config = next((c for c in map(_config_of, cell) if c is not None), None)
+        # a hash several planners share (each hashes its own knobs; theirs are alike) names them all, not
+        # the planner of the trajectory it was read from
+        planners = sorted({r.planner for r in cell})
+        configs[h] = {**config, "planner": planners} if config is not None and len(planners) > 1 else config
     differing = _differing([c for c in configs.values() if c])
     return {"hashes": {h: {"config": c, "labels": sorted({lab for (m, p, hh), lab in labels.items() if hh == h})}
                        for h, c in configs.items()},
