@@ -3,6 +3,8 @@
     python benchmarks/planner_comparison.py [--skill 0.5] [--seeds 4] [--tasks a,b,c,d,e] [--max-llm-calls 30]
                                             [--jobs 2] [--out reports/planner-comparison]
     python benchmarks/planner_comparison.py --report-only      # rewrite the report from the run's records
+    python benchmarks/planner_comparison.py --neutral --seeds 2 --jobs 1 --out reports/planner-comparison-neutral
+                                        # the sensitivity run: sim:<skill>:neutral (mltb_core/llm/sim.py, assumption 8)
 
 All eight planners, the same ``--max-llm-calls`` budget, the synthetic policy ``sim:<skill>`` (NOT an LLM),
 ``--seeds`` trials per task and planner. ``--max-iterations`` is set high so that the LLM-call budget ends
@@ -29,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from mltb_core.config import TrialConfig  # noqa: E402
+from mltb_core.llm.backends import SIM_NEUTRAL  # noqa: E402
 from mltb_core.planners import planner_names  # noqa: E402
 from mltb_core.toolkit.registry import DEFAULT_TOOLSET, TOOLSETS  # noqa: E402
 
@@ -103,6 +106,8 @@ def write_report(out: Path, notes: Path | None) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--skill", type=float, default=0.5)
+    ap.add_argument("--neutral", action="store_true",
+                    help="the sim's planner-input effects neutral (model sim:<skill>:neutral): the sensitivity run")
     ap.add_argument("--seeds", type=int, default=4)
     ap.add_argument("--tasks", default=DEFAULT_TASKS)
     ap.add_argument("--planners", default=",".join(planner_names()))
@@ -124,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 2
         start = time.time()
-        run_grid(args.out, args.tasks.split(","), args.planners.split(","), f"sim:{args.skill:g}", args.seeds,
+        model = f"sim:{args.skill:g}" + (f":{SIM_NEUTRAL}" if args.neutral else "")
+        run_grid(args.out, args.tasks.split(","), args.planners.split(","), model, args.seeds,
                  args.max_llm_calls, args.max_iterations, args.toolset, args.jobs)
         print(f"{time.time() - start:.0f} s on {args.jobs} worker(s)")
     return write_report(args.out, notes)

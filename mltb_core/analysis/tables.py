@@ -130,7 +130,8 @@ def policy_assumptions(model: str) -> str | None:
     from mltb_core.llm.sim import ordering_assumptions
 
     try:
-        return ordering_assumptions(SimSpec().parse(arg))
+        settings = SimSpec().parse(arg)
+        return ordering_assumptions(settings.skill, settings.neutral)
     except ValueError:
         return None
 
