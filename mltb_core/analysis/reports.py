@@ -497,7 +497,7 @@ def write_markdown_report(run_dirs: Sequence[Path | str], path: Path, **options:
 def report_main(run_dirs: Sequence[Path], out: Path | None = None) -> dict[str, Path]:
     """``mltb report RUN... [--out DIR]``: write the report, print the tables and the written paths."""
     paths = build_report(run_dirs, out)
-    print(render_tables(build_tables(load_runs(run_dirs), 0)))
+    print(render_tables(build_tables(load_runs(run_dirs))))
     for name, path in paths.items():
         print(f"{name}: {path}")
     return paths
