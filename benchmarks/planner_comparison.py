@@ -3,6 +3,10 @@
     python benchmarks/planner_comparison.py [--skill 0.5] [--seeds 4] [--tasks a,b,c,d,e] [--max-llm-calls 30]
                                             [--jobs 2] [--out reports/planner-comparison]
     python benchmarks/planner_comparison.py --report-only      # rewrite the report from the run's records
+    python benchmarks/planner_comparison.py --seeds 2 --jobs 1 --out reports/planner-comparison-neutral
+    python benchmarks/planner_comparison.py --neutral --seeds 2 --jobs 1 --out reports/planner-comparison-neutral
+        # the sensitivity run: sim:<skill> and sim:<skill>:neutral (mltb_core/llm/sim.py, assumption 8) at one
+        # commit in <out>-neutral; each invocation rewrites <out>.md, whose sensitivity section sets them side by side
 
 All eight planners, the same ``--max-llm-calls`` budget, the synthetic policy ``sim:<skill>`` (NOT an LLM),
 ``--seeds`` trials per task and planner. ``--max-iterations`` is set high so that the LLM-call budget ends
@@ -29,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from mltb_core.config import TrialConfig  # noqa: E402
+from mltb_core.llm.backends import SIM_NEUTRAL  # noqa: E402
 from mltb_core.planners import planner_names  # noqa: E402
 from mltb_core.toolkit.registry import DEFAULT_TOOLSET, TOOLSETS  # noqa: E402
 
@@ -38,6 +43,8 @@ DEFAULT_BUDGET = 30
 DEFAULT_ITERATIONS = 1000
 TITLE = "Whole-solution versus single-step planners at a matched LLM-call budget"
 SECTIONS = "synthetic_policy,run,tables,ranking,stop_kinds,seconds,machine"
+SENSITIVITY_SECTIONS = "synthetic_policy,run,tables,ranking,sensitivity,stop_kinds,seconds,machine"
+NEUTRAL_SUFFIX = "-neutral"    # the neutral run's directory: <out>-neutral, read by <out>.md's sensitivity section
 
 
 def _one(job: tuple[str, TrialConfig, str]) -> tuple[dict, str | None]:
@@ -76,12 +83,16 @@ def run_grid(out: Path, tasks: Sequence[str], planners: Sequence[str], model: st
 
 
 def report_command(out: Path, notes: Path | None) -> list[str]:
+    """The report of a run; it reads the run's sensitivity run (``<out>-neutral``) when there is one."""
     def shown(path: Path) -> str:
         path = path.resolve()
         return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
+    sensitivity = out.with_name(out.name + NEUTRAL_SUFFIX)
+    paired = sensitivity.is_dir()
     command = ["report", shown(out), "--markdown", shown(out.with_suffix(".md")), "--title", TITLE,
-               "--sections", SECTIONS]
+               "--sections", SENSITIVITY_SECTIONS if paired else SECTIONS]
+    command += ["--sensitivity", shown(sensitivity)] if paired else []
     return command + (["--notes", shown(notes)] if notes is not None and notes.is_file() else [])
 
 
@@ -89,20 +100,23 @@ def write_report(out: Path, notes: Path | None) -> int:
     """``mltb report --markdown`` from the checkout root, as the report's header names it."""
     from mltb_core import cli
 
+    command = report_command(out, notes)
     cwd = os.getcwd()
     os.chdir(ROOT)
     try:
         with contextlib.redirect_stdout(io.StringIO()):
-            code = cli.main(report_command(out, notes))
+            code = cli.main(command)
     finally:
         os.chdir(cwd)
-    print(f"$ mltb {shlex.join(report_command(out, notes))} → exit {code}")
+    print(f"$ mltb {shlex.join(command)} → exit {code}")
     return code
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--skill", type=float, default=0.5)
+    ap.add_argument("--neutral", action="store_true",
+                    help="the sim's planner-input effects neutral (model sim:<skill>:neutral): the sensitivity run")
     ap.add_argument("--seeds", type=int, default=4)
     ap.add_argument("--tasks", default=DEFAULT_TASKS)
     ap.add_argument("--planners", default=",".join(planner_names()))
@@ -116,17 +130,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--report-only", action="store_true", help="rewrite the report from the run's records")
     args = ap.parse_args(argv)
     notes = args.notes or args.out.with_name(f"{args.out.name}-notes.md")
-    if not args.report_only:
-        from mltb_core.analysis.runstore import RunStore
+    from mltb_core.analysis.runstore import RunStore
 
-        if RunStore(args.out).results_path.exists():
-            print(f"planner_comparison: error: {args.out} already holds trial records: pick a new --out",
+    if not args.report_only:
+        model = f"sim:{args.skill:g}" + (f":{SIM_NEUTRAL}" if args.neutral else "")
+        store = RunStore(args.out)
+        if store.results_path.exists() and any(r.model == model for r in store.read()):
+            print(f"planner_comparison: error: {args.out} already holds trial records of {model}: pick a new --out",
                   file=sys.stderr)
             return 2
         start = time.time()
-        run_grid(args.out, args.tasks.split(","), args.planners.split(","), f"sim:{args.skill:g}", args.seeds,
+        run_grid(args.out, args.tasks.split(","), args.planners.split(","), model, args.seeds,
                  args.max_llm_calls, args.max_iterations, args.toolset, args.jobs)
         print(f"{time.time() - start:.0f} s on {args.jobs} worker(s)")
+    if args.out.name.endswith(NEUTRAL_SUFFIX):      # a sensitivity run: the default run's report reads it
+        default_run = args.out.with_name(args.out.name.removesuffix(NEUTRAL_SUFFIX))
+        return write_report(default_run, default_run.with_name(f"{default_run.name}-notes.md"))
     return write_report(args.out, notes)
 
 

@@ -517,6 +517,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from mltb_core.analysis import reports
 
+    if args.sensitivity and not args.markdown:
+        raise UsageError("--sensitivity is read by the Markdown report only: give --markdown FILE")
     try:
         if args.markdown:
             _markdown_report(args)
@@ -537,15 +539,17 @@ def _markdown_report(args: argparse.Namespace) -> None:
     sections = pick_sections(args.sections.split(",") if args.sections else None)
     argv = ["mltb", "report", *args.run_dirs, "--markdown", args.markdown]
     for flag, value in (("--title", args.title), ("--sections", args.sections), ("--notes", args.notes),
-                        ("--expect-trials", args.expect_trials)):
+                        ("--expect-trials", args.expect_trials), ("--sensitivity", args.sensitivity)):
         if value is not None:
             argv += [flag, str(value)]
     if args.notes and not Path(args.notes).is_file():
         raise UsageError(f"--notes {args.notes}: no such file")
+    if args.sensitivity and not Path(args.sensitivity).is_dir():
+        raise UsageError(f"--sensitivity {args.sensitivity}: no such run directory")
     written = reports.write_markdown_report(args.run_dirs, Path(args.markdown), command=shlex.join(argv),
                                             title=args.title or "mltb report", sections=sections,
                                             notes=Path(args.notes) if args.notes else None,
-                                            expect_trials=args.expect_trials)
+                                            expect_trials=args.expect_trials, sensitivity=args.sensitivity)
     for path in written:
         print(f"written: {path}")
 
@@ -713,6 +717,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     sub.add_argument("--sections", default=None, metavar="NAMES",
                      help="comma-separated report sections, in order (default: every registered one)")
     sub.add_argument("--notes", default=None, metavar="FILE", help="Markdown written by hand, appended under 'Notes'")
+    sub.add_argument("--sensitivity", default=None, metavar="RUN_DIR",
+                     help="a run directory holding several models on the same items (e.g. sim:0.5 and "
+                          "sim:0.5:neutral) that the 'sensitivity' section compares (--markdown only; no other section "
+                          "reads it)")
     sub.add_argument("--expect-trials", type=int, default=None, metavar="N",
                      help="trials the run plans: fewer counted ones mark the document PARTIAL")
     sub = add("compare", cmd_compare, "paired comparison of two runs over the (task, seed) items both hold")

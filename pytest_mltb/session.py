@@ -295,7 +295,7 @@ class Controller:
                                 f"configuration are recorded (exit 0)", bold=True)
         # compact unless -v: consistency and the funnel; every table with -v, or in `mltb report`
         compact = self.config.getoption("verbose", 0) <= 0
-        terminal.write_line(render_summary(records, seed=self.settings.seed, compact=compact))
+        terminal.write_line(render_summary(records, compact=compact))
         if self.report_paths:
             terminal.write_line(f"report: {self.report_paths['index']}")
         self.gate.summary(terminal)

@@ -1,14 +1,15 @@
 """Every interval mltb prints reaches its coverage at the n where it is printed (issues 18 and 37).
 
-Exact where the coverage can be summed (binomial intervals), seeded simulation elsewhere. An exact interval
-over discrete order statistics cannot cover exactly 95 %: its coverage is a known *attainable* level at or
-above the nominal one (the order-statistic interval of a median at n = 6: 1 - 2/64 = 0.969). Those tests
-assert that the attainable level is >= nominal and that the simulated coverage lies within +-1.5 points of
-it, so a too-narrow interval fails and so does a too-wide one. The resampling intervals over tasks keep a
-one-sided floor ("at least 93 %": the estimate at least 0.93 less two standard errors of a rate of 0.93);
-they are conservative (documented in docs/statistics.md).
+Exact where the coverage can be summed (binomial intervals), seeded simulation elsewhere, and two-sided: a
+too-narrow interval fails and so does a too-wide one. An exact interval over discrete order statistics cannot
+cover exactly 95 %: its coverage is a known *attainable* level at or above the nominal one (the
+order-statistic interval of a median at n = 6: 1 - 2/64 = 0.969), and the tests hold the simulated coverage
+within +-1.5 points of it. Where no interval can reach its nominal coverage at the n where it is printed (a
+difference of two rates at n = 1, a rate pooled over 3 tasks), the coverage it does reach is stated in
+docs/statistics.md (the figures in ``STATED`` below) and the tests hold the interval to those figures, both
+ways.
 """
-import math
+import itertools
 
 import numpy as np
 import pytest
@@ -16,16 +17,22 @@ from scipy import stats
 
 from mltb_core.analysis.stats import (MIN_TRIALS_FOR_MEDIAN_CI, RateSample, TrialSample, _wilson_bounds, clustered_ci,
                                       clustered_rate_interval, family_level, median_change, median_interval,
-                                      median_ranks, min_n_for_median_ci, rate_interval, t_interval, z_value)
+                                      median_ranks, min_n_for_median_ci, paired_proportion_diff_ci, rate_interval,
+                                      t_interval, z_value)
 
 TOLERANCE = 0.015     # +- points around an interval's attainable coverage
 REPS = 4000
 
-TARGET = 0.93
-
-
-def at_least(coverage: float, reps: int, target: float = TARGET) -> bool:
-    return coverage >= target - 2 * math.sqrt(target * (1 - target) / reps)
+# Coverage docs/statistics.md states where an interval cannot reach its nominal 95 % (each measured below).
+STATED = {
+    "newcombe minimum at n = 1": 0.81,            # over true rates 0.05..0.95; its mean over them holds 0.95
+    "newcombe minimum at n = 2": 0.87,
+    "paired newcombe, correlated pairs": 0.97,    # mean over rates; 0.95 for independent pairs
+    "korn-graubard, 3 x 3, uniform task rates": 0.965,
+    "korn-graubard, 3 x 3, Beta(5, 5) task rates": 0.995,
+    "korn-graubard, 3 x 3, Beta(0.5, 0.5) task rates": 0.945,
+    "unpaired median change at its smallest n": 0.999,
+}
 
 
 def test_rate_interval_covers_at_every_n_and_rate():
@@ -60,30 +67,45 @@ def test_no_median_interval_below_the_minimum():
     assert median_interval([1.0] * MIN_TRIALS_FOR_MEDIAN_CI).has_interval
 
 
-@pytest.mark.parametrize("k", [6, 15])
+def discrete_attainable(k: int, values: np.ndarray, pmf: np.ndarray, level: float = 0.95) -> float:
+    """Exact coverage of the order-statistic interval of a median over k draws of a discrete distribution
+    (``values`` with probabilities ``pmf``) for its median m: 1 - P(X_(l+1) > m) - P(X_(u+1) < m)."""
+    low, high = median_ranks(k, level)
+    cdf = np.cumsum(pmf)
+    m = values[np.searchsorted(cdf, 0.5 - 1e-12)]             # the smallest value with F(m) >= 1/2
+    below, at_most = float(pmf[values < m].sum()), float(pmf[values <= m].sum())
+    return 1.0 - float(stats.binom.cdf(low, k, at_most)) - (1.0 - float(stats.binom.cdf(high, k, below)))
+
+
 @pytest.mark.parametrize("trials", [3, 10])
 @pytest.mark.parametrize("a, b", [(2, 2), (1, 3)])
-def test_overall_median_over_tasks_covers(k, trials, a, b):
-    # tasks' true consistency from Beta(a, b); the overall estimates the median task's consistency
+def test_overall_consistency_over_tasks_covers_its_attainable_level(trials, a, b):
+    """Tasks' true consistency from Beta(a, b), `trials` trials each, at the smallest k with an interval (6):
+    the figure is a task's measured rate, a beta-binomial draw over trials + 1 values, so the exact
+    coverage is a discrete attainable level (ties widen a closed interval), computed here and held both ways."""
+    k = MIN_TRIALS_FOR_MEDIAN_CI
     rng = np.random.default_rng(k * 100 + trials)
-    reps, true_median = 200, stats.beta.median(a, b)
-    hits = 0
-    for r in range(reps):
-        valid = rng.binomial(trials, rng.beta(a, b, k))
-        ci = clustered_ci([RateSample(int(v), trials) for v in valid], resamples=300, seed=r)
-        hits += ci.low <= true_median <= ci.high
-    assert at_least(hits / reps, reps), hits / reps
+    counts = np.arange(trials + 1)
+    pmf = stats.betabinom.pmf(counts, trials, a, b)
+    target = discrete_attainable(k, counts / trials, pmf)
+    truth = (counts / trials)[np.searchsorted(np.cumsum(pmf), 0.5 - 1e-12)]
+    valid = rng.binomial(trials, rng.beta(a, b, (REPS, k)))
+    cis = [clustered_ci([RateSample(int(v), trials) for v in row]) for row in valid]
+    covered = np.mean([ci.low <= truth <= ci.high for ci in cis])
+    assert target >= 0.95 and abs(covered - target) <= TOLERANCE, (covered, target)
 
 
-def test_overall_median_of_task_medians_covers():
-    # per-task median percentiles: task centres from N(50, 20), trials N(centre, 10), 6 trials per task
+def test_overall_median_of_task_medians_covers_its_attainable_level():
+    # per-task median percentiles: task centres from N(50, 20), trials N(centre, 10), 6 trials per task; the
+    # task figure's distribution is symmetric about 50, so 50 is its median
     rng = np.random.default_rng(3)
-    reps, hits = 200, 0
-    for r in range(reps):
-        samples = [TrialSample(rng.normal(c, 10, 6)) for c in rng.normal(50, 20, 8)]
-        ci = clustered_ci(samples, resamples=300, seed=r)
-        hits += ci.low <= 50 <= ci.high
-    assert at_least(hits / reps, reps), hits / reps
+    k = MIN_TRIALS_FOR_MEDIAN_CI
+    centres = rng.normal(50, 20, (REPS, k))
+    trials = rng.normal(centres[..., None], 10, (REPS, k, 6))
+    cis = [clustered_ci([TrialSample(t) for t in tasks]) for tasks in trials]
+    covered = np.mean([ci.low <= 50 <= ci.high for ci in cis])
+    target = attainable(k, 0.95)
+    assert abs(covered - target) <= TOLERANCE, (covered, target)
 
 
 def newcombe_coverage(n: int, p_base: float, p_cur: float) -> float:
@@ -99,16 +121,54 @@ def newcombe_coverage(n: int, p_base: float, p_cur: float) -> float:
     return float(weight[(lower <= truth + 1e-12) & (truth - 1e-12 <= upper)].sum())
 
 
-@pytest.mark.parametrize("n", [2, 3, 5, 10, 20, 40])
+RATE_GRID = np.linspace(0.05, 0.95, 19)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 10, 20, 40])
 def test_rate_difference_interval_covers_on_average_over_rates(n):
-    # Newcombe's interval (the gate's consistency change, `mltb compare`'s validity change): its mean
-    # coverage over true rates holds at every n; its minimum dips to 0.87 at n <= 8 for rates near 0 or 1
-    # (a known property of score intervals; docs/grading.md says so), which is why the gate's operating
-    # characteristics are checked separately (tests/test_gate_operating.py)
-    grid = np.linspace(0.05, 0.95, 19)
-    coverage = np.array([[newcombe_coverage(n, a, b) for b in grid] for a in grid])
-    assert coverage.mean() >= 0.945
-    assert coverage.min() >= 0.86
+    """Newcombe's interval of a difference of two independent rates (`mltb compare`'s and the gate's unpaired
+    consistency change), printed from n = 1: its coverage averaged over true rates on a grid is 95 % +- 1.5
+    points at every n (exact sums); its minimum over rates is lower at small n and is what the docs state:
+    no interval of a difference of two rates at n = 1 or 2 reaches 95 % at every rate without being far
+    wider elsewhere (an exact one would cover about 0.99 on average)."""
+    coverage = np.array([[newcombe_coverage(n, a, b) for b in RATE_GRID] for a in RATE_GRID])
+    assert abs(coverage.mean() - 0.95) <= TOLERANCE, coverage.mean()
+    if n in (1, 2):
+        assert abs(coverage.min() - STATED[f"newcombe minimum at n = {n}"]) <= TOLERANCE / 3, coverage.min()
+    else:
+        assert coverage.min() >= STATED["newcombe minimum at n = 2"] - TOLERANCE / 3
+
+
+def paired_newcombe_coverage(n: int, p_base: float, p_cur: float, dependence: float) -> float:
+    """Exact coverage of the paired Newcombe interval (the gate's paired consistency change) over every table of
+    n pairs; pairs drawn from a mix of independence and the most positive dependence the margins allow."""
+    both = min(p_base, p_cur)
+    cells = ((1 - dependence) * np.array([p_base * p_cur, p_base * (1 - p_cur), (1 - p_base) * p_cur,
+                                          (1 - p_base) * (1 - p_cur)])
+             + dependence * np.array([both, p_base - both, p_cur - both, 1 - p_base - p_cur + both]))
+    total = 0.0
+    for table in itertools.product(range(n + 1), repeat=3):
+        if sum(table) > n:
+            continue
+        counts = [*table, n - sum(table)]
+        weight = stats.multinomial.pmf(counts, n, cells)
+        pairs = [(True, True)] * counts[0] + [(True, False)] * counts[1] + [(False, True)] * counts[2] \
+            + [(False, False)] * counts[3]
+        ci = paired_proportion_diff_ci(pairs)
+        total += weight * (ci.low - 1e-12 <= p_cur - p_base <= ci.high + 1e-12)
+    return float(total)
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_paired_rate_difference_covers_as_stated(n):
+    """The paired interval (the gate with matched seeds; `mltb compare`): 95 % +- 1.5 points on average over
+    rates for independent pairs; about 2 points more when the pairs are correlated, as matched seeds make
+    them (docs/statistics.md states 0.97)."""
+    grid = np.linspace(0.05, 0.95, 7)
+    independent = np.mean([paired_newcombe_coverage(n, a, b, 0.0) for a in grid for b in grid])
+    correlated = np.mean([paired_newcombe_coverage(n, a, b, 0.5) for a in grid for b in grid])
+    assert abs(independent - 0.95) <= TOLERANCE, independent
+    assert abs(correlated - STATED["paired newcombe, correlated pairs"]) <= TOLERANCE, correlated
 
 
 @pytest.mark.parametrize("k", [2, 3, 6])
@@ -167,26 +227,34 @@ def test_clopper_pearson_never_undercovers_and_is_tight(n):
     assert abs(coverage(tight) - 0.975) <= TOLERANCE
 
 
-def test_unpaired_median_change_never_undercovers():
-    """The unpaired change (difference of medians, Bonferroni over the two sides) is conservative by design."""
+def test_unpaired_median_change_covers_as_stated():
+    """The unpaired change (difference of medians, both sides' order-statistic intervals at 97.5 %, printed
+    only when the two runs' seeds differ) never under-covers, and is far wider than 95 % needs: 0.999 at its
+    smallest n (7), as docs/statistics.md states. The gate says "unpaired" beside it."""
     rng = np.random.default_rng(14)
     n = min_n_for_median_ci(0.975)
     base, cur = DRAWS["skewed"](rng, (REPS, n)), DRAWS["skewed"](rng, (REPS, n)) + 0.05
     cis = [median_change(TrialSample(c), TrialSample(b), paired=False) for b, c in zip(base, cur)]
     covered = np.mean([ci.low <= 0.05 <= ci.high for ci in cis])
-    assert covered >= 0.95 - TOLERANCE, covered
+    assert covered >= 0.95 and abs(covered - STATED["unpaired median change at its smallest n"]) <= TOLERANCE
 
 
-def test_a_rate_pooled_over_three_tasks_covers_under_task_heterogeneity():
-    """3 tasks x 3 trials whose task rates differ (uniform over [0, 1]): the cluster-aware interval keeps its
-    95 % where a pooled Clopper-Pearson, treating 9 trials as independent, does not (0.88). Known limit: it is
-    conservative when tasks agree (0.99 with Beta(5, 5) task rates) and near its floor, 0.93, when they differ
-    most (Beta(0.5, 0.5)): three tasks carry little information about their spread."""
+@pytest.mark.parametrize("tasks", ["uniform", "Beta(5, 5)", "Beta(0.5, 0.5)"])
+def test_a_rate_pooled_over_three_tasks_covers_as_stated(tasks):
+    """3 tasks x 3 trials (the smallest design the stage comparison prints): the cluster-aware interval's
+    coverage depends on how much the tasks' rates differ, which three tasks cannot show: 0.945 when they
+    differ most (Beta(0.5, 0.5)), 0.965 for uniform rates, 0.995 when they agree (Beta(5, 5)), as the table's
+    note and docs/statistics.md state. A pooled Clopper-Pearson, treating 9 trials as independent, falls to
+    0.88 under uniform rates: the failure it fixes."""
     rng = np.random.default_rng(15)
-    rates = rng.random((REPS, 3))                         # tasks that differ
-    successes = rng.binomial(3, rates)
+    draw = {"uniform": lambda size: rng.random(size), "Beta(5, 5)": lambda size: rng.beta(5, 5, size),
+            "Beta(0.5, 0.5)": lambda size: rng.beta(0.5, 0.5, size)}[tasks]
+    successes = rng.binomial(3, draw((REPS, 3)))
     truth = 0.5                                           # the mean task rate the pooled rate estimates
     clustered = [clustered_rate_interval([(int(s), 3) for s in row]) for row in successes]
-    pooled = [rate_interval(int(row.sum()), 9) for row in successes]
-    assert np.mean([c.low <= truth <= c.high for c in clustered]) >= 0.95 - TOLERANCE
-    assert np.mean([c.low <= truth <= c.high for c in pooled]) < 0.95 - TOLERANCE    # the failure it fixes
+    covered = np.mean([c.low <= truth <= c.high for c in clustered])
+    assert covered >= 0.95 - TOLERANCE and abs(covered - STATED[f"korn-graubard, 3 x 3, {tasks} task rates"]) \
+        <= TOLERANCE, covered
+    if tasks == "uniform":
+        pooled = [rate_interval(int(row.sum()), 9) for row in successes]
+        assert np.mean([c.low <= truth <= c.high for c in pooled]) < 0.95 - TOLERANCE

@@ -63,6 +63,31 @@ def test_stage_comparison_pairs_planners_by_task_and_trial_seed_and_tests_all_pa
     assert "Mean ranks (1 = best): mcts_shaped 1.00" in text
 
 
+def test_the_sensitivity_section_sets_each_model_of_the_sensitivity_run_side_by_side():
+    def record(task, planner, model, trial, stage):
+        return TrialRecord(task=task, planner=planner, model=model, trial=trial, seed=trial, config_hash="h",
+                           outcome=Outcome.VALID if stage == 10 else Outcome.PLANNER_FAILURE, valid=stage == 10,
+                           stage_reached=stage, normalized=0.5 if stage == 10 else None, synthetic=True)
+
+    stages = {"sim:0.5": {"react": 3, "lats": 10, "mcts_shaped": 9},            # the default favours lats
+              "sim:0.5:neutral": {"react": 3, "lats": 2, "mcts_shaped": 9}}
+    recs = [record(task, planner, model, trial, stage) for model, row in stages.items()
+            for planner, stage in row.items() for task in ("a", "b") for trial in range(2)]
+    recs.append(record("c", "react", "sim:0.5", 0, 10))      # an item only one model holds: left out
+    assert build("sensitivity", []) == []                    # no --sensitivity: no section
+    table, text = SECTIONS["sensitivity"].build(SectionContext(records=[], sensitivity=recs))
+    assert table.headers[1] == "sim:0.5: valid/trials" and table.headers[4] == "sim:0.5:neutral: valid/trials"
+    assert [row[0] for row in table.rows] == ["lats", "mcts_shaped", "react"]            # the default's order
+    assert table.rows[0][1:] == ["4/4", "0.50", "1.00 (1)", "0/4", "0.00", "3.00 (3)"]    # lats: first, then last
+    assert table.rows[2][1:4] == ["0/4", "0.00", "3.00 (3)"]
+    assert "on the same 4 (task, trial) items" in table.notes[0]
+    assert any(n.startswith("sim's neutral setting") for n in table.notes)
+    assert any(n.startswith("sim's rates that can order planners") for n in table.notes)
+    assert "**sim:0.5.** Friedman test over 4 blocks" in text and "**sim:0.5:neutral.** Friedman" in text
+    one = SECTIONS["sensitivity"].build(SectionContext(records=[], sensitivity=recs[:3]))
+    assert one == ["The sensitivity run holds 1 model(s); it needs two to compare."]
+
+
 def test_trajectory_findings_count_what_the_trials_did_and_name_a_missing_trajectory(tmp_path):
     from mltb_core.llm.base import cut_off_error
 
@@ -131,3 +156,13 @@ def test_a_plugin_section_is_added_or_replaces_a_builtin_by_name():
     assert SECTIONS["machine"].title == "Machine" and "host" not in SECTIONS
     with pytest.raises(ValueError, match="unknown report section"):
         pick_sections(["nope"])
+
+
+def test_a_sensitivity_run_is_read_by_the_markdown_report_only(tmp_path, capsys):
+    from mltb_core import cli
+
+    assert cli.main(["report", str(tmp_path), "--sensitivity", str(tmp_path)]) == 2
+    assert "--sensitivity is read by the Markdown report only" in capsys.readouterr().err
+    assert cli.main(["report", str(tmp_path), "--markdown", str(tmp_path / "r.md"),
+                     "--sensitivity", str(tmp_path / "missing")]) == 2
+    assert "no such run directory" in capsys.readouterr().err

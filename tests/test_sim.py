@@ -225,3 +225,66 @@ def test_writes_the_submission_with_the_paper_tools_when_create_submission_is_no
     assert call.func_kwargs == {"columns": ["PassengerId"]}
     extended = SimPolicy(1.0, seed=0).complete(_messages(history=history), TOOLS, n=1).candidates[0].tool_calls[0]
     assert extended.tool_name == "create_submission"
+
+
+# ------------------------------------------------------------------ the neutral setting (assumption 8)
+def test_neutral_is_a_model_string_setting_and_says_so():
+    from mltb_core.llm.backends import parse_model
+
+    neutral = make_backend("sim:0.5:neutral", seed=3)
+    assert isinstance(neutral, SimPolicy) and neutral.neutral and neutral.name == "sim:0.5:neutral"
+    assert not make_backend("sim:0.5", seed=3).neutral
+    assert parse_model("sim:neutral").value.skill == 0.7 and parse_model("sim:0.5:neutral").id == "sim0.5-neutral"
+    with pytest.raises(ValueError, match="'fair' is not known"):
+        parse_model("sim:0.5:fair")
+    from mltb_core.analysis.tables import policy_assumptions
+    assert "never heeded" in policy_assumptions("sim:0.5:neutral") and "0.775" in policy_assumptions("sim:0.5:neutral")
+
+
+def test_neutral_ignores_stage_checks_but_not_tool_errors():
+    fill = {"tool_name": "fillna_with_median", "tool_args": {"bindings": {"df": "combined"}, "output": "combined"}}
+    history = [("Thought: (notes: done=load_train,load_test,inspect,combine,fill_numeric,fill_rest; doing=fill_rest)",
+                fill, "Applied fillna_with_median.\n\nStage check: Data cleaning incomplete: 5 missing values remain "
+                      "in 1 column(s): Cabin (5).")]
+    response = SimPolicy(1.0, seed=0, neutral=True).complete(_messages(history=history), TOOLS, n=5)
+    assert "fillna_with_mode" not in {c.tool_calls[0].tool_name for c in response.candidates}   # moves on instead
+    nan_error = [("Thought: (notes: done=load_train,load_test,inspect,combine,fill_numeric,fill_rest,drop_ids,"
+                  "datetime,encode,split,xy_train,x_test; doing=fit)",
+                  {"tool_name": "fit_lightgbm", "tool_args": {"bindings": {"X": "X_train", "y": "y_train"},
+                                                              "output": "model"}},
+                  "Error: Input X contains NaN.")]
+    default = SimPolicy(1.0, seed=0).complete(_messages(history=nan_error), TOOLS, n=5)
+    neutral = SimPolicy(1.0, seed=0, neutral=True).complete(_messages(history=nan_error), TOOLS, n=5)
+    key = lambda r: [[t.key() for t in c.tool_calls] for c in r.candidates]  # noqa: E731
+    assert key(default) == key(neutral)     # a tool error is every planner's input: read alike
+
+
+def _first_step_mistakes(neutral, reflections):
+    """Share of 400 first-step candidates (skill 0) that are not the correct read of train.csv."""
+    msgs = _messages() + ([{"role": "user", "content": prompts.REFLECTIONS_HEADER + "\n- check each stage"}]
+                          if reflections else [])
+    out = SimPolicy(0.0, seed=0, neutral=neutral).complete(msgs, TOOLS, n=400).candidates
+    right = [c for c in out if c.tool_calls and c.tool_calls[0].tool_name == "read_data"
+             and c.tool_calls[0].func_kwargs.get("filepath") == "train.csv" and c.tool_calls[0].output == "train"]
+    return 1 - len(right) / len(out)
+
+
+def test_neutral_reflections_change_no_rate():
+    # default: 0.6 without reflections, 0.45 with them; neutral: 0.6 both ways (standard error about 0.025)
+    assert _first_step_mistakes(False, True) < _first_step_mistakes(False, False) - 0.08
+    assert abs(_first_step_mistakes(True, True) - _first_step_mistakes(True, False)) < 0.08
+
+
+def _neutral_judge(history, seed):
+    msgs = _messages(history=history, system=prompts.LATS_EVALUATOR_SYSTEM) + [
+        {"role": "user", "content": prompts.EVALUATOR_REQUEST}]
+    return SimPolicy(0.5, seed=seed, neutral=True).complete(msgs, [], n=1).candidates[0].text
+
+
+def test_the_neutral_judge_scores_the_midpoint_whatever_the_trajectory_shows():
+    shown = [("Thought: load (notes: done=load_train; doing=load_train)", _READ, "Applied read_data.")]
+    for history in ((), shown * 6):
+        texts = [_neutral_judge(history, seed) for seed in range(150)]
+        assert all("pipeline steps" not in t for t in texts)
+        mean = sum(int(t.rsplit("Score:", 1)[1]) for t in texts) / len(texts)
+        assert abs(mean - (1 + 9 * sim_module.NEUTRAL_JUDGE_PROGRESS)) < 0.3, mean

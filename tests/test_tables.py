@@ -35,7 +35,7 @@ def test_bootstrap_is_seeded_and_brackets_the_estimate():
 
 
 def test_clustered_median_of_rates():
-    grouped = clustered_ci([RateSample(2, 3), RateSample(0, 3)], resamples=200)
+    grouped = clustered_ci([RateSample(2, 3), RateSample(0, 3)])
     assert grouped.n == 2 and grouped.estimate == pytest.approx(1 / 3)
 
 

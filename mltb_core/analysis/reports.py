@@ -429,17 +429,20 @@ def block_markdown(block: Block, section_title: str = "") -> str:
 def markdown_report(run_dirs: Sequence[Path | str], *, command: str, title: str = "mltb report",
                     sections: Sequence[Section] | None = None, notes: Path | None = None,
                     expect_trials: int | None = None, seed: int = 0,
-                    markdown_path: Path | None = None) -> tuple[str, dict[str, str]]:
+                    markdown_path: Path | None = None,
+                    sensitivity: Path | str | None = None) -> tuple[str, dict[str, str]]:
     """A report as one Markdown document and the figures to write beside it (file name -> SVG text).
 
     The text depends on the records (and ``notes``) alone, never on when or where it is written: no date, no
     path of this machine; which code ran the trials and on which machine come from the records. So
     regenerating a committed report from its committed records gives the same file. ``command`` (the
-    exact command line that writes it) goes into its header."""
+    exact command line that writes it) goes into its header. ``sensitivity``: a sensitivity run's directory,
+    read by the ``sensitivity`` section alone (every other section reads ``run_dirs``)."""
     records = load_runs([Path(d) for d in run_dirs])
     sections = pick_sections(None) if sections is None else sections
     ctx = SectionContext(records=records, seed=seed, run_dirs=[Path(d) for d in run_dirs],
-                         markdown_path=markdown_path)
+                         markdown_path=markdown_path,
+                         sensitivity=load_runs([Path(sensitivity)]) if sensitivity is not None else [])
     counted = len(counted_records(records))
     partial = expect_trials is not None and counted < expect_trials
     lines = [f"# {title}" + (f" — {PARTIAL}" if partial else ""), "",
@@ -497,7 +500,7 @@ def write_markdown_report(run_dirs: Sequence[Path | str], path: Path, **options:
 def report_main(run_dirs: Sequence[Path], out: Path | None = None) -> dict[str, Path]:
     """``mltb report RUN... [--out DIR]``: write the report, print the tables and the written paths."""
     paths = build_report(run_dirs, out)
-    print(render_tables(build_tables(load_runs(run_dirs), 0)))
+    print(render_tables(build_tables(load_runs(run_dirs))))
     for name, path in paths.items():
         print(f"{name}: {path}")
     return paths

@@ -41,6 +41,8 @@ class SectionContext:
     run_dirs: Sequence[Path] = ()
     markdown_path: Path | None = None
     figures: dict[str, str] = field(default_factory=dict)   # file name -> SVG text a section wants written
+    sensitivity: list[TrialRecord] = field(default_factory=list)   # a sensitivity run's records (`--sensitivity`):
+    # several models on the same items, read by the sensitivity section alone
 
 
 @dataclass(frozen=True)
@@ -115,7 +117,7 @@ def _cells(records: list[TrialRecord]) -> list[tuple[tuple, list[TrialRecord]]]:
 
 # ---- built-in sections ---------------------------------------------------------------------------------
 def _tables(ctx: SectionContext) -> list[Block]:
-    return list(build_tables(ctx.records, ctx.seed))
+    return list(build_tables(ctx.records))
 
 
 def _ranking(ctx: SectionContext) -> list[Block]:
@@ -229,7 +231,9 @@ def _stage_comparison(ctx: SectionContext) -> list[Block]:
                   ["planner", "trials", "stage reached (median, min–max)",
                    f"fitted a model (stage ≥ {modeling}) [95 % CI]"], rows,
                   notes=["interval: cluster-aware exact interval (Korn-Graubard) with the tasks as units, since trials of "
-                         "one task share its data; exact Clopper-Pearson when there is one task or the rate is 0 or 1"])
+                         "one task share its data; exact Clopper-Pearson when there is one task or the rate is 0 or 1; "
+                         "with 3 tasks of 3 trials it covers 0.945 to 0.995 depending on how much the tasks differ "
+                         "(docs/statistics.md)"])
     blocks = stage_blocks(counted, lambda r: r.planner)
     result = friedman_test(blocks)
     prose = "\n".join([
@@ -241,6 +245,56 @@ def _stage_comparison(ctx: SectionContext) -> list[Block]:
         "- What it covers: these tasks and this model; with so few tasks it says nothing about tasks in general. "
         "The stage is ordinal (stage 9 is not 'three times' stage 3), so only ranks within a block count."])
     return [table, prose]
+
+
+def _sensitivity(ctx: SectionContext) -> list[Block]:
+    """A sensitivity run (``--sensitivity``: one run directory holding several models on the same items, e.g.
+    ``sim:0.5`` and ``sim:0.5:neutral`` at one commit): each planner's figures under each model side by side,
+    over the (task, trial) items every model holds, with each model's ordering (mean rank of the stage reached)."""
+    from mltb_core.analysis.ranking import friedman_text, stage_blocks
+    from mltb_core.analysis.results import quality_value
+    from mltb_core.analysis.stats import friedman_test
+    from mltb_core.analysis.tables import policy_assumptions
+
+    counted = counted_records(ctx.sensitivity)
+    models = sorted({r.model for r in counted}, key=lambda m: (len(m), m))    # sim:0.5 before sim:0.5:neutral
+    if len(models) < 2:
+        return [f"The sensitivity run holds {len(models)} model(s); it needs two to compare."] if counted else []
+    items = set.intersection(*({(r.task, r.trial) for r in counted if r.model == m} for m in models))
+    runs = [[r for r in counted if r.model == m and (r.task, r.trial) in items] for m in models]
+    planners = sorted({r.planner for r in counted}, key=planner_rank)
+    results = [friedman_test(stage_blocks(run, lambda r: r.planner)) for run in runs]
+    def ordering(result: Any) -> list[str]:
+        return sorted(planners, key=lambda p: (result.mean_ranks.get(p, float("inf")), planner_rank(p)))
+
+    order = [ordering(res) for res in results]
+    rows = []
+    for planner in order[0]:
+        row = [planner]
+        for run, res, ranked in zip(runs, results, order):
+            mine = [r for r in run if r.planner == planner]
+            quality = [q for q in map(quality_value, mine) if q is not None]
+            rank = res.mean_ranks.get(planner)
+            row += [f"{sum(r.valid for r in mine)}/{len(mine)}",
+                    f"{sum(quality) / len(quality):.2f}" if quality else "–",
+                    f"{rank:.2f} ({ranked.index(planner) + 1})" if rank is not None else "–"]
+        rows.append(row)
+    headers = ["planner"] + [f"{model}: {what}" for model in models
+                             for what in ("valid/trials", "mean normalized", "mean stage rank (place)")]
+    notes = [f"the sensitivity run: {', '.join(models)} on the same {len(items)} (task, trial) items (a trial's seed "
+             "depends on its index: the same split and seed stream under every model), trials run by "
+             f"{trial_code(ctx.sensitivity)}; rows in the first model's order",
+             "mean stage rank: the planner's mean rank (1 = best, ties sharing a rank) of the stage each trial "
+             "reached, within blocks of one task and one trial; place: its position in that model's ordering"]
+    notes += [note for model in models if (note := policy_assumptions(model))]
+    prose = []
+    for model, res in zip(models, results):
+        if res.statistic is not None:
+            prose += [f"**{markdown(model)}.** " + " ".join(friedman_text(res, {}, blocks="blocks (task, trial seed)",
+                                                                            measure="the stage each trial reached")),
+                      ""]
+    return [Table("sensitivity", "Each planner under each model of the sensitivity run", headers, rows,
+                  notes=notes), "\n".join(prose).strip()]
 
 
 def _machine(ctx: SectionContext) -> list[Block]:
@@ -285,7 +339,7 @@ def _trajectories(ctx: SectionContext) -> list[Block]:
 
 
 DEFAULT_SECTIONS = ("synthetic_policy", "run", "models", "tables", "ranking", "seconds", "stop_kinds",
-                    "stage_comparison", "trajectories", "machine")
+                    "stage_comparison", "sensitivity", "trajectories", "machine")
 for _section in (Section("synthetic_policy", "What the synthetic policy assumes", _synthetic_policy),
                  Section("run", "Run", _run),
                  Section("models", "Models", _models),
@@ -295,6 +349,8 @@ for _section in (Section("synthetic_policy", "What the synthetic policy assumes"
                  Section("stop_kinds", "Where trials ended", _stop_kinds),
                  Section("stage_comparison", "Do the planners differ in the stage they reach?", _stage_comparison),
                  Section("trajectories", "What the trajectories show", _trajectories),
+                 Section("sensitivity", "Sensitivity: the ordering without the policy's planner-input effects",
+                         _sensitivity),
                  Section("machine", "Machine", _machine)):
     register_section(_section)
 

@@ -2,7 +2,7 @@
 
 Model strings: ``openai:<model>`` · ``local`` (= ``local:qwen2.5-coder-1.5b``) · ``local:<name>`` (the named
 models of :mod:`mltb_core.llm.local.models`, e.g. ``local:smollm2``) · ``local:/path/model.gguf``
-· ``sim`` · ``sim:<skill in [0, 1]>``; what each means is registered once in :mod:`mltb_core.llm.backends`
+· ``sim`` · ``sim:<skill in [0, 1]>`` · ``sim:<skill>:neutral``; what each means is registered once in :mod:`mltb_core.llm.backends`
 (third parties add backends through the ``mltb.backends`` entry-point group).
 """
 from __future__ import annotations

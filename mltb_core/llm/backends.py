@@ -33,7 +33,7 @@ from mltb_core.plugins import RegistryError, claim, did_you_mean, load_entry_poi
 __all__ = ["ENTRY_POINT_GROUP", "DEFAULT_MODEL", "BackendSpec", "ModelRef", "Preflight", "backend",
            "register_backend", "get_backend", "available_backends", "parse_model", "parse_models", "as_model_ref",
            "builtin_model_forms", "model_id", "is_synthetic", "model_forms", "preflight", "custom_openai_base_url",
-           "BackendRegistryError", "scoped_backends", "WorkerNeeds"]
+           "BackendRegistryError", "scoped_backends", "WorkerNeeds", "SimSettings", "SIM_NEUTRAL"]
 
 ENTRY_POINT_GROUP = "mltb.backends"
 DEFAULT_MODEL = "local"
@@ -470,27 +470,45 @@ class LocalSpec(BackendSpec):
                             seed=seed, cache=_as_cache(cache), **opts)
 
 
+@dataclass(frozen=True)
+class SimSettings:
+    """A sim model string's meaning: its skill, and whether the planner-input effects are neutral
+    (``sim:<skill>:neutral``, assumption 8 of :mod:`mltb_core.llm.sim`)."""
+    skill: float
+    neutral: bool = False
+
+
+SIM_NEUTRAL = "neutral"     # the word after the skill in a sim model string
+
+
 @backend("sim")
 class SimSpec(BackendSpec):
-    forms = ("sim", "sim:<skill 0..1> (e.g. sim:0.7)")
+    forms = ("sim", "sim:<skill 0..1> (e.g. sim:0.7)", f"sim:<skill>:{SIM_NEUTRAL} (planner-input effects neutral; "
+             "mltb_core/llm/sim.py)")
     synthetic = True
     default_skill = 0.7
 
-    def parse(self, arg: str) -> float:
-        if not arg:
-            return self.default_skill
+    def parse(self, arg: str) -> SimSettings:
+        text, _, flag = arg.partition(":")
+        if text == SIM_NEUTRAL and not flag:       # sim:neutral: the default skill
+            text, flag = "", SIM_NEUTRAL
+        if flag and flag != SIM_NEUTRAL:
+            raise ValueError(f"sim setting {flag!r} is not known; the one setting after the skill is {SIM_NEUTRAL!r}")
+        if not text:
+            return SimSettings(self.default_skill, bool(flag))
         try:
-            skill = float(arg)
+            skill = float(text)
         except ValueError:
-            raise ValueError(f"sim skill {arg!r} is not a number") from None
+            raise ValueError(f"sim skill {text!r} is not a number") from None
         if not 0.0 <= skill <= 1.0:
             raise ValueError(f"sim skill {skill} is outside [0, 1]")
-        return skill
+        return SimSettings(skill, bool(flag))
 
-    def model_id(self, arg: str, value: float) -> str:
+    def model_id(self, arg: str, value: SimSettings) -> str:
         return f"sim{arg}"
 
-    def build(self, value: float, *, model: str, seed: int, cache: Any, price_table: Any, **opts: Any) -> LLMBackend:
+    def build(self, value: SimSettings, *, model: str, seed: int, cache: Any, price_table: Any,
+              **opts: Any) -> LLMBackend:
         from mltb_core.llm.sim import SimPolicy
 
-        return SimPolicy(value, seed, **opts)
+        return SimPolicy(value.skill, seed, neutral=value.neutral, **opts)

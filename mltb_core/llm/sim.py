@@ -44,6 +44,13 @@ Assumptions (every planner-ordering figure measured with ``sim`` rests on them):
 7. **Costs**: tokens = characters / 4, one request = one LLM call whatever the number of candidates,
    no dollars, no latency model. The sampling temperature is ignored (the k candidates of one request
    differ through their own RNG streams).
+8. **Neutral setting** (model string ``sim:<skill>:neutral``, a sensitivity run): the three effects of an
+   input only some planners send are made the same for every planner's inputs: reflections change no
+   rate (factor 1; only LATS sends them), stage checks are never heeded (only the tree searches receive
+   them; tool errors, which every planner sees, are still heeded as in 3), and as a judge its score is
+   the midpoint 5.5 plus the same noise, whatever the trajectory shows (only LATS asks for one). Every
+   other rate, and every random draw, is the default's, so a neutral trial differs from the default one
+   only where those inputs change a choice.
 """
 from __future__ import annotations
 
@@ -59,9 +66,10 @@ from typing import Any
 from mltb_core.llm import prompts
 from mltb_core.toolkit.registry import ToolCall
 from mltb_core.bench.tasks import SUBMISSION_FILE
+from mltb_core.llm.backends import SIM_NEUTRAL as NEUTRAL   # the model-string word of assumption 8
 from mltb_core.llm.base import Candidate, LLMBackend, LLMResponse, Usage
 
-__all__ = ["SimPolicy", "PIPELINE", "RATES", "ordering_assumptions"]
+__all__ = ["SimPolicy", "PIPELINE", "RATES", "NEUTRAL", "ordering_assumptions"]
 
 # The policy's rates (assumption 3), defined here once: the docstring, the policy and every report that prints
 # a planner ordering measured with sim read them.
@@ -74,14 +82,22 @@ JUDGE_NOISE_SD = 1.0       # standard deviation (points on the 1-10 scale) of th
 RATES = {"MISTAKE_SCALE": MISTAKE_SCALE, "REFLECTION_FACTOR": REFLECTION_FACTOR, "FIX_BASE": FIX_BASE,
          "FIX_SLOPE": FIX_SLOPE, "HEED_BASE": HEED_BASE, "HEED_SLOPE": HEED_SLOPE, "GIVE_UP_AFTER": GIVE_UP_AFTER,
          "GIVE_UP_SCALE": GIVE_UP_SCALE, "JUDGE_NOISE_SD": JUDGE_NOISE_SD}
+NEUTRAL_JUDGE_PROGRESS = 0.5   # the neutral judge scores every trajectory as if half the pipeline were shown
 if __doc__:   # None under python -OO
     __doc__ = __doc__.format(**RATES)
 
 
-def ordering_assumptions(skill: float) -> str:
+def ordering_assumptions(skill: float, neutral: bool = False) -> str:
     """The assumptions of the policy that can order planners (each reaches only some planners' requests), with
     their rates at ``skill``: printed beside every planner ordering measured with sim."""
     mistakes = MISTAKE_SCALE * (1.0 - skill)
+    if neutral:
+        return (f"sim's neutral setting (a sensitivity run; mltb_core/llm/sim.py, assumption 8) at skill {skill:g}: "
+                f"the inputs only some planners send change nothing: reflections (only LATS) leave the per-step "
+                f"mistake rate at {mistakes:.3g}; stage feedback (only the tree searches) is never heeded, while tool "
+                f"errors (every planner) are heeded with probability {HEED_BASE + HEED_SLOPE * skill:.3g}; as LATS's "
+                f"judge it scores {1 + 9 * NEUTRAL_JUDGE_PROGRESS:g} plus Gaussian noise of sd {JUDGE_NOISE_SD:g} "
+                "point whatever the trajectory shows; every other rate is the default's")
     return ("sim's rates that can order planners (assumptions, not measurements; mltb_core/llm/sim.py) at skill "
             f"{skill:g}: reflections on earlier failures (only LATS sends them) cut the per-step mistake rate by "
             f"{1 - REFLECTION_FACTOR:.0%} ({mistakes:.3g} → {mistakes * REFLECTION_FACTOR:.3g}); stage feedback (only "
@@ -179,12 +195,14 @@ class SimPolicy(LLMBackend):
 
     synthetic = True
 
-    def __init__(self, skill: float = 0.7, seed: int = 0, **_: Any):
-        super().__init__(f"sim:{skill:g}", seed=seed)
+    def __init__(self, skill: float = 0.7, seed: int = 0, neutral: bool = False, **_: Any):
+        super().__init__(f"sim:{skill:g}" + (f":{NEUTRAL}" if neutral else ""), seed=seed)
         self.skill = float(skill)
+        self.neutral = bool(neutral)
         self.mistake_rate = MISTAKE_SCALE * (1.0 - self.skill)
         self.fix_rate = FIX_BASE + FIX_SLOPE * self.skill
         self.heed_rate = HEED_BASE + HEED_SLOPE * self.skill
+        self.reflection_factor = 1.0 if self.neutral else REFLECTION_FACTOR
 
     # -- backend API -------------------------------------------------------------------
     def _generate(self, messages: list[dict], tools: list[dict], n: int, temperature: float,
@@ -343,7 +361,8 @@ class SimPolicy(LLMBackend):
             done = done[: done.index(state.doing)]
         heed = rng.random() < self.heed_rate
         feedback = state.last.observation if state.last else ""
-        if heed and "Stage check:" in feedback:
+        # the neutral setting draws the same heed but ignores stage checks (only tree searches receive them)
+        if heed and not self.neutral and "Stage check:" in feedback:
             for marker, step in FEEDBACK_STEPS:
                 if marker in feedback.split("Stage check:", 1)[1] and step in done:
                     done = done[: done.index(step)]
@@ -357,7 +376,7 @@ class SimPolicy(LLMBackend):
         step, done, waiting = self._plan(state, done, self._next_step(state, done), rng)
         if step is None:
             return self._finished(done, waiting)
-        mistake_rate = self.mistake_rate * (REFLECTION_FACTOR if state.reflections else 1.0)
+        mistake_rate = self.mistake_rate * (self.reflection_factor if state.reflections else 1.0)
         if state.last_failed and state.doing == step:
             failures = state.consecutive_failures()
             if failures >= GIVE_UP_AFTER and rng.random() < GIVE_UP_SCALE * (1.0 - self.skill):
@@ -556,10 +575,13 @@ class SimPolicy(LLMBackend):
 
     # -- judging (LATS) ----------------------------------------------------------------------
     def _judge(self, state: State, rng: random.Random) -> str:
-        """What the trajectory shows, plus noise of fixed scale (assumption 5)."""
+        """What the trajectory shows, plus noise of fixed scale (assumption 5); neutral: the midpoint plus that
+        noise, whatever it shows (assumption 8)."""
         shown = self._steps_shown(state)
-        progress = len(shown) / len(PIPELINE)
+        progress = NEUTRAL_JUDGE_PROGRESS if self.neutral else len(shown) / len(PIPELINE)
         score = int(round(min(10.0, max(1.0, 1.0 + 9.0 * progress + rng.gauss(0.0, JUDGE_NOISE_SD)))))
+        if self.neutral:
+            return f"I cannot tell how far this trajectory got. Score: {score}"
         return (f"The trajectory shows {len(shown)} of the {len(PIPELINE)} pipeline steps done "
                 f"({', '.join(shown) or 'none'}). Score: {score}")
 
