@@ -18,11 +18,10 @@ import pandas as pd
 from mltb_core.bench.stages import REWARD_STAGES, Stage, stage_index
 from mltb_core.bench.tasks import SUBMISSION_FILE
 from mltb_core.toolkit.scratchpad import Scratchpad
-from mltb_core.toolkit.validation import TRACKING_COLUMN
+from mltb_core.toolkit.validation import MAX_CATEGORY_LEVELS, TRACKING_COLUMN
 
 __all__ = ["REWARD_STAGES", "Stage", "StageContext", "Progress", "PathLog", "advance", "stage_index"]
 
-MAX_CATEGORY_LEVELS = 50
 _MODELING = stage_index("modeling")   # its reward is scaled by the cross-validated quality
 
 

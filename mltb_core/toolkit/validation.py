@@ -17,14 +17,17 @@ from mltb_core.plugins import MAX_SUGGESTIONS, SUGGESTION_CUTOFF, close_matches
 from mltb_core.toolkit.registry import ToolInputError
 from mltb_core.toolkit.scratchpad import MAX_LISTED_COLUMNS
 
-__all__ = ["TRACKING_COLUMN", "SUGGESTION_CUTOFF", "MAX_SUGGESTIONS", "MAX_LISTED_COLUMNS", "close_matches",
-           "require_frame", "as_column_list", "require_columns", "missing_columns_message", "require_name",
+__all__ = ["TRACKING_COLUMN", "MAX_CATEGORY_LEVELS", "SUGGESTION_CUTOFF", "MAX_SUGGESTIONS", "MAX_LISTED_COLUMNS",
+           "close_matches", "require_frame", "as_column_list", "require_columns", "missing_columns_message", "require_name",
            "require_model", "choose", "require_choice", "require_positive_int", "as_features", "as_target",
            "is_numeric", "is_numeric_dtype", "numeric_columns", "require_numeric_columns", "require_csv_path",
            "DTYPE_NAMES", "resolve_dtype"]
 
 # Added by concatenate_train_test: 1 on train rows, 0 on test rows; never a feature.
 TRACKING_COLUMN = "_is_train"
+# Most levels a category column may have as a model input: the modeling tools refuse more, and the features
+# stage counts a category column as encoded only within it.
+MAX_CATEGORY_LEVELS = 50
 
 
 def require_frame(obj: Any, param: str = "df") -> pd.DataFrame:

@@ -30,12 +30,11 @@ from sklearn.utils.multiclass import type_of_target
 from mltb_core.toolkit.params import TARGET, Range
 from mltb_core.toolkit import limits
 from mltb_core.toolkit.registry import PAPER, ToolContext, ToolInputError, ToolReturn, make_get_and_set_tool
-from mltb_core.toolkit.validation import as_features, as_target
+from mltb_core.toolkit.validation import MAX_CATEGORY_LEVELS, as_features, as_target
 
 __all__ = ["PreparedClassifier", "PreparedRegressor", "ModelSpec", "MODEL_SPECS", "FIT_TOOLS", "TUNE_TOOLS",
            "MAX_CATEGORY_LEVELS", "MAX_CLASSES", "CLASSIFICATION_METRICS", "REGRESSION_METRICS"]
 
-MAX_CATEGORY_LEVELS = 50
 MAX_FOLDS = 20
 # A classifier target with more distinct values than this is refused unless it is the task's own target:
 # no bundled task has more than 7 classes, and a boosted classifier grows one tree per class per round, so
