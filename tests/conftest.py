@@ -57,3 +57,25 @@ def ctx(tmp_path):
     from tool_calls import tool_context
 
     return tool_context(tmp_path)
+
+
+@pytest.fixture
+def one_request_per_candidate(monkeypatch):
+    """Backends made in the test pay one LLM call per candidate, as a server without ``n`` does (the local
+    model): the sim policy's reply to ``n`` candidates counts ``n`` calls and says so."""
+    import mltb_core.llm as llm_module
+
+    real = llm_module.make_backend
+
+    def make_backend(*args, **kwargs):
+        backend = real(*args, **kwargs)
+        generate = backend._generate
+
+        def per_candidate(messages, tools, n, *rest, **kw):
+            response = generate(messages, tools, n, *rest, **kw)
+            response.usage.calls = n
+            return response
+        backend._generate, backend.calls_per_candidate = per_candidate, True
+        return backend
+
+    monkeypatch.setattr(llm_module, "make_backend", make_backend)

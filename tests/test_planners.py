@@ -123,25 +123,9 @@ def test_budgets_end_the_search_cleanly(tmp_path):
     assert react.stop_kind == "iteration_budget"
 
 
-def test_a_call_budget_holds_when_each_candidate_is_a_request_of_its_own(tmp_path, monkeypatch):
+def test_a_call_budget_holds_when_each_candidate_is_a_request_of_its_own(tmp_path, one_request_per_candidate):
     """A server without ``n`` (the local model) pays one call per candidate: MCTS's k=3 expansions must
     not carry a budget of 4 calls to 6."""
-    import mltb_core.llm as llm_module
-
-    real = llm_module.make_backend
-
-    def one_request_per_candidate(*args, **kwargs):
-        backend = real(*args, **kwargs)
-        generate = backend._generate
-
-        def per_candidate(messages, tools, n, *rest, **kw):
-            response = generate(messages, tools, n, *rest, **kw)
-            response.usage.calls = n
-            return response
-        backend._generate, backend.calls_per_candidate = per_candidate, True
-        return backend
-
-    monkeypatch.setattr(llm_module, "make_backend", one_request_per_candidate)
     record = _run(tmp_path, "mcts_shaped", max_llm_calls=4, expansion_k=3)
     assert record.llm_calls == 4 and "LLM-call budget (4)" in record.stop_reason
     asked = [s["n"] for s in read_trajectory(Path(record.trajectory)) if s["step_type"] == "llm_call"]

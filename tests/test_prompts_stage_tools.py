@@ -239,26 +239,11 @@ def test_the_reflection_depth_follows_the_call_budget():
     assert reflection_depth(config.with_(max_llm_calls=120, expansion_k=5), True) == 6
 
 
-def test_lats_reflects_within_a_60_call_budget_at_the_reflection_depth(tmp_path, monkeypatch):
+def test_lats_reflects_within_a_60_call_budget_at_the_reflection_depth(tmp_path, one_request_per_candidate):
     """The local model's setting (one call per candidate, 60 calls, max_depth 60, as in reports/local-llm.md):
     a path reaches the reflection depth, 5, within the budget and is reflected on there."""
-    import mltb_core.llm as llm_module
     from mltb_core.runner.trial import run_trial
 
-    real = llm_module.make_backend
-
-    def one_request_per_candidate(*args, **kwargs):
-        backend = real(*args, **kwargs)
-        generate = backend._generate
-
-        def per_candidate(messages, tools, n, *rest, **kw):
-            response = generate(messages, tools, n, *rest, **kw)
-            response.usage.calls = n
-            return response
-        backend._generate, backend.calls_per_candidate = per_candidate, True
-        return backend
-
-    monkeypatch.setattr(llm_module, "make_backend", one_request_per_candidate)
     config = TrialConfig(planner="lats", model="sim:0.5", llm_cache=False, max_llm_calls=60, max_iterations=60,
                          max_depth=60)
     record = run_trial(get_task(TASK), config, tmp_path)
