@@ -17,29 +17,29 @@ RETURNS_FRAME = "Returns\n-------\npd.DataFrame"
 
 PARTS = {
     # the frame a tool works on, by what the tool does with it
-    "df_to_clean": "df : pd.DataFrame\n    The DataFrame to clean.",
-    "df_to_change": "df : pd.DataFrame\n    The DataFrame to change.",
-    "frame_to_extend": "df : pd.DataFrame\n    The frame to extend.",
-    "frame_to_extend_in_order": "df : pd.DataFrame\n    The frame to extend (sort it first if order matters).",
-    "frame_to_inspect": "df : pd.DataFrame\n    The frame to inspect.",
-    "frame_to_encode": "df : pd.DataFrame\n    The frame to encode.",
-    "frame_to_rescale": "df : pd.DataFrame\n    The frame to rescale.",
+    "df_to_clean": "df\n    The DataFrame to clean.",
+    "df_to_change": "df\n    The DataFrame to change.",
+    "frame_to_extend": "df\n    The frame to extend.",
+    "frame_to_extend_in_order": "df\n    The frame to extend (sort it first if order matters).",
+    "frame_to_inspect": "df\n    The frame to inspect.",
+    "frame_to_encode": "df\n    The frame to encode.",
+    "frame_to_rescale": "df\n    The frame to rescale.",
     # other parameters
-    "new_column": "name : str\n    Name of the new column.",
-    "new_or_replaced_column": "name : str\n    Name of the new (or replaced) column.",
-    "column_to_fill": "target_column : str\n    The column to fill.",
-    "numeric_columns_to_fill": "columns : str or list[str], optional\n"
+    "new_column": "name\n    Name of the new column.",
+    "new_or_replaced_column": "name\n    Name of the new (or replaced) column.",
+    "column_to_fill": "target_column\n    The column to fill.",
+    "numeric_columns_to_fill": "columns\n"
                                "    Numeric column(s) to fill; default: every numeric column.",
-    "columns_to_encode": "columns : str or list of str, optional\n"
+    "columns_to_encode": "columns\n"
                          "    Columns to encode; default: every object/string/category column.",
-    "group_aggregate": "group_column : str or list of str\n    Column(s) defining the groups.\n"
-                       "agg_column : str\n    Column to aggregate.\n"
-                       "agg_func : str\n    One of mean, median, sum, min, max, std, var, count, nunique, first, last.",
+    "group_aggregate": "group_column\n    Column(s) defining the groups.\n"
+                       "agg_column\n    Column to aggregate.\n"
+                       "agg_func",
     # Returns sections: the header of a tool that returns a frame (its description follows, indented), and
     # whole sections several tools share
     "returns_frame": RETURNS_FRAME,
     # the whole Parameters and Returns sections of a tool that reports on a frame (report described below it)
-    "inspect_df_returns_text": "Parameters\n----------\ndf : pd.DataFrame\n    The DataFrame to inspect.\n\n"
+    "inspect_df_returns_text": "Parameters\n----------\ndf\n    The DataFrame to inspect.\n\n"
                                "Returns\n-------\nstr",
     "returns_filled": RETURNS_FRAME + "\n    A copy with the matching missing values filled.",
     "returns_cast": RETURNS_FRAME + "\n    A copy with the columns cast.",

@@ -9,8 +9,12 @@ From that one declaration come
 - the state-aware call grammar: which scratchpad objects a binding may name (:meth:`Bound.accepts`) and
   which values a plain argument may take in a state (:meth:`Rule.grammar`: the bound frame's columns,
   the readable files, the allowed words, a bounded name), built by :mod:`~mltb_core.toolkit.constraints`;
-- the JSON schema's types (the annotation's base type, ``registry._json_schema``) and the type words of
-  the parameter's doc line, which tests/test_params.py holds to the declaration.
+- the JSON schema's types (the annotation's base type, ``registry._json_schema``);
+- the parameter's doc line, which the model reads (:func:`document`, :func:`parameter_docs`): what the
+  declaration takes (a DataFrame, a column of ``df``, one of some words, a bounded name or list, a default),
+  followed by the docstring's own explanation, in the signature's order. A docstring's ``Parameters`` entry
+  names the parameter and explains it; the kind is never written by hand, so a declaration change cannot
+  leave the doc stale.
 
 A parameter without a marker gets one from its annotation (:func:`declarations`): ``pd.DataFrame`` is
 :data:`FRAME`, ``pd.Series`` :data:`SERIES`; a plain value has no rule beyond its JSON type. So the grammar
@@ -18,7 +22,9 @@ offers exactly what the check lets through: what it refuses is refused by the to
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
+import json
 import re
 import typing
 from collections.abc import Callable, Mapping
@@ -36,7 +42,7 @@ from mltb_core.toolkit.validation import TRACKING_COLUMN, is_numeric_dtype, requ
 __all__ = ["Kind", "Bound", "Rule", "Column", "ColumnKind", "NUMBER", "INTEGER", "NewName", "OneOf", "ReadFile", "WriteFile", "Range",
            "FRAME", "SERIES", "TARGET", "TABLE", "PREDICTIONS", "CONVERTIBLE", "ESTIMATOR",
            "MAX_NAME_CHARS", "MAX_LIST_ITEMS", "OBJECT_NAME", "NEW_NAME", "declarations", "check_arguments",
-           "name_schema", "State", "Declarations", "rule_grammar"]
+           "name_schema", "State", "Declarations", "rule_grammar", "parameter_kind", "parameter_docs", "document"]
 
 # Bounds every name and list argument has, in the grammar and in the check alike (a tiny model otherwise
 # rambles in a string or repeats a list until the reply's token limit). Lists of columns and of new column
@@ -65,17 +71,18 @@ class Kind:
 
     words: str                      # "a DataFrame": the check's message
     test: Callable[[Any], bool]
-    doc: tuple[str, ...] = ()       # words one of which the doc line's type names ("DataFrame")
+    noun: str                       # "DataFrame": the parameter's doc line
     hint: str = ""                  # appended to a refusal (what to bind instead)
 
 
-_FRAME = Kind("a DataFrame", lambda o: isinstance(o, pd.DataFrame), ("DataFrame",))
-_SERIES = Kind("a Series", lambda o: isinstance(o, pd.Series), ("Series",))
-_ONE_COLUMN = Kind("a one-column DataFrame", lambda o: isinstance(o, pd.DataFrame) and o.shape[1] == 1, ("Series",))
-_VECTOR = Kind("a 1-D array", lambda o: isinstance(o, np.ndarray) and o.ndim == 1, ("Series", "array"))
-_ARRAY = Kind("an array", lambda o: isinstance(o, np.ndarray) and o.ndim in (1, 2), ("array",))
+_FRAME = Kind("a DataFrame", lambda o: isinstance(o, pd.DataFrame), "DataFrame")
+_SERIES = Kind("a Series", lambda o: isinstance(o, pd.Series), "Series")
+_ONE_COLUMN = Kind("a one-column DataFrame", lambda o: isinstance(o, pd.DataFrame) and o.shape[1] == 1,
+                   "1-column DataFrame")
+_VECTOR = Kind("a 1-D array", lambda o: isinstance(o, np.ndarray) and o.ndim == 1, "1-D array")
+_ARRAY = Kind("an array", lambda o: isinstance(o, np.ndarray) and o.ndim in (1, 2), "array")
 _MODEL = Kind("a fitted model with a predict() method", lambda o: callable(getattr(o, "predict", None)),
-              ("Any", "model"), " (bind the estimator, e.g. the output of a fit_* or tune_* tool)")
+              "fitted model", " (bind the estimator, e.g. the output of a fit_* or tune_* tool)")
 
 
 @dataclass(frozen=True)
@@ -96,8 +103,8 @@ class Bound:
         raise ToolInputError(f"'{param}' must be {wanted}, got {got}{hints}")
 
     @property
-    def doc_words(self) -> set[str]:
-        return {word for kind in self.kinds for word in kind.doc}
+    def doc(self) -> str:
+        return _either([kind.noun for kind in self.kinds])
 
 
 FRAME = Bound((_FRAME,))
@@ -130,6 +137,10 @@ class Rule:
         """The schema of the argument in ``state`` (``base``: from its annotation); None: nothing is allowed."""
         return base
 
+    def doc(self, first_frame: str | None) -> str:
+        """What the rule takes, in a few words for the doc line ('': the annotation's JSON type says it)."""
+        return ""
+
     # the argument that, when it has this value, lifts the rule (e.g. no key columns for a cross join)
     unless: tuple[str, Any] | None = None
 
@@ -155,11 +166,13 @@ class ColumnKind:
 
     test: Callable[[Any], bool]
     refusal: Callable[[list[str], str, str], str]     # (bad, tool, hint) -> message
+    word: str = ""                                    # "numeric": the doc line's "numeric column of df"
 
 
 NUMBER = ColumnKind(is_numeric_dtype, lambda bad, tool, hint: f"{tool} needs numeric columns; {', '.join(bad)} are "
-                    "not numeric" + (f" ({hint})" if hint else ""))
-INTEGER = ColumnKind(pd.api.types.is_integer_dtype, lambda bad, tool, hint: f"not integer column(s): {', '.join(bad)}")
+                    "not numeric" + (f" ({hint})" if hint else ""), "numeric")
+INTEGER = ColumnKind(pd.api.types.is_integer_dtype, lambda bad, tool, hint: f"not integer column(s): {', '.join(bad)}",
+                     "integer")
 
 
 @dataclass(frozen=True)
@@ -192,6 +205,15 @@ class Column(Rule):
             bad = [f"{c} ({frame[c].dtype})" for c in names if not self.dtype.test(frame[c].dtype)]
             if bad:
                 raise ToolInputError(self.dtype.refusal(bad, tool, self.hint))
+
+    def doc(self, first_frame: str | None) -> str:
+        word = f"{self.dtype.word} " if self.dtype is not None and self.dtype.word else ""
+        text = f"{word}column{'(s)' if self.many else ''} of {self.owner(first_frame)}"
+        if self.not_tracking:
+            text += f", not {TRACKING_COLUMN}"
+        if self.unless is not None:
+            text += f", or any name if {self.unless[0]}={_shown(self.unless[1])}"
+        return text
 
     def columns(self, frame: pd.DataFrame) -> list[str]:
         names = [(str(c), dtype) for c, dtype in frame.dtypes.items()
@@ -231,6 +253,9 @@ class NewName(Rule):
                 raise ToolInputError(f"'{param}' is {len(name)} characters long; a column name has at most "
                                      f"{MAX_NAME_CHARS}")
 
+    def doc(self, first_frame: str | None) -> str:
+        return f"new column name{'(s)' if self.many else ''}, ≤{MAX_NAME_CHARS} chars{' each' if self.many else ''}"
+
     def grammar(self, base: dict[str, Any], state: State) -> dict[str, Any]:
         # one name per column of some frame (rename_feature, convert_to_dataframe): the widest frame bounds it
         return _strings_to(base, NEW_NAME, max(MAX_LIST_ITEMS, state.widest))
@@ -248,6 +273,9 @@ class OneOf(Rule):
             if isinstance(item, bool) is not isinstance(self.values[0], bool) or item not in self.values:
                 shown = item if isinstance(item, (str, int, float, bool, type(None))) else type(item).__name__
                 raise ToolInputError(f"'{param}' must be one of {list(self.values)}, got {str(repr(shown))[:100]}")
+
+    def doc(self, first_frame: str | None) -> str:
+        return f"{'list of' if self.many else 'one of'} {', '.join(map(_shown, self.values))}"
 
     def grammar(self, base: dict[str, Any], state: State) -> dict[str, Any]:
         if self.many:
@@ -281,6 +309,9 @@ class ReadFile(Rule):
         if not isinstance(value, str) or not value.lower().endswith(self.suffixes):
             raise ToolInputError(f"{tool} reads {', '.join(self.suffixes)} files; {value!r} is not one")
 
+    def doc(self, first_frame: str | None) -> str:
+        return f"{'/'.join(self.suffixes)} file to read"
+
     def grammar(self, base: dict[str, Any], state: State) -> dict[str, Any] | None:
         readable = [f for f in state.files if f.lower().endswith(self.suffixes)]
         return {"enum": readable} if readable else None
@@ -309,6 +340,9 @@ class WriteFile(Rule):
             raise ToolInputError(f"{param} {value!r} must be at most {MAX_NAME_CHARS} characters of letters, "
                                  "digits, '_', '.', '-' and '/'")
 
+    def doc(self, first_frame: str | None) -> str:
+        return f"{'/'.join(self.suffixes)} file to write, ≤{MAX_NAME_CHARS} chars"
+
     def grammar(self, base: dict[str, Any], state: State) -> dict[str, Any]:
         return {"type": "string", "pattern": self.pattern}
 
@@ -332,7 +366,7 @@ def _default_bound(annotation: Any) -> Bound:
         return FRAME
     if annotation is pd.Series:
         return SERIES
-    return Bound((Kind("any object", lambda o: True),))
+    return Bound((Kind("any object", lambda o: True, "any object"),))
 
 
 _CACHE: dict[int, tuple[Tool, Declarations]] = {}
@@ -410,3 +444,127 @@ def rule_grammar(rule: Any, base: dict[str, Any], state: State) -> dict[str, Any
         return _range_grammar(rule)
     return rule.grammar(base, state)
 
+
+
+# --------------------------------------------------------------- doc lines (what the model reads about a parameter)
+_TYPE_WORDS = {"string": "str", "integer": "int", "number": "float", "boolean": "bool", "object": "dict"}
+_SECTION_RULE = re.compile(r"-{3,}")
+
+
+def _shown(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _either(words: list[str]) -> str:
+    """'a', 'a or b', 'a, b or c'."""
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
+
+
+def _type_doc(schema: dict[str, Any]) -> str:
+    """A plain parameter's JSON type in Python's words ("str or list[str]")."""
+    if "enum" in schema:
+        return "one of " + ", ".join(map(_shown, schema["enum"]))
+    if "anyOf" in schema:
+        return _either([_type_doc(part) for part in schema["anyOf"]])
+    if schema.get("type") == "array":
+        items = schema.get("items") or {}
+        return f"list[{_type_doc(items)}]" if items else "list"
+    return _TYPE_WORDS.get(schema.get("type", ""), "any value")
+
+
+def parameter_kind(tool: Tool, name: str) -> str:
+    """What parameter ``name`` of ``tool`` takes, from its declaration: "DataFrame", "numeric column(s) of df",
+    "one of mean, median", "integer from 2 to 20, folds", "new column name, ≤64 chars", "list[int], ≤64 items"."""
+    found = declarations(tool)
+    if name in found.bound:
+        return found.bound[name].doc
+    rule = found.rules.get(name)
+    if isinstance(rule, Range):
+        text = dataclasses.replace(rule, why="").describe().removeprefix("an ").removeprefix("a ")
+        text += f", {rule.why}" if rule.why else ""
+    else:
+        text = (rule.doc(found.first_frame) if rule is not None else "") or _type_doc(found.base[name])
+    if name in found.lists and not isinstance(rule, Column | NewName | OneOf):   # those are bounded otherwise
+        text += f", ≤{MAX_LIST_ITEMS} items"
+    return text
+
+
+@dataclass(frozen=True)
+class _Entry:
+    names: list[str]        # "X_train, y_train" documents two parameters
+    head: str               # the line as written
+    body: list[str]         # the explanation, indented as written
+
+
+def _parameters_section(lines: list[str]) -> tuple[int, int] | None:
+    """(first line, end) of the entries of a cleaned docstring's ``Parameters`` section; None: no section."""
+    heads = [i for i in range(len(lines) - 1) if lines[i].strip() and _SECTION_RULE.fullmatch(lines[i + 1].strip())]
+    start = next((i for i in heads if lines[i].strip() == "Parameters"), None)
+    if start is None:
+        return None
+    end = next((i for i in heads if i > start), len(lines))
+    while end > start + 2 and not lines[end - 1].strip():
+        end -= 1
+    return start + 2, end
+
+
+def _entries(lines: list[str]) -> list[_Entry]:
+    entries: list[_Entry] = []
+    for line in lines:
+        if line and not line[0].isspace():
+            entries.append(_Entry([n.strip() for n in line.split(":")[0].split(",")], line, []))
+        elif entries:
+            entries[-1].body.append(line)
+    return entries
+
+
+def parameter_docs(tool: Tool) -> dict[str, tuple[str, str]]:
+    """Parameter -> (what it takes, the docstring's explanation on one line; '' when it gives none), for every
+    parameter of ``tool`` (the function schema's descriptions)."""
+    lines = inspect.cleandoc(tool.func.__doc__ or "").split("\n")
+    section = _parameters_section(lines)
+    explained = {name: " ".join(" ".join(entry.body).split())
+                 for entry in (_entries(lines[slice(*section)]) if section else []) for name in entry.names}
+    return {name: (parameter_kind(tool, name), explained.get(name, ""))
+            for name in (*tool.object_params, *tool.value_params)}
+
+
+def _head(tool: Tool, name: str) -> str:
+    found = declarations(tool)
+    text = parameter_kind(tool, name)
+    if name in found.defaults:
+        default = found.defaults[name]
+        text += ", optional" if name in found.bound else f", default {json.dumps(default, default=repr)}"
+    return text
+
+
+def document(tool: Tool, doc: str) -> str:
+    """``doc`` (the tool's cleaned docstring) with its ``Parameters`` section written from the declarations:
+    each entry's line is ``name : <what it takes>, default <value>`` (whatever the docstring wrote after the
+    name is dropped), the explanation below it is kept, and a parameter the docstring leaves out gets a line
+    of its own. An entry naming no parameter is left as written (tests/test_params.py refuses one)."""
+    params = [*tool.object_params, *tool.value_params]
+    if not params:
+        return doc
+    lines = doc.split("\n")
+    section = _parameters_section(lines)
+    if section is None:   # a section of its own, after the description
+        lines += ["", "Parameters", "----------"]
+        section = (len(lines), len(lines))
+    start, end = section
+    entries = _entries(lines[start:end])
+    documented = {name for entry in entries for name in entry.names}
+    entries += [_Entry([name], name, []) for name in params if name not in documented]
+    entries.sort(key=lambda entry: min(params.index(n) if n in params else len(params) for n in entry.names))
+    out: list[str] = []
+    for entry in entries:
+        if not set(entry.names) <= set(params):
+            out += [entry.head, *entry.body]
+            continue
+        heads = {name: _head(tool, name) for name in entry.names}
+        if len(set(heads.values())) == 1:
+            out += [f"{', '.join(entry.names)} : {heads[entry.names[0]]}", *entry.body]
+        else:
+            for name in entry.names:
+                out += [f"{name} : {heads[name]}", *entry.body]
+    return "\n".join(lines[:start] + out + lines[end:])

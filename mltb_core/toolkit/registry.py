@@ -245,24 +245,6 @@ def _without_sections(doc: str, names: tuple[str, ...]) -> str:
     return re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip()
 
 
-def _param_docs(doc: str) -> dict[str, str]:
-    """Parameter descriptions from a numpy-style docstring."""
-    out: dict[str, str] = {}
-    match = re.search(r"Parameters\s*\n\s*-+\s*\n(.*?)(?:\n\s*\n\s*\w[\w ]*\n\s*-+|\Z)", doc, re.S)
-    if not match:
-        return out
-    current = None
-    for line in match.group(1).splitlines():
-        head = re.match(r"^\s{0,4}(\w+)\s*:\s*(.*)$", line)
-        if head and not line.startswith(" " * 5):
-            current = head.group(1)
-            kind = head.group(2).strip()
-            out[current] = f"({kind})" if kind else ""
-        elif current and line.strip():
-            out[current] = (out[current] + " " + line.strip()).strip()
-    return out
-
-
 # ------------------------------------------------------------------------- tools
 @dataclass
 class Tool:
@@ -278,7 +260,10 @@ class Tool:
 
     @property
     def doc(self) -> str:
-        return inspect.cleandoc(self.func.__doc__ or "")
+        """The docstring, its ``Parameters`` section written from the parameters' declarations (params.document)."""
+        from mltb_core.toolkit.params import document  # local: params builds on this module
+
+        return document(self, inspect.cleandoc(self.func.__doc__ or ""))
 
     @property
     def summary(self) -> str:
@@ -291,20 +276,19 @@ class Tool:
 
     def schema(self) -> dict[str, Any]:
         """OpenAI function-calling schema in the paper's bindings/func_kwargs/output shape."""
+        from mltb_core.toolkit.params import parameter_docs  # local: params builds on this module
+
         sig = inspect.signature(self.func)
         hints = typing.get_type_hints(self.func)
-        pdocs = _param_docs(self.doc)
-        bind_props = {
-            n: {"type": "string", "description": "name of a scratchpad object" + (f": {pdocs[n]}" if n in pdocs else "")}
-            for n in self.object_params
-        }
+        pdocs = {n: f"({kind}) {why}".strip() for n, (kind, why) in parameter_docs(self).items()}
+        bind_props = {n: {"type": "string", "description": f"name of a scratchpad object: {pdocs[n]}"}
+                      for n in self.object_params}
         kw_props: dict[str, Any] = {}
         kw_required = []
         for n in self.value_params:
             p = sig.parameters[n]
             prop = dict(_json_schema(hints.get(n, p.annotation)) or {})
-            if n in pdocs:
-                prop["description"] = pdocs[n]
+            prop["description"] = pdocs[n]
             if p.default is not inspect.Parameter.empty:
                 try:
                     json.dumps(p.default)

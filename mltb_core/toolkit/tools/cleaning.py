@@ -141,9 +141,9 @@ def fillna_with_value(df: pd.DataFrame, columns: Annotated[str | list[str], Colu
     Parameters
     ----------
     $df_to_clean
-    columns : str or list[str]
+    columns
         Column(s) whose missing values are filled.
-    value : str, int, float or bool
+    value
         The fill value (e.g. 0, "Unknown", false).
 
     $returns_frame
@@ -200,7 +200,7 @@ def fillna_with_mode(df: pd.DataFrame, columns: Annotated[str | list[str] | None
     Parameters
     ----------
     $df_to_clean
-    columns : str or list[str], optional
+    columns
         Column(s) to fill; default: every column that has missing values.
 
     $returns_frame
@@ -229,10 +229,10 @@ def fillna_with_condition(df: pd.DataFrame, target_column: Annotated[str, Column
     ----------
     $df_to_clean
     $column_to_fill
-    condition : str
+    condition
         A boolean condition over the columns, e.g. "CryoSleep == True" or
         "Age < 13 and HomePlanet == 'Earth'" (and/or/not work per row). {expression_language}
-    fill_value : str, int, float or bool
+    fill_value
         Value written into the matching missing cells.
 
     $returns_filled
@@ -263,7 +263,7 @@ def fillna_with_multiple_conditions(df: pd.DataFrame, target_column: Annotated[s
     ----------
     $df_to_clean
     $column_to_fill
-    conditions_and_values : list or dict
+    conditions_and_values
         [[condition, value], ...] pairs or a {condition: value} object; conditions
         are boolean conditions such as "Age < 13". {expression_language}
 
@@ -308,12 +308,11 @@ def fillna_with_conditional_aggregation(df: pd.DataFrame, target_column: Annotat
     ----------
     $df_to_clean
     $column_to_fill
-    condition_column : str
+    condition_column
         The column that defines the groups.
-    condition_values : value or list, optional
+    condition_values
         Group values to fill; null means every group.
-    agg_func : str
-        One of "mean", "median", "mode", "min", "max", "sum", "first", "last".
+    agg_func
 
     $returns_frame
         A copy with the group statistics filled in.
@@ -357,9 +356,9 @@ def fillna_with_custom_function(df: pd.DataFrame, target_column: Annotated[str, 
     ----------
     $df_to_clean
     $column_to_fill
-    condition : str or None
+    condition
         Boolean condition selecting rows, e.g. "Age.notna()"; null for all rows.
-    custom_func : str
+    custom_func
         A lambda as a string taking the row, e.g.
         "lambda row: 0 if row['CryoSleep'] == True else row['Age'] / 10".
         {expression_language}
@@ -399,9 +398,9 @@ def drop_rows_with_missing(df: pd.DataFrame, columns: Annotated[str | list[str] 
     Parameters
     ----------
     $df_to_clean
-    columns : str or list[str], optional
+    columns
         Only look at these columns (default: all).
-    threshold : int or float, optional
+    threshold
         Keep rows with at least this many non-missing values among the columns
         (an int), or at least this fraction of them (a float between 0 and 1).
         Default: drop a row if any of the columns is missing.
@@ -487,7 +486,7 @@ def cast_columns(df: pd.DataFrame, column_type_mapping: dict) -> pd.DataFrame:
     Parameters
     ----------
     $df_to_change
-    column_type_mapping : dict
+    column_type_mapping
         {column: type}; types: "float", "int", "str", "bool", "category",
         "datetime" or a dtype name such as "float32" or "Int64" (nullable int).
 
@@ -514,9 +513,9 @@ def cast_numeric_columns(df: pd.DataFrame, columns: Annotated[str | list[str] | 
     Parameters
     ----------
     $df_to_change
-    columns : str or list[str], optional
+    columns
         Numeric column(s) to cast; default: every numeric column (not booleans).
-    target_type : str
+    target_type
         "float", "int", "float32", "Int64"...
 
     $returns_cast
@@ -537,7 +536,7 @@ _CAST_KIND_DOC = """Cast $kind columns to $dtype type.
     Parameters
     ----------
     $df_to_change
-    columns : str or list[str], optional
+    columns
         $which to cast; default: every $default column.
 
     $returns_frame

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from sklearn import metrics as skm
 
-from mltb_core.toolkit.params import ESTIMATOR, PREDICTIONS, TABLE, TARGET, ReadFile, WriteFile
+from mltb_core.toolkit.params import ESTIMATOR, PREDICTIONS, TABLE, TARGET, OneOf, ReadFile, WriteFile
 from mltb_core.toolkit.registry import (PAPER, ToolContext, ToolInputError, ToolReturn, doc_from, make_get_and_set_tool,
                                         make_get_tool, make_set_tool)
 from mltb_core.toolkit.sandbox import resolve_read, resolve_write
@@ -106,16 +106,16 @@ _EVALUATE_DOC = """Evaluate a trained $kind model on data.
 
     Parameters
     ----------
-    model : Any
+    model
         A fitted $model.
-    X_test : pd.DataFrame
+    X_test
         Features (same columns as in training).
-    y_test : pd.Series
+    y_test
         True $truth.
-    model_name : str
+    model_name
         Name shown in the report.
-    eval_data_label : str
-        Label of the data shown in the report, e.g. "train" or "validation".
+    eval_data_label
+        Shown in the report, e.g. "train" or "validation".
 
     Returns
     -------
@@ -204,14 +204,14 @@ def predict_target(model: Annotated[Any, ESTIMATOR], X_data: pd.DataFrame, model
 
     Parameters
     ----------
-    model : Any
+    model
         Trained model (regression or classification).
-    X_data : pd.DataFrame
+    X_data
         Features to make predictions on, e.g. the test features.
-    model_name : str
+    model_name
         Name of the model, shown in the result (the predictions are named after
         the task's target column).
-    return_probabilities : bool
+    return_probabilities
         For classifiers: return probabilities instead of labels - a Series with
         the positive-class probability for binary tasks, a DataFrame with one
         column per class for multiclass tasks.
@@ -262,7 +262,8 @@ def _vote(columns: list[np.ndarray]) -> np.ndarray:
 def average_predictions(predictions_1: Annotated[Any, PREDICTIONS], predictions_2: Annotated[Any, PREDICTIONS],
                         predictions_3: Annotated[Any, PREDICTIONS] = None,
                         predictions_4: Annotated[Any, PREDICTIONS] = None,
-                        predictions_5: Annotated[Any, PREDICTIONS] = None, method: str = "auto", ctx: ToolContext | None = None) -> Any:
+                        predictions_5: Annotated[Any, PREDICTIONS] = None,
+                        method: Annotated[str, OneOf(_AVERAGE_METHODS)] = "auto", ctx: ToolContext | None = None) -> Any:
     """Ensemble 2 to 5 models by averaging their test predictions (outputs of predict_target).
 
     All inputs must predict the same rows: same length and, for Series/DataFrames, the same
@@ -271,11 +272,11 @@ def average_predictions(predictions_1: Annotated[Any, PREDICTIONS], predictions_
 
     Parameters
     ----------
-    predictions_1, predictions_2 : Series, array or DataFrame
+    predictions_1, predictions_2
         Predictions of two models (required). List the best model first: it wins ties.
-    predictions_3, predictions_4, predictions_5 : Series, array or DataFrame
+    predictions_3, predictions_4, predictions_5
         Optional further models' predictions.
-    method : str
+    method
         "mean": the row-wise mean (regression values, or class probabilities from
         predict_target with return_probabilities=true; a DataFrame of one column per class
         is averaged per class). "vote": the majority label per row (class labels); a tie goes
@@ -343,10 +344,9 @@ def save_model(model: Annotated[Any, ESTIMATOR], ctx: ToolContext,
 
     Parameters
     ----------
-    model : Any
+    model
         The trained model.
-    filepath : str
-        File name ending in .pkl (default "model.pkl").
+    filepath
 
     Returns
     -------
@@ -380,8 +380,8 @@ def load_model(filepath: Annotated[str, ReadFile(PICKLE_SUFFIXES)], ctx: ToolCon
 
     Parameters
     ----------
-    filepath : str
-        The file given to save_model, e.g. "model.pkl".
+    filepath
+        As given to save_model.
 
     Returns
     -------
@@ -412,11 +412,11 @@ def save_dataframe_to_csv(df: Annotated[pd.DataFrame, TABLE], filepath: Annotate
 
     Parameters
     ----------
-    df : pd.DataFrame or pd.Series
+    df
         The DataFrame to save, e.g. a submission frame; a Series (e.g. the
         output of predict_target) is saved as one column.
-    filepath : str
-        File name ending in .csv, e.g. "submission.csv".
+    filepath
+        E.g. "submission.csv".
 
     Returns
     -------
@@ -486,14 +486,14 @@ def create_submission(predictions: Annotated[Any, PREDICTIONS], test_df: pd.Data
 
     Parameters
     ----------
-    predictions : Series, array or DataFrame
+    predictions
         Predictions for the test rows, in the same order as test_df (e.g. the
         output of predict_target on the test features).
-    test_df : pd.DataFrame
+    test_df
         The test data that still has the id column (e.g. the test part after
         split_combined_into_train_test, or the original test data).
-    filepath : str
-        Output file name (default "submission.csv", which is what gets graded).
+    filepath
+        "submission.csv" is what gets graded.
 
     Returns
     -------

@@ -143,7 +143,7 @@ def create_numeric_feature(df: pd.DataFrame, name: Annotated[str, NewName()], ex
     ----------
     $frame_to_extend
     $new_or_replaced_column
-    expression : str
+    expression
         Expression evaluated against the frame, e.g. ``"RoomService + FoodCourt + Spa"``.
         {expression_language}
 
@@ -195,9 +195,9 @@ def create_categorical_feature(df: pd.DataFrame, name: Annotated[str, NewName()]
     ----------
     $frame_to_extend
     $new_or_replaced_column
-    source_column : str
+    source_column
         Column whose values are looked up in ``mapping``.
-    mapping : dict
+    mapping
         Source value -> new value, e.g. ``{"Earth": 0, "Europa": 1, "Mars": 2}``.
 
     $returns_frame
@@ -237,12 +237,12 @@ def create_conditional_feature(df: pd.DataFrame, name: Annotated[str, NewName()]
     ----------
     $frame_to_extend
     $new_or_replaced_column
-    condition : str
+    condition
         Boolean expression over the columns, e.g. ``"Age < 18 and CryoSleep == True"``.
         {expression_language}
-    true_value : Any
+    true_value
         Literal value for rows where the condition is True.
-    false_value : Any
+    false_value
         Literal value for the other rows.
 
     $returns_new_column
@@ -293,11 +293,11 @@ def extract_string_pattern(df: pd.DataFrame, name: Annotated[str, NewName()], so
     ----------
     $frame_to_extend
     $new_column
-    source_column : str
+    source_column
         Text column to search.
-    pattern : str
+    pattern
         Python regular expression (at most 200 characters), e.g. ``"^([A-Z])/"``.
-    group : int or str, default 0
+    group
         Which group to keep: 0 is the whole match, 1 the first parenthesised group, or a group name.
 
     $returns_frame
@@ -347,15 +347,15 @@ def split_string_column(df: pd.DataFrame, name_prefix: Annotated[str, NewName()]
     Parameters
     ----------
     $frame_to_extend
-    name_prefix : str
+    name_prefix
         Prefix of the new columns; part i is stored as ``<name_prefix>_<i>``.
-    source_column : str
+    source_column
         Text column to split.
-    delimiter : str
+    delimiter
         Literal separator (not a regex), e.g. ``"/"``.
-    max_splits : int, default -1
+    max_splits
         Maximum number of splits (-1: no limit).
-    indices : list of int, optional
+    indices
         Which parts to keep (e.g. ``[0, 2]``); default keeps all parts.
 
     $returns_frame
@@ -471,12 +471,11 @@ def create_rolling_feature(df: pd.DataFrame, name: Annotated[str, NewName()], so
     ----------
     $frame_to_extend_in_order
     $new_column
-    source_column : str
+    source_column
         Numeric column to aggregate.
-    window : int
+    window
         Window length in rows.
-    agg_func : str, default 'mean'
-        One of mean, median, sum, min, max, std, var, count.
+    agg_func
 
     $returns_frame
         A copy of ``df`` with the rolling column.
@@ -513,9 +512,9 @@ _SHIFT_DOC = """Add a column holding the value of ``source_column`` from ``$peri
     ----------
     $frame_to_extend_in_order
     $new_column
-    source_column : str
+    source_column
         Column to shift.
-    $periods : int, default 1
+    $periods
         How many rows $direction.
 
     $returns_frame
@@ -556,12 +555,10 @@ def extract_datetime_features(df: pd.DataFrame, datetime_column: Annotated[str, 
     Parameters
     ----------
     $frame_to_extend
-    datetime_column : str
+    datetime_column
         Date/time column (datetime dtype or parseable text).
-    features : list of str, optional
-        Parts to extract from: year, month, day, dayofweek, hour, minute, second, dayofyear,
-        weekofyear, quarter, is_weekend, is_month_start, is_month_end.
-        Default: year, month, day, dayofweek, hour.
+    features
+        Parts to extract; default: year, month, day, dayofweek, hour.
 
     $returns_frame
         A copy of ``df`` with one column per part.
@@ -600,12 +597,11 @@ def create_time_delta(df: pd.DataFrame, name: Annotated[str, NewName()], start_c
     ----------
     $frame_to_extend
     $new_column
-    start_column : str
+    start_column
         Earlier date/time column (datetime dtype or parseable text).
-    end_column : str
+    end_column
         Later date/time column.
-    unit : str, default 'D'
-        D (days), h (hours), min (minutes), s (seconds) or W (weeks).
+    unit
 
     $returns_frame
         A copy of ``df`` with a float column (negative when end is before start).
@@ -638,9 +634,9 @@ def apply_custom_function(df: pd.DataFrame, name: Annotated[str, NewName()], sou
     ----------
     $frame_to_extend
     $new_column
-    source_columns : str or list of str
+    source_columns
         Column(s) passed to the function.
-    func : str
+    func
         Lambda source, e.g. ``"lambda x: x.split('/')[0] if isinstance(x, str) else None"``.
         {expression_language}
 
@@ -749,9 +745,9 @@ def one_hot_encode(df: pd.DataFrame, columns: Annotated[str | list[str] | None, 
     ----------
     $frame_to_encode
     $columns_to_encode
-    drop_first : bool, default True
+    drop_first
         Drop the first level's indicator (avoids redundant columns).
-    prefix : str, list of str or dict, optional
+    prefix
         Prefix(es) for the new column names; default: the source column names.
 
     $returns_frame
@@ -807,9 +803,9 @@ def encode_all_categorical_columns(df: pd.DataFrame, method: Annotated[str, OneO
     Parameters
     ----------
     $frame_to_encode
-    method : str, default 'one_hot'
+    method
         'one_hot' (uint8 indicators) or 'label' (integer codes, needs no missing values).
-    drop_first : bool, default True
+    drop_first
         For one-hot: drop the first level's indicator.
 
     $returns_frame
@@ -869,9 +865,9 @@ def normalize_features(df: pd.DataFrame,
     Parameters
     ----------
     $frame_to_rescale
-    columns : str or list of str, optional
+    columns
         Numeric columns to rescale; default: all numeric columns except ``_is_train``.
-    method : str, default 'standard'
+    method
         'standard' (zero mean, unit variance), 'minmax' (0..1), 'robust' (median/IQR) or 'maxabs' (-1..1).
 
     $returns_rescaled
@@ -903,8 +899,7 @@ def normalize_all_numerical_columns(df: pd.DataFrame, method: Annotated[str, One
     Parameters
     ----------
     $frame_to_rescale
-    method : str, default 'standard'
-        'standard', 'minmax', 'robust' or 'maxabs'.
+    method
 
     $returns_rescaled
 
@@ -928,9 +923,9 @@ def drop_feature(df: pd.DataFrame, column: Annotated[str | list[str], Column(man
 
     Parameters
     ----------
-    df : pd.DataFrame
+    df
         The frame to shrink.
-    column : str or list of str
+    column
         Column name(s) to drop.
 
     $returns_frame
@@ -956,9 +951,9 @@ def get_features(df: pd.DataFrame, columns: Annotated[str | list[str], Column(ma
 
     Parameters
     ----------
-    df : pd.DataFrame
+    df
         The source frame.
-    columns : str or list of str
+    columns
         Column name(s) to keep.
 
     $returns_frame
@@ -988,12 +983,12 @@ def rename_feature(df: pd.DataFrame, old_name: Annotated[str | list[str], Column
 
     Parameters
     ----------
-    df : pd.DataFrame
+    df
         The frame whose columns are renamed.
-    old_name : str or list of str
+    old_name
         Current column name(s).
-    new_name : str or list of str
-        New name(s), same count as ``old_name``; must not collide with other columns.
+    new_name
+        As many as in ``old_name``; must not clash with other columns.
 
     $returns_frame
         A copy of ``df`` with renamed columns.
@@ -1027,11 +1022,11 @@ def get_unique_values(df: pd.DataFrame, column: Annotated[str, Column()], sort: 
     Parameters
     ----------
     $frame_to_inspect
-    column : str
+    column
         Column to summarise.
-    sort : bool, default True
+    sort
         Sort by value (otherwise by first appearance).
-    include_counts : bool, default True
+    include_counts
         Add a ``count`` column with how often each value occurs.
 
     $returns_frame
@@ -1065,9 +1060,9 @@ def filter_dataframe(df: pd.DataFrame, condition: str) -> pd.DataFrame:
 
     Parameters
     ----------
-    df : pd.DataFrame
+    df
         The frame to filter.
-    condition : str
+    condition
         Boolean expression over the columns, e.g. ``"Age >= 18 and Spa > 0"``.
         {expression_language}
 

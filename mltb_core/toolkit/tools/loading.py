@@ -66,8 +66,8 @@ def read_data(filepath: Annotated[str, ReadFile(READ_SUFFIXES)], ctx: ToolContex
 
     Parameters
     ----------
-    filepath : str
-        Path of the file, e.g. "train.csv" or the full path given in the task.
+    filepath
+        E.g. "train.csv" or a path the task gives.
 
     $returns_frame
         The file's contents, stored on the scratchpad under `output`.
@@ -102,9 +102,9 @@ def concatenate_train_test(train_df: pd.DataFrame, test_df: pd.DataFrame) -> pd.
 
     Parameters
     ----------
-    train_df : pd.DataFrame
+    train_df
         Training data (with the target column).
-    test_df : pd.DataFrame
+    test_df
         Test data (usually without the target column).
 
     $returns_frame
@@ -154,7 +154,7 @@ def split_combined_into_train_test(combined: pd.DataFrame) -> tuple[pd.DataFrame
 
     Parameters
     ----------
-    combined : pd.DataFrame
+    combined
         Combined DataFrame with the `_is_train` tracking column.
 
     Returns
@@ -191,11 +191,11 @@ def convert_dataframe_to_features_target(df: pd.DataFrame,
 
     Parameters
     ----------
-    df : pd.DataFrame
+    df
         Input DataFrame (already split: train rows only when is_train is true).
-    target_column : str
-        Name of the target column.
-    is_train : bool
+    target_column
+        The target column.
+    is_train
         Whether the DataFrame is training data. True returns (X, y); False returns
         only X, dropping the target column if it is still there.
 
@@ -239,9 +239,9 @@ def convert_to_dataframe(data: Annotated[Any, CONVERTIBLE],
 
     Parameters
     ----------
-    data : Series, array, list, dict or DataFrame
+    data
         The object to convert.
-    columns : list[str], optional
+    columns
         Column names for the result (default: keep existing names, or 0, 1, ...).
 
     $returns_frame
@@ -283,11 +283,11 @@ def concatenate_dataframes(df1: Annotated[pd.DataFrame, CONVERTIBLE], df2: Annot
 
     Parameters
     ----------
-    df1 : pd.DataFrame or pd.Series (or array)
+    df1
         First DataFrame (a Series or array is converted to one).
-    df2 : pd.DataFrame or pd.Series (or array)
+    df2
         Second DataFrame (converted likewise).
-    axis : int
+    axis
         0 to stack rows, 1 to add columns.
 
     $returns_frame
@@ -327,18 +327,17 @@ def join_dataframes(left_df: pd.DataFrame, right_df: pd.DataFrame,
 
     Parameters
     ----------
-    left_df : pd.DataFrame
+    left_df
         Left DataFrame.
-    right_df : pd.DataFrame
+    right_df
         Right DataFrame.
-    left_on : str or list[str]
+    left_on
         Key column(s) in left_df.
-    right_on : str or list[str], optional
+    right_on
         Key column(s) in right_df (default: same as left_on).
-    how : str
-        One of "inner", "left", "right", "outer", "cross".
-    suffixes : list[str]
-        Two suffixes for overlapping column names, default ["_x", "_y"].
+    how
+    suffixes
+        Two suffixes for overlapping column names.
 
     $returns_frame
         The merged DataFrame.
@@ -372,7 +371,7 @@ def get_dataframe_summary(df: pd.DataFrame) -> str:
 
     Parameters
     ----------
-    df : pd.DataFrame
+    df
         The DataFrame to summarize.
 
     Returns

@@ -479,12 +479,12 @@ regressors when no task is set) and is stored on the model.
 
 Parameters
 ----------
-X_train : pd.DataFrame
-    Training features (one row per training example, no target column).
-y_train : pd.Series
-    Training target, same rows as X_train.
-cv : int, default=5
-    Number of cross-validation folds (2-{MAX_FOLDS}).
+X_train
+    Training features, without the target column.
+y_train
+    The target, same rows as X_train.
+cv
+    Number of cross-validation folds.
 
 Returns
 -------
