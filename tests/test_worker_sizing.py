@@ -58,6 +58,15 @@ def test_a_server_needs_its_file_and_a_kv_cache_that_grows_with_its_context(mode
     assert server_memory_need(model_file.with_name("absent.gguf"), 32768) is None
 
 
+def test_a_server_starts_with_its_named_models_context():
+    from mltb_core.llm.local.models import DEFAULT_LOCAL_MODEL, MODELS
+
+    default = MODELS[DEFAULT_LOCAL_MODEL].n_ctx
+    assert local.server_context(("name", None)) == local.server_context(("name", DEFAULT_LOCAL_MODEL)) == default
+    assert local.server_context(("name", "smollm2")) == MODELS["smollm2"].n_ctx
+    assert local.server_context(("path", "/m/x.gguf")) == local.DEFAULT_N_CTX
+
+
 def test_a_default_model_server_is_counted_at_least_its_measured_peak(tmp_path):
     # reports/benchmarks.md, "Default model at 32k context": a 32k server of the 1,117,320,768-byte file peaked
     # at 3,399 MiB resident after four ~4.9k-token calls, ~0.5 GiB of it prompt-cache states (counted once for

@@ -132,10 +132,11 @@ def server_memory_need(model_path: str | os.PathLike, n_ctx: int) -> int | None:
 
 
 def server_context(value: tuple[str, str | None]) -> int:
-    """The context a server of the parsed ``local`` model starts with: a named model's, else the default."""
-    from mltb_core.llm.local.models import MODELS
+    """The context a server of the parsed ``local`` model starts with: a named model's (no name: the default
+    model's, as resolve_model_path reads it), else DEFAULT_N_CTX for a file given by path."""
+    from mltb_core.llm.local.models import DEFAULT_LOCAL_MODEL, MODELS
 
-    named = MODELS.get(value[1] or "") if value[0] == "name" else None
+    named = MODELS.get(value[1] or DEFAULT_LOCAL_MODEL) if value[0] == "name" else None
     return named.n_ctx if named else DEFAULT_N_CTX
 
 
