@@ -119,8 +119,9 @@ ENVIRONMENT: tuple[EnvironmentVariable, ...] = (
     EnvironmentVariable("MLTB_LLM_BACKOFF", "base seconds of the retry backoff", "1",
                         ("mltb_core.llm.openai_backend",)),
     # Names other tools define; mltb reads them too.
-    EnvironmentVariable("OPENAI_API_KEY", "API key of openai: models (no key and no custom server: a usage "
-                                          "error up front)", "none",
+    EnvironmentVariable("OPENAI_API_KEY", "API key of openai: models (a custom server started without one "
+                                          "needs none; no key and no custom server: a usage error up front)",
+                        "none",
                         ("mltb_core.llm.openai_backend", "mltb_core.llm.backends"), third_party=True),
     EnvironmentVariable("OPENAI_BASE_URL", "an OpenAI-compatible server (vLLM, llama.cpp, a proxy); unknown "
                                            "models on it cost $0", "OpenAI's API",

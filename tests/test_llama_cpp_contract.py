@@ -1,15 +1,20 @@
 """The llama-cpp-python members mltb's engine relies on beyond the public API (mltb_core/llm/local/lean.py,
 engine.py, forcing.py), each checked by name and call shape, so an upgrade past the pinned range that renames or
-reshapes one fails here, in CI, instead of inside a user's trial. A new private member used by the engine
-belongs in these lists."""
+reshapes one fails here, in CI, instead of inside a user's trial. The last tests keep the lists complete: a
+private member or C function the engine starts using fails them until it is listed here."""
 from __future__ import annotations
 
 import importlib.util
 import inspect
+import re
+from pathlib import Path
 
 import pytest
 
 from tiny_model import needs_tiny_model
+
+ENGINE_FILES = [Path(__file__).resolve().parent.parent / "mltb_core/llm/local" / name
+                for name in ("lean.py", "engine.py", "forcing.py")]
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
                                 reason="llama-cpp-python is not installed: pip install 'mltb[local-smoke]'")
@@ -19,6 +24,7 @@ MODULE_MEMBERS = [
     "Llama", "LlamaRAMCache", "LlamaGrammar", "llama.LlamaState", "_internals.LlamaSampler", "llama_grammar",
     "llama_chat_format", "llama_state_get_size", "llama_state_get_data", "llama_set_n_threads",
     "llama_sampler_accept", "llama_sampler_free", "llama_sampler_init_grammar", "llama_sampler_apply",
+    "llama_sampler_clone",
     "llama_sampler_chain_n", "llama_sampler_chain_get", "llama_sampler_name", "llama_vocab_is_eog",
     "llama_vocab_eos", "llama_vocab_eot", "llama_token_data", "llama_token_data_array",
     "llama_grammar.json_schema_to_gbnf", "llama_grammar.LlamaGrammar.from_string",
@@ -36,6 +42,7 @@ LLAMA_INIT_ARGUMENTS = ["model_path", "n_ctx", "n_batch", "n_threads", "n_thread
                         "chat_handler", "flash_attn", "verbose", "draft_model"]
 RAM_CACHE_MEMBERS = ["__getitem__", "__setitem__", "_find_longest_prefix_key"]
 STATE_FIELDS = ["input_ids", "scores", "n_tokens", "llama_state", "llama_state_size", "seed"]
+GRAMMAR_MEMBERS = ["_grammar", "_root"]
 # attributes a loaded Llama holds (set in its __init__, so they are checked on an instance)
 INSTANCE_MEMBERS = ["_ctx", "_ctx.ctx", "_ctx.kv_cache_seq_rm", "_ctx.decode", "_batch", "_batch.set_batch",
                     "_model", "_model.vocab", "_scores", "_seed", "_requires_eval", "input_ids", "n_tokens",
@@ -121,6 +128,7 @@ def test_a_loaded_model_holds_the_private_state_the_engine_reads_and_drives():
     try:
         assert _missing(llm, INSTANCE_MEMBERS) == []
         grammar = llama_cpp.LlamaGrammar.from_string('root ::= "a"', verbose=False)
+        assert _missing(grammar, GRAMMAR_MEMBERS) == []
         assert isinstance(grammar._grammar, str) and isinstance(grammar._root, str)
         sampler = llm._init_sampler(grammar=grammar)
         assert _missing(sampler, ["sampler"]) == []
@@ -131,3 +139,29 @@ def test_a_loaded_model_holds_the_private_state_the_engine_reads_and_drives():
         assert size > 0
     finally:
         llm.close()
+
+
+# mltb's own private attributes in the engine files (its subclasses' and helpers'): not upstream's, no contract
+OWN_PRIVATE = {"_replay", "_replayed", "_pending", "_forced_grammar", "_forced_tokens", "_restore", "_ram_prefix",
+               "_send", "_grammars", "_view", "_llama_cpp", "_array", "_data", "_bytes", "_template"}
+
+
+def _listed_private() -> set[str]:
+    names = [*MODULE_MEMBERS, *LLAMA_METHODS, *RAM_CACHE_MEMBERS, *INSTANCE_MEMBERS, *GRAMMAR_MEMBERS]
+    return {part for name in names for part in name.split(".") if part.startswith("_")}
+
+
+def test_every_private_member_the_engine_touches_is_listed():
+    used = set()
+    for path in ENGINE_FILES:
+        used |= set(re.findall(r"\.(_[A-Za-z][A-Za-z0-9_]*)\b", path.read_text(encoding="utf-8")))
+    unlisted = used - _listed_private() - OWN_PRIVATE
+    assert unlisted == set(), (f"the engine uses private members this contract does not check: {sorted(unlisted)}; "
+                               "list upstream's above (checked against llama-cpp-python), mltb's own in OWN_PRIVATE")
+
+
+def test_every_c_function_the_engine_calls_is_listed():
+    called = set()
+    for path in ENGINE_FILES:
+        called |= set(re.findall(r"llama_cpp\.(llama_[a-z0-9_]+)\b", path.read_text(encoding="utf-8")))
+    assert called - set(MODULE_MEMBERS) == set()

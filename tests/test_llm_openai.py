@@ -179,11 +179,23 @@ def test_make_backend_rejects_unknown_forms(model, match):
     assert "openai:<model>" in str(info.value) and "local:/path/model.gguf" in str(info.value)
 
 
-def test_no_api_key_is_an_infra_error(monkeypatch):
+@pytest.mark.parametrize("base_url", [None, "https://api.openai.com/v1", "https://eu.api.openai.com/v1"])
+def test_no_api_key_for_openai_itself_is_an_infra_error(monkeypatch, base_url):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    backend = OpenAIBackend("gpt-4o", base_url="http://127.0.0.1:9/v1")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    backend = OpenAIBackend("gpt-4o", base_url=base_url)
     with pytest.raises(InfraError, match="OPENAI_API_KEY"):
         backend.complete(MESSAGES, [])
+
+
+def test_a_self_hosted_server_runs_without_a_key(server, monkeypatch):
+    # the preflight accepts OPENAI_BASE_URL alone (llama-server, vLLM); the backend must then run, not refuse
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    server.enqueue(tool_call_reply("read_csv", READ_ARGS))
+    llm = make_backend("openai:my-llama-server-model")
+    response = llm.complete(MESSAGES, [])
+    assert response.candidates[0].tool_calls[0].tool_name == "read_csv" and response.usage.calls == 1
 
 
 # ------------------------------------------------------------------------ prices

@@ -37,7 +37,6 @@ __all__ = ["ENTRY_POINT_GROUP", "DEFAULT_MODEL", "BackendSpec", "ModelRef", "Pre
 
 ENTRY_POINT_GROUP = "mltb.backends"
 DEFAULT_MODEL = "local"
-OPENAI_API_HOST = "api.openai.com"
 
 # The built-ins' entry points. Their home is pyproject.toml ([project.entry-points."mltb.backends"]): the
 # built-ins are found through the group like a third party's, so that path runs on every run. This copy
@@ -339,13 +338,10 @@ def _as_cache(cache: Any) -> Any:
 
 def custom_openai_base_url() -> str | None:
     """``$OPENAI_BASE_URL`` when it points at a server other than OpenAI's (vLLM, llama.cpp, a proxy)."""
-    url = (read_environment("OPENAI_BASE_URL") or "").strip()
-    if not url:
-        return None
-    from urllib.parse import urlparse
+    from mltb_core.llm.openai_backend import is_custom_server
 
-    host = (urlparse(url).hostname or "").lower()
-    return None if host == OPENAI_API_HOST or host.endswith("." + OPENAI_API_HOST) else url
+    url = (read_environment("OPENAI_BASE_URL") or "").strip()
+    return url if is_custom_server(url) else None
 
 
 # ------------------------------------------------------------------ the built-in backends

@@ -19,7 +19,23 @@ from mltb_core.llm.base import (Candidate, ContextOverflowError, InfraError, LLM
 from mltb_core.llm.cache import ResponseCache
 from mltb_core.llm.prices import Price, PriceTable, load_price_table
 
-__all__ = ["OpenAIBackend", "RetryableResponseError", "RETRY_ENV", "check_retry_env", "server_cached_tokens"]
+__all__ = ["OpenAIBackend", "RetryableResponseError", "RETRY_ENV", "check_retry_env", "server_cached_tokens",
+           "OPENAI_API_HOST", "is_custom_server", "KEYLESS_SERVER_KEY"]
+
+OPENAI_API_HOST = "api.openai.com"
+# Sent as the key to a self-hosted server when no key is set: the client refuses to run without one, and a
+# server started without a key (llama-server, vLLM, Ollama by default) accepts any.
+KEYLESS_SERVER_KEY = "no-key"
+
+
+def is_custom_server(base_url: str | None) -> bool:
+    """Whether ``base_url`` is a server other than OpenAI's own (vLLM, llama.cpp, a proxy); None is OpenAI's."""
+    if not base_url or not base_url.strip():
+        return False
+    from urllib.parse import urlparse
+
+    host = (urlparse(base_url.strip()).hostname or "").lower()
+    return not (host == OPENAI_API_HOST or host.endswith("." + OPENAI_API_HOST))
 
 
 class RetryableResponseError(Exception):
@@ -105,6 +121,8 @@ class OpenAIBackend(LLMBackend):
         self._sampler_seeds = random.Random(f"sampler:{seed}")
         self.base_url = base_url or read_environment("OPENAI_BASE_URL") or None
         self.api_key = api_key or read_environment("OPENAI_API_KEY") or None
+        if self.api_key is None and is_custom_server(self.base_url):
+            self.api_key = KEYLESS_SERVER_KEY  # the preflight lets a custom server run without a key: so must we
         self._client = None
 
     @property
@@ -118,7 +136,8 @@ class OpenAIBackend(LLMBackend):
             import openai
 
             if not self.api_key:
-                raise InfraError(f"{self.name}: no API key; set OPENAI_API_KEY (or pass api_key=)")
+                raise InfraError(f"{self.name}: no API key; set OPENAI_API_KEY (or pass api_key=, or point "
+                                 "OPENAI_BASE_URL at a self-hosted server)")
             self._client = openai.OpenAI(base_url=self.base_url, api_key=self.api_key,
                                          max_retries=0, timeout=self.timeout)
         return self._client

@@ -108,13 +108,15 @@ def _require_llama_cpp() -> None:
         raise LocalModelUnavailable(f"the local model needs llama-cpp-python's server: {INSTALL_HINT}")
 
 
-# What one server needs beyond its model file: the engine process with its compute buffers, plus the KV cache
-# of its whole context (llama.cpp allocates and clears it at start, so it is resident at once). Measured
-# (reports/benchmarks.md, "Default model at 32k context"): Qwen2.5-Coder-1.5B's server holds 2,207 MiB once
-# started at 16k (1,066 MiB file + 448 MiB KV + 693 MiB) and exactly 448 MiB more at 32k. Rounded up, since a
-# server that does not fit swaps or is killed, while one server too few only queues. The RAM prefix cache
-# grows on top, up to PROMPT_CACHE_BYTES for the machine (shared out among the servers): counted once.
-SERVER_OVERHEAD_BYTES = 768 << 20
+# What one server needs beyond its model file (mapped whole) and the KV cache of its whole context (llama.cpp
+# allocates and clears it at start, so it is resident at once): the engine process, its compute buffers and
+# llama-cpp-python's arrays. Measured (reports/benchmarks.md, "Default model at 32k context"), Qwen2.5-Coder-1.5B
+# holds 693 MiB above its 1,066 MiB file and its KV cache once started (16k and 32k alike) and ~1.4 GiB at the
+# peak of four ~4.9k-token calls (2,950 MiB at 16k, 3,399 MiB at 32k), about 0.5 GiB of which are the calls'
+# prompt-cache states: ~1 GiB without them. Rounded up, since a server that does not fit swaps or is killed,
+# while one server too few only queues. The RAM prefix cache grows on top, up to PROMPT_CACHE_BYTES for the
+# machine (shared out among the servers): counted once (WorkerNeeds.shared_memory), not per server.
+SERVER_OVERHEAD_BYTES = 1 << 30
 # KV bytes per token of context: the default model's (28 layers x 2 KV heads x 128 x 2 bytes x K and V);
 # SmolLM2-135M's is 23 KiB. A larger GGUF given by path is underestimated, which only queues.
 KV_BYTES_PER_TOKEN = 28 << 10
@@ -130,10 +132,11 @@ def server_memory_need(model_path: str | os.PathLike, n_ctx: int) -> int | None:
 
 
 def server_context(value: tuple[str, str | None]) -> int:
-    """The context a server of the parsed ``local`` model starts with: a named model's, else the default."""
-    from mltb_core.llm.local.models import MODELS
+    """The context a server of the parsed ``local`` model starts with: a named model's (no name: the default
+    model's, as resolve_model_path reads it), else DEFAULT_N_CTX for a file given by path."""
+    from mltb_core.llm.local.models import DEFAULT_LOCAL_MODEL, MODELS
 
-    named = MODELS.get(value[1] or "") if value[0] == "name" else None
+    named = MODELS.get(value[1] or DEFAULT_LOCAL_MODEL) if value[0] == "name" else None
     return named.n_ctx if named else DEFAULT_N_CTX
 
 
