@@ -2,10 +2,11 @@
 # Smoke of the zero-patch path (docs/local-model.md, "llama.cpp's own server"): llama.cpp's own `llama-server`,
 # built from the llama.cpp that the installed llama-cpp-python release vendors (its sdist from PyPI), serving
 # the default model's GGUF (the file mltb assembled from its pinned parts; no weights are downloaded), and
-# one MCTS-Shaped trial of 2 LLM calls through the `openai:` backend against it: its first expansion asks for
-# 3 candidates in one request (n = 3), which llama-server decodes in parallel slots. A planner failure is
-# expected at this budget; an infrastructure error, no record, or a record without counted tokens fails the
-# smoke. Build and smoke times are printed.
+# one ReAct trial of one LLM call through the `openai:` backend against it. A planner failure is expected at
+# this budget; an infrastructure error, no record, or a record without counted tokens fails the smoke. One
+# call: on a loaded 2-core box a ~18k-token prompt (the tool definitions of every tool that takes a loaded
+# frame) takes over 15 minutes, and a 3-candidate expansion (n = 3) decoded at 0.2 tokens/s per sequence
+# (docs/local-model.md has the figures). Build and smoke times are printed.
 #
 # LLAMA_SERVER_DIR=<dir> keeps the source and the build there (a second run rebuilds only what changed);
 # unset, both go to a scratch directory removed on exit. Usage: bash .ci/llama_server_smoke.sh
@@ -55,9 +56,12 @@ from mltb_core.llm.local.backend import resolve_model_path, server_context
 default = parse_model("local").value
 print(resolve_model_path(default), server_context(default))')
 port="$(python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-# -n caps a reply as mltb's own server does (512 tokens); the prompt cache RAM as mltb's budget (2 GiB). The
-# default 4 slots share one KV cache of the whole context (each slot may use all of it).
-nice "$server" -m "$model" --host 127.0.0.1 --port "$port" -c "$n_ctx" -n 512 --cache-ram 2048 \
+# As mltb's own server: a reply capped at 512 tokens, 2 GiB of prompt cache in RAM, one thread decoding (more
+# spin on each other on a shared box) and every core evaluating prompts. The default 4 slots share one KV cache
+# of the whole context (each slot may use all of it). Not niced: a niced server on a loaded box decoded 0.2
+# tokens/s per slot.
+"$server" -m "$model" --host 127.0.0.1 --port "$port" -c "$n_ctx" -n 512 --cache-ram 2048 \
+  --threads 1 --threads-batch "$(nproc)" \
   >"$tmp/server.log" 2>&1 &
 server_pid=$!
 if python - "$port" "$server_pid" <<'PY'
@@ -88,8 +92,8 @@ set +e
 # --constrained-calls offers only the tools whose inputs exist (2.6k prompt tokens on the first call instead
 # of 28.9k for every tool's schema). No OPENAI_API_KEY: a self-hosted server needs none.
 env -u OPENAI_API_KEY OPENAI_BASE_URL="http://127.0.0.1:$port/v1" MLTB_LLM_TIMEOUT=1200 MLTB_LLM_MAX_RETRIES=0 \
-  python -m pytest suites/ -p no:cacheprovider -q --planner=mcts_shaped --task=spaceship-titanic \
-  --model=openai:qwen2.5-coder-1.5b --constrained-calls --max-llm-calls=2 --trials=1 --mltb-out "$out"
+  python -m pytest suites/ -p no:cacheprovider -q --planner=react --task=spaceship-titanic \
+  --model=openai:qwen2.5-coder-1.5b --constrained-calls --max-llm-calls=1 --trials=1 --mltb-out "$out"
 code=$?
 set -e
 finished=$(date +%s)
