@@ -64,6 +64,18 @@ def sim_trial(task_slug: str, planner: str, out_dir: Path | None = None, **confi
     return run_trial(get_task(task_slug), config, out_dir)   # config: fields or planner knobs
 
 
+def count(text: str) -> int:
+    """argparse ``type`` for a count of repetitions, trials or workers: a whole number of at least 1 (a
+    benchmark of zero repetitions has nothing to report, and would fail later on an empty fit)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def parser(description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--json", action="store_true", help="also print a FIGURES line for run_all.py")

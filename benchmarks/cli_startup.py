@@ -9,6 +9,7 @@ import argparse
 import subprocess
 import sys
 import time
+from _bench import count
 
 COMMANDS = (["--version"], ["--help"], ["tasks"], ["models"], ["run", "--help"])
 HEAVY = ("pandas", "sklearn", "xgboost", "lightgbm", "catboost")
@@ -29,7 +30,7 @@ def measure(command: list[str], repeats: int) -> tuple[float, str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=count, default=5)
     args = parser.parse_args()
     print("| command | best of %d (s) | heavy modules imported |\n|---|---|---|" % args.repeats)
     for command in COMMANDS:

@@ -23,7 +23,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _bench import Figure, emit, parser as bench_parser  # noqa: E402
+from _bench import Figure, count, emit, parser as bench_parser  # noqa: E402
 
 import mltb_core.toolkit.tools  # noqa: E402,F401  (registers the tools)
 from mltb_core.bench.splits import prepare_split  # noqa: E402
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", default=DEFAULT_TASKS)
     parser.add_argument("--planners", default="react,mcts_shaped")
     parser.add_argument("--prefix-planners", default="react,mcts_shaped,mcts_outcome,lats,hierarchical_mcts")
-    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--seeds", type=count, default=3)
     parser.add_argument("--skill", type=float, default=0.7)
     args = parser.parse_args(argv)
     tasks = [t for t in args.tasks.split(",") if t]

@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _bench import Figure, emit, load_average  # noqa: E402
+from _bench import Figure, count, emit, load_average  # noqa: E402
 from local_llm_speed import RESULT, _backend, _history, batch_rates  # noqa: E402
 from local_model import realistic_tools  # noqa: E402
 
@@ -102,8 +102,8 @@ def fit_call_time(calls: list[tuple[float, int, int]]) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="local")
-    parser.add_argument("--turns", type=int, default=12, help="history turns (12: ~4k tokens)")
-    parser.add_argument("--reps", type=int, default=4)
+    parser.add_argument("--turns", type=count, default=12, help="history turns (12: ~4k tokens)")
+    parser.add_argument("--reps", type=count, default=4)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     emit("k = 3 expansion against one call (issue 39)", expansion(args.model, args.turns, args.reps), args.json)

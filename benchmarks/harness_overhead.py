@@ -9,7 +9,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from _bench import Figure, emit, parser, sim_trial
+from _bench import Figure, count, emit, parser, sim_trial
 
 PLANNERS = ("react", "lats", "mcts_outcome", "mcts_shaped", "hierarchical_mcts")
 TARGET = 0.05
@@ -17,7 +17,7 @@ TARGET = 0.05
 
 def main() -> None:
     p = parser(__doc__.splitlines()[0])
-    p.add_argument("--trials", type=int, default=2)
+    p.add_argument("--trials", type=count, default=2)
     p.add_argument("--task", default="spaceship-titanic")
     args = p.parse_args()
     out = Path(tempfile.mkdtemp(prefix="mltb-overhead-"))

@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _bench import Figure, emit, load_average  # noqa: E402
+from _bench import Figure, count, emit, load_average  # noqa: E402
 from local_model import SYSTEM, TASK, realistic_tools  # noqa: E402
 
 RESULT = ("Result of {tool}:\nshape (8693, 14); columns PassengerId, HomePlanet, CryoSleep, Cabin, Destination, Age, "
@@ -380,9 +380,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="local")
     parser.add_argument("--part", default="warm,switch,first,trial", help=f"comma list of: {', '.join(PARTS)}")
-    parser.add_argument("--calls", type=int, default=6, help="warm / switch calls")
-    parser.add_argument("--turns", type=int, default=7, help="tool-result turns in the ~4k-token history")
-    parser.add_argument("--trial-calls", type=int, default=40)
+    parser.add_argument("--calls", type=count, default=6, help="warm / switch calls")
+    parser.add_argument("--turns", type=count, default=7, help="tool-result turns in the ~4k-token history")
+    parser.add_argument("--trial-calls", type=count, default=40)
     parser.add_argument("--task", default="spaceship-titanic")
     parser.add_argument("--log", help="only summarise the calls in this server log (llm-server/<id>.log)")
     parser.add_argument("--json", action="store_true", help="also print a FIGURES line for run_all.py")

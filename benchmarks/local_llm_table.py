@@ -22,6 +22,7 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
+from _bench import count
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's mltb_core, as the pytest rounds (cwd ROOT) import it
@@ -148,10 +149,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--model", default="local", help="a model string (default: the default local model)")
     parser.add_argument("--planners", type=lambda s: tuple(s.split(",")), default=PLANNERS)
     parser.add_argument("--tasks", type=lambda s: tuple(s.split(",")), default=TASKS)
-    parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--trials", type=count, default=3)
     parser.add_argument("--max-llm-calls", type=int, default=DEFAULT_BUDGET)
     parser.add_argument("--max-seconds", type=float, default=DEFAULT_TRIAL_SECONDS, help="wall seconds per trial")
-    parser.add_argument("--workers", type=int, default=1, help="pytest-xdist workers (one llama.cpp server each)")
+    parser.add_argument("--workers", type=count, default=1, help="pytest-xdist workers (one llama.cpp server each)")
     parser.add_argument("--notes", type=Path, default=None, help="markdown appended under 'Notes'")
     parser.add_argument("pytest_args", nargs="*", help="after --: passed to pytest as is")
     args = parser.parse_args(argv)

@@ -12,7 +12,7 @@ import statistics
 import tempfile
 import time
 
-from _bench import Figure, emit, load_average, sim_trial
+from _bench import Figure, count, emit, load_average, sim_trial
 from mltb_core.llm import make_backend
 
 SYSTEM = ("You are an expert data scientist solving a Kaggle tabular challenge with tools. Each step, call "
@@ -98,9 +98,9 @@ def trials(model: str, depth: int, count: int) -> list[Figure]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=5)
+    parser.add_argument("--calls", type=count, default=5)
     parser.add_argument("--model", default="local:smollm2")
-    parser.add_argument("--trial-depth", type=int, default=8, help="max_depth of the react trials")
+    parser.add_argument("--trial-depth", type=count, default=8, help="max_depth of the react trials")
     parser.add_argument("--trials", type=int, default=2, help="react trials with the local model (0: none)")
     parser.add_argument("--json", action="store_true", help="also print a FIGURES line for run_all.py")
     args = parser.parse_args()

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from _bench import count
 
 PLANNERS = ("react", "mcts_shaped", "hierarchical_mcts")
 TASK = "spaceship-titanic"
@@ -209,10 +210,10 @@ def write_report(out: Path, report: Path, args: argparse.Namespace) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=3, help="trials per planner and constrained on/off")
+    parser.add_argument("--trials", type=count, default=3, help="trials per planner and constrained on/off")
     parser.add_argument("--max-llm-calls", type=int, default=10)
     parser.add_argument("--max-seconds", type=float, default=600.0, help="wall-time budget per trial")
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--workers", type=count, default=2)
     parser.add_argument("--out", type=Path, default=Path("/tmp/mltb-local-model-report"))
     parser.add_argument("--report", type=Path, default=ROOT / "reports" / "local-model.md")
     parser.add_argument("--report-only", action="store_true")

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _bench import Figure, emit, load_average
+from _bench import Figure, count, emit, load_average
 
 PLANNER_SYSTEMS = [
     "You are ReAct, a data-science agent. Think, then call exactly one tool per step.",
@@ -98,7 +98,7 @@ def describe(label: str, results: list[dict]) -> tuple[float, Figure]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=3, help="warm calls per worker")
+    parser.add_argument("--calls", type=count, default=3, help="warm calls per worker")
     parser.add_argument("--shared", action="store_true", help="also measure two workers on one shared server")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)

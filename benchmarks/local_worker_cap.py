@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _bench import Figure, emit, load_average, parser
+from _bench import Figure, count, emit, load_average, parser
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = 0.9
@@ -55,7 +55,7 @@ def main() -> None:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--task", default="spaceship-titanic")
     p.add_argument("--planner", default="mcts_shaped")
-    p.add_argument("--trials", type=int, default=4)
+    p.add_argument("--trials", type=count, default=4)
     p.add_argument("--max-llm-calls", type=int, default=4)
     p.add_argument("--workers", default="8,2", help="the -n values to compare, the first against the second")
     args = p.parse_args()

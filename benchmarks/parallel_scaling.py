@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _bench import Figure, emit, parser
+from _bench import Figure, count, emit, parser
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = 1.7
@@ -44,7 +44,7 @@ def main() -> None:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--tasks", default="spaceship-titanic,playground-series-s4e1")
     p.add_argument("--planners", default="react,mcts_shaped")
-    p.add_argument("--trials", type=int, default=8)
+    p.add_argument("--trials", type=count, default=8)
     args = p.parse_args()
     items = len(args.tasks.split(",")) * len(args.planners.split(",")) * args.trials
     from mltb_core.bench.splits import prepare_split

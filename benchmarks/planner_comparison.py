@@ -36,6 +36,7 @@ from mltb_core.config import TrialConfig  # noqa: E402
 from mltb_core.llm.backends import SIM_NEUTRAL  # noqa: E402
 from mltb_core.planners import planner_names  # noqa: E402
 from mltb_core.toolkit.registry import DEFAULT_TOOLSET, TOOLSETS  # noqa: E402
+from _bench import count  # noqa: E402
 
 DEFAULT_TASKS = ("spaceship-titanic,playground-series-s4e1,playground-series-s3e1,nyc-taxi-trip-duration,"
                  "new-york-city-taxi-fare-prediction")
@@ -117,13 +118,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skill", type=float, default=0.5)
     ap.add_argument("--neutral", action="store_true",
                     help="the sim's planner-input effects neutral (model sim:<skill>:neutral): the sensitivity run")
-    ap.add_argument("--seeds", type=int, default=4)
+    ap.add_argument("--seeds", type=count, default=4)
     ap.add_argument("--tasks", default=DEFAULT_TASKS)
     ap.add_argument("--planners", default=",".join(planner_names()))
     ap.add_argument("--max-llm-calls", type=int, default=DEFAULT_BUDGET)
     ap.add_argument("--max-iterations", type=int, default=DEFAULT_ITERATIONS)
     ap.add_argument("--toolset", choices=TOOLSETS, default=DEFAULT_TOOLSET)
-    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--jobs", type=count, default=2)
     ap.add_argument("--out", type=Path, default=ROOT / "reports" / "planner-comparison",
                     help="run directory; the report is <out>.md")
     ap.add_argument("--notes", type=Path, default=None, help="Markdown appended under 'Notes' (default: <out>-notes.md)")

@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _bench import Figure, emit, parser
+from _bench import Figure, count, emit, parser
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_SECONDS = 0.1
@@ -62,7 +62,7 @@ def extra_imports(cwd: Path, env: dict[str, str]) -> tuple[float, list[str]]:
 
 def main() -> None:
     p = parser(__doc__.splitlines()[0])
-    p.add_argument("--runs", type=int, default=7)
+    p.add_argument("--runs", type=count, default=7)
     args = p.parse_args()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
            "PYTHONDONTWRITEBYTECODE": "1"}

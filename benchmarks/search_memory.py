@@ -16,7 +16,7 @@ import tempfile
 import tracemalloc
 from pathlib import Path
 
-from _bench import Figure, emit, parser
+from _bench import Figure, count, emit, parser
 
 TASK = "spaceship-titanic"
 PER_NODE_RATIO_TARGET = 2.0
@@ -78,7 +78,7 @@ def in_child(kind: str, nodes: int) -> dict:
 
 def main() -> None:
     p = parser(__doc__.splitlines()[0])
-    p.add_argument("--nodes", type=int, default=200)
+    p.add_argument("--nodes", type=count, default=200)
     args = p.parse_args()
     tree, trajectory = in_child("tree", args.nodes), in_child("trajectory", args.nodes)
     per_tree = tree["bytes"] / tree["nodes"]

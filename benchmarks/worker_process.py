@@ -15,14 +15,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from _bench import Figure, emit, parser
+from _bench import Figure, count, emit, parser
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 
 def main() -> None:
     p = parser(__doc__.splitlines()[0])
-    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--repeats", type=count, default=5)
     args = p.parse_args()
     import mltb_core.toolkit.tools  # noqa: F401  (a trial's imports)
     from mltb_core.bench.splits import prepare_split
