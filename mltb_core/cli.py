@@ -499,7 +499,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         # the layout pytest writes: the trial works in work/<case>/, the store keeps its trajectory and record
         record = run_trial(task, config, store.work_dir(case_id(task.slug, config.planner, config.model, config.trial)))
         working = Path(record.trajectory) if record.trajectory else None
-        store.write(record, working.read_text(encoding="utf-8") if working is not None and working.is_file() else None)
+        store.write(record, working.read_text(encoding="utf-8") if working is not None and working.is_file() else None,
+                    keep_work=bool(values["keep_work"]))
     finally:
         store.release(lock)
     kept = store.trajectory_path(record)   # shown as a path the user can open from here

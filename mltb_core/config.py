@@ -334,6 +334,9 @@ SESSION_SETTINGS: tuple[Setting, ...] = (
             range=_POSITIVE, front_ends=PYTEST_ONLY, unset_text=_UNLIMITED),
     Setting("infra_retries", "retries of a trial that hit an infrastructure error", default=1,
             range=_AT_LEAST_0, front_ends=PYTEST_ONLY),
+    Setting("keep_work", "keep each trial's work directory (sandbox, agent data, graded submission) after its "
+                         "record is written; without it only an infrastructure error's is kept",
+            default=False, kind=FLAG),
     Setting("resume", "skip trials whose record already exists for the same configuration", default=False,
             kind=FLAG, front_ends=PYTEST_ONLY),
     Setting("report", "at the end, write the run's report (as `mltb report RUN_DIR`) into RUN_DIR/report/; a "

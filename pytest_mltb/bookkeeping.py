@@ -82,9 +82,10 @@ class RunBook:
                 done[case.id] = record
         return done
 
-    def write(self, record, trajectory_text: str | None) -> None:
-        """Append ``record`` and its trajectory (if any) to the run store."""
-        self.store.write(record, trajectory_text)
+    def write(self, record, trajectory_text: str | None, keep_work: bool) -> None:
+        """Append ``record`` and its trajectory (if any) to the run store (which then clears its work directory
+        unless ``keep_work``)."""
+        self.store.write(record, trajectory_text, keep_work=keep_work)
 
     @staticmethod
     def crash_record(case: Case, config, why: str):

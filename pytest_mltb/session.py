@@ -220,7 +220,7 @@ class Controller:
         self._check_run_budget()
 
     def _write(self, record, trajectory_text: str | None) -> None:
-        self.book.write(record, trajectory_text)
+        self.book.write(record, trajectory_text, bool(self.settings.keep_work))
         self.received += 1
         self.config.hook.pytest_mltb_record_written(record=record, run_dir=self.run_dir)
 

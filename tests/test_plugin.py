@@ -246,11 +246,11 @@ def test_real_trial_end_to_end_with_the_sim_policy(pytester, tmp_path):
     assert record.outcome in ("valid", "planner_failure") and record.synthetic and record.llm_calls > 0
     steps = (tmp_path / record.trajectory).read_text().splitlines()
     assert json.loads(steps[0])["step_type"] == "trial_start"
-    from mltb_core.analysis.runstore import RunStore, TrialFiles
+    from mltb_core.analysis.runstore import RunStore
 
     store = RunStore(tmp_path)   # the layout `mltb run` writes too (tests/test_runstore.py)
     assert record.trajectory == RunStore.trajectory_name(record).as_posix()
-    assert TrialFiles(store.work_dir(record.case_id), record.case_id).sandbox.is_dir()
+    assert not store.work_dir(record.case_id).exists()   # scratch once recorded (--keep-work keeps it)
     assert "Stage funnel" in summary_of(result)
     prompts = json.loads((tmp_path / "prompts.json").read_text())
     assert prompts["react_system"].startswith("You are a Data Scientist")

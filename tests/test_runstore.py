@@ -20,7 +20,7 @@ def test_mltb_run_writes_the_layout_pytest_writes(tmp_path):
     and works in work/<case>/, as a pytest item does (tests/test_plugin.py checks the pytest side)."""
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         code = cli.main(["run", "--task", "spaceship-titanic", "--planner", "react", "--model", "sim",
-                         "--max-iterations", "3", "--out", str(tmp_path)])
+                         "--max-iterations", "3", "--out", str(tmp_path), "--keep-work"])
     assert code == 0
     store = RunStore(tmp_path)
     (record,) = read_records(store.results_path)
@@ -62,3 +62,23 @@ def test_write_keeps_the_trajectory_beside_the_records(tmp_path):
     assert (tmp_path / record.trajectory).read_text() == '{"step_type": "trial_start"}\n'
     (kept,) = store.read()
     assert kept.trajectory == record.trajectory
+
+
+def test_a_recorded_trials_work_directory_is_cleared_unless_kept_or_an_infrastructure_error(tmp_path):
+    """Every attempt's sandbox and data copy go once the record is written; an infra error's stay (their files
+    may hold its cause), and so does every one with keep_work (``--keep-work``)."""
+    store = RunStore(tmp_path)
+
+    def worked(record: TrialRecord) -> TrialFiles:
+        files = TrialFiles(store.work_dir(record.case_id, attempt=2), record.case_id)
+        files.sandbox.mkdir(parents=True)
+        (files.sandbox / "train_clean.csv").write_text("a\n1\n")
+        return files
+
+    cleared, crashed, kept = (_record(trial=0), _record(trial=1, outcome="infra_error"), _record(trial=2))
+    for record, keep in ((cleared, False), (crashed, False), (kept, True)):
+        files = worked(record)
+        store.write(record, "{}\n", keep_work=keep)
+        assert files.sandbox.is_dir() == (record is not cleared), record.trial
+    assert not store.work_dir(cleared.case_id).exists()
+    assert [r.trial for r in read_records(store.results_path)] == [0, 1, 2]   # every record written first

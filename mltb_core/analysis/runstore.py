@@ -6,7 +6,8 @@ report``, ``export``, ``compare``, ``--resume``) finds files through :class:`Run
     <run>/results.jsonl                        the trial records (analysis/results.py: one JSON line each)
     <run>/prompts.json                         every prompt text the run used
     <run>/trajectories/<config hash>/<case>.jsonl   each trial's trajectory; records hold this path, relative
-    <run>/work/<case>/[attempt<n>/]            one trial attempt's working files (:class:`TrialFiles`):
+    <run>/work/<case>/[attempt<n>/]            one trial attempt's working files (:class:`TrialFiles`), removed
+                                               once its record is written (:meth:`RunStore.write`):
         trajectories/<case>.jsonl              the trajectory while the trial writes it
         sandboxes/<case>/                      the tool worker's sandbox
         submissions/<case>.csv                 the parent's copy of the submission it grades
@@ -20,6 +21,7 @@ absolute path (``<run>/trajectories/<case>.jsonl``), which :meth:`RunStore.traje
 """
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -201,10 +203,13 @@ class RunStore:
             out.append(replace(record, trajectory=None if path is None else str(path.resolve())))
         return out
 
-    def write(self, record: TrialRecord, trajectory_text: str | None) -> None:
+    def write(self, record: TrialRecord, trajectory_text: str | None, *, keep_work: bool = False) -> None:
         """Record a finished trial: its trajectory (if any) to :meth:`trajectory_name`, which the record then
-        holds, and the record appended to the results file."""
-        from mltb_core.analysis.results import append_records
+        holds, and the record appended to the results file. Then its work directory (every attempt's) goes:
+        the record and trajectory are the result, and ``mltb replay`` rebuilds a sandbox from the trajectory;
+        a run of thousands of trials would otherwise keep a sandbox and a data copy for each. It stays with
+        ``keep_work`` (``--keep-work``) and after an infrastructure error, whose cause may be in its files."""
+        from mltb_core.analysis.results import Outcome, append_records
 
         if trajectory_text is not None:
             relative = self.trajectory_name(record)
@@ -213,3 +218,5 @@ class RunStore:
             target.write_text(trajectory_text, encoding="utf-8")
             record.trajectory = relative.as_posix()
         append_records(self.results_path, [record])
+        if not keep_work and record.outcome != Outcome.INFRA_ERROR:
+            shutil.rmtree(self.work_dir(record.case_id), ignore_errors=True)
