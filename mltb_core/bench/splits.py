@@ -26,7 +26,6 @@ from pathlib import Path
 
 import pandas as pd
 from filelock import FileLock
-from sklearn.model_selection import GroupShuffleSplit, StratifiedGroupKFold, train_test_split
 
 from mltb_core.bench.datasources import default_cache_dir, load_labelled_frame, resolve_source, source_fingerprint
 from mltb_core.bench.tasks import Task
@@ -164,6 +163,8 @@ def _stratify_labels(task: Task, frame: pd.DataFrame) -> pd.Series | None:
 
 
 def _sample_and_split(task: Task, frame: pd.DataFrame, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    from sklearn.model_selection import train_test_split   # here: naming a split's directory needs none of it
+
     if task.group_column:
         return _sample_and_split_groups(task, frame, seed)
     if len(frame) > MAX_ROWS:
@@ -180,6 +181,8 @@ def _sample_and_split_groups(task: Task, frame: pd.DataFrame, seed: int) -> tupl
     """Whole groups (e.g. households) go to one side, so no group's rows -- which share its label --
     are seen in training and scored in the held-out set. About TEST_FRACTION of the rows are held out:
     stratified by class over 1/TEST_FRACTION group folds for classification, a group shuffle otherwise."""
+    from sklearn.model_selection import GroupShuffleSplit, StratifiedGroupKFold
+
     column = task.group_column
     if column not in frame.columns:
         raise ValueError(f"task {task.slug!r}: group_column {column!r} is not a column of the data")
