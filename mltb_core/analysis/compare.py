@@ -15,8 +15,8 @@ The change ``current - baseline`` and its interval (docs/statistics.md: the esti
   >= its level at every n that has one; with row replicates on one split the split's noise cancels);
   ``mltb compare`` reports the same figure;
 - **unpaired** otherwise: Newcombe's hybrid score interval for two independent rates; for medians the
-  difference of the medians, from both sides' order-statistic intervals at half the error each
-  (Bonferroni, conservative).
+  Hodges-Lehmann shift with its exact Mann-Whitney interval (:func:`stats.shift_interval`: the change of
+  the median when the change moves every trial alike).
 
 Every gated comparison of a run is read together (one failing cell fails the run), so each cell interval
 is at level 1 - 0.05/m, m the gated comparisons that are not unchanged (:func:`stats.family_level`): the
@@ -72,7 +72,7 @@ from mltb_core.analysis.results import (TrialRecord, counted_records, group_by, 
                                         percentile_cell)
 from mltb_core.analysis.stats import (CI, DEFAULT_LEVEL, MAX_GATE_TRIALS, MIN_TRIALS_FOR_MEDIAN_CI, POWER, TrialSample,
                                       cluster_sign_flip, family_level, holm, median_change, median_standard_error,
-                                      min_n_for_median_ci, paired_proportion_diff_ci, powered_half_width,
+                                      min_n_for_median_ci, min_n_for_shift_ci, paired_proportion_diff_ci, powered_half_width,
                                       proportion_diff_ci, rate_interval, t_interval, trials_needed_for_rate_gate,
                                       z_value)
 from mltb_core.bench.documents import read_document
@@ -382,7 +382,7 @@ def _median_trials_needed(base: TrialSample, cur: TrialSample, change: CI, thres
     if paired:
         return _paired_median_trials_needed(cur.values - base.values, threshold, level)
     n = min(base.n, cur.n)
-    fewest = min_n_for_median_ci(1.0 - (1.0 - level) / 2.0)
+    fewest = min_n_for_shift_ci(level)
     inflation = (n - 1) / float(_chi2.ppf(1.0 - POWER, n - 1)) if n > 1 else 1.0
     bound = powered_half_width(threshold, level)
     spreads = [change.half_width or 0.0]   # none below the minimum: Price-Bonett's alone
@@ -430,7 +430,7 @@ class Comparison:
                 return f"tasks: t; sign-flip Holm p={d.p_value:.3f}" if d.p_value is not None else "tasks: t"
             if d.metric == "consistency":
                 return "paired" if d.paired else "unpaired"
-            return "paired: median of differences" if d.paired else "unpaired: difference of medians"
+            return "paired: median of differences" if d.paired else "unpaired: shift (Hodges-Lehmann)"
         rows = [[d.cell, d.metric, num(d.baseline, d.n_baseline), num(d.current, d.n_current),
                  "n/a" if d.change.estimate is None else ("{:+.2f} [–]".format(d.change.estimate)
                                                           if not d.change.has_interval else
