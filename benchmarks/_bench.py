@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 FIGURES_PREFIX = "FIGURES "
+ROOT = Path(__file__).resolve().parent.parent   # the checkout the scripts belong to
 BUNDLED_SMALL_TASKS = ("spaceship-titanic", "playground-series-s4e1", "playground-series-s5e5")
 
 
@@ -74,6 +75,23 @@ def count(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+def mltb_at_root(command: list[str]) -> int:
+    """``mltb COMMAND`` in this process from the checkout root, its output swallowed: the exit code. Reports
+    name their regeneration command relative to the root, so it must run there to write the same text."""
+    import contextlib
+    import io
+
+    from mltb_core import cli
+
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            return cli.main(command)
+    finally:
+        os.chdir(cwd)
 
 
 def parser(description: str) -> argparse.ArgumentParser:

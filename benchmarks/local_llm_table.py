@@ -17,14 +17,12 @@ Kaggle leaderboard) × 3 trials, the default local model, one matched budget of 
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import subprocess
 import sys
 from pathlib import Path
-from _bench import count
+from _bench import ROOT, count, mltb_at_root
 
-ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's mltb_core, as the pytest rounds (cwd ROOT) import it
 PLANNERS = ("react", "lats", "mcts_outcome", "mcts_shaped", "hierarchical_mcts")
 # binary (accuracy), regression (rmse), multiclass (prior-weighted accuracy): all with a leaderboard
@@ -118,22 +116,12 @@ def report_command(args: argparse.Namespace) -> list[str]:
 
 def write_report(args: argparse.Namespace) -> str:
     """Rewrite the report with ``mltb report`` (run from the checkout root, as its header names it)."""
-    import contextlib
-    import io
-
-    from mltb_core import cli
     from mltb_core.analysis.runstore import RunStore
 
     if not RunStore(args.out).results_path.is_file():
         return ""
     command = report_command(args)
-    cwd = os.getcwd()
-    os.chdir(ROOT)
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            code = cli.main(command)
-    finally:
-        os.chdir(cwd)
+    code = mltb_at_root(command)
     if code != 0:
         raise RunError(f"mltb {shlex.join(command)} exited {code}")
     return args.report.read_text(encoding="utf-8")

@@ -23,11 +23,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from _bench import count
+from _bench import ROOT, count
 
 PLANNERS = ("react", "mcts_shaped", "hierarchical_mcts")
 TASK = "spaceship-titanic"
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def jobs(trials: int) -> list[tuple[str, bool, int]]:

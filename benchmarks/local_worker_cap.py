@@ -17,9 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from _bench import Figure, count, emit, load_average, parser
+from _bench import Figure, ROOT, count, emit, load_average, parser
 
-ROOT = Path(__file__).resolve().parent.parent
 TARGET = 0.9
 CAP_LINE = "mltb: local model:"
 

@@ -13,11 +13,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-from _bench import Figure, count, emit, parser
+from _bench import Figure, ROOT, count, emit, parser
 
-ROOT = Path(__file__).resolve().parent.parent
 TARGET = 1.7
 
 

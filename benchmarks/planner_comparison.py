@@ -18,10 +18,7 @@ whose header gives the command. This script only drives the trials.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import multiprocessing as mp
-import os
 import shlex
 import sys
 import tempfile
@@ -29,14 +26,14 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from _bench import ROOT, count, mltb_at_root
+
 sys.path.insert(0, str(ROOT))
 
 from mltb_core.config import TrialConfig  # noqa: E402
 from mltb_core.llm.backends import SIM_NEUTRAL  # noqa: E402
 from mltb_core.planners import planner_names  # noqa: E402
 from mltb_core.toolkit.registry import DEFAULT_TOOLSET, TOOLSETS  # noqa: E402
-from _bench import count  # noqa: E402
 
 DEFAULT_TASKS = ("spaceship-titanic,playground-series-s4e1,playground-series-s3e1,nyc-taxi-trip-duration,"
                  "new-york-city-taxi-fare-prediction")
@@ -99,16 +96,8 @@ def report_command(out: Path, notes: Path | None) -> list[str]:
 
 def write_report(out: Path, notes: Path | None) -> int:
     """``mltb report --markdown`` from the checkout root, as the report's header names it."""
-    from mltb_core import cli
-
     command = report_command(out, notes)
-    cwd = os.getcwd()
-    os.chdir(ROOT)
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            code = cli.main(command)
-    finally:
-        os.chdir(cwd)
+    code = mltb_at_root(command)
     print(f"$ mltb {shlex.join(command)} → exit {code}")
     return code
 

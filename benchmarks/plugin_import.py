@@ -17,9 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from _bench import Figure, count, emit, parser
+from _bench import Figure, ROOT, count, emit, parser
 
-ROOT = Path(__file__).resolve().parent.parent
 TARGET_SECONDS = 0.1
 
 
