@@ -265,6 +265,17 @@ def test_ranking_section_has_pass_at_k_rating_and_a_cd_diagram():
     assert "<h4>Rating</h4>" in html and "<td>agent_k</td>" in html   # one level under the section
 
 
+def test_ratings_over_too_few_tasks_print_no_interval():
+    from mltb_core.analysis.ranking import ranking_markdown
+    from mltb_core.analysis.results import TrialRecord
+
+    records = [TrialRecord(task=task, planner=planner, model="sim:0.5", trial=trial, seed=trial, config_hash="h",
+                           outcome="valid", valid=True, normalized=0.1 * (p + trial + 1))
+               for task in ("t1", "t2") for p, planner in enumerate(("react", "lats")) for trial in range(3)]
+    text, _ = ranking_markdown(records)
+    assert text.count("– (k=2 < 3 tasks)") == 2 and "[" not in text.split("### Rating")[1].split("###")[0]
+
+
 def test_a_rate_pooled_over_tasks_counts_tasks_as_the_units():
     from mltb_core.analysis.stats import clustered_rate_interval, rate_interval
 
