@@ -82,3 +82,16 @@ def test_a_recorded_trials_work_directory_is_cleared_unless_kept_or_an_infrastru
         assert files.sandbox.is_dir() == (record is not cleared), record.trial
     assert not store.work_dir(cleared.case_id).exists()
     assert [r.trial for r in read_records(store.results_path)] == [0, 1, 2]   # every record written first
+
+
+def test_clearing_work_never_leaves_the_runs_work_directory(tmp_path):
+    """A record's case id is built from its task and model; a record a conftest made may name anything. A
+    task climbing out with '..' must not make the store remove a directory outside the run's work/."""
+    store = RunStore(tmp_path / "run")
+    record = _record(task="../../victim/x")
+    outside = (store.work_dir(record.case_id)).resolve()
+    assert outside.parent == tmp_path / "victim"
+    outside.mkdir(parents=True)
+    (store.run_dir / "work" / "a-case").mkdir(parents=True)   # as in a run: the path climbs out through it
+    store.write(record, None)
+    assert outside.is_dir() and store.results_path.is_file()

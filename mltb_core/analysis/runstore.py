@@ -218,5 +218,7 @@ class RunStore:
             target.write_text(trajectory_text, encoding="utf-8")
             record.trajectory = relative.as_posix()
         append_records(self.results_path, [record])
-        if not keep_work and record.outcome != Outcome.INFRA_ERROR:
-            shutil.rmtree(self.work_dir(record.case_id), ignore_errors=True)
+        work = self.work_dir(record.case_id).resolve()
+        # a record a conftest built names its own task and model: remove only a directory of this run's work/
+        if not keep_work and record.outcome != Outcome.INFRA_ERROR and work.parent == (self.run_dir / WORK_DIR).resolve():
+            shutil.rmtree(work, ignore_errors=True)
