@@ -182,6 +182,20 @@ def test_stage_eight_names_missing_values_as_the_cause(spaceship):
     assert "Test features do not match" in progress.feedback and "missing ['VIP'], extra []" in progress.feedback
 
 
+def test_stage_eight_points_at_the_split_test_part_not_the_raw_test_frame(spaceship):
+    """Seen on the real model (MCTS-Shaped, spaceship, 6d96efa): every column label-encoded, the split done, the
+    train part converted. The raw test frame has the training columns with gaps, and the feedback said to fill
+    them in the combined frame (done already); 30 calls went round that loop. The split's test part needs only
+    its target placeholder dropped, and the feedback says so."""
+    script = spaceship_pipeline(submit=False)[:5] + spaceship_pipeline(submit=False)[6:9]   # no drop_feature
+    final = run_script(spaceship, script)[-1]
+    assert final.ok and final.progress.stage == 7, (final.observation[:300], final.progress.feedback)
+    feedback = final.progress.feedback
+    assert "The split test part 'test_df'" in feedback and "target column 'Transported'" in feedback, feedback
+    assert "convert_dataframe_to_features_target(df='test_df', target_column='Transported', is_train=false)" \
+        in feedback and "Fill them" not in feedback
+
+
 def test_feedback_can_be_switched_off(spaceship):
     nodes = run_script(spaceship, spaceship_pipeline()[:4], feedback=False)
     assert "Stage check" not in nodes[-1].observation

@@ -129,7 +129,7 @@ FEEDBACK_STEPS = (
     ("Split the encoded", "split"), ("split frames still have", "split"), ("Split did not give", "split"),
     ("extracted target is", "xy_train"), ("Convert the train frame", "xy_train"),
     ("Test features do not match", "x_test"), ("Convert the split test frame", "x_test"),
-    ("have the training columns, but", "x_test"), ("trained on other columns", "fit"), ("No fitted model", "fit"), ("submission is invalid", "predict"), ("No submission written", "submit"),
+    ("have the training columns, but", "x_test"), ("still holds the target column", "x_test"), ("trained on other columns", "fit"), ("No fitted model", "fit"), ("submission is invalid", "predict"), ("No submission written", "submit"),
 )
 ERROR_STEPS = (
     (re.compile(r"missing value|contains nan|needs complete columns|input . contains nan|NaN", re.I), "fill_rest"),

@@ -343,6 +343,16 @@ class _Checker:
             if set(f.columns) == want and not f.isna().any().any():
                 self.found["X_test"] = name
                 return True, ""
+        part_name = self.found.get("test_part")
+        part = dict(self.frames).get(part_name) if part_name else None
+        if isinstance(part, pd.DataFrame) and self.task.target in part.columns:
+            rest = part.drop(columns=[self.task.target, TRACKING_COLUMN], errors="ignore")
+            if set(rest.columns) == want and not rest.isna().any().any():
+                # the split's test part is ready but for its target placeholder; the raw test.csv frame may have
+                # the same columns with gaps, and naming it sent the model to clean what it had cleaned
+                return False, (f"The split test part {part_name!r} has the training features, complete, but still "
+                               f"holds the target column {self.task.target!r} (a placeholder on test rows): "
+                               f"{convert}.")
         same_columns = [(n, f) for n, f in candidates if set(f.columns) == want]
         if same_columns:   # the columns match: what is wrong is missing values
             name, frame = same_columns[0]
