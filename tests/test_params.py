@@ -209,6 +209,33 @@ def test_a_lifted_rule_has_a_branch_of_its_own():
     assert free["target_column"] == {"type": "string"}
 
 
+PART_TOOLS = [tool.name for tool in TOOLS if tool.output_parts]
+
+
+@pytest.mark.parametrize("tool_name", PART_TOOLS)
+def test_the_grammar_offers_a_list_of_output_names_exactly_when_the_tool_returns_its_parts(tool_name, tmp_path):
+    """A branch whose switch makes the tool return one object offers one output name; the others offer the
+    list too. Executed with a list of names there, the call is refused before the work, saying why."""
+    tool = REGISTRY.get(tool_name)
+    test_part = FRAME[FRAME["_is_train"] == 0].drop(columns=["_is_train"]).reset_index(drop=True)
+    pad = Scratchpad(objects={"frame": FRAME, "test_part": test_part})
+    for args in branches(tool, pad):
+        kwargs = {k: v["const"] for k, v in args["properties"]["func_kwargs"]["properties"].items() if "const" in v}
+        offers_list = "anyOf" in args["properties"]["output"]
+        assert offers_list == tool.returns_parts(kwargs), (tool_name, kwargs)
+    if tool.parts_unless is None:
+        return
+    switch, value = tool.parts_unless
+    column = {"target_column": "Flag"} if "target_column" in tool.value_params else {}
+    call = {"tool_name": tool_name, "tool_args": {"bindings": {tool.object_params[0]: "test_part"},
+                                                  "func_kwargs": {**column, switch: value}, "output": ["X", "y"]}}
+    result = execute(call, pad, tool_context(tmp_path))
+    assert not result.ok and f"with {switch}={json.dumps(value)} returns one object" in result.message
+    call["tool_args"]["output"] = "X"
+    result = execute(call, pad, tool_context(tmp_path))
+    assert result.ok and result.written == ["X"] and isinstance(pad.get("X"), pd.DataFrame)
+
+
 FILE_CASES = [(tool.name, param) for tool in TOOLS for param, rule in declarations(tool).rules.items()
               if isinstance(rule, ReadFile | WriteFile)]
 

@@ -57,7 +57,7 @@ PINNED_TOOLS: dict[str, str] = {
     'cast_numeric_columns': '0accba935e2881e8',
     'concatenate_dataframes': 'dd6cdda3fdaab78d',
     'concatenate_train_test': '297316d8227953a8',
-    'convert_dataframe_to_features_target': 'fdec5ad21e8e7b36',
+    'convert_dataframe_to_features_target': 'fa0a2592acdcc81f',
     'convert_to_dataframe': '6dcc91a82640714b',
     'create_categorical_feature': '7db34ce0696875ef',
     'create_conditional_feature': 'cc61d32ceea0c2b5',
@@ -123,8 +123,8 @@ PINNED_TOOLS: dict[str, str] = {
     'tune_xgboost_regressor': 'd2c6d1086cff222c',
 }
 PINNED_TOOLSETS: dict[str, dict[str, str]] = {
-    'paper': {'names': '5266ef11212df944', 'catalogue': 'a9541de129b5f311', 'preamble': 'e9f6c825be91fe5e', 'local_catalogue': 'f556db9bd9ba4099', 'schemas': '1c309f34257471ad'},
-    'extended': {'names': '8c28b56ee2cc901a', 'catalogue': '62222396c4d12f46', 'preamble': '2d60b954fca6bde8', 'local_catalogue': 'e8381942b151e740', 'schemas': 'ce1dd2b4cc3d9fe3'},
+    'paper': {'names': '5266ef11212df944', 'catalogue': 'a9541de129b5f311', 'preamble': 'e9f6c825be91fe5e', 'local_catalogue': 'f556db9bd9ba4099', 'schemas': 'd9e66eb4e2df06d3'},
+    'extended': {'names': '8c28b56ee2cc901a', 'catalogue': '62222396c4d12f46', 'preamble': '2d60b954fca6bde8', 'local_catalogue': 'e8381942b151e740', 'schemas': '277c33d3f328c996'},
 }
 
 

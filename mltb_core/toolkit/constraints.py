@@ -109,7 +109,7 @@ def _tool_branches(tool: Tool, objects: dict[str, Any], files: list[str], widest
     if len(choices) > MAX_FRAME_BRANCHES:  # too many combinations: any candidate frame's columns
         choices = [None]
     # a rule lifted by another argument's value (no key columns for a cross join): a branch with that value
-    switches = list(dict.fromkeys(rule.unless for rule in found.rules.values() if getattr(rule, "unless", None)))
+    switches = list(dict.fromkeys(_switches(tool, found)))
     branches = []
     for choice in choices:
         chosen = dict(zip(owners, choice)) if choice is not None else {}
@@ -128,7 +128,7 @@ def _tool_branches(tool: Tool, objects: dict[str, Any], files: list[str], widest
                 "func_kwargs": kwargs}
             required = ["bindings", "func_kwargs"]
             if tool.kind != "get":
-                args["output"] = _output_schema(tool)
+                args["output"] = OBJECT_NAME if lifted is not None and lifted == tool.parts_unless else _output_schema(tool)
                 if tool.kind in ("set", "get-set"):
                     required.append("output")
             branches.append({"type": "object", "properties": {
@@ -137,6 +137,13 @@ def _tool_branches(tool: Tool, objects: dict[str, Any], files: list[str], widest
                               "additionalProperties": False}},
                 "required": ["tool_name", "tool_args"], "additionalProperties": False})
     return branches
+
+
+def _switches(tool: Tool, found: Any) -> list[tuple[str, Any]]:
+    """(argument, value) pairs that change what a call may be: a value lifting a rule (no key columns for a
+    cross join), or one with which the tool returns one object instead of its parts."""
+    lifting = [rule.unless for rule in found.rules.values() if getattr(rule, "unless", None)]
+    return lifting + ([tool.parts_unless] if tool.parts_unless is not None else [])
 
 
 def _kwargs_schema(tool: Tool, found: Any, state: State, lifted: tuple[str, Any] | None) -> dict[str, Any] | None:
@@ -164,7 +171,7 @@ def _kwargs_schema(tool: Tool, found: Any, state: State, lifted: tuple[str, Any]
         if param in found.required or param in switch_values:
             required.append(param)
     if lifted is None:  # the rules hold: their switches take the other values
-        for switch, value in (r.unless for r in found.rules.values() if getattr(r, "unless", None)):
+        for switch, value in _switches(tool, found):
             if switch in props:
                 other = _except(props[switch], found.rules.get(switch), value)
                 if other is not None:

@@ -257,6 +257,19 @@ class Tool:
     wants_ctx: bool
     output_parts: tuple[str, ...] = ()  # names of the parts when the tool returns a tuple
     toolsets: tuple[str, ...] = ("extended",)
+    # (argument, value) with which the tool returns one object instead of its parts: the grammar then offers one
+    # output name, the JSON schema says so, and a list of names is refused with that reason
+    parts_unless: tuple[str, Any] | None = None
+
+    def returns_parts(self, kwargs: dict[str, Any]) -> bool:
+        """Whether a call with these keyword arguments returns the tool's parts (a tuple)."""
+        if not self.output_parts:
+            return False
+        if self.parts_unless is None:
+            return True
+        switch, value = self.parts_unless
+        default = inspect.signature(self.func).parameters[switch].default
+        return kwargs.get(switch, default) != value
 
     @property
     def doc(self) -> str:
@@ -314,6 +327,8 @@ class Tool:
             }[self.kind]
             if self.output_parts:
                 desc += f"; this tool returns {len(self.output_parts)} objects ({', '.join(self.output_parts)}): give a list of {len(self.output_parts)} names, or one name to get '<name>_{self.output_parts[0]}' etc."
+                if self.parts_unless is not None:
+                    desc += f" With {self.parts_unless[0]}={json.dumps(self.parts_unless[1])} it returns one object: give one name."
             props["output"] = {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}],
                                "description": desc}
             if self.kind in ("set", "get-set"):
@@ -423,11 +438,12 @@ def tool_modules(registry: ToolRegistry) -> list[tuple[str, str]]:
 
 def _make_decorator(kind: str):
     def decorator(func: Callable | None = None, *, stages: Iterable[str] = (), objects: Iterable[str] | None = None,
-                  output_parts: Iterable[str] = (), name: str | None = None, toolsets: Iterable[str] = (),
+                  output_parts: Iterable[str] = (), parts_unless: tuple[str, Any] | None = None,
+                  name: str | None = None, toolsets: Iterable[str] = (),
                   registry: ToolRegistry | None = None, overrides: bool = False):
         def wrap(fn: Callable) -> Callable:
-            tool = build_tool(fn, kind, stages=stages, objects=objects, output_parts=output_parts, name=name,
-                              toolsets=toolsets)
+            tool = build_tool(fn, kind, stages=stages, objects=objects, output_parts=output_parts,
+                              parts_unless=parts_unless, name=name, toolsets=toolsets)
             (registry if registry is not None else REGISTRY).add(tool, overrides=overrides)
             fn.tool = tool  # type: ignore[attr-defined]
             return fn
@@ -440,7 +456,8 @@ def _make_decorator(kind: str):
 
 
 def build_tool(fn: Callable, kind: str, *, stages: Iterable[str] = (), objects: Iterable[str] | None = None,
-               output_parts: Iterable[str] = (), name: str | None = None, toolsets: Iterable[str] = ()) -> Tool:
+               output_parts: Iterable[str] = (), parts_unless: tuple[str, Any] | None = None,
+               name: str | None = None, toolsets: Iterable[str] = ()) -> Tool:
     if kind not in KINDS:
         raise ValueError(f"unknown tool kind {kind!r}; expected one of {KINDS}")
     stages = tuple(stages)
@@ -462,8 +479,11 @@ def build_tool(fn: Callable, kind: str, *, stages: Iterable[str] = (), objects: 
         raise ValueError(f"set tool {fn.__name__} cannot read objects {object_params}")
     if kind in ("get", "get-set", "override") and not object_params:
         raise ValueError(f"{kind} tool {fn.__name__} must read at least one object")
+    if parts_unless is not None and (not output_parts or parts_unless[0] not in value_params):
+        raise ValueError(f"tool {fn.__name__}: parts_unless names {parts_unless[0]!r}, which must be a value "
+                         "parameter of a tool with output parts")
     return Tool(name or fn.__name__, fn, kind, stages, object_params, value_params,
-                "ctx" in sig.parameters, tuple(output_parts), member_of)
+                "ctx" in sig.parameters, tuple(output_parts), member_of, parts_unless)
 
 
 make_get_tool = _make_decorator("get")
@@ -492,7 +512,7 @@ def execute(call: ToolCall | dict, pad: Scratchpad, ctx: ToolContext, registry: 
         if allowed is not None and tool.name not in set(allowed):
             raise ToolCallError(f"tool {tool.name!r} is not available at this stage")
         kwargs = _bind(tool, call, pad, ctx)
-        for name in _output_names(tool, call):   # before the work: a bad name would waste it
+        for name in _output_names(tool, call, kwargs):   # before the work: a bad name would waste it
             check_object_name(name)
         value = _run_with_limit(tool, kwargs, ctx)
         note = ""
@@ -565,13 +585,18 @@ def _run_with_limit(tool: Tool, kwargs: dict[str, Any], ctx: ToolContext) -> Any
     return call_with_limits(tool.func, kwargs, ctx.time_limit, label=tool.name)
 
 
-def _output_names(tool: Tool, call: ToolCall) -> list[str]:
+def _output_names(tool: Tool, call: ToolCall, kwargs: dict[str, Any]) -> list[str]:
     """The names a call asks its result to be stored under (the scratchpad checks each again on write)."""
     if tool.kind == "get" or not call.output:
         return []
+    parts = tool.returns_parts(kwargs)
     if isinstance(call.output, list):
+        if len(call.output) > 1 and tool.parts_unless is not None and not parts:
+            switch, value = tool.parts_unless
+            raise ToolCallError(f"{tool.name} with {switch}={json.dumps(value)} returns one object: give one "
+                                f"'output' name, not {len(call.output)}")
         return list(call.output)
-    return [call.output] + [f"{call.output}_{suffix}" for suffix in tool.output_parts]
+    return [call.output] + ([f"{call.output}_{suffix}" for suffix in tool.output_parts] if parts else [])
 
 
 def _store(tool: Tool, call: ToolCall, pad: Scratchpad, value: Any) -> list[str]:

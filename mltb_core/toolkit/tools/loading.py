@@ -183,7 +183,8 @@ def split_combined_into_train_test(combined: pd.DataFrame) -> tuple[pd.DataFrame
     return (rest[is_train.to_numpy()].reset_index(drop=True), rest[~is_train.to_numpy()].reset_index(drop=True))
 
 
-@make_get_and_set_tool(toolsets=PAPER, stages=("loading", "modeling"), output_parts=("X", "y"))
+@make_get_and_set_tool(toolsets=PAPER, stages=("loading", "modeling"), output_parts=("X", "y"),
+                       parts_unless=("is_train", False))
 def convert_dataframe_to_features_target(df: pd.DataFrame,
                                          target_column: Annotated[str, Column(unless=("is_train", False))],
                                          is_train: bool = True):
