@@ -142,31 +142,39 @@ def test_bradley_terry_orders_by_pairwise_wins_and_its_interval_holds_the_estima
     scores = {f"t{i}": {"a": 0.9, "b": 0.5 + 0.1 * (i % 2), "c": 0.55 - 0.1 * (i % 2)} for i in range(6)}
     assert ("a", "b", 1.0) in pairwise_outcomes({"t": {"a": 1, "b": 0}})
     assert pairwise_outcomes({"t": {"a": 1, "b": 1}}) == [("a", "b", 0.5)]
-    ratings = bradley_terry_ratings(scores, replicates=300, seed=1)
+    ratings = bradley_terry_ratings(scores)
     assert [r.player for r in ratings][0] == "a" and sum(r.estimate for r in ratings) == pytest.approx(0, abs=1e-6)
     for r in ratings:
         assert (r.low is None or r.low <= r.estimate + 1e-3) and r.games == 12   # Elo points
         assert r.high is None or r.estimate <= r.high + 1e-3
-    assert ratings[0].high is None      # a wins every game of every resample: no upper bound from the data
+    assert ratings[0].high is None      # a wins every game: no upper bound from the data
     b, c = next(r for r in ratings if r.player == "b"), next(r for r in ratings if r.player == "c")
     assert b.wins == c.wins == 3 and b.estimate == pytest.approx(c.estimate, abs=1e-6)   # split 3-3 with each other
-    assert bradley_terry_ratings(scores, replicates=300, seed=1) == ratings                # seeded: deterministic
+    assert b.low < b.estimate < b.high and c.low < c.estimate < c.high
 
 
-def test_bradley_terry_interval_holds_the_trial_noise():
+def test_a_sweep_is_bounded_by_the_chance_of_sweeping_not_by_a_zero_spread():
+    """a beats b on all 8 tasks. Every left-out task leaves the same 7-0 record, so the jackknife's spread is 0
+    and would print [rating, rating]; instead a's upper end is open and its lower end is the rating at which
+    a would win all 8 with the Bonferroni tail's chance (2 planners: 0.05 / 2 / 2), the binomial bound."""
     from mltb_core.analysis.stats import bradley_terry_ratings
 
-    # a's mean beats b's on every task, but their trials overlap widely: resampling tasks alone sees a
-    # winning 8 of 8 every time (a zero-width interval), resampling the trials too sees the noise
-    trials = {f"t{i}": {"a": [0.9, 0.2, 0.6, 0.4], "b": [0.8, 0.1, 0.5, 0.4]} for i in range(8)}
-    scores = {t: {p: float(np.mean(v)) for p, v in row.items()} for t, row in trials.items()}
-    tasks_only = {r.player: r for r in bradley_terry_ratings(scores, replicates=400, seed=1)}
-    both = {r.player: r for r in bradley_terry_ratings(scores, trials=trials, replicates=400, seed=1)}
-    assert both["a"].estimate == tasks_only["a"].estimate > 0
-    assert tasks_only["a"].high is None and tasks_only["b"].low is None    # no resample bounds them: open ends
-    assert both["a"].low < 0 < both["a"].estimate <= both["a"].high
-    assert bradley_terry_ratings(scores, trials=trials, replicates=400, seed=1) == sorted(
-        both.values(), key=lambda r: -r.estimate)      # seeded: deterministic
+    scores = {f"t{i}": {"a": 0.6 + 0.01 * i, "b": 0.4} for i in range(8)}
+    a, b = bradley_terry_ratings(scores)
+    p = 0.0125 ** (1 / 8)                      # P(a wins a game) with P(8 of 8) = 0.0125
+    assert a.high is None and b.low is None
+    assert a.low == pytest.approx(400 / math.log(10) * math.log(p / (1 - p)) / 2, rel=1e-6)    # mean-0 scale
+    assert b.high == pytest.approx(-a.low, rel=1e-6) and 0 < a.low < a.estimate
+
+
+def test_ratings_no_left_out_task_moves_have_open_ends():
+    """The same order a > b > c on every task: no task moves b's rating, so the data show no spread for it."""
+    from mltb_core.analysis.stats import bradley_terry_ratings
+
+    scores = {f"t{i}": {"a": 0.9, "b": 0.5, "c": 0.1} for i in range(5)}
+    a, b, c = bradley_terry_ratings(scores)
+    assert (a.high, c.low) == (None, None) and a.low is not None and c.high is not None
+    assert (b.low, b.high) == (None, None) and b.has_interval
 
 
 @pytest.mark.slow
@@ -180,7 +188,7 @@ def test_bradley_terry_intervals_are_simultaneous_over_the_planners():
     for _ in range(runs):
         trials = {f"t{i}": {f"p{j}": list(rng.random(3)) for j in range(8)} for i in range(5)}
         scores = {t: {p: float(np.mean(v)) for p, v in row.items()} for t, row in trials.items()}
-        ratings = bradley_terry_ratings(scores, trials=trials, replicates=400, seed=1)
+        ratings = bradley_terry_ratings(scores)
         alarms += any(r.low is not None and r.low > 0 or r.high is not None and r.high < 0 for r in ratings)
     assert alarms / runs <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / runs), alarms
 
@@ -191,7 +199,7 @@ def test_a_planner_that_fails_everything_has_an_open_lower_end():
     trials = {f"t{i}": {"a": [0.0] * 5, "b": [0.2, 0.5, 0.1, 0.6, 0.3], "c": [0.4, 0.1, 0.7, 0.2, 0.5]}
               for i in range(5)}
     scores = {t: {p: float(np.mean(v)) for p, v in row.items()} for t, row in trials.items()}
-    a = next(r for r in bradley_terry_ratings(scores, trials=trials, replicates=300) if r.player == "a")
+    a = next(r for r in bradley_terry_ratings(scores) if r.player == "a")
     assert a.low is None and a.high is not None and a.estimate <= a.high
 
 

@@ -184,22 +184,21 @@ def stage_blocks(records: Iterable[TrialRecord], key: Callable[[TrialRecord], st
 def _sections(records: list[TrialRecord], key, seed: int, names: dict[str, str]):
     trials = task_trials(records, key)
     scores = _means(trials)
-    ratings = bradley_terry_ratings(scores, trials=trials, seed=seed)
-    result = friedman_test(scores)
+    ratings = bradley_terry_ratings(scores)
+    result = friedman_test(scores, seed=seed)
     return scores, ratings, result
 
 
 RATING_NOTE = ("Bradley-Terry rating on the Elo scale (400 points = 10:1 odds; mean 0), fitted to per-task pairwise "
                "outcomes: on each task the planner with the higher mean normalized score wins the pair, equal "
-               "scores tie. Interval: bootstrap (1,000 resamples) over tasks and, within each drawn task, over "
-               "each planner's trials, so it reflects both which tasks were drawn and how the trials fell; the "
-               "planners' intervals are simultaneous (Bonferroni: each at 1 − 0.05/m for m planners), and over k "
-               "tasks each end's distance from the rating is widened by √(k/(k−1))·t(k−1)/z, since a percentile "
-               "bootstrap over few tasks is too narrow (it held all 8 ratings at once in 0.78 of simulated runs at "
-               "5 tasks). Measured joint coverage, 8 planners × 3 trials (docs/statistics.md): 0.99–1.00 at 3–5 "
-               f"tasks, 0.98 at 10; none below {MIN_TASKS_FOR_RATING_CI} tasks. A single interval excluding 0 is a "
-               "finding at that level. '−∞' ('+∞'): the planner lost (won) every game in every resample, so the "
-               "data set no bound there.")
+               "scores tie. Interval: jackknife over tasks (each left out in turn; a task's means already carry "
+               "its trials' noise), rating ± t(k−1)·se over k tasks, simultaneous over the planners (Bonferroni: "
+               "each at 1 − 0.05/m for m planners). Measured joint coverage, 8 planners × 3 trials "
+               "(docs/statistics.md): 0.94–0.95 at 3 tasks, 0.94–0.97 at 5 and 10; none below "
+               f"{MIN_TASKS_FOR_RATING_CI} tasks. A single interval excluding 0 is a finding at that level. "
+               "'−∞' ('+∞'): the planner lost (won) every game, so the data set no bound there, and the other end "
+               "is where it would do so on every task with the Bonferroni tail's chance (Plackett–Luce); both "
+               "open: no left-out task moved the rating.")
 
 
 def ranking_markdown(records: Iterable[TrialRecord], key: Callable[[TrialRecord], str] | None = None, seed: int = 0,

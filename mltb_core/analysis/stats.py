@@ -654,18 +654,18 @@ def pass_at_k(n: int, c: int, k: int) -> float | None:
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
-# Fewer tasks print no rating interval: the task-level spread has k - 1 degrees of freedom, and at k = 2 the
-# t widening below is 53-fold (every interval spans any rating the data could give).
+# Fewer tasks print no rating interval: the jackknife's spread over k tasks has k - 1 degrees of freedom,
+# and at k = 2 its t factor at the Bonferroni tail of 8 planners is about 100 (every interval spans any rating).
 MIN_TASKS_FOR_RATING_CI = 3
 
 
 @dataclass(frozen=True)
 class Rating:
-    """A planner's Bradley-Terry strength on the Elo scale (400 points = 10:1 odds), with a bootstrap CI
+    """A planner's Bradley-Terry strength on the Elo scale (400 points = 10:1 odds), with a jackknife CI
     simultaneous over the planners rated together (none below ``MIN_TASKS_FOR_RATING_CI`` tasks). ``low``
-    None with an interval: the planner lost every game in every resample (e.g. it failed every trial), so the
-    data set no lower bound (a bootstrap would print the regulariser's value, with little or no width, as if
-    certain); ``high`` None likewise for one that won every game."""
+    None with an interval: the planner lost every game it played (e.g. it failed every trial while the others
+    did not), so the data set no lower bound; ``high`` None likewise for one that won every game. Both None:
+    no left-out task moved the rating, so the data show no spread to build an interval from."""
     player: str
     estimate: float
     low: float | None
@@ -730,40 +730,39 @@ def _bradley_terry(wins: np.ndarray, games: np.ndarray, iters: int = 2000) -> np
     return np.log(strength)
 
 
-def _within_task_wins(players: list[str], trials: dict[str, dict[str, Sequence[float]]], tasks: list[str],
-                      draws: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Wins and games per replicate (R, m, m) when replicate r uses task ``tasks[draws[r, s]]`` in slot s, each
-    planner's trials on it resampled independently for every (r, s) and compared by their mean."""
-    replicates, slots = draws.shape
-    m = len(players)
-    means = np.full((len(tasks), m, replicates, slots), np.nan)
-    for t, task in enumerate(tasks):
-        for i, player in enumerate(players):
-            values = np.asarray(trials.get(task, {}).get(player, ()), dtype=float)
-            if values.size:
-                picks = rng.integers(0, values.size, size=(replicates, slots, values.size))
-                means[t, i] = values[picks].mean(axis=-1)
-    chosen = means[draws, :, np.arange(replicates)[:, None], np.arange(slots)[None, :]]     # (R, slots, m)
-    a, b = chosen[..., :, None], chosen[..., None, :]
-    present = ~np.isnan(a) & ~np.isnan(b) & ~np.eye(m, dtype=bool)
-    wins = np.where(present, (a > b) + 0.5 * (a == b), 0.0).sum(axis=1)
-    return wins, present.sum(axis=1).astype(float)
+def _ranked_first_bound(log_strength: np.ndarray, player: int, games: np.ndarray, tail: float,
+                        last: bool) -> float:
+    """The log-strength at which ``player`` would come first (``last``: last) among the planners it met on
+    every task with probability ``tail``, the others held at their estimates: Plackett-Luce, whose pairwise
+    chances are Bradley-Terry's (for "last", the same model on the reversed order). The bound of a planner
+    that won (lost) every game, where the task-to-task spread is zero and measures nothing."""
+    sign = -1.0 if last else 1.0
+    opponents = [np.exp(sign * log_strength[row > 0]).sum() for row in games[:, player] if row.any()]
+
+    def log_chance(x: float) -> float:
+        return sum(sign * x - math.log(math.exp(sign * x) + total) for total in opponents)
+
+    target = math.log(tail)
+    near, far = float(log_strength[player]), float(log_strength[player]) - sign * 50.0
+    if log_chance(near) <= target:
+        return near
+    for _ in range(100):                     # bisection: the chance is monotone in the strength
+        middle = (near + far) / 2
+        near, far = (middle, far) if log_chance(middle) > target else (near, middle)
+    return far
 
 
-def bradley_terry_ratings(scores: dict[str, dict[str, float]], *, trials: dict[str, dict[str, Sequence[float]]]
-                          | None = None, replicates: int = 1000, seed: int = 0,
-                          level: float = DEFAULT_LEVEL) -> list[Rating]:
+def bradley_terry_ratings(scores: dict[str, dict[str, float]], *, level: float = DEFAULT_LEVEL) -> list[Rating]:
     """Bradley-Terry ratings of planners from per-task pairwise outcomes, best first.
 
-    Elo scale: 400 / ln 10 per unit of log-strength, mean 0 over the planners. The interval is a
-    percentile bootstrap that resamples *tasks* (the games of one task stay together) and, when
-    ``trials`` (task → planner → per-trial values whose means are ``scores``) is given, each planner's
-    trials within every drawn task too, so it holds both which tasks were drawn and how the trials fell.
-    The m planners' intervals are read together (which one excludes 0?), so each is taken at level
-    1 - (1 - level) / m (Bonferroni: all m cover at once with >= ``level``), and over k tasks each end's
-    distance from the estimate is widened by sqrt(k / (k - 1)) t_{k-1} / z at that level (a percentile
-    bootstrap over few tasks is too narrow; docs/statistics.md gives the coverage measured); an end no
-    resample can bound is left open (see :class:`Rating`). No interval below ``MIN_TASKS_FOR_RATING_CI`` tasks.
+    Elo scale: 400 / ln 10 per unit of log-strength, mean 0 over the planners. The interval is a jackknife
+    over *tasks* (each task left out in turn; its games stay together, and a task's figure already carries
+    its trials' noise): rating ± t_{k-1} · se over k tasks. The m planners' intervals are read together
+    (which one excludes 0?), so t is taken at 1 - (1 - level) / (2m) (Bonferroni: all m cover at once with
+    >= ``level``); docs/statistics.md gives the coverage measured. Where the spread measures nothing, no
+    spread is claimed: a planner that won (lost) every game it played has that end open and the other from
+    :func:`_ranked_first_bound`; one whose rating no left-out task moves has both ends open. No interval
+    below ``MIN_TASKS_FOR_RATING_CI`` tasks.
     """
     _check_level(level)
     players = sorted({p for row in scores.values() for p in row})
@@ -771,35 +770,30 @@ def bradley_terry_ratings(scores: dict[str, dict[str, float]], *, trials: dict[s
         return []
     scale = 400.0 / math.log(10.0)
     wins, games = _win_matrices(players, scores)
-    point = _bradley_terry(wins.sum(axis=0), games.sum(axis=0)) * scale
-    rng = np.random.default_rng(seed)
-    tasks = sorted(scores)
-    draws = rng.integers(0, len(tasks), size=(replicates, len(tasks)))
-    if trials is not None:
-        boot_wins, boot_games = _within_task_wins(players, trials, tasks, draws, rng)
-    else:
-        counts = np.stack([np.bincount(row, minlength=len(tasks)) for row in draws]).astype(float)
-        boot_wins, boot_games = np.tensordot(counts, wins, 1), np.tensordot(counts, games, 1)
-    draws_ = _bradley_terry(boot_wins, boot_games) * scale
-    tail = (1 - family_level(len(players), level)) / 2
-    lows, highs = np.quantile(draws_, [tail, 1 - tail], axis=0)
-    lows, highs = np.minimum(lows, point), np.maximum(highs, point)
-    # A percentile bootstrap over k tasks is as narrow as a z interval with the tasks' spread divided by k
-    # rather than k - 1; at k = 5 tasks, 8 planners, it covered 0.77 jointly. Each end's distance from the
-    # estimate is widened by sqrt(k / (k - 1)) t_{k-1} / z at the Bonferroni tail (Hesterberg's expanded
-    # percentile interval, as a scale on the ends: so far into the tail no resample count reaches).
-    k = len(tasks)
-    widen = (math.sqrt(k / (k - 1)) * float(_scipy_stats.t.ppf(1 - tail, k - 1)) / float(_scipy_stats.norm.ppf(1 - tail))
-             if k >= MIN_TASKS_FOR_RATING_CI else math.nan)
-    lows, highs = point - widen * (point - lows), point + widen * (highs - point)
-    # A planner that lost (won) every game of every resample has no finite lower (upper) bound: its
-    # rating there is the regulariser's, not the data's, so that end is left open (None).
-    boot_won, boot_played = boot_wins.sum(axis=-1), boot_games.sum(axis=-1)
-    always_lost = np.all(boot_won <= 0, axis=0) | (k < MIN_TASKS_FOR_RATING_CI)
-    always_won = np.all(boot_won >= boot_played, axis=0) | (k < MIN_TASKS_FOR_RATING_CI)
+    log_strength = _bradley_terry(wins.sum(axis=0), games.sum(axis=0))
+    point = log_strength * scale
+    k, m = len(scores), len(players)
     won, played = wins.sum(axis=(0, 2)), games.sum(axis=(0, 2))
-    out = [Rating(p, float(point[i]), None if always_lost[i] else float(lows[i]),
-                  None if always_won[i] else float(highs[i]), float(won[i]), int(played[i]), k)
+    lows: list[float | None] = [None] * m
+    highs: list[float | None] = [None] * m
+    if k >= MIN_TASKS_FOR_RATING_CI:
+        left_out = _bradley_terry(wins.sum(axis=0) - wins, games.sum(axis=0) - games) * scale      # (k, m)
+        spread = np.sqrt((k - 1) / k * ((left_out - left_out.mean(axis=0)) ** 2).sum(axis=0))
+        tail = (1 - family_level(m, level)) / 2
+        half = float(_scipy_stats.t.ppf(1 - tail, k - 1)) * spread
+        for i in range(m):
+            swept_won, swept_lost = played[i] > 0 and won[i] >= played[i], played[i] > 0 and won[i] <= 0
+            if swept_won or swept_lost:
+                # the jackknife's end beyond the sweep is the regulariser's, so it is left open; the other end
+                # is the wider of the jackknife's and the sweep's own bound (its spread may be ~0)
+                bound = _ranked_first_bound(log_strength, i, games, tail, last=swept_lost)
+                others = (log_strength.sum() - log_strength[i]) / m
+                end = (bound * (m - 1) / m - others) * scale     # on the mean-0 scale, the others held
+                lows[i], highs[i] = ((None, max(end, float(point[i] + half[i]))) if swept_lost
+                                     else (min(end, float(point[i] - half[i])), None))
+            elif spread[i] > 1e-6:
+                lows[i], highs[i] = float(point[i] - half[i]), float(point[i] + half[i])
+    out = [Rating(p, float(point[i]), lows[i], highs[i], float(won[i]), int(played[i]), k)
            for i, p in enumerate(players)]
     return sorted(out, key=lambda r: -r.estimate)
 
