@@ -177,6 +177,21 @@ def test_ratings_no_left_out_task_moves_have_open_ends():
     assert (b.low, b.high) == (None, None) and b.has_interval
 
 
+def test_tasks_without_a_game_neither_narrow_the_ratings_nor_bound_a_planner_without_games():
+    """A task where one planner alone has a score holds no game: it adds no degree of freedom to the
+    jackknife, and a planner that played no game has no interval to show (its rating is the regulariser's)."""
+    from mltb_core.analysis.stats import bradley_terry_ratings
+
+    base = {"t0": {"a": .9, "b": .5, "c": .1}, "t1": {"a": .1, "b": .9, "c": .5}, "t2": {"a": .9, "b": .1, "c": .5}}
+    plain = bradley_terry_ratings(base)
+    padded = bradley_terry_ratings({**base, "u0": {"a": .3}, "u1": {"b": .3}, "u2": {"c": .3}})
+    assert [(r.player, r.low, r.high, r.tasks) for r in plain] == [(r.player, r.low, r.high, r.tasks) for r in padded]
+    assert all(r.tasks == 3 and r.low is not None for r in plain)
+    z = next(r for r in bradley_terry_ratings({**base, "u": {"z": 1.0}}) if r.player == "z")
+    assert (z.games, z.low, z.high) == (0, None, None)
+    assert not any(r.has_interval for r in bradley_terry_ratings({"t0": base["t0"], "t1": base["t1"], "u0": {"a": .3}}))
+
+
 @pytest.mark.slow
 def test_bradley_terry_intervals_are_simultaneous_over_the_planners():
     """8 equal planners (every trial's score drawn alike), 5 tasks x 3 trials: the chance that at least one

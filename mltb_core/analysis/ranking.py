@@ -191,14 +191,15 @@ def _sections(records: list[TrialRecord], key, seed: int, names: dict[str, str])
 
 RATING_NOTE = ("Bradley-Terry rating on the Elo scale (400 points = 10:1 odds; mean 0), fitted to per-task pairwise "
                "outcomes: on each task the planner with the higher mean normalized score wins the pair, equal "
-               "scores tie. Interval: jackknife over tasks (each left out in turn; a task's means already carry "
-               "its trials' noise), rating ± t(k−1)·se over k tasks, simultaneous over the planners (Bonferroni: "
-               "each at 1 − 0.05/m for m planners). Measured joint coverage, 8 planners × 3 trials "
+               "scores tie. Interval: jackknife over the k tasks with a game (each left out in turn; a task's "
+               "means already carry its trials' noise), rating ± t(k−1)·se, simultaneous over the planners "
+               "(Bonferroni: each at 1 − 0.05/m for m planners). Measured joint coverage, 8 planners × 3 trials "
                "(docs/statistics.md): 0.94–0.95 at 3 tasks, 0.94–0.97 at 5 and 10; none below "
                f"{MIN_TASKS_FOR_RATING_CI} tasks. A single interval excluding 0 is a finding at that level. "
-               "'−∞' ('+∞'): the planner lost (won) every game, so the data set no bound there, and the other end "
-               "is where it would do so on every task with the Bonferroni tail's chance (Plackett–Luce); both "
-               "open: no left-out task moved the rating.")
+               "'−∞' ('+∞'): the planner lost (won) every game, so the data set no bound there; its other end is "
+               "the wider of the jackknife's and the rating at which it would come last (first) on every task "
+               "with the Bonferroni tail's chance (Plackett–Luce). Both ends open: no left-out task moved the "
+               "rating, or the planner played no game.")
 
 
 def ranking_markdown(records: Iterable[TrialRecord], key: Callable[[TrialRecord], str] | None = None, seed: int = 0,

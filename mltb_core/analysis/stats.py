@@ -665,7 +665,8 @@ class Rating:
     simultaneous over the planners rated together (none below ``MIN_TASKS_FOR_RATING_CI`` tasks). ``low``
     None with an interval: the planner lost every game it played (e.g. it failed every trial while the others
     did not), so the data set no lower bound; ``high`` None likewise for one that won every game. Both None:
-    no left-out task moved the rating, so the data show no spread to build an interval from."""
+    no left-out task moved the rating, or the planner played no game, so the data show no spread to build an
+    interval from. ``tasks``: the tasks with at least one game."""
     player: str
     estimate: float
     low: float | None
@@ -756,13 +757,14 @@ def bradley_terry_ratings(scores: dict[str, dict[str, float]], *, level: float =
     """Bradley-Terry ratings of planners from per-task pairwise outcomes, best first.
 
     Elo scale: 400 / ln 10 per unit of log-strength, mean 0 over the planners. The interval is a jackknife
-    over *tasks* (each task left out in turn; its games stay together, and a task's figure already carries
-    its trials' noise): rating ± t_{k-1} · se over k tasks. The m planners' intervals are read together
-    (which one excludes 0?), so t is taken at 1 - (1 - level) / (2m) (Bonferroni: all m cover at once with
-    >= ``level``); docs/statistics.md gives the coverage measured. Where the spread measures nothing, no
-    spread is claimed: a planner that won (lost) every game it played has that end open and the other from
-    :func:`_ranked_first_bound`; one whose rating no left-out task moves has both ends open. No interval
-    below ``MIN_TASKS_FOR_RATING_CI`` tasks.
+    over *tasks* (each task with a game left out in turn; its games stay together, and a task's figure already
+    carries its trials' noise): rating ± t_{k-1} · se over k such tasks. The m planners' intervals are read
+    together (which one excludes 0?), so t is taken at 1 - (1 - level) / (2m) (Bonferroni, aiming at all m
+    covering at once with ``level``; docs/statistics.md gives the coverage measured, 0.938-0.952 at 3 tasks).
+    Where the spread measures nothing, no spread is claimed: a planner that won (lost) every game it played
+    has that end open and the other from :func:`_ranked_first_bound` or the jackknife, whichever is wider; one
+    whose rating no left-out task moves, or that played no game, has both ends open. No interval below
+    ``MIN_TASKS_FOR_RATING_CI`` tasks with a game.
     """
     _check_level(level)
     players = sorted({p for row in scores.values() for p in row})
@@ -772,7 +774,10 @@ def bradley_terry_ratings(scores: dict[str, dict[str, float]], *, level: float =
     wins, games = _win_matrices(players, scores)
     log_strength = _bradley_terry(wins.sum(axis=0), games.sum(axis=0))
     point = log_strength * scale
-    k, m = len(scores), len(players)
+    # only tasks with a game inform the ratings: one where a single planner has a score adds no degree of freedom
+    informative = games.sum(axis=(1, 2)) > 0
+    wins, games = wins[informative], games[informative]
+    k, m = len(wins), len(players)
     won, played = wins.sum(axis=(0, 2)), games.sum(axis=(0, 2))
     lows: list[float | None] = [None] * m
     highs: list[float | None] = [None] * m
@@ -783,6 +788,8 @@ def bradley_terry_ratings(scores: dict[str, dict[str, float]], *, level: float =
         half = float(_scipy_stats.t.ppf(1 - tail, k - 1)) * spread
         for i in range(m):
             swept_won, swept_lost = played[i] > 0 and won[i] >= played[i], played[i] > 0 and won[i] <= 0
+            if played[i] == 0:
+                continue        # no game: the rating is the regulariser's alone, both ends open
             if swept_won or swept_lost:
                 # the jackknife's end beyond the sweep is the regulariser's, so it is left open; the other end
                 # is the wider of the jackknife's and the sweep's own bound (its spread may be ~0)
