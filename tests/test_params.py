@@ -13,7 +13,7 @@ import inspect
 import json
 import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -214,15 +214,16 @@ PART_TOOLS = [tool.name for tool in TOOLS if tool.output_parts]
 
 @pytest.mark.parametrize("tool_name", PART_TOOLS)
 def test_the_grammar_offers_a_list_of_output_names_exactly_when_the_tool_returns_its_parts(tool_name, tmp_path):
-    """A branch whose switch makes the tool return one object offers one output name; the others offer the
-    list too. Executed with a list of names there, the call is refused before the work, saying why."""
+    """A branch whose switch makes the tool return one object offers one output name (alone or as a one-item
+    list, which the executor takes alike); the others offer the list of parts too. Executed with a list of
+    names there, the call is refused before the work, saying why."""
     tool = REGISTRY.get(tool_name)
     test_part = FRAME[FRAME["_is_train"] == 0].drop(columns=["_is_train"]).reset_index(drop=True)
     pad = Scratchpad(objects={"frame": FRAME, "test_part": test_part})
     for args in branches(tool, pad):
         kwargs = {k: v["const"] for k, v in args["properties"]["func_kwargs"]["properties"].items() if "const" in v}
-        offers_list = "anyOf" in args["properties"]["output"]
-        assert offers_list == tool.returns_parts(kwargs), (tool_name, kwargs)
+        lengths = {form.get("maxItems") for form in args["properties"]["output"]["anyOf"]}
+        assert lengths == ({None, 1, len(tool.output_parts)} if tool.returns_parts(kwargs) else {None, 1}), kwargs
     if tool.parts_unless is None:
         return
     switch, value = tool.parts_unless
@@ -231,9 +232,48 @@ def test_the_grammar_offers_a_list_of_output_names_exactly_when_the_tool_returns
                                                   "func_kwargs": {**column, switch: value}, "output": ["X", "y"]}}
     result = execute(call, pad, tool_context(tmp_path))
     assert not result.ok and f"with {switch}={json.dumps(value)} returns one object" in result.message
-    call["tool_args"]["output"] = "X"
-    result = execute(call, pad, tool_context(tmp_path))
-    assert result.ok and result.written == ["X"] and isinstance(pad.get("X"), pd.DataFrame)
+    for output in ("X", ["X"]):       # one name, alone or as a one-item list, as the grammar offers it
+        call["tool_args"]["output"] = output
+        result = execute(call, pad, tool_context(tmp_path))
+        assert result.ok and result.written == ["X"] and isinstance(pad.get("X"), pd.DataFrame)
+
+
+BOOL_CASES = [(tool.name, param) for tool in TOOLS for param, base in declarations(tool).base.items()
+              if base == {"type": "boolean"}]
+
+
+@pytest.mark.parametrize(("tool_name", "param"), BOOL_CASES, ids=[f"{t}-{p}" for t, p in BOOL_CASES])
+def test_a_bool_argument_takes_true_or_false_only(tool_name, param):
+    """The grammar offers true and false; the check refuses the rest, so a truthy "false" cannot run the
+    other branch."""
+    tool = REGISTRY.get(tool_name)
+    assert refusal(tool, {param: True}) is None and refusal(tool, {param: False}) is None
+    for value in ("false", 0, 1, None, [], 0.0):
+        assert f"'{param}' must be true or false, got {value!r}" == refusal(tool, {param: value})
+
+
+def test_a_parts_switch_splits_the_grammar_without_any_column_rule():
+    """A switch declared only by parts_unless (no rule lifted by it): its branch offers one output name, the
+    other branch keeps the switch at its other value and offers the parts. A switch the grammar cannot split
+    (not a bool) is refused when the tool is declared."""
+    from mltb_core.toolkit.registry import build_tool
+
+    def halves(df: pd.DataFrame, both: bool = True):
+        """Split a frame in two halves."""
+        return (df.iloc[:1], df.iloc[1:]) if both else df.iloc[:1]
+
+    tool = build_tool(halves, "get-set", output_parts=("head", "tail"), parts_unless=("both", False))
+    found = {json.dumps(b["properties"]["func_kwargs"]["properties"]["both"]): {f.get("maxItems") for f in
+                                                                                b["properties"]["output"]["anyOf"]}
+             for b in branches(tool, Scratchpad(objects={"f": FRAME}))}
+    assert found == {'{"const": false}': {None, 1}, '{"enum": [true]}': {None, 1, 2}}
+
+    def modes(df: pd.DataFrame, mode: Literal["one", "two"] = "two"):
+        """Split a frame."""
+        return df
+
+    with pytest.raises(ValueError, match="must be a bool value parameter"):
+        build_tool(modes, "get-set", output_parts=("a", "b"), parts_unless=("mode", "one"))
 
 
 FILE_CASES = [(tool.name, param) for tool in TOOLS for param, rule in declarations(tool).rules.items()

@@ -79,12 +79,14 @@ def _bounded_arrays(schema: Any) -> Any:
     return out
 
 
-def _output_schema(tool: Tool) -> dict[str, Any]:
-    """One name, or (a tool returning parts) a list of one name per part."""
-    parts = len(tool.output_parts)
-    if not parts:
-        return OBJECT_NAME
-    return {"anyOf": [OBJECT_NAME, {"type": "array", "items": OBJECT_NAME, "minItems": parts, "maxItems": parts}]}
+def _output_schema(tool: Tool, parts: bool = True) -> dict[str, Any]:
+    """One name (alone or as a one-item list, which the executor takes alike), or, for a call that returns
+    the tool's parts, a list of one name per part."""
+    forms = [OBJECT_NAME, {"type": "array", "items": OBJECT_NAME, "minItems": 1, "maxItems": 1}]
+    if parts and len(tool.output_parts) > 1:
+        n = len(tool.output_parts)
+        forms.append({"type": "array", "items": OBJECT_NAME, "minItems": n, "maxItems": n})
+    return {"anyOf": forms}
 
 
 def _except(schema: dict[str, Any], rule: Any, value: Any) -> dict[str, Any] | None:
@@ -128,7 +130,7 @@ def _tool_branches(tool: Tool, objects: dict[str, Any], files: list[str], widest
                 "func_kwargs": kwargs}
             required = ["bindings", "func_kwargs"]
             if tool.kind != "get":
-                args["output"] = OBJECT_NAME if lifted is not None and lifted == tool.parts_unless else _output_schema(tool)
+                args["output"] = _output_schema(tool, parts=tool.parts_unless is None or lifted != tool.parts_unless)
                 if tool.kind in ("set", "get-set"):
                     required.append("output")
             branches.append({"type": "object", "properties": {
@@ -170,12 +172,11 @@ def _kwargs_schema(tool: Tool, found: Any, state: State, lifted: tuple[str, Any]
         props[param] = _bounded_arrays(dict(prop))
         if param in found.required or param in switch_values:
             required.append(param)
-    if lifted is None:  # the rules hold: their switches take the other values
-        for switch, value in _switches(tool, found):
-            if switch in props:
-                other = _except(props[switch], found.rules.get(switch), value)
-                if other is not None:
-                    props[switch] = other
+    for switch, value in _switches(tool, found):   # the other switches take their other values
+        if (switch, value) != lifted and switch in props and switch not in switch_values:
+            other = _except(props[switch], found.rules.get(switch), value)
+            if other is not None:
+                props[switch] = other
     return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
 
 

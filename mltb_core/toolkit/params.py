@@ -423,6 +423,9 @@ def check_arguments(tool: Tool, kwargs: Mapping[str, Any]) -> None:
         if name not in kwargs:
             continue
         value = kwargs[name]
+        if found.base[name] == {"type": "boolean"} and not isinstance(value, bool):
+            # a truthy "false" would silently run the other branch; the grammar offers true and false only
+            raise ToolInputError(f"'{name}' must be true or false, got {repr(value)[:100]}")
         rule = found.rules.get(name)
         unless = getattr(rule, "unless", None)
         lifted = unless is not None and args.get(unless[0]) == unless[1]

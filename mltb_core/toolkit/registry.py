@@ -479,8 +479,10 @@ def build_tool(fn: Callable, kind: str, *, stages: Iterable[str] = (), objects: 
         raise ValueError(f"set tool {fn.__name__} cannot read objects {object_params}")
     if kind in ("get", "get-set", "override") and not object_params:
         raise ValueError(f"{kind} tool {fn.__name__} must read at least one object")
-    if parts_unless is not None and (not output_parts or parts_unless[0] not in value_params):
-        raise ValueError(f"tool {fn.__name__}: parts_unless names {parts_unless[0]!r}, which must be a value "
+    if parts_unless is not None and (not output_parts or parts_unless[0] not in value_params
+                                     or hints.get(parts_unless[0]) is not bool):
+        # the grammar splits a call on a bool switch only (its other value is the one left)
+        raise ValueError(f"tool {fn.__name__}: parts_unless names {parts_unless[0]!r}, which must be a bool value "
                          "parameter of a tool with output parts")
     return Tool(name or fn.__name__, fn, kind, stages, object_params, value_params,
                 "ctx" in sig.parameters, tuple(output_parts), member_of, parts_unless)
