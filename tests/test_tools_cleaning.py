@@ -117,6 +117,24 @@ def test_drop_rows_with_missing(pad, ctx):
     assert_error(pad, ctx, "drop_rows_with_missing", {"threshold": -1}, "threshold must be")
 
 
+def test_drop_rows_refuses_to_empty_the_frame(ctx, frame):
+    """Seen on the real model: threshold=3000 over 2 columns dropped all 8,693 rows of the combined frame,
+    test rows too, stored the empty frame over it, and 45 of the trial's 60 calls went into filling it. A
+    count above the columns looked at, or any call that would drop every row, is refused; the frame stays."""
+    pad = Scratchpad(objects={"df": frame.assign(Name=[None] * 5)})
+    result = call(pad, ctx, "drop_rows_with_missing", {"columns": ["Age", "Name"], "threshold": 3000}, output="df")
+    assert not result.ok and "threshold 3000 asks for more non-missing values than the 2 column(s)" in result.message
+    result = call(pad, ctx, "drop_rows_with_missing", {"columns": ["Age", "Name"]}, output="df")
+    assert not result.ok and "all 5 rows would be dropped (each misses a value there" in result.message
+    assert "Name" in result.message and "fillna_with_median" in result.message
+    result = call(pad, ctx, "drop_rows_with_missing", {"columns": ["Age", "Name"], "threshold": 2})
+    assert not result.ok and "keeps fewer non-missing values there than 2" in result.message
+    assert len(pad.get("df")) == 5
+    assert call(pad.child(), ctx, "drop_rows_with_missing", {"columns": ["Age", "Name"], "threshold": 1}).ok
+    empty = Scratchpad(objects={"df": frame.iloc[:0]})
+    assert call(empty, ctx, "drop_rows_with_missing").ok        # nothing to lose
+
+
 def test_drop_rows_warns_about_test_rows(ctx, frame):
     pad = Scratchpad(objects={"df": frame.assign(_is_train=[1, 1, 1, 0, 0])})
     result = call(pad.child(), ctx, "drop_rows_with_missing", {"columns": ["Age"]})

@@ -18,7 +18,7 @@ from mltb_core.toolkit.registry import ToolInputError
 from mltb_core.toolkit.scratchpad import MAX_LISTED_COLUMNS
 
 __all__ = ["TRACKING_COLUMN", "MAX_CATEGORY_LEVELS", "SUGGESTION_CUTOFF", "MAX_SUGGESTIONS", "MAX_LISTED_COLUMNS",
-           "close_matches", "require_frame", "as_column_list", "require_columns", "missing_columns_message", "require_name",
+           "close_matches", "require_frame", "as_column_list", "require_columns", "listed_columns", "missing_columns_message", "require_name",
            "require_model", "choose", "require_choice", "require_positive_int", "as_features", "as_target",
            "is_numeric", "is_numeric_dtype", "numeric_columns", "require_numeric_columns", "require_csv_path",
            "DTYPE_NAMES", "resolve_dtype"]
@@ -55,14 +55,19 @@ def as_column_list(columns: Any, param: str = "columns") -> list[Any] | None:
     return names
 
 
+def listed_columns(names: Iterable[Any]) -> str:
+    """Column names for a message, at most ``MAX_LISTED_COLUMNS`` of them."""
+    names = [str(c) for c in names]
+    return ", ".join(names[:MAX_LISTED_COLUMNS]) + (" ..." if len(names) > MAX_LISTED_COLUMNS else "")
+
+
 def missing_columns_message(df: pd.DataFrame, missing: Iterable[Any], param: str = "columns") -> str:
     existing = [str(c) for c in df.columns]
     hints = []
     for name in missing:
         close = close_matches(name, existing)
         hints.append(f"{name!r}" + (f" (did you mean {', '.join(map(repr, close))}?)" if close else ""))
-    shown = ", ".join(existing[:MAX_LISTED_COLUMNS]) + (" ..." if len(existing) > MAX_LISTED_COLUMNS else "")
-    return f"unknown column(s) in '{param}': {'; '.join(hints)}. Available columns: {shown}"
+    return f"unknown column(s) in '{param}': {'; '.join(hints)}. Available columns: {listed_columns(existing)}"
 
 
 def require_columns(df: pd.DataFrame, columns: Any, param: str = "columns") -> list[Any]:

@@ -15,8 +15,8 @@ from mltb_core.toolkit.registry import PAPER, ToolInputError, ToolReturn, make_g
 from mltb_core.toolkit.docparts import shared_doc
 from mltb_core.toolkit.expressions import compile_lambda, documents_expressions, evaluate_condition
 from mltb_core.toolkit.tools.loading import most_frequent
-from mltb_core.toolkit.validation import (TRACKING_COLUMN, as_column_list, choose, is_numeric, require_columns,
-                                          require_frame, require_numeric_columns, resolve_dtype)
+from mltb_core.toolkit.validation import (TRACKING_COLUMN, as_column_list, choose, is_numeric, listed_columns,
+                                          require_columns, require_frame, require_numeric_columns, resolve_dtype)
 
 __all__ = [
     "fillna_with_value", "fillna_with_median", "fillna_with_mean", "fillna_with_mode", "fillna_with_condition",
@@ -421,9 +421,19 @@ def drop_rows_with_missing(df: pd.DataFrame, columns: Annotated[str | list[str] 
     elif isinstance(threshold, float) and 0 < threshold <= 1:
         keep = present >= threshold * len(names)
     elif isinstance(threshold, (int, float)) and not isinstance(threshold, bool) and threshold >= 0:
+        if threshold > len(names):
+            raise ToolInputError(f"threshold {threshold!r} asks for more non-missing values than the {len(names)} "
+                                 "column(s) looked at, so every row would be dropped: give a count up to "
+                                 f"{len(names)} or a fraction in (0, 1]")
         keep = present >= threshold
     else:
         raise ToolInputError(f"threshold must be a count >= 0 or a fraction in (0, 1], got {threshold!r}")
+    if len(df) and not keep.any():
+        # an empty frame stored over the input loses every row, test rows too, and nothing downstream can work
+        why = "misses a value there" if threshold is None else f"keeps fewer non-missing values there than {threshold!r}"
+        raise ToolInputError(f"all {len(df)} rows would be dropped (each {why}; columns looked at: "
+                             f"{listed_columns(names)}): fill them instead (fillna_with_median / fillna_with_mode), "
+                             "or drop the columns that are mostly missing (drop_feature)")
     out = df[keep]
     note = f"Dropped {int((~keep).sum())} of {len(df)} rows."
     if TRACKING_COLUMN in df.columns:
