@@ -787,9 +787,9 @@ def bradley_terry_ratings(scores: dict[str, dict[str, float]], *, level: float =
         tail = (1 - family_level(m, level)) / 2
         half = float(_scipy_stats.t.ppf(1 - tail, k - 1)) * spread
         for i in range(m):
-            swept_won, swept_lost = played[i] > 0 and won[i] >= played[i], played[i] > 0 and won[i] <= 0
             if played[i] == 0:
                 continue        # no game: the rating is the regulariser's alone, both ends open
+            swept_won, swept_lost = won[i] >= played[i], won[i] <= 0
             if swept_won or swept_lost:
                 # the jackknife's end beyond the sweep is the regulariser's, so it is left open; the other end
                 # is the wider of the jackknife's and the sweep's own bound (its spread may be ~0)

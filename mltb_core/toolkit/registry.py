@@ -267,9 +267,10 @@ class Tool:
             return False
         if self.parts_unless is None:
             return True
+        from mltb_core.toolkit.params import declarations  # local: params builds on this module
+
         switch, value = self.parts_unless
-        default = inspect.signature(self.func).parameters[switch].default
-        return kwargs.get(switch, default) != value
+        return kwargs.get(switch, declarations(self).defaults[switch]) != value
 
     @property
     def doc(self) -> str:
