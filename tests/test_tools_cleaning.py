@@ -6,9 +6,10 @@ import pandas as pd
 import pytest
 
 import mltb_core.toolkit.tools.cleaning  # noqa: F401 - registers the tools
+import mltb_core.toolkit.tools.loading  # noqa: F401
 from mltb_core.toolkit.registry import REGISTRY
 from mltb_core.toolkit.scratchpad import Scratchpad
-from tool_calls import call_tool, failed
+from tool_calls import call_tool, failed, ok
 
 
 @pytest.fixture
@@ -135,10 +136,23 @@ def test_drop_rows_refuses_to_empty_the_frame(ctx, frame):
     assert call(empty, ctx, "drop_rows_with_missing").ok        # nothing to lose
 
 
-def test_drop_rows_warns_about_test_rows(ctx, frame):
-    pad = Scratchpad(objects={"df": frame.assign(_is_train=[1, 1, 1, 0, 0])})
-    result = call(pad.child(), ctx, "drop_rows_with_missing", {"columns": ["Age"]})
-    assert result.ok and "1 of them are test rows" in result.message
+def test_drop_rows_refuses_to_drop_test_rows(ctx, frame):
+    """Seen on the real model: a drop on the combined frame took 50 test rows with it and "succeeded" with a
+    warning; with test rows gone no submission can be valid on that path. It is an error now, on the combined
+    frame and on the test part of a split; train rows still drop."""
+    drop = "drop_rows_with_missing"
+    pad = Scratchpad(objects={"df": frame.assign(_is_train=[1, 1, 1, 0, 0])})   # Age is missing on rows 1 and 3
+    failed(call(pad.child(), ctx, drop, {"columns": ["Age"]}), "1 test row(s) would be dropped",
+           "fillna_with_median", "split_combined_into_train_test")
+    ok(call_tool(pad, ctx, "split_combined_into_train_test", {"combined": "df"}, output="parts"))
+    failed(call_tool(pad, ctx, drop, {"df": "parts_test"}, {"columns": ["Age"]}, output="t"),
+           "1 test row(s) would be dropped")
+    assert len(pad["parts_test"]) == 2 and "t" not in pad
+    ok(call_tool(pad, ctx, drop, {"df": "parts_train"}, {"columns": ["Age"]}, output="t"))
+    assert pad["t"]["Spa"].tolist() == [1, 3]
+    # on the combined frame, a drop that only takes train rows runs
+    pad["df"] = pad["df"].assign(Age=[np.nan, 1.0, 2.0, 3.0, 4.0])
+    assert "Dropped 1 of 5 rows" in ok(call(pad, ctx, drop, {"columns": ["Age"]})).message
 
 
 def test_get_missing_summary(pad, ctx):

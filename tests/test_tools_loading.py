@@ -127,6 +127,45 @@ def test_convert_features_target_errors(pad, ctx):
                       {"target_column": "Transported"}, output="xy"), "split_combined_into_train_test first")
 
 
+def test_convert_refuses_the_wrong_rows_after_a_split(pad, ctx):
+    """Issue 33: the real model converted its train features X with is_train=false and got "test features" of
+    the train rows (9 of an MCTS-Shaped trial's 44 tool calls went round that). Each part of a split, and the X
+    of a train conversion, is refused where it is the wrong rows; the paper's path still runs."""
+    call(pad, ctx, "concatenate_train_test", {"train_df": "train", "test_df": "test"}, output="combined")
+    call(pad, ctx, "split_combined_into_train_test", {"combined": "combined"}, output="parts")
+    convert = "convert_dataframe_to_features_target"
+    assert call(pad, ctx, convert, {"df": "parts_train"}, {"target_column": "Transported"}, output="Xy").ok
+    for train_rows in ("Xy_X", "parts_train"):
+        result = call(pad, ctx, convert, {"df": train_rows}, {"target_column": "Transported", "is_train": False},
+                      output="X_test")
+        assert_error(result, "df holds 3 training rows (a train part or the X of a train conversion)")
+        assert "test part of split_combined_into_train_test" in result.message and "X_test" not in pad
+    # a frame derived from the train features by another tool is still train rows
+    assert call(pad, ctx, "get_dataframe_summary", {"df": "Xy_X"}).ok
+    pad["Xy_X_age"] = pad["Xy_X"][["Age"]]
+    assert_error(call(pad, ctx, convert, {"df": "Xy_X_age"}, {"target_column": "Transported", "is_train": False},
+                      output="X_test"), "df holds 3 training rows")
+    # the test part's target is a placeholder: not a training target
+    assert_error(call(pad, ctx, convert, {"df": "parts_test"}, {"target_column": "Transported"}, output="t"),
+                 "df holds test rows")
+    result = call(pad, ctx, convert, {"df": "parts_test"}, {"target_column": "Transported", "is_train": False},
+                  output="X_test")
+    assert result.ok, result.message
+    assert pad["X_test"]["PassengerId"].tolist() == ["d", "e"] and "Transported" not in pad["X_test"].columns
+    # the combined frame holds train rows too
+    assert_error(call(pad, ctx, convert, {"df": "combined"}, {"target_column": "Transported", "is_train": False},
+                      output="X_test"), "df holds 3 training rows ('_is_train' == 1)")
+    # rows of both parts carry no mark: nothing is refused on a guess
+    pad["mixed"] = pd.concat([pad["parts_train"], pad["parts_test"]], ignore_index=True)
+    assert call(pad, ctx, convert, {"df": "mixed"}, {"target_column": "Transported", "is_train": False},
+                output="X_mixed").ok
+    # features converted again, or test.csv's frame without the target: returned as they are, and said so
+    result = call(pad, ctx, convert, {"df": "X_test"}, {"target_column": "Transported", "is_train": False},
+                  output="X_again")
+    assert result.ok and "df has no column 'Transported': returned as it is" in result.message
+    pd.testing.assert_frame_equal(pad["X_again"], pad["X_test"])
+
+
 def test_convert_to_dataframe(pad, ctx):
     pad["arr"] = np.array([[1, 2], [3, 4]])
     assert call(pad, ctx, "convert_to_dataframe", {"data": "arr"}, {"columns": ["p", "q"]}, output="f").ok

@@ -17,7 +17,7 @@ from mltb_core.plugins import MAX_SUGGESTIONS, SUGGESTION_CUTOFF, close_matches
 from mltb_core.toolkit.registry import ToolInputError
 from mltb_core.toolkit.scratchpad import MAX_LISTED_COLUMNS
 
-__all__ = ["TRACKING_COLUMN", "MAX_CATEGORY_LEVELS", "SUGGESTION_CUTOFF", "MAX_SUGGESTIONS", "MAX_LISTED_COLUMNS",
+__all__ = ["TRACKING_COLUMN", "ROWS_ATTR", "mark_rows", "rows_of", "MAX_CATEGORY_LEVELS", "SUGGESTION_CUTOFF", "MAX_SUGGESTIONS", "MAX_LISTED_COLUMNS",
            "close_matches", "require_frame", "as_column_list", "require_columns", "listed_columns", "missing_columns_message", "require_name",
            "require_model", "choose", "require_choice", "require_positive_int", "as_features", "as_target",
            "is_numeric", "is_numeric_dtype", "numeric_columns", "require_numeric_columns", "require_csv_path",
@@ -25,9 +25,26 @@ __all__ = ["TRACKING_COLUMN", "MAX_CATEGORY_LEVELS", "SUGGESTION_CUTOFF", "MAX_S
 
 # Added by concatenate_train_test: 1 on train rows, 0 on test rows; never a feature.
 TRACKING_COLUMN = "_is_train"
+# Which rows a frame holds, "train" or "test", where a tool knows it (the parts split_combined_into_train_test
+# returns, the X and y of a train conversion). Kept in ``DataFrame.attrs``, which pandas carries through
+# selections, drops and fills and drops when train and test rows are mixed, so a missing mark means "unknown"
+# and never refuses anything.
+ROWS_ATTR = "mltb_rows"
 # Most levels a category column may have as a model input: the modeling tools refuse more, and the features
 # stage counts a category column as encoded only within it.
 MAX_CATEGORY_LEVELS = 50
+
+
+def mark_rows(obj: Any, rows: str) -> Any:
+    """``obj`` (a frame or Series) marked as holding ``rows`` ("train" or "test")."""
+    obj.attrs[ROWS_ATTR] = rows
+    return obj
+
+
+def rows_of(obj: Any) -> str | None:
+    """"train" or "test" when a tool marked the rows ``obj`` holds, else None."""
+    rows = getattr(obj, "attrs", {}).get(ROWS_ATTR)
+    return rows if rows in ("train", "test") else None
 
 
 def require_frame(obj: Any, param: str = "df") -> pd.DataFrame:

@@ -16,7 +16,7 @@ from mltb_core.toolkit.docparts import shared_doc
 from mltb_core.toolkit.expressions import compile_lambda, documents_expressions, evaluate_condition
 from mltb_core.toolkit.tools.loading import most_frequent
 from mltb_core.toolkit.validation import (TRACKING_COLUMN, as_column_list, choose, is_numeric, listed_columns,
-                                          require_columns, require_frame, require_numeric_columns, resolve_dtype)
+                                          require_columns, require_frame, require_numeric_columns, resolve_dtype, rows_of)
 
 __all__ = [
     "fillna_with_value", "fillna_with_median", "fillna_with_mean", "fillna_with_mode", "fillna_with_condition",
@@ -392,8 +392,8 @@ def drop_rows_with_missing(df: pd.DataFrame, columns: Annotated[str | list[str] 
                            threshold: int | float | None = None) -> pd.DataFrame:
     """Drop rows with missing values.
 
-    Careful with a combined train+test frame: dropping test rows breaks the
-    submission (every test row needs a prediction). Prefer filling there.
+    Test rows are never dropped (every test row needs a prediction): on a
+    combined train+test frame or a test part, fill them instead.
 
     Parameters
     ----------
@@ -434,14 +434,20 @@ def drop_rows_with_missing(df: pd.DataFrame, columns: Annotated[str | list[str] 
         raise ToolInputError(f"all {len(df)} rows would be dropped (each {why}; columns looked at: "
                              f"{listed_columns(names)}): fill them instead (fillna_with_median / fillna_with_mode), "
                              "or drop the columns that are mostly missing (drop_feature)")
-    out = df[keep]
-    note = f"Dropped {int((~keep).sum())} of {len(df)} rows."
-    if TRACKING_COLUMN in df.columns:
+    # every test row needs a prediction, so a dropped one leaves no valid submission on this path (the stage
+    # check then reported the combined frame as gone): refused, like dropping every row
+    if rows_of(df) == "test":
+        lost_test = int((~keep).sum())
+    elif TRACKING_COLUMN in df.columns:
         lost_test = int(((df[TRACKING_COLUMN] == 0) & ~keep).sum())
-        if lost_test:
-            note += (f" Warning: {lost_test} of them are test rows ({TRACKING_COLUMN} == 0); the submission needs "
-                     "every test row - fill them instead, or drop rows only from the train part.")
-    return ToolReturn(out, note)
+    else:
+        lost_test = 0
+    if lost_test:
+        raise ToolInputError(f"{lost_test} test row(s) would be dropped, and the submission needs a prediction for "
+                             "every test row: fill the missing values instead (fillna_with_median / "
+                             "fillna_with_mode), or drop rows from the train part only, after "
+                             "split_combined_into_train_test")
+    return ToolReturn(df[keep], f"Dropped {int((~keep).sum())} of {len(df)} rows.")
 
 
 @make_get_tool(toolsets=PAPER, stages=_CLEANING)

@@ -22,7 +22,8 @@ from mltb_core.toolkit.registry import (
 )
 from mltb_core.toolkit.docparts import shared_doc
 from mltb_core.toolkit.sandbox import resolve_read
-from mltb_core.toolkit.validation import MAX_LISTED_COLUMNS, TRACKING_COLUMN, as_column_list, choose, require_columns, require_frame
+from mltb_core.toolkit.validation import (MAX_LISTED_COLUMNS, TRACKING_COLUMN, as_column_list, choose, mark_rows,
+                                          require_columns, require_frame, rows_of)
 
 __all__ = [
     "read_data", "concatenate_train_test", "split_combined_into_train_test",
@@ -178,9 +179,11 @@ def split_combined_into_train_test(combined: pd.DataFrame) -> tuple[pd.DataFrame
     if odd or flags.isna().any():
         raise ToolInputError(f"'{TRACKING_COLUMN}' must hold only 1 (train) and 0 (test); found {odd[:5] or 'NaN'}"
                              " - was it normalized or encoded?")
-    is_train = flags.astype(bool)
+    is_train = flags.astype(bool).to_numpy()
     rest = combined.drop(columns=[TRACKING_COLUMN])
-    return (rest[is_train.to_numpy()].reset_index(drop=True), rest[~is_train.to_numpy()].reset_index(drop=True))
+    # marked so that converting the wrong part is an error instead of features built from the wrong rows
+    return (mark_rows(rest[is_train].reset_index(drop=True), "train"),
+            mark_rows(rest[~is_train].reset_index(drop=True), "test"))
 
 
 @make_get_and_set_tool(toolsets=PAPER, stages=("loading", "modeling"), output_parts=("X", "y"),
@@ -193,7 +196,8 @@ def convert_dataframe_to_features_target(df: pd.DataFrame,
     Parameters
     ----------
     df
-        Input DataFrame (already split: train rows only when is_train is true).
+        Input DataFrame, already split: the train part when is_train is true, the
+        test part when it is false (train rows are refused there).
     target_column
         The target column.
     is_train
@@ -216,12 +220,31 @@ def convert_dataframe_to_features_target(df: pd.DataFrame,
         raise ToolInputError(
             f"df still contains test rows ('{TRACKING_COLUMN}' == 0) whose target is only a placeholder; "
             "call split_combined_into_train_test first and convert the train part")
+    if is_train and rows_of(df) == "test":
+        raise ToolInputError(
+            "df holds test rows (the test part of split_combined_into_train_test), whose target is only a "
+            "placeholder: convert the train part with is_train=true")
+    if not is_train:
+        # a train frame "converted" as test gave features of the wrong rows, and the trial went on as if it
+        # had test features (9 of an MCTS-Shaped trial's 44 tool calls on the real model, issue 33)
+        if rows_of(df) == "train":
+            held = f"{len(df)} training rows (a train part or the X of a train conversion)"
+        elif TRACKING_COLUMN in df.columns and (df[TRACKING_COLUMN] == 1).any():
+            held = f"{int((df[TRACKING_COLUMN] == 1).sum())} training rows ('{TRACKING_COLUMN}' == 1)"
+        else:
+            held = ""
+        if held:
+            raise ToolInputError(
+                f"df holds {held}; the test features come from the test part of split_combined_into_train_test, "
+                "or the frame read from test.csv, converted with is_train=false")
     features = df.drop(columns=[TRACKING_COLUMN], errors="ignore")
     if not is_train:
-        return features.drop(columns=[target_column], errors="ignore")
+        if target_column in features.columns:
+            return features.drop(columns=[target_column])
+        return ToolReturn(features, f"df has no column {target_column!r}: returned as it is (already features).")
     require_columns(df, [target_column], "target_column")
-    y = features[target_column]
-    X = features.drop(columns=[target_column])
+    y = mark_rows(features[target_column], "train")
+    X = mark_rows(features.drop(columns=[target_column]), "train")
     note = ""
     if y.isna().any():
         note = (f"Warning: the target has {int(y.isna().sum())} missing values; models cannot be fitted on them "
