@@ -115,6 +115,12 @@ def test_the_grammar_binds_exactly_the_objects_the_check_takes(tool_name, param,
         values = {**{p: OBJECTS[n] for p, n in bindings.items()}, param: obj, **kwargs}
         refused = refusal(tool, values)
         kind_refusal = refused is not None and refused.startswith(f"'{param}' must be")
+        rows_refusal = refused is not None and refused.startswith(f"'{param}' holds")
+        if rows_refusal:
+            # a frame of one part (params.Part): the grammar offers it in no branch of the switch that
+            # refuses it; the other branch's call is checked in test_a_part_is_offered_where_its_rows_fit
+            assert declarations(tool).bound[param].part is not None, refused
+            continue
         assert (name in offered) == (not kind_refusal), (tool_name, param, name, refused)
         if name in offered:
             continue
@@ -128,6 +134,32 @@ def test_the_grammar_binds_exactly_the_objects_the_check_takes(tool_name, param,
                                                                  "func_kwargs": kwargs, "output": "out"}},
                          Scratchpad(objects=OBJECTS), ctx)
         assert not result.ok and f"'{param}' must be" in result.message, result.message
+
+
+def test_a_part_is_offered_where_its_rows_fit():
+    """Issue 33: converting the train features as test "succeeded" with features of the wrong rows. A frame
+    of one part (params.Part) is offered, and taken, exactly in the branches where its rows fit: the train
+    part and the X of a train conversion with is_train true, the test part with false, the combined frame in
+    neither, a frame of unknown rows in both."""
+    from mltb_core.toolkit.validation import mark_rows
+    combined = FRAME
+    objects = {"combined": combined,
+               "train_part": mark_rows(combined[combined["_is_train"] == 1].drop(columns="_is_train"), "train"),
+               "test_part": mark_rows(combined[combined["_is_train"] == 0].drop(columns="_is_train"), "test"),
+               "X": mark_rows(FEATURES.iloc[:8], "train"), "unknown": FEATURES}
+    tool = REGISTRY.get("convert_dataframe_to_features_target")
+    offered: dict[bool, set[str]] = {True: set(), False: set()}
+    for args in branches(tool, Scratchpad(objects=objects)):
+        switch = args["properties"]["func_kwargs"]["properties"]["is_train"]
+        prop = args["properties"]["bindings"]["properties"]["df"]
+        for is_train in ([switch["const"]] if "const" in switch else switch["enum"]):
+            offered[is_train] |= {prop["const"]} if "const" in prop else set(prop["enum"])
+    assert offered == {True: {"train_part", "X", "unknown"}, False: {"test_part", "unknown"}}
+    for is_train in (True, False):
+        for name, obj in objects.items():
+            refused = refusal(tool, {"df": obj, "target_column": "Age", "is_train": is_train})
+            assert (name in offered[is_train]) == (refused is None or not refused.startswith("'df' holds")), \
+                (is_train, name, refused)
 
 
 def test_the_predictions_are_offered_wherever_the_paper_saves_or_combines_them():
@@ -149,7 +181,9 @@ def test_column_arguments_offer_exactly_the_columns_the_check_takes(tool_name, p
     found = declarations(tool)
     rule = found.rules[param]
     owner = rule.owner(found.first_frame)
-    only_frame = {"frame": FRAME, "model": MODEL, "predictions": LABELS}
+    # a frame of one part cannot be the combined frame (both parts' rows): the same frame, rows unknown
+    frame = FRAME.drop(columns="_is_train") if found.bound[owner].part is not None else FRAME
+    only_frame = {"frame": frame, "model": MODEL, "predictions": LABELS}
     pad = Scratchpad(objects=only_frame)
     offered: set[str] = set()
     for args in branches(tool, pad):
@@ -165,7 +199,7 @@ def test_column_arguments_offer_exactly_the_columns_the_check_takes(tool_name, p
     assert call is not None
     bindings, kwargs = call
     taken = set()
-    for column in FRAME.columns:
+    for column in frame.columns:
         values = {**{p: only_frame[n] for p, n in bindings.items()}, **kwargs, param: column}
         if rule.unless is not None:
             values[rule.unless[0]] = _other(found, rule.unless)
@@ -200,7 +234,7 @@ def _arrays(prop: dict[str, Any]) -> list[dict[str, Any]]:
 def test_a_lifted_rule_has_a_branch_of_its_own():
     """convert_dataframe_to_features_target(is_train=false) drops the target if present: any name is taken."""
     tool = REGISTRY.get("convert_dataframe_to_features_target")
-    test_part = FRAME.drop(columns=["Flag"])
+    test_part = FRAME.drop(columns=["Flag", "_is_train"])
     assert refusal(tool, {"df": test_part, "target_column": "Flag", "is_train": False}) is None
     assert "unknown column" in refusal(tool, {"df": test_part, "target_column": "Flag", "is_train": True})
     kwargs = [b["properties"]["func_kwargs"]["properties"] for b in branches(tool, Scratchpad(objects={"t": test_part}))]

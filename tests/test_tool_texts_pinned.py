@@ -57,7 +57,7 @@ PINNED_TOOLS: dict[str, str] = {
     'cast_numeric_columns': '0accba935e2881e8',
     'concatenate_dataframes': 'dd6cdda3fdaab78d',
     'concatenate_train_test': '297316d8227953a8',
-    'convert_dataframe_to_features_target': '729e066e975c181c',
+    'convert_dataframe_to_features_target': 'f44d3788f09bb44f',
     'convert_to_dataframe': '6dcc91a82640714b',
     'create_categorical_feature': '7db34ce0696875ef',
     'create_conditional_feature': 'cc61d32ceea0c2b5',
@@ -69,7 +69,7 @@ PINNED_TOOLS: dict[str, str] = {
     'create_submission': 'c51e65cfb8427376',
     'create_time_delta': 'daf96f790497b3a2',
     'drop_feature': '539170fab272781e',
-    'drop_rows_with_missing': 'c61a7f57980f76ac',
+    'drop_rows_with_missing': '1afc5fd152b5e339',
     'encode_all_categorical_columns': 'adfc587c2cebfda6',
     'evaluate_classification_model': '9d1409e6ec472390',
     'evaluate_regression_model': '1457a9c757e9804e',
@@ -123,8 +123,8 @@ PINNED_TOOLS: dict[str, str] = {
     'tune_xgboost_regressor': 'd2c6d1086cff222c',
 }
 PINNED_TOOLSETS: dict[str, dict[str, str]] = {
-    'paper': {'names': '5266ef11212df944', 'catalogue': 'a9541de129b5f311', 'preamble': 'e9f6c825be91fe5e', 'local_catalogue': 'f556db9bd9ba4099', 'schemas': '64cf1fd5c25403fb'},
-    'extended': {'names': '8c28b56ee2cc901a', 'catalogue': '62222396c4d12f46', 'preamble': '2d60b954fca6bde8', 'local_catalogue': 'e8381942b151e740', 'schemas': '796879f0b38aa9c2'},
+    'paper': {'names': '5266ef11212df944', 'catalogue': 'a9541de129b5f311', 'preamble': 'e9f6c825be91fe5e', 'local_catalogue': 'f556db9bd9ba4099', 'schemas': 'c9a3436c52f68fed'},
+    'extended': {'names': '8c28b56ee2cc901a', 'catalogue': '62222396c4d12f46', 'preamble': '2d60b954fca6bde8', 'local_catalogue': 'e8381942b151e740', 'schemas': '7c310c958166b08d'},
 }
 
 

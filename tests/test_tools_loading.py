@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import mltb_core.toolkit.tools.loading  # noqa: F401 - registers the tools
+import mltb_core.toolkit.tools  # noqa: F401 - registers the tools
 from mltb_core.toolkit.registry import REGISTRY, ToolContext, ToolInputError
 from mltb_core.toolkit.sandbox import resolve_read, resolve_write
 from mltb_core.toolkit.scratchpad import Scratchpad
@@ -138,23 +138,28 @@ def test_convert_refuses_the_wrong_rows_after_a_split(pad, ctx):
     for train_rows in ("Xy_X", "parts_train"):
         result = call(pad, ctx, convert, {"df": train_rows}, {"target_column": "Transported", "is_train": False},
                       output="X_test")
-        assert_error(result, "df holds 3 training rows (a train part or the X of a train conversion)")
+        assert_error(result, "'df' holds 3 training rows (a train part or the X of a train conversion)")
         assert "test part of split_combined_into_train_test" in result.message and "X_test" not in pad
     # a frame derived from the train features by another tool is still train rows
     assert call(pad, ctx, "get_dataframe_summary", {"df": "Xy_X"}).ok
     pad["Xy_X_age"] = pad["Xy_X"][["Age"]]
     assert_error(call(pad, ctx, convert, {"df": "Xy_X_age"}, {"target_column": "Transported", "is_train": False},
-                      output="X_test"), "df holds 3 training rows")
+                      output="X_test"), "'df' holds 3 training rows")
+    # a tool that builds its frame anew (get_dummies drops pandas' attrs) still returns train rows
+    assert call(pad, ctx, "one_hot_encode", {"df": "Xy_X"}, {"columns": ["HomePlanet"]}, output="X_oh").ok
+    assert "HomePlanet" not in pad["X_oh"].columns
+    assert_error(call(pad, ctx, convert, {"df": "X_oh"}, {"target_column": "Transported", "is_train": False},
+                      output="X_test"), "'df' holds 3 training rows")
     # the test part's target is a placeholder: not a training target
     assert_error(call(pad, ctx, convert, {"df": "parts_test"}, {"target_column": "Transported"}, output="t"),
-                 "df holds test rows")
+                 "'df' holds 2 test rows (the test part")
     result = call(pad, ctx, convert, {"df": "parts_test"}, {"target_column": "Transported", "is_train": False},
                   output="X_test")
     assert result.ok, result.message
     assert pad["X_test"]["PassengerId"].tolist() == ["d", "e"] and "Transported" not in pad["X_test"].columns
     # the combined frame holds train rows too
     assert_error(call(pad, ctx, convert, {"df": "combined"}, {"target_column": "Transported", "is_train": False},
-                      output="X_test"), "df holds 3 training rows ('_is_train' == 1)")
+                      output="X_test"), "'df' holds 3 training rows ('_is_train' == 1)")
     # rows of both parts carry no mark: nothing is refused on a guess
     pad["mixed"] = pd.concat([pad["parts_train"], pad["parts_test"]], ignore_index=True)
     assert call(pad, ctx, convert, {"df": "mixed"}, {"target_column": "Transported", "is_train": False},
@@ -162,7 +167,7 @@ def test_convert_refuses_the_wrong_rows_after_a_split(pad, ctx):
     # features converted again, or test.csv's frame without the target: returned as they are, and said so
     result = call(pad, ctx, convert, {"df": "X_test"}, {"target_column": "Transported", "is_train": False},
                   output="X_again")
-    assert result.ok and "df has no column 'Transported': returned as it is" in result.message
+    assert result.ok and "df has no column 'Transported': returned without change" in result.message
     pd.testing.assert_frame_equal(pad["X_again"], pad["X_test"])
 
 

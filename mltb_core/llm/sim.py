@@ -542,7 +542,7 @@ class SimPolicy(LLMBackend):
             call = ToolCall(call.tool_name, rest, {**call.func_kwargs, param: call.bindings[param]}, call.output)
         elif kind == "bad_path":
             call = ToolCall(call.tool_name, {}, {"filepath": "data/" + str(call.func_kwargs.get("filepath", "x")).rsplit("/", 1)[-1].replace(".csv", "_data.csv")}, call.output)
-        elif kind == "drop_rows":  # drops test rows too: the submission will come up short
+        elif kind == "drop_rows":  # on the combined frame: refused where it would drop test rows
             call = ToolCall("drop_rows_with_missing", {"df": roles.get("combined", "combined")}, {},
                             roles.get("combined", "combined"))
         elif kind == "one_hot":

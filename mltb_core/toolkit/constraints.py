@@ -10,7 +10,8 @@ one the executor checks each call against, so the grammar offers what the tool a
 
 - ``tool_name`` is one offered tool whose required inputs can be given;
 - each object binding names an existing object of a kind the parameter takes (:meth:`params.Bound.accepts`:
-  a DataFrame, a Series or a one-column frame as a target, any table where a table is written, a model);
+  a DataFrame, a Series or a one-column frame as a target, any table where a table is written, a model),
+  and for a frame of one part (:class:`params.Part`) rows of that part in each branch of its switch;
 - column arguments (:class:`params.Column`) are the columns of the frame they refer to (number columns
   where only those are taken), a file read (:class:`params.ReadFile`) one of the readable files of a kind
   the tool opens (the tool is not offered when there is none), a word (:class:`params.OneOf`) one of the
@@ -115,12 +116,17 @@ def _tool_branches(tool: Tool, objects: dict[str, Any], files: list[str], widest
     branches = []
     for choice in choices:
         chosen = dict(zip(owners, choice)) if choice is not None else {}
-        frames = {o: [f for n in ([chosen[o]] if o in chosen else candidates[o])
-                      if isinstance(f := objects[n], pd.DataFrame)] for o in owners}
-        state = State(frames, files, found.first_frame, widest)
-        bindings = {p: ({"const": chosen[p]} if p in chosen else {"enum": candidates[p]})
-                    for p in tool.object_params if candidates[p]}
         for lifted in [None, *switches]:
+            # a frame of one part (Bound.part) is offered only in the branches where its rows fit
+            switched = {lifted[0]: lifted[1]} if lifted is not None else {}
+            fitting = {p: [n for n in ([chosen[p]] if p in chosen else candidates[p])
+                           if found.bound[p].takes(objects[n], switched)] for p in tool.object_params}
+            if any(not fitting[p] for p in (*required_bindings, *chosen)):
+                continue
+            frames = {o: [f for n in fitting[o] if isinstance(f := objects[n], pd.DataFrame)] for o in owners}
+            state = State(frames, files, found.first_frame, widest)
+            bindings = {p: ({"const": chosen[p]} if p in chosen else {"enum": fitting[p]})
+                        for p in tool.object_params if fitting[p]}
             kwargs = _kwargs_schema(tool, found, state, lifted)
             if kwargs is None:
                 continue
@@ -145,7 +151,8 @@ def _switches(tool: Tool, found: Any) -> list[tuple[str, Any]]:
     """(argument, value) pairs that change what a call may be: a value lifting a rule (no key columns for a
     cross join), or one with which the tool returns one object instead of its parts."""
     lifting = [rule.unless for rule in found.rules.values() if getattr(rule, "unless", None)]
-    return lifting + ([tool.parts_unless] if tool.parts_unless is not None else [])
+    parts = [bound.part.unless for bound in found.bound.values() if bound.part is not None]
+    return lifting + parts + ([tool.parts_unless] if tool.parts_unless is not None else [])
 
 
 def _kwargs_schema(tool: Tool, found: Any, state: State, lifted: tuple[str, Any] | None) -> dict[str, Any] | None:

@@ -37,10 +37,10 @@ import pandas as pd
 from mltb_core.environment import Range
 from mltb_core.toolkit.registry import Tool, ToolInputError
 from mltb_core.toolkit.scratchpad import MAX_OBJECT_NAME_CHARS, OBJECT_NAME_PATTERN
-from mltb_core.toolkit.validation import TRACKING_COLUMN, is_numeric_dtype, require_columns, require_name
+from mltb_core.toolkit.validation import TRACKING_COLUMN, is_numeric_dtype, require_columns, require_name, wrong_rows
 
 __all__ = ["Kind", "Bound", "Rule", "Column", "ColumnKind", "NUMBER", "INTEGER", "NewName", "OneOf", "ReadFile", "WriteFile", "Range",
-           "FRAME", "SERIES", "TARGET", "TABLE", "PREDICTIONS", "CONVERTIBLE", "ESTIMATOR",
+           "Part", "FRAME", "PART_FRAME", "SERIES", "TARGET", "TABLE", "PREDICTIONS", "CONVERTIBLE", "ESTIMATOR",
            "MAX_NAME_CHARS", "MAX_LIST_ITEMS", "OBJECT_NAME", "NEW_NAME", "declarations", "check_arguments",
            "name_schema", "State", "Declarations", "rule_grammar", "parameter_kind", "parameter_docs", "document"]
 
@@ -86,16 +86,43 @@ _MODEL = Kind("a fitted model with a predict() method", lambda o: callable(getat
 
 
 @dataclass(frozen=True)
+class Part:
+    """Which rows a bound frame must hold: ``rows`` ("train"), or ``other`` ("test") when the argument
+    ``unless[0]`` has the value ``unless[1]``. Rows a tool marked, or the tracking column's flags, decide
+    (:func:`validation.rows_held`); a frame whose rows are unknown is taken either way."""
+
+    rows: str
+    unless: tuple[str, Any]
+    other: str
+
+    def wanted(self, args: Mapping[str, Any]) -> str:
+        return self.other if self.unless[0] in args and args[self.unless[0]] == self.unless[1] else self.rows
+
+    def refusal(self, obj: Any, param: str, args: Mapping[str, Any]) -> str | None:
+        """Why ``obj`` cannot be bound here (the message starts "'param' holds"); None when it can."""
+        return wrong_rows(obj, self.wanted(args), param)
+
+
+@dataclass(frozen=True)
 class Bound:
-    """An object parameter (named in ``bindings``): the kinds of object it takes."""
+    """An object parameter (named in ``bindings``): the kinds of object it takes (and, for a frame of one
+    part, its rows)."""
 
     kinds: tuple[Kind, ...]
+    part: Part | None = None
 
     def accepts(self, obj: Any) -> bool:
         return any(kind.test(obj) for kind in self.kinds)
 
+    def takes(self, obj: Any, args: Mapping[str, Any]) -> bool:
+        """Whether a call with ``args`` may bind ``obj`` here: its kind, and its rows for a part."""
+        return self.accepts(obj) and (self.part is None or self.part.refusal(obj, "", args) is None)
+
     def check(self, value: Any, param: str, args: Mapping[str, Any], tool: str) -> None:
         if self.accepts(value):
+            refused = self.part.refusal(value, param, args) if self.part is not None else None
+            if refused:
+                raise ToolInputError(refused)
             return
         wanted = " or ".join(kind.words for kind in self.kinds)
         got = type(value).__name__ + (f" with shape {value.shape}" if hasattr(value, "shape") else "")
@@ -104,7 +131,11 @@ class Bound:
 
     @property
     def doc(self) -> str:
-        return _either([kind.noun for kind in self.kinds])
+        kinds = _either([kind.noun for kind in self.kinds])
+        if self.part is None:
+            return kinds
+        part = self.part
+        return f"{kinds} of {part.rows} rows ({part.other} rows if {part.unless[0]}={_shown(part.unless[1])})"
 
 
 FRAME = Bound((_FRAME,))
@@ -114,6 +145,9 @@ TABLE = Bound((_FRAME, _SERIES))                     # what becomes a frame as i
 PREDICTIONS = Bound((_SERIES, _FRAME, _ARRAY))       # predict_target's outputs and their averages
 CONVERTIBLE = Bound((_FRAME, _SERIES, _ARRAY))       # convert_to_dataframe
 ESTIMATOR = Bound((_MODEL,))
+# convert_dataframe_to_features_target's frame: the train part, or the test part when is_train is false
+# (converting the wrong part silently gave features of the wrong rows, issue 33)
+PART_FRAME = Bound((_FRAME,), Part("train", ("is_train", False), "test"))
 
 
 # --------------------------------------------------------------- plain parameters (func_kwargs)

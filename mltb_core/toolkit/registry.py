@@ -521,6 +521,7 @@ def execute(call: ToolCall | dict, pad: Scratchpad, ctx: ToolContext, registry: 
         note = ""
         if isinstance(value, ToolReturn):
             value, note = value.value, value.note
+        _carry_rows(tool, kwargs, value)
         written = _store(tool, call, pad, value)
         message = _success_message(tool, value, note, written)
         return ToolResult(True, message, written, value, time.perf_counter() - start)
@@ -529,6 +530,19 @@ def execute(call: ToolCall | dict, pad: Scratchpad, ctx: ToolContext, registry: 
     except BaseException as exc:  # noqa: BLE001 - the model must see every failure as text, SystemExit too
         return ToolResult(False, _without_locations(error_message(exc, tool), ctx), [], None,
                           time.perf_counter() - start)
+
+
+def _carry_rows(tool: Tool, kwargs: dict[str, Any], value: Any) -> None:
+    """A frame or Series derived from the tool's first input, a frame of known rows, with as many rows and
+    no mark of its own holds those rows: mark it (pandas drops ``attrs`` where a frame is built anew, as in
+    ``get_dummies``, and the train/test checks would lose track of the rows)."""
+    from mltb_core.toolkit.validation import mark_rows, rows_of
+
+    first = kwargs.get(tool.object_params[0]) if tool.object_params else None
+    rows = rows_of(first)
+    if (rows is not None and first is not None and value is not first and hasattr(value, "attrs")
+            and rows_of(value) is None and getattr(value, "ndim", 0) in (1, 2) and len(value) == len(first)):
+        mark_rows(value, rows)
 
 
 def _without_locations(message: str, ctx: ToolContext) -> str:

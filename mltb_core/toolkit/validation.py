@@ -17,7 +17,7 @@ from mltb_core.plugins import MAX_SUGGESTIONS, SUGGESTION_CUTOFF, close_matches
 from mltb_core.toolkit.registry import ToolInputError
 from mltb_core.toolkit.scratchpad import MAX_LISTED_COLUMNS
 
-__all__ = ["TRACKING_COLUMN", "ROWS_ATTR", "mark_rows", "rows_of", "MAX_CATEGORY_LEVELS", "SUGGESTION_CUTOFF", "MAX_SUGGESTIONS", "MAX_LISTED_COLUMNS",
+__all__ = ["TRACKING_COLUMN", "ROWS_ATTR", "mark_rows", "rows_of", "rows_held", "wrong_rows", "MAX_CATEGORY_LEVELS", "SUGGESTION_CUTOFF", "MAX_SUGGESTIONS", "MAX_LISTED_COLUMNS",
            "close_matches", "require_frame", "as_column_list", "require_columns", "listed_columns", "missing_columns_message", "require_name",
            "require_model", "choose", "require_choice", "require_positive_int", "as_features", "as_target",
            "is_numeric", "is_numeric_dtype", "numeric_columns", "require_numeric_columns", "require_csv_path",
@@ -45,6 +45,36 @@ def rows_of(obj: Any) -> str | None:
     """"train" or "test" when a tool marked the rows ``obj`` holds, else None."""
     rows = getattr(obj, "attrs", {}).get(ROWS_ATTR)
     return rows if rows in ("train", "test") else None
+
+
+def rows_held(obj: Any) -> dict[str, int]:
+    """The known rows of ``obj`` by part ("train", "test") and their counts: from a tool's mark, else from
+    the tracking column's flags; {} when unknown."""
+    marked = rows_of(obj)
+    if marked is not None:
+        return {marked: len(obj)}
+    if isinstance(obj, pd.DataFrame) and TRACKING_COLUMN in obj.columns:
+        flags = obj[TRACKING_COLUMN]
+        return {part: n for part, n in (("train", int((flags == 1).sum())), ("test", int((flags == 0).sum()))) if n}
+    return {}
+
+
+def wrong_rows(obj: Any, wanted: str, param: str) -> str | None:
+    """Why ``obj`` is not a frame of ``wanted`` rows ("train" or "test"), for the model; None when it may be."""
+    held = rows_held(obj)
+    if wanted == "train" and held.get("test"):
+        if TRACKING_COLUMN in getattr(obj, "columns", ()):
+            return (f"'{param}' holds {held['test']} test rows ('{TRACKING_COLUMN}' == 0) whose target is only a "
+                    "placeholder: call split_combined_into_train_test first and convert the train part")
+        return (f"'{param}' holds {held['test']} test rows (the test part of split_combined_into_train_test), whose "
+                "target is only a placeholder: convert the train part with is_train=true")
+    if wanted == "test" and held.get("train"):
+        where = (f"'{TRACKING_COLUMN}' == 1" if TRACKING_COLUMN in getattr(obj, "columns", ())
+                 else "a train part or the X of a train conversion")
+        return (f"'{param}' holds {held['train']} training rows ({where}): the test features come from the test "
+                "part of split_combined_into_train_test (without combining: the test.csv frame, cleaned like the "
+                "train frame), converted with is_train=false")
+    return None
 
 
 def require_frame(obj: Any, param: str = "df") -> pd.DataFrame:

@@ -392,8 +392,8 @@ def drop_rows_with_missing(df: pd.DataFrame, columns: Annotated[str | list[str] 
                            threshold: int | float | None = None) -> pd.DataFrame:
     """Drop rows with missing values.
 
-    Test rows are never dropped (every test row needs a prediction): on a
-    combined train+test frame or a test part, fill them instead.
+    Refuses to drop test rows of a combined train+test frame or of a test
+    part (every test row needs a prediction): fill them instead.
 
     Parameters
     ----------

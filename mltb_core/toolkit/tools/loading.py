@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import numpy as np
 import pandas as pd
 
-from mltb_core.toolkit.params import CONVERTIBLE, Column, NewName, OneOf, ReadFile
+from mltb_core.toolkit.params import CONVERTIBLE, PART_FRAME, Column, NewName, OneOf, ReadFile
 from mltb_core.toolkit.registry import (
     PAPER,
     ToolContext,
@@ -23,7 +23,7 @@ from mltb_core.toolkit.registry import (
 from mltb_core.toolkit.docparts import shared_doc
 from mltb_core.toolkit.sandbox import resolve_read
 from mltb_core.toolkit.validation import (MAX_LISTED_COLUMNS, TRACKING_COLUMN, as_column_list, choose, mark_rows,
-                                          require_columns, require_frame, rows_of)
+                                          require_columns, require_frame)
 
 __all__ = [
     "read_data", "concatenate_train_test", "split_combined_into_train_test",
@@ -188,7 +188,7 @@ def split_combined_into_train_test(combined: pd.DataFrame) -> tuple[pd.DataFrame
 
 @make_get_and_set_tool(toolsets=PAPER, stages=("loading", "modeling"), output_parts=("X", "y"),
                        parts_unless=("is_train", False))
-def convert_dataframe_to_features_target(df: pd.DataFrame,
+def convert_dataframe_to_features_target(df: Annotated[pd.DataFrame, PART_FRAME],
                                          target_column: Annotated[str, Column(unless=("is_train", False))],
                                          is_train: bool = True):
     """Convert DataFrame to features and target format.
@@ -196,8 +196,7 @@ def convert_dataframe_to_features_target(df: pd.DataFrame,
     Parameters
     ----------
     df
-        Input DataFrame, already split: the train part when is_train is true, the
-        test part when it is false (train rows are refused there).
+        Input DataFrame, already split (the parts of split_combined_into_train_test).
     target_column
         The target column.
     is_train
@@ -215,33 +214,13 @@ def convert_dataframe_to_features_target(df: pd.DataFrame,
     {"tool_name": "convert_dataframe_to_features_target", "tool_args": {"bindings": {"df": "train_df"},
      "func_kwargs": {"target_column": "Transported", "is_train": true}, "output": ["X_train", "y_train"]}}
     """
+    # the rows df holds (train part, or test part when is_train is false) are checked from PART_FRAME
     require_frame(df)
-    if is_train and TRACKING_COLUMN in df.columns and (df[TRACKING_COLUMN] == 0).any():
-        raise ToolInputError(
-            f"df still contains test rows ('{TRACKING_COLUMN}' == 0) whose target is only a placeholder; "
-            "call split_combined_into_train_test first and convert the train part")
-    if is_train and rows_of(df) == "test":
-        raise ToolInputError(
-            "df holds test rows (the test part of split_combined_into_train_test), whose target is only a "
-            "placeholder: convert the train part with is_train=true")
-    if not is_train:
-        # a train frame "converted" as test gave features of the wrong rows, and the trial went on as if it
-        # had test features (9 of an MCTS-Shaped trial's 44 tool calls on the real model, issue 33)
-        if rows_of(df) == "train":
-            held = f"{len(df)} training rows (a train part or the X of a train conversion)"
-        elif TRACKING_COLUMN in df.columns and (df[TRACKING_COLUMN] == 1).any():
-            held = f"{int((df[TRACKING_COLUMN] == 1).sum())} training rows ('{TRACKING_COLUMN}' == 1)"
-        else:
-            held = ""
-        if held:
-            raise ToolInputError(
-                f"df holds {held}; the test features come from the test part of split_combined_into_train_test, "
-                "or the frame read from test.csv, converted with is_train=false")
     features = df.drop(columns=[TRACKING_COLUMN], errors="ignore")
     if not is_train:
         if target_column in features.columns:
             return features.drop(columns=[target_column])
-        return ToolReturn(features, f"df has no column {target_column!r}: returned as it is (already features).")
+        return ToolReturn(features, f"df has no column {target_column!r}: returned without change.")
     require_columns(df, [target_column], "target_column")
     y = mark_rows(features[target_column], "train")
     X = mark_rows(features.drop(columns=[target_column]), "train")
