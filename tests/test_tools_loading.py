@@ -150,9 +150,21 @@ def test_convert_refuses_the_wrong_rows_after_a_split(pad, ctx):
     assert "HomePlanet" not in pad["X_oh"].columns
     assert_error(call(pad, ctx, convert, {"df": "X_oh"}, {"target_column": "Transported", "is_train": False},
                       output="X_test"), "'df' holds 3 training rows")
+    # a switch of the wrong type is named first (the part it would select is not guessed)
+    assert_error(call(pad, ctx, convert, {"df": "parts_test"}, {"target_column": "Transported", "is_train": "false"},
+                      output="X_test"), "'is_train' must be true or false")
+    # a join of several inputs is left to pandas: equal lengths are no evidence of the same rows
+    pad["keys"] = pd.DataFrame({"Age": [20.0, 40.0, 99.0], "Deck": ["A", "B", "C"]})
+    assert call(pad, ctx, "join_dataframes", {"left_df": "Xy_X", "right_df": "keys"},
+                {"left_on": "Age", "how": "right"}, output="joined").ok
+    assert call(pad, ctx, convert, {"df": "joined"}, {"target_column": "Transported", "is_train": False},
+                output="X_joined").ok
     # the test part's target is a placeholder: not a training target
     assert_error(call(pad, ctx, convert, {"df": "parts_test"}, {"target_column": "Transported"}, output="t"),
                  "'df' holds 2 test rows (the test part")
+    pad["no_test_rows"] = pad["parts_test"].iloc[:0]
+    assert_error(call(pad, ctx, convert, {"df": "no_test_rows"}, {"target_column": "Transported"}, output="t"),
+                 "'df' holds 0 test rows")
     result = call(pad, ctx, convert, {"df": "parts_test"}, {"target_column": "Transported", "is_train": False},
                   output="X_test")
     assert result.ok, result.message

@@ -118,7 +118,7 @@ def _tool_branches(tool: Tool, objects: dict[str, Any], files: list[str], widest
         chosen = dict(zip(owners, choice)) if choice is not None else {}
         for lifted in [None, *switches]:
             # a frame of one part (Bound.part) is offered only in the branches where its rows fit
-            switched = {lifted[0]: lifted[1]} if lifted is not None else {}
+            switched = {**found.defaults, **({lifted[0]: lifted[1]} if lifted is not None else {})}
             fitting = {p: [n for n in ([chosen[p]] if p in chosen else candidates[p])
                            if found.bound[p].takes(objects[n], switched)] for p in tool.object_params}
             if any(not fitting[p] for p in (*required_bindings, *chosen)):

@@ -450,6 +450,11 @@ def check_arguments(tool: Tool, kwargs: Mapping[str, Any]) -> None:
     """Refuse a call whose arguments break their declarations (objects first: column rules read the frames)."""
     found = declarations(tool)
     args = {**found.defaults, **kwargs, _FIRST_FRAME_KEY: found.first_frame}
+    for name in tool.value_params:
+        # first: a switch decides what the bindings may be (Part); a truthy "false" would silently run the
+        # other branch, and the grammar offers true and false only
+        if name in kwargs and found.base[name] == {"type": "boolean"} and not isinstance(kwargs[name], bool):
+            raise ToolInputError(f"'{name}' must be true or false, got {repr(kwargs[name])[:100]}")
     for name, kind in found.bound.items():
         if name in kwargs:
             kind.check(kwargs[name], name, args, tool.name)
@@ -457,9 +462,6 @@ def check_arguments(tool: Tool, kwargs: Mapping[str, Any]) -> None:
         if name not in kwargs:
             continue
         value = kwargs[name]
-        if found.base[name] == {"type": "boolean"} and not isinstance(value, bool):
-            # a truthy "false" would silently run the other branch; the grammar offers true and false only
-            raise ToolInputError(f"'{name}' must be true or false, got {repr(value)[:100]}")
         rule = found.rules.get(name)
         unless = getattr(rule, "unless", None)
         lifted = unless is not None and args.get(unless[0]) == unless[1]

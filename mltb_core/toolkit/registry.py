@@ -533,12 +533,14 @@ def execute(call: ToolCall | dict, pad: Scratchpad, ctx: ToolContext, registry: 
 
 
 def _carry_rows(tool: Tool, kwargs: dict[str, Any], value: Any) -> None:
-    """A frame or Series derived from the tool's first input, a frame of known rows, with as many rows and
-    no mark of its own holds those rows: mark it (pandas drops ``attrs`` where a frame is built anew, as in
-    ``get_dummies``, and the train/test checks would lose track of the rows)."""
+    """A frame or Series a one-input tool derives from a frame of known rows, with as many rows and no mark
+    of its own, holds those rows: mark it (pandas drops ``attrs`` where a frame is built anew, as in
+    ``get_dummies``, and the train/test checks would lose track of the rows). A tool of several inputs (a
+    join, a concatenation) is left to pandas, which keeps a mark only where the inputs agree: equal lengths
+    there are a coincidence, not the same rows."""
     from mltb_core.toolkit.validation import mark_rows, rows_of
 
-    first = kwargs.get(tool.object_params[0]) if tool.object_params else None
+    first = kwargs.get(tool.object_params[0]) if len(tool.object_params) == 1 else None
     rows = rows_of(first)
     if (rows is not None and first is not None and value is not first and hasattr(value, "attrs")
             and rows_of(value) is None and getattr(value, "ndim", 0) in (1, 2) and len(value) == len(first)):

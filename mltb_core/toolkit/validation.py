@@ -62,13 +62,13 @@ def rows_held(obj: Any) -> dict[str, int]:
 def wrong_rows(obj: Any, wanted: str, param: str) -> str | None:
     """Why ``obj`` is not a frame of ``wanted`` rows ("train" or "test"), for the model; None when it may be."""
     held = rows_held(obj)
-    if wanted == "train" and held.get("test"):
+    if wanted == "train" and "test" in held:
         if TRACKING_COLUMN in getattr(obj, "columns", ()):
             return (f"'{param}' holds {held['test']} test rows ('{TRACKING_COLUMN}' == 0) whose target is only a "
                     "placeholder: call split_combined_into_train_test first and convert the train part")
         return (f"'{param}' holds {held['test']} test rows (the test part of split_combined_into_train_test), whose "
                 "target is only a placeholder: convert the train part with is_train=true")
-    if wanted == "test" and held.get("train"):
+    if wanted == "test" and "train" in held:
         where = (f"'{TRACKING_COLUMN}' == 1" if TRACKING_COLUMN in getattr(obj, "columns", ())
                  else "a train part or the X of a train conversion")
         return (f"'{param}' holds {held['train']} training rows ({where}): the test features come from the test "
