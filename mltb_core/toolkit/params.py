@@ -447,7 +447,8 @@ def declarations(tool: Tool) -> Declarations:
 
 
 def check_arguments(tool: Tool, kwargs: Mapping[str, Any]) -> None:
-    """Refuse a call whose arguments break their declarations (objects first: column rules read the frames)."""
+    """Refuse a call whose arguments break their declarations (bool switches first: a part reads them; then
+    objects: column rules read the frames)."""
     found = declarations(tool)
     args = {**found.defaults, **kwargs, _FIRST_FRAME_KEY: found.first_frame}
     for name in tool.value_params:
