@@ -17,7 +17,7 @@ from mltb_core.plugins import MAX_SUGGESTIONS, SUGGESTION_CUTOFF, close_matches
 from mltb_core.toolkit.registry import ToolInputError
 from mltb_core.toolkit.scratchpad import MAX_LISTED_COLUMNS
 
-__all__ = ["TRACKING_COLUMN", "ROWS_ATTR", "mark_rows", "rows_of", "rows_held", "wrong_rows", "MAX_CATEGORY_LEVELS", "SUGGESTION_CUTOFF", "MAX_SUGGESTIONS", "MAX_LISTED_COLUMNS",
+__all__ = ["TRACKING_COLUMN", "ROWS_ATTR", "mark_rows", "rows_of", "test_rows", "rows_held", "wrong_rows", "MAX_CATEGORY_LEVELS", "SUGGESTION_CUTOFF", "MAX_SUGGESTIONS", "MAX_LISTED_COLUMNS",
            "close_matches", "require_frame", "as_column_list", "require_columns", "listed_columns", "missing_columns_message", "require_name",
            "require_model", "choose", "require_choice", "require_positive_int", "as_features", "as_target",
            "is_numeric", "is_numeric_dtype", "numeric_columns", "require_numeric_columns", "require_csv_path",
@@ -45,6 +45,17 @@ def rows_of(obj: Any) -> str | None:
     """"train" or "test" when a tool marked the rows ``obj`` holds, else None."""
     rows = getattr(obj, "attrs", {}).get(ROWS_ATTR)
     return rows if rows in ("train", "test") else None
+
+
+def test_rows(obj: Any) -> Any:
+    """Which rows of ``obj`` are test rows, as a boolean array: from a tool's mark, else from the tracking
+    column's flags (0: test); None when unknown."""
+    marked = rows_of(obj)
+    if marked is not None:
+        return np.full(len(obj), marked == "test")
+    if isinstance(obj, pd.DataFrame) and TRACKING_COLUMN in obj.columns:
+        return (obj[TRACKING_COLUMN] == 0).to_numpy()
+    return None
 
 
 def rows_held(obj: Any) -> dict[str, int]:
