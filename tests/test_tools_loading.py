@@ -56,6 +56,34 @@ def test_read_data_is_lenient_with_task_style_paths(pad, ctx):
     assert call(pad, ctx, "read_data", kwargs={"filepath": str(ctx.data_dir / "test.csv")}, output="t2").ok
 
 
+def test_the_task_files_say_which_rows_they_hold(pad, ctx):
+    """Issue 33: the marks began at a split, so train.csv read and converted with is_train=false still gave
+    "test features" of the train rows. The task's own train.csv and test.csv now carry their part; any other
+    file (a copy in the sandbox included) stays unknown and is taken either way."""
+    convert = "convert_dataframe_to_features_target"
+    assert call(pad, ctx, "read_data", kwargs={"filepath": "train.csv"}, output="train_raw").ok
+    assert call(pad, ctx, "read_data", kwargs={"filepath": "data/x/test.csv"}, output="test_raw").ok
+    assert call(pad, ctx, "fillna_with_value", {"df": "train_raw"}, {"columns": ["Age"], "value": 30.0},
+                output="train_filled").ok
+    for train_rows in ("train_raw", "train_filled"):
+        assert_error(call(pad, ctx, convert, {"df": train_rows}, {"target_column": "Transported", "is_train": False},
+                          output="X_test"), "'df' holds 3 training rows (train.csv's rows")
+    assert "X_test" not in pad
+    pad["test_gap"] = pad["test_raw"].assign(Age=[None, 50.0])   # pandas keeps the mark
+    assert_error(call(pad, ctx, "drop_rows_with_missing", {"df": "test_gap"}, output="t"), "test rows")
+    assert "t" not in pad
+    # the paper's path without combining still runs: train converted as train, test as test
+    assert call(pad, ctx, convert, {"df": "train_filled"}, {"target_column": "Transported"}, output=["X", "y"]).ok
+    result = call(pad, ctx, convert, {"df": "test_raw"}, {"target_column": "Transported", "is_train": False},
+                  output="X_test")
+    assert result.ok and pad["X_test"]["PassengerId"].tolist() == ["d", "e"]
+    # the same bytes under another name are not the task's file
+    assert call(pad, ctx, "save_dataframe_to_csv", {"df": "train_raw"}, {"filepath": "copy.csv"}).ok
+    assert call(pad, ctx, "read_data", kwargs={"filepath": "copy.csv"}, output="copy").ok
+    assert call(pad, ctx, convert, {"df": "copy"}, {"target_column": "Transported", "is_train": False},
+                output="X_copy").ok
+
+
 def test_read_data_bad_path(pad, ctx):
     result = call(pad, ctx, "read_data", kwargs={"filepath": "nope.csv"}, output="df")
     assert_error(result, "not found")
@@ -138,7 +166,7 @@ def test_convert_refuses_the_wrong_rows_after_a_split(pad, ctx):
     for train_rows in ("Xy_X", "parts_train"):
         result = call(pad, ctx, convert, {"df": train_rows}, {"target_column": "Transported", "is_train": False},
                       output="X_test")
-        assert_error(result, "'df' holds 3 training rows (a train part or the X of a train conversion)")
+        assert_error(result, "'df' holds 3 training rows (train.csv's rows, e.g. a train part or the X of a train")
         assert "test part of split_combined_into_train_test" in result.message and "X_test" not in pad
     # a frame derived from the train features by another tool is still train rows
     assert call(pad, ctx, "get_dataframe_summary", {"df": "Xy_X"}).ok
@@ -161,7 +189,7 @@ def test_convert_refuses_the_wrong_rows_after_a_split(pad, ctx):
                 output="X_joined").ok
     # the test part's target is a placeholder: not a training target
     assert_error(call(pad, ctx, convert, {"df": "parts_test"}, {"target_column": "Transported"}, output="t"),
-                 "'df' holds 2 test rows (the test part")
+                 "'df' holds 2 test rows (test.csv's rows, e.g. the test part")
     pad["no_test_rows"] = pad["parts_test"].iloc[:0]
     assert_error(call(pad, ctx, convert, {"df": "no_test_rows"}, {"target_column": "Transported"}, output="t"),
                  "'df' holds 0 test rows")

@@ -36,6 +36,7 @@ import pandas as pd
 from mltb_core.bench.fixtures import FIXTURES
 from mltb_core.environment import default as default_environment
 from mltb_core.environment import read as read_environment
+from mltb_core.bench.tasks import TRAIN_FILE
 
 __all__ = [
     "DATA_DIR", "DATA_SOURCES", "BUILDERS", "DataSourceError", "KaggleUnavailableError", "default_cache_dir",
@@ -99,7 +100,7 @@ def _to_number(series: pd.Series, strip: str) -> pd.Series:
 # ----------------------------------------------------------------------------------------------- builders
 def competition_train(data_dir: Path, drop: tuple[str, ...] = (), nrows: int | None = None) -> pd.DataFrame:
     """The competition's own ``train.csv`` (plain, .gz or inside a .zip), minus leak columns in ``drop``."""
-    for name in ("train.csv", "train.csv.gz", "train.csv.zip"):
+    for name in (TRAIN_FILE, f"{TRAIN_FILE}.gz", f"{TRAIN_FILE}.zip"):
         if (data_dir / name).exists():
             frame = read_csv(data_dir / name, nrows=nrows)
             return frame.drop(columns=[c for c in drop if c in frame.columns])

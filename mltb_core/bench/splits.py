@@ -28,7 +28,7 @@ import pandas as pd
 from filelock import FileLock
 
 from mltb_core.bench.datasources import default_cache_dir, load_labelled_frame, resolve_source, source_fingerprint
-from mltb_core.bench.tasks import Task
+from mltb_core.bench.tasks import TEST_FILE, TRAIN_FILE, Task
 
 __all__ = ["Split", "prepare_split", "split_dir", "MAX_ROWS", "TEST_FRACTION", "SPLIT_FORMAT", "LABELS_FILE",
            "TamperedSplit"]
@@ -90,8 +90,8 @@ def split_dir(task: Task, seed: int = 0, cache_dir: Path | str | None = None, so
 
 
 def _as_split(task: Task, seed: int, directory: Path) -> Split:
-    return Split(task=task, seed=seed, dir=directory, train_path=directory / "train.csv",
-                 test_path=directory / "test.csv", labels_path=directory / LABELS_FILE)
+    return Split(task=task, seed=seed, dir=directory, train_path=directory / TRAIN_FILE,
+                 test_path=directory / TEST_FILE, labels_path=directory / LABELS_FILE)
 
 
 def _sha256(data: bytes) -> str:
@@ -145,7 +145,7 @@ def _is_complete(directory: Path, source: str, task: Task | None = None, announc
     if task is not None and source != "kaggle" and meta.get("source_hash") != source_fingerprint(task, source):
         return False
     if not (meta.get("format") == SPLIT_FORMAT and meta.get("data_source") == source and all(
-            (directory / name).exists() for name in ("train.csv", "test.csv", LABELS_FILE))):
+            (directory / name).exists() for name in (TRAIN_FILE, TEST_FILE, LABELS_FILE))):
         return False
     if not _labels_intact(directory):
         if announce and task is not None:

@@ -25,12 +25,17 @@ from mltb_core.environment import read as read_environment
 from mltb_core.plugins import NameClashError, claim, did_you_mean
 
 __all__ = [
+    "TRAIN_FILE", "TEST_FILE",
     "SUBMISSION_FILE", "TASKS_DIR", "PROBLEM_TYPES", "PREDICTIONS", "SOURCES",
     "Task", "TaskSpecError", "UnknownTaskError", "load_tasks", "get_task", "metric_directions", "SLUG_PATTERN",
     "is_slug", "DATA_ORIGINS", "BOARDS", "DEFAULT_BOARD", "check_board", "RowFilter", "active_data_origin",
     "percentile_note", "board_file", "check_task_inputs", "metric_problem_types",
 ]
 
+# A task's data directory as the agent sees it: the rows to learn from, the rows to predict, and the file the
+# agent must write.
+TRAIN_FILE = "train.csv"
+TEST_FILE = "test.csv"
 SUBMISSION_FILE = "submission.csv"
 TASKS_DIR = FIXTURES / "tasks"
 TASKS_DIR_ENV = "MLTB_TASKS_DIR"

@@ -65,7 +65,7 @@ from typing import Any
 
 from mltb_core.llm import prompts
 from mltb_core.toolkit.registry import ToolCall
-from mltb_core.bench.tasks import SUBMISSION_FILE
+from mltb_core.bench.tasks import SUBMISSION_FILE, TEST_FILE, TRAIN_FILE
 from mltb_core.llm.backends import SIM_NEUTRAL as NEUTRAL   # the model-string word of assumption 8
 from mltb_core.llm.base import Candidate, LLMBackend, LLMResponse, Usage
 
@@ -145,9 +145,9 @@ SCORE_REQUEST = re.compile(r"score\W{0,3}N\b", re.I)
 
 @dataclass
 class TaskInfo:
-    train_path: str = "train.csv"
-    test_path: str = "test.csv"
-    output_path: str = "submission.csv"
+    train_path: str = TRAIN_FILE
+    test_path: str = TEST_FILE
+    output_path: str = SUBMISSION_FILE
     target: str = "target"
     id_column: str = "id"
     regression: bool = False

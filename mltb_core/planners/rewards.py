@@ -16,7 +16,7 @@ import pandas as pd
 
 # The stage list itself (names, titles, count) lives in the lowest layer: prompts and front ends read it too.
 from mltb_core.bench.stages import REWARD_STAGES, Stage, stage_index
-from mltb_core.bench.tasks import SUBMISSION_FILE
+from mltb_core.bench.tasks import SUBMISSION_FILE, TEST_FILE, TRAIN_FILE
 from mltb_core.toolkit.scratchpad import Scratchpad
 from mltb_core.toolkit.validation import MAX_CATEGORY_LEVELS, TRACKING_COLUMN
 
@@ -92,7 +92,7 @@ class StageContext:
     @classmethod
     def from_agent_data(cls, task: Any, data_dir: Path, max_features: int = 1000) -> StageContext:
         """From the agent's data dir (``train.csv`` and ``test.csv``, see trial.prepare_agent_data)."""
-        return cls.from_files(task, Path(data_dir) / "train.csv", Path(data_dir) / "test.csv", max_features)
+        return cls.from_files(task, Path(data_dir) / TRAIN_FILE, Path(data_dir) / TEST_FILE, max_features)
 
     @classmethod
     def from_split(cls, task: Any, split: Any, max_features: int = 1000) -> StageContext:
@@ -224,7 +224,7 @@ class _Checker:
             if self.log.writer(name) == "read_data" and len(f) == self.ctx.n_train and self.task.target in f.columns:
                 self.found["train"] = name
                 return True, ""
-        return False, ("Train data not loaded yet: read_data(filepath='train.csv') "
+        return False, (f"Train data not loaded yet: read_data(filepath='{TRAIN_FILE}') "
                        f"(expect {self.ctx.n_train} rows with the target column {self.task.target!r}).")
 
     def stage2(self) -> tuple[bool, str]:
@@ -233,7 +233,7 @@ class _Checker:
                     and self.task.target not in f.columns):
                 self.found["test"] = name
                 return True, ""
-        return False, (f"Test data not loaded yet: read_data(filepath='test.csv') (expect {self.ctx.n_test} rows "
+        return False, (f"Test data not loaded yet: read_data(filepath='{TEST_FILE}') (expect {self.ctx.n_test} rows "
                        f"without the target column {self.task.target!r}).")
 
     def stage3(self) -> tuple[bool, str]:

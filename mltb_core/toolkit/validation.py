@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from mltb_core.bench.tasks import TEST_FILE, TRAIN_FILE
 from mltb_core.plugins import MAX_SUGGESTIONS, SUGGESTION_CUTOFF, close_matches
 from mltb_core.toolkit.registry import ToolInputError
 from mltb_core.toolkit.scratchpad import MAX_LISTED_COLUMNS
@@ -25,8 +26,8 @@ __all__ = ["TRACKING_COLUMN", "ROWS_ATTR", "mark_rows", "rows_of", "test_rows", 
 
 # Added by concatenate_train_test: 1 on train rows, 0 on test rows; never a feature.
 TRACKING_COLUMN = "_is_train"
-# Which rows a frame holds, "train" or "test", where a tool knows it (the parts split_combined_into_train_test
-# returns, the X and y of a train conversion). Kept in ``DataFrame.attrs``, which pandas carries through
+# Which rows a frame holds, "train" or "test", where a tool knows it (the task's train.csv and test.csv as
+# read_data reads them, the parts split_combined_into_train_test returns, the X and y of a train conversion). Kept in ``DataFrame.attrs``, which pandas carries through
 # selections, drops and fills and drops when train and test rows are mixed, so a missing mark means "unknown"
 # and never refuses anything.
 ROWS_ATTR = "mltb_rows"
@@ -77,13 +78,13 @@ def wrong_rows(obj: Any, wanted: str, param: str) -> str | None:
         if TRACKING_COLUMN in getattr(obj, "columns", ()):
             return (f"'{param}' holds {held['test']} test rows ('{TRACKING_COLUMN}' == 0) whose target is only a "
                     "placeholder: call split_combined_into_train_test first and convert the train part")
-        return (f"'{param}' holds {held['test']} test rows (the test part of split_combined_into_train_test), whose "
-                "target is only a placeholder: convert the train part with is_train=true")
+        return (f"'{param}' holds {held['test']} test rows ({TEST_FILE}'s rows, e.g. the test part of "
+                "split_combined_into_train_test), which have no real target: convert the train rows with is_train=true")
     if wanted == "test" and "train" in held:
         where = (f"'{TRACKING_COLUMN}' == 1" if TRACKING_COLUMN in getattr(obj, "columns", ())
-                 else "a train part or the X of a train conversion")
+                 else f"{TRAIN_FILE}'s rows, e.g. a train part or the X of a train conversion")
         return (f"'{param}' holds {held['train']} training rows ({where}): the test features come from the test "
-                "part of split_combined_into_train_test (without combining: the test.csv frame, cleaned like the "
+                f"part of split_combined_into_train_test (without combining: the {TEST_FILE} frame, cleaned like the "
                 "train frame), converted with is_train=false")
     return None
 

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import numpy as np
 import pandas as pd
 
+from mltb_core.bench.tasks import TEST_FILE, TRAIN_FILE
 from mltb_core.toolkit.params import CONVERTIBLE, PART_FRAME, Column, NewName, OneOf, ReadFile
 from mltb_core.toolkit.registry import (
     PAPER,
@@ -55,6 +56,8 @@ def placeholder_value(series: pd.Series) -> Any:
 _READERS = {".csv": {}, ".gz": {}, ".tsv": {"sep": "\t"}, ".txt": {"sep": None, "engine": "python"}}
 # The files read_data opens (a .gz only as .csv.gz or .tsv.gz).
 READ_SUFFIXES = tuple(s for s in _READERS if s != ".gz") + (".csv.gz", ".tsv.gz")
+# Which rows the task's own files in its data directory hold.
+_TASK_ROWS = {TRAIN_FILE: "train", TEST_FILE: "test"}
 
 
 @make_set_tool(toolsets=PAPER, stages=("loading",))
@@ -85,7 +88,12 @@ def read_data(filepath: Annotated[str, ReadFile(READ_SUFFIXES)], ctx: ToolContex
     options = dict(_READERS[suffix])
     if path.name.lower().endswith(".tsv.gz"):
         options = {"sep": "\t"}
-    return pd.read_csv(path, **options)
+    frame = pd.read_csv(path, **options)
+    # The task's own files say which rows they hold, so a later tool can refuse the wrong part (issue 33:
+    # train.csv converted as test features); any other file's rows stay unknown.
+    if ctx.data_dir is not None and path.parent == ctx.data_dir and path.name in _TASK_ROWS:
+        mark_rows(frame, _TASK_ROWS[path.name])
+    return frame
 
 
 @make_get_and_set_tool(toolsets=PAPER, stages=("loading",))
@@ -120,8 +128,8 @@ def concatenate_train_test(train_df: pd.DataFrame, test_df: pd.DataFrame) -> pd.
     require_frame(test_df, "test_df")
     if train_df is test_df or (train_df.shape == test_df.shape and train_df.equals(test_df)):
         # one frame given twice "succeeded" and left the trial stuck before test.csv was ever read (issue 33)
-        raise ToolInputError("train_df and test_df are the same data: the test rows are missing. Read test.csv "
-                             "with read_data first (filepath 'test.csv', e.g. output 'test_df') and bind that "
+        raise ToolInputError(f"train_df and test_df are the same data: the test rows are missing. Read {TEST_FILE} "
+                             f"with read_data first (filepath '{TEST_FILE}', e.g. output 'test_df') and bind that "
                              "frame to test_df")
     for name, frame in (("train_df", train_df), ("test_df", test_df)):
         if TRACKING_COLUMN in frame.columns:
