@@ -107,7 +107,7 @@ PINNED_TOOLS: dict[str, str] = {
     'normalize_features': '7c33118a1b92e6bd',
     'one_hot_encode': 'eea7128b1c9b21dd',
     'predict_target': 'ff6e3289b8d82a69',
-    'read_data': '80e23fee77aadf09',
+    'read_data': '4b335b7e211ab664',
     'rename_feature': '6d95fe356004f509',
     'save_dataframe_to_csv': '682819aa900eef81',
     'save_model': 'fd73160fbb844c08',
@@ -123,8 +123,8 @@ PINNED_TOOLS: dict[str, str] = {
     'tune_xgboost_regressor': 'd2c6d1086cff222c',
 }
 PINNED_TOOLSETS: dict[str, dict[str, str]] = {
-    'paper': {'names': '5266ef11212df944', 'catalogue': 'a9541de129b5f311', 'preamble': 'e9f6c825be91fe5e', 'local_catalogue': 'f556db9bd9ba4099', 'schemas': 'c9a3436c52f68fed'},
-    'extended': {'names': '8c28b56ee2cc901a', 'catalogue': '62222396c4d12f46', 'preamble': '2d60b954fca6bde8', 'local_catalogue': 'e8381942b151e740', 'schemas': '7c310c958166b08d'},
+    'paper': {'names': '5266ef11212df944', 'catalogue': 'a9541de129b5f311', 'preamble': 'e9f6c825be91fe5e', 'local_catalogue': 'f556db9bd9ba4099', 'schemas': '5b35be58841e1d3f'},
+    'extended': {'names': '8c28b56ee2cc901a', 'catalogue': '62222396c4d12f46', 'preamble': '2d60b954fca6bde8', 'local_catalogue': 'e8381942b151e740', 'schemas': '8314d76b0f3b7396'},
 }
 
 

@@ -69,6 +69,23 @@ def test_the_task_files_say_which_rows_they_hold(pad, ctx):
         assert_error(call(pad, ctx, convert, {"df": train_rows}, {"target_column": "Transported", "is_train": False},
                           output="X_test"), "'df' holds 3 training rows (train.csv's rows")
     assert "X_test" not in pad
+    # the likeliest slip on this path, test.csv converted without is_train=false, is told the switch
+    failed(call(pad, ctx, convert, {"df": "test_raw"}, {"target_column": "Transported"}, output=["X", "y"]),
+           "'df' holds 2 test rows (test.csv's rows", "convert them with is_train=false")
+    # a lookup join (left, unique right keys) keeps the left rows, so it keeps their part; with repeated
+    # right keys the rows multiply and the part is unknown
+    pad["planets"] = pd.DataFrame({"HomePlanet": ["Earth", "Mars"], "Gravity": [1.0, 0.38]})
+    assert call(pad, ctx, "join_dataframes", {"left_df": "train_raw", "right_df": "planets"},
+                {"left_on": "HomePlanet", "how": "left"}, output="train_joined").ok
+    assert pad["train_joined"]["Gravity"].tolist() == [1.0, 0.38, 1.0]
+    assert_error(call(pad, ctx, convert, {"df": "train_joined"}, {"target_column": "Transported", "is_train": False},
+                      output="X_test"), "'df' holds 3 training rows")
+    pad["planets_twice"] = pd.concat([pad["planets"], pad["planets"]], ignore_index=True)
+    assert call(pad, ctx, "join_dataframes", {"left_df": "train_raw", "right_df": "planets_twice"},
+                {"left_on": "HomePlanet", "how": "left"}, output="train_doubled").ok
+    assert len(pad["train_doubled"]) == 6
+    assert call(pad, ctx, convert, {"df": "train_doubled"}, {"target_column": "Transported", "is_train": False},
+                output="X_doubled").ok
     pad["test_gap"] = pad["test_raw"].assign(Age=[None, 50.0])   # pandas keeps the mark
     assert_error(call(pad, ctx, "drop_rows_with_missing", {"df": "test_gap"}, output="t"), "test rows")
     assert "t" not in pad

@@ -79,7 +79,8 @@ def wrong_rows(obj: Any, wanted: str, param: str) -> str | None:
             return (f"'{param}' holds {held['test']} test rows ('{TRACKING_COLUMN}' == 0) whose target is only a "
                     "placeholder: call split_combined_into_train_test first and convert the train part")
         return (f"'{param}' holds {held['test']} test rows ({TEST_FILE}'s rows, e.g. the test part of "
-                "split_combined_into_train_test), which have no real target: convert the train rows with is_train=true")
+                "split_combined_into_train_test), which have no real target: for the test features convert them with "
+                "is_train=false; the training target comes from the train rows")
     if wanted == "test" and "train" in held:
         where = (f"'{TRACKING_COLUMN}' == 1" if TRACKING_COLUMN in getattr(obj, "columns", ())
                  else f"{TRAIN_FILE}'s rows, e.g. a train part or the X of a train conversion")

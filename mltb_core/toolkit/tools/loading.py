@@ -24,7 +24,7 @@ from mltb_core.toolkit.registry import (
 from mltb_core.toolkit.docparts import shared_doc
 from mltb_core.toolkit.sandbox import resolve_read
 from mltb_core.toolkit.validation import (MAX_LISTED_COLUMNS, TRACKING_COLUMN, as_column_list, choose, mark_rows,
-                                          require_columns, require_frame)
+                                          require_columns, require_frame, rows_of)
 
 __all__ = [
     "read_data", "concatenate_train_test", "split_combined_into_train_test",
@@ -66,7 +66,7 @@ def read_data(filepath: Annotated[str, ReadFile(READ_SUFFIXES)], ctx: ToolContex
     """Read CSV data into a pandas DataFrame.
 
     Reads a CSV (also .csv.gz, .tsv) from the task's data directory or your sandbox.
-    Relative paths are looked up in the sandbox first, then the data directory.
+    Relative paths are looked up in the task's data directory first, then your sandbox.
 
     Parameters
     ----------
@@ -370,7 +370,13 @@ def join_dataframes(left_df: pd.DataFrame, right_df: pd.DataFrame,
     right_keys = require_columns(right_df, left_on if right_on is None else right_on, "right_on")
     if len(left_keys) != len(right_keys):
         raise ToolInputError(f"left_on has {len(left_keys)} key(s) but right_on has {len(right_keys)}")
-    return left_df.merge(right_df, how=how, left_on=left_keys, right_on=right_keys, suffixes=suffixes)
+    joined = left_df.merge(right_df, how=how, left_on=left_keys, right_on=right_keys, suffixes=suffixes)
+    # a left join on unique right keys keeps the left rows, one each, in order: so it keeps their mark too
+    # (pandas drops it; a lookup join must not let train rows pass as test features, issue 33)
+    rows = rows_of(left_df)
+    if rows is not None and how == "left" and not right_df.duplicated(subset=right_keys).any():
+        mark_rows(joined, rows)
+    return joined
 
 
 @make_get_tool(toolsets=PAPER, stages=SUMMARY_STAGES)
