@@ -162,6 +162,25 @@ def test_a_part_is_offered_where_its_rows_fit():
                 (is_train, name, refused)
 
 
+def test_a_part_without_a_switch_is_offered_only_where_it_fits():
+    """concatenate_train_test with train and test swapped flagged each row as the other part; its frames are
+    declared parts too (params.frame_of), so each is offered, and taken, only where its rows fit."""
+    from mltb_core.toolkit.validation import mark_rows
+    train = FRAME[FRAME["_is_train"] == 1].drop(columns="_is_train")
+    test = FRAME[FRAME["_is_train"] == 0].drop(columns=["_is_train", "Flag"])
+    objects = {"combined": FRAME, "train_raw": mark_rows(train.copy(), "train"),
+               "test_raw": mark_rows(test.copy(), "test"), "unknown": test}
+    tool = REGISTRY.get("concatenate_train_test")
+    pad = Scratchpad(objects=objects)
+    offered = {param: offered_bindings(tool, pad, param) for param in ("train_df", "test_df")}
+    assert offered == {"train_df": {"train_raw", "unknown"}, "test_df": {"test_raw", "unknown"}}
+    for param, other in (("train_df", "test_df"), ("test_df", "train_df")):
+        for name, obj in objects.items():
+            refused = refusal(tool, {param: obj, other: objects["unknown"]})
+            assert (name in offered[param]) == (refused is None or not refused.startswith(f"'{param}' holds")), \
+                (param, name, refused)
+
+
 def test_the_predictions_are_offered_wherever_the_paper_saves_or_combines_them():
     """Issue 33: after predict_target the grammar offered only frames as save_dataframe_to_csv's df."""
     pad = Scratchpad(objects={"test": FRAME, "X_test": FEATURES, "model": MODEL, "preds": LABELS})

@@ -11,6 +11,7 @@ import mltb_core.toolkit.tools  # noqa: F401 - registers the tools
 from mltb_core.toolkit.registry import REGISTRY, ToolContext, ToolInputError
 from mltb_core.toolkit.sandbox import resolve_read, resolve_write
 from mltb_core.toolkit.scratchpad import Scratchpad
+from mltb_core.toolkit.validation import rows_held
 from tool_calls import call_tool, failed, tool_context
 
 
@@ -122,7 +123,24 @@ def test_concatenate_train_test_tracks_rows_and_fills_target(pad, ctx):
 def test_concatenate_train_test_refuses_already_combined(pad, ctx):
     call(pad, ctx, "concatenate_train_test", {"train_df": "train", "test_df": "test"}, output="combined")
     result = call(pad, ctx, "concatenate_train_test", {"train_df": "combined", "test_df": "test"}, output="again")
+    failed(result, "'train_df' holds 2 test rows ('_is_train' == 0)", "each before combining")
+    pad["combined_train_rows"] = pad["combined"].iloc[:3]    # flags of one part only: still combined once
+    result = call(pad, ctx, "concatenate_train_test", {"train_df": "combined_train_rows", "test_df": "test"},
+                  output="again")
     assert_error(result, "already has a '_is_train'")
+
+
+def test_concatenate_train_test_refuses_train_and_test_swapped(pad, ctx):
+    """Swapped, each row got the other part's flag and the test rows a target; the parts of the task's files
+    are known, so the swap is refused, and the grammar offers each frame only where it fits."""
+    assert call(pad, ctx, "read_data", kwargs={"filepath": "train.csv"}, output="train_raw").ok
+    assert call(pad, ctx, "read_data", kwargs={"filepath": "test.csv"}, output="test_raw").ok
+    result = call(pad, ctx, "concatenate_train_test", {"train_df": "test_raw", "test_df": "train_raw"}, output="c")
+    failed(result, "'train_df' holds 2 test rows (test.csv's rows", "train_df takes the train.csv frame and "
+           "test_df the test.csv frame")
+    assert "c" not in pad
+    assert call(pad, ctx, "concatenate_train_test", {"train_df": "train_raw", "test_df": "test_raw"}, output="c").ok
+    assert rows_held(pad["c"]) == {"train": 3, "test": 2}
 
 
 def test_concatenate_train_test_refuses_one_frame_given_twice(pad, ctx):
@@ -132,9 +150,13 @@ def test_concatenate_train_test_refuses_one_frame_given_twice(pad, ctx):
     assert "read test.csv with read_data first" in result.message.replace("Read", "read")
     assert "filepath 'test.csv'" in result.message and "combined" not in pad
     # a second read of the same file is the same data too
-    assert call(pad, ctx, "read_data", kwargs={"filepath": "train.csv"}, output="train_again").ok
+    pad["train_again"] = pd.read_csv(ctx.data_dir / "train.csv")
     result = call(pad, ctx, "concatenate_train_test", {"train_df": "train", "test_df": "train_again"}, output="c")
     assert_error(result, "same data")
+    # train.csv as read_data reads it is known to hold training rows
+    assert call(pad, ctx, "read_data", kwargs={"filepath": "train.csv"}, output="train_read").ok
+    result = call(pad, ctx, "concatenate_train_test", {"train_df": "train_read", "test_df": "train_read"}, output="c")
+    failed(result, "'test_df' holds 3 training rows (train.csv's rows", "test_df the test.csv frame")
     # different data of the same shape is not refused
     pad["other"] = pad["train"].assign(Age=[1.0, 2.0, 3.0])
     assert call(pad, ctx, "concatenate_train_test", {"train_df": "train", "test_df": "other"}, output="c").ok

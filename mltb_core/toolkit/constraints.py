@@ -151,7 +151,7 @@ def _switches(tool: Tool, found: Any) -> list[tuple[str, Any]]:
     """(argument, value) pairs that change what a call may be: a value lifting a rule (no key columns for a
     cross join), or one with which the tool returns one object instead of its parts."""
     lifting = [rule.unless for rule in found.rules.values() if getattr(rule, "unless", None)]
-    parts = [bound.part.unless for bound in found.bound.values() if bound.part is not None]
+    parts = [bound.part.unless for bound in found.bound.values() if bound.part is not None and bound.part.unless]
     return lifting + parts + ([tool.parts_unless] if tool.parts_unless is not None else [])
 
 

@@ -37,10 +37,11 @@ import pandas as pd
 from mltb_core.environment import Range
 from mltb_core.toolkit.registry import Tool, ToolInputError
 from mltb_core.toolkit.scratchpad import MAX_OBJECT_NAME_CHARS, OBJECT_NAME_PATTERN
-from mltb_core.toolkit.validation import TRACKING_COLUMN, is_numeric_dtype, require_columns, require_name, wrong_rows
+from mltb_core.toolkit.validation import (TRACKING_COLUMN, is_numeric_dtype, other_rows, require_columns, require_name,
+                                          wrong_rows)
 
 __all__ = ["Kind", "Bound", "Rule", "Column", "ColumnKind", "NUMBER", "INTEGER", "NewName", "OneOf", "ReadFile", "WriteFile", "Range",
-           "Part", "FRAME", "PART_FRAME", "SERIES", "TARGET", "TABLE", "PREDICTIONS", "CONVERTIBLE", "ESTIMATOR",
+           "Part", "FRAME", "PART_FRAME", "frame_of", "SERIES", "TARGET", "TABLE", "PREDICTIONS", "CONVERTIBLE", "ESTIMATOR",
            "MAX_NAME_CHARS", "MAX_LIST_ITEMS", "OBJECT_NAME", "NEW_NAME", "declarations", "check_arguments",
            "name_schema", "State", "Declarations", "rule_grammar", "parameter_kind", "parameter_docs", "document"]
 
@@ -87,20 +88,28 @@ _MODEL = Kind("a fitted model with a predict() method", lambda o: callable(getat
 
 @dataclass(frozen=True)
 class Part:
-    """Which rows a bound frame must hold: ``rows`` ("train"), or ``other`` ("test") when the argument
+    """Which rows a bound frame must hold: ``rows`` ("train" or "test"), or ``other`` when the argument
     ``unless[0]`` has the value ``unless[1]``. Rows a tool marked, or the tracking column's flags, decide
-    (:func:`validation.rows_held`); a frame whose rows are unknown is taken either way."""
+    (:func:`validation.rows_held`); a frame whose rows are unknown is taken either way. ``advice``: what to
+    bind instead, said after the rows a refused frame holds (default: :func:`validation.wrong_rows`'s, for
+    a frame converted to features)."""
 
     rows: str
-    unless: tuple[str, Any]
-    other: str
+    unless: tuple[str, Any] | None = None
+    other: str | None = None
+    advice: str | None = None
 
     def wanted(self, args: Mapping[str, Any]) -> str:
-        return self.other if self.unless[0] in args and args[self.unless[0]] == self.unless[1] else self.rows
+        if self.unless is not None and self.other is not None and self.unless[0] in args:
+            return self.other if args[self.unless[0]] == self.unless[1] else self.rows
+        return self.rows
 
     def refusal(self, obj: Any, param: str, args: Mapping[str, Any]) -> str | None:
         """Why ``obj`` cannot be bound here (the message starts "'param' holds"); None when it can."""
-        return wrong_rows(obj, self.wanted(args), param)
+        if self.advice is None:
+            return wrong_rows(obj, self.wanted(args), param)
+        held = other_rows(obj, self.wanted(args), param)
+        return None if held is None else f"{held}: {self.advice}"
 
 
 @dataclass(frozen=True)
@@ -135,6 +144,8 @@ class Bound:
         if self.part is None:
             return kinds
         part = self.part
+        if part.unless is None:
+            return f"{kinds} of {part.rows} rows"
         return f"{kinds} of {part.rows} rows ({part.other} rows if {part.unless[0]}={_shown(part.unless[1])})"
 
 
@@ -148,6 +159,11 @@ ESTIMATOR = Bound((_MODEL,))
 # convert_dataframe_to_features_target's frame: the train part, or the test part when is_train is false
 # (converting the wrong part silently gave features of the wrong rows, issue 33)
 PART_FRAME = Bound((_FRAME,), Part("train", ("is_train", False), "test"))
+
+
+def frame_of(rows: str, advice: str) -> Bound:
+    """A frame of ``rows`` ("train" or "test") only; ``advice`` says what to bind instead."""
+    return Bound((_FRAME,), Part(rows, advice=advice))
 
 
 # --------------------------------------------------------------- plain parameters (func_kwargs)

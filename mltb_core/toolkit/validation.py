@@ -18,7 +18,7 @@ from mltb_core.plugins import MAX_SUGGESTIONS, SUGGESTION_CUTOFF, close_matches
 from mltb_core.toolkit.registry import ToolInputError
 from mltb_core.toolkit.scratchpad import MAX_LISTED_COLUMNS
 
-__all__ = ["TRACKING_COLUMN", "ROWS_ATTR", "mark_rows", "rows_of", "test_rows", "rows_held", "wrong_rows", "MAX_CATEGORY_LEVELS", "SUGGESTION_CUTOFF", "MAX_SUGGESTIONS", "MAX_LISTED_COLUMNS",
+__all__ = ["TRACKING_COLUMN", "ROWS_ATTR", "mark_rows", "rows_of", "test_rows", "rows_held", "other_rows", "wrong_rows", "MAX_CATEGORY_LEVELS", "SUGGESTION_CUTOFF", "MAX_SUGGESTIONS", "MAX_LISTED_COLUMNS",
            "close_matches", "require_frame", "as_column_list", "require_columns", "listed_columns", "missing_columns_message", "require_name",
            "require_model", "choose", "require_choice", "require_positive_int", "as_features", "as_target",
            "is_numeric", "is_numeric_dtype", "numeric_columns", "require_numeric_columns", "require_csv_path",
@@ -71,23 +71,36 @@ def rows_held(obj: Any) -> dict[str, int]:
     return {}
 
 
+def other_rows(obj: Any, wanted: str, param: str) -> str | None:
+    """"'param' holds N test rows (how that is known)" when ``obj`` holds rows of the part other than
+    ``wanted`` ("train" or "test"); None when it may be a frame of ``wanted`` rows."""
+    other = "test" if wanted == "train" else "train"
+    count = rows_held(obj).get(other)
+    if count is None:
+        return None
+    if TRACKING_COLUMN in getattr(obj, "columns", ()):
+        where = f"'{TRACKING_COLUMN}' == {int(other == 'train')}"
+    elif other == "train":
+        where = f"{TRAIN_FILE}'s rows, e.g. a train part or the X of a train conversion"
+    else:
+        where = f"{TEST_FILE}'s rows, e.g. the test part of split_combined_into_train_test"
+    return f"'{param}' holds {count} {'training' if other == 'train' else 'test'} rows ({where})"
+
+
 def wrong_rows(obj: Any, wanted: str, param: str) -> str | None:
-    """Why ``obj`` is not a frame of ``wanted`` rows ("train" or "test"), for the model; None when it may be."""
-    held = rows_held(obj)
-    if wanted == "train" and "test" in held:
-        if TRACKING_COLUMN in getattr(obj, "columns", ()):
-            return (f"'{param}' holds {held['test']} test rows ('{TRACKING_COLUMN}' == 0) whose target is only a "
-                    "placeholder: call split_combined_into_train_test first and convert the train part")
-        return (f"'{param}' holds {held['test']} test rows ({TEST_FILE}'s rows, e.g. the test part of "
-                "split_combined_into_train_test), which have no real target: for the test features convert them with "
-                "is_train=false; the training target comes from the train rows")
-    if wanted == "test" and "train" in held:
-        where = (f"'{TRACKING_COLUMN}' == 1" if TRACKING_COLUMN in getattr(obj, "columns", ())
-                 else f"{TRAIN_FILE}'s rows, e.g. a train part or the X of a train conversion")
-        return (f"'{param}' holds {held['train']} training rows ({where}): the test features come from the test "
-                f"part of split_combined_into_train_test (without combining: the {TEST_FILE} frame, cleaned like the "
-                "train frame), converted with is_train=false")
-    return None
+    """Why ``obj`` is not a frame of ``wanted`` rows to convert to features ("train": features and target,
+    "test": test features), for the model; None when it may be."""
+    held = other_rows(obj, wanted, param)
+    if held is None:
+        return None
+    if wanted == "test":
+        return (f"{held}: the test features come from the test part of split_combined_into_train_test (without "
+                f"combining: the {TEST_FILE} frame, cleaned like the train frame), converted with is_train=false")
+    if TRACKING_COLUMN in getattr(obj, "columns", ()):
+        return (f"{held} whose target is only a placeholder: call split_combined_into_train_test first and convert "
+                "the train part")
+    return (f"{held}, which have no real target: for the test features convert them with is_train=false; the "
+            "training target comes from the train rows")
 
 
 def require_frame(obj: Any, param: str = "df") -> pd.DataFrame:

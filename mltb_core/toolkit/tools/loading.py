@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from mltb_core.bench.tasks import TEST_FILE, TRAIN_FILE
-from mltb_core.toolkit.params import CONVERTIBLE, PART_FRAME, Column, NewName, OneOf, ReadFile
+from mltb_core.toolkit.params import CONVERTIBLE, PART_FRAME, Column, NewName, OneOf, ReadFile, frame_of
 from mltb_core.toolkit.registry import (
     PAPER,
     ToolContext,
@@ -96,9 +96,15 @@ def read_data(filepath: Annotated[str, ReadFile(READ_SUFFIXES)], ctx: ToolContex
     return frame
 
 
+# concatenate_train_test's two frames: swapped, each row got the other part's flag (and the test rows a target)
+_PAIR = (f"train_df takes the {TRAIN_FILE} frame and test_df the {TEST_FILE} frame (as read_data read them, or "
+         "cleaned), each before combining")
+
+
 @make_get_and_set_tool(toolsets=PAPER, stages=("loading",))
 @shared_doc()
-def concatenate_train_test(train_df: pd.DataFrame, test_df: pd.DataFrame) -> pd.DataFrame:
+def concatenate_train_test(train_df: Annotated[pd.DataFrame, frame_of("train", _PAIR)],
+                           test_df: Annotated[pd.DataFrame, frame_of("test", _PAIR)]) -> pd.DataFrame:
     """Concatenate train and test data with tracking columns for proper splitting.
 
     Stacks the rows of train and test into one DataFrame so cleaning and feature
