@@ -224,4 +224,20 @@ def test_forest_cover_stage_nine_quality_uses_its_class_weights():
     assert baseline == pytest.approx(weights["2"] / sum(weights.values()))
     ctx = StageContext(task, len(y), 10, pd.Series(range(10)), y, 1000, original_features=3)
     ctx.cv_baseline = baseline
-    assert _quality(ctx, 0.9) > _quality(ctx, 0.7) > 0.0 and _quality(ctx, 0.9) != 0.5
+    metric = task.metric
+    assert _quality(ctx, 0.9, metric) > _quality(ctx, 0.7, metric) > 0.0 and _quality(ctx, 0.9, metric) != 0.5
+
+
+def test_stage_nine_quality_reads_only_the_task_metric(spaceship):
+    """A regressor fitted on spaceship's bool target reported its CV RMSE, and stage 9 read it as accuracy
+    (issue 33, main job t02): an RMSE of 0.37 clipped to quality 0, and a worse fit would have scored
+    higher. A score in another metric is of unknown quality; the classifier's accuracy is read as before."""
+    script = spaceship_pipeline()
+    fit = next(i for i, c in enumerate(script) if c["tool_name"].startswith("fit_"))
+    nodes = run_script(spaceship, script[:fit + 1])
+    assert script[fit]["tool_name"] == "fit_lightgbm_classifier" and nodes[-1].progress.stage == 9
+    assert nodes[-1].progress.cv_quality not in (0.0, 0.5, 1.0)
+    regressor = call("fit_lightgbm_regressor", dict(script[fit]["tool_args"]["bindings"]), "reg")
+    nodes = run_script(spaceship, [*script[:fit], regressor])
+    assert "rmse" in nodes[-1].observation and nodes[-1].progress.stage == 9
+    assert nodes[-1].progress.cv_quality == 0.5

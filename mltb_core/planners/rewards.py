@@ -382,6 +382,7 @@ class _Checker:
                 other_features = other_features or name
                 continue
             self.found["cv_score"] = float(score)
+            self.found["cv_metric"] = getattr(model, "mltb_cv_metric_", None)
             self.found["model"] = name
             return True, ""
         kind = "regressor" if self.task.problem_type == "regression" else "classifier"
@@ -451,16 +452,18 @@ def advance(ctx: StageContext, previous: Progress, pad: Scratchpad, log: PathLog
         stage += 1
         passed.append(stage)
         if stage == _MODELING:
-            quality = _quality(ctx, found.get("cv_score"))
+            quality = _quality(ctx, found.get("cv_score"), found.get("cv_metric"))
             reward += 0.5 + 0.5 * quality
         else:
             reward += 1.0
     return Progress(stage, reward, quality, feedback, tuple(passed)), found
 
 
-def _quality(ctx: StageContext, cv: float | None) -> float:
-    """CV score normalised per task: 0 = constant baseline, 1 = perfect (clipped)."""
-    if cv is None or ctx.cv_baseline is None:
+def _quality(ctx: StageContext, cv: float | None, metric: str | None) -> float:
+    """CV score normalised per task: 0 = constant baseline, 1 = perfect (clipped); 0.5 (unknown) when the
+    score is in another metric than the task's (a regressor's RMSE on a classification task was read as
+    accuracy: a worse fit scored higher)."""
+    if cv is None or ctx.cv_baseline is None or metric != ctx.task.metric:
         return 0.5
     try:
         from mltb_core.bench.metrics import get_metric
