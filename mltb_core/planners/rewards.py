@@ -459,11 +459,11 @@ def advance(ctx: StageContext, previous: Progress, pad: Scratchpad, log: PathLog
     return Progress(stage, reward, quality, feedback, tuple(passed)), found
 
 
-def _quality(ctx: StageContext, cv: float | None, metric: str | None) -> float:
+def _quality(ctx: StageContext, cv: float | None, scored_in: str | None) -> float:
     """CV score normalised per task: 0 = constant baseline, 1 = perfect (clipped); 0.5 (unknown) when the
     score is in another metric than the task's (a regressor's RMSE on a classification task was read as
     accuracy: a worse fit scored higher)."""
-    if cv is None or ctx.cv_baseline is None or metric != ctx.task.metric:
+    if cv is None or ctx.cv_baseline is None or scored_in != ctx.task.metric:
         return 0.5
     try:
         from mltb_core.bench.metrics import get_metric
