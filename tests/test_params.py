@@ -169,7 +169,8 @@ def test_a_part_without_a_switch_is_offered_only_where_it_fits():
     train = FRAME[FRAME["_is_train"] == 1].drop(columns="_is_train")
     test = FRAME[FRAME["_is_train"] == 0].drop(columns=["_is_train", "Flag"])
     objects = {"combined": FRAME, "train_raw": mark_rows(train.copy(), "train"),
-               "test_raw": mark_rows(test.copy(), "test"), "unknown": test}
+               "test_raw": mark_rows(test.copy(), "test"), "unknown": test,
+               "combined_slice": FRAME[FRAME["_is_train"] == 1]}   # one part's flags, combined once
     tool = REGISTRY.get("concatenate_train_test")
     pad = Scratchpad(objects=objects)
     offered = {param: offered_bindings(tool, pad, param) for param in ("train_df", "test_df")}

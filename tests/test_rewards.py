@@ -231,7 +231,8 @@ def test_forest_cover_stage_nine_quality_uses_its_class_weights():
 def test_stage_nine_quality_reads_only_the_task_metric(spaceship):
     """A regressor fitted on spaceship's bool target reported its CV RMSE, and stage 9 read it as accuracy
     (issue 33, main job t02): an RMSE of 0.37 clipped to quality 0, and a worse fit would have scored
-    higher. A score in another metric is of unknown quality; the classifier's accuracy is read as before."""
+    higher. A score in another metric counts as the baseline's (0, below any right-kind model at or above
+    it), whatever its value; the classifier's accuracy is read as before."""
     script = spaceship_pipeline()
     fit = next(i for i, c in enumerate(script) if c["tool_name"].startswith("fit_"))
     nodes = run_script(spaceship, script[:fit + 1])
@@ -240,4 +241,5 @@ def test_stage_nine_quality_reads_only_the_task_metric(spaceship):
     regressor = call("fit_lightgbm_regressor", dict(script[fit]["tool_args"]["bindings"]), "reg")
     nodes = run_script(spaceship, [*script[:fit], regressor])
     assert "rmse" in nodes[-1].observation and nodes[-1].progress.stage == 9
-    assert nodes[-1].progress.cv_quality == 0.5
+    assert nodes[-1].progress.cv_quality == 0.0
+    assert nodes[-1].cv_scores == {}   # nor does it rank solutions against scores in the task's metric

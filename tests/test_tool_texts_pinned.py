@@ -56,7 +56,7 @@ PINNED_TOOLS: dict[str, str] = {
     'cast_integer_columns_to_float': 'f3e89a91c99d32a0',
     'cast_numeric_columns': '0accba935e2881e8',
     'concatenate_dataframes': 'dd6cdda3fdaab78d',
-    'concatenate_train_test': '8bbd23ee177403f2',
+    'concatenate_train_test': '3b2304f060766d63',
     'convert_dataframe_to_features_target': 'f44d3788f09bb44f',
     'convert_to_dataframe': '6dcc91a82640714b',
     'create_categorical_feature': '7db34ce0696875ef',
@@ -123,8 +123,8 @@ PINNED_TOOLS: dict[str, str] = {
     'tune_xgboost_regressor': 'd2c6d1086cff222c',
 }
 PINNED_TOOLSETS: dict[str, dict[str, str]] = {
-    'paper': {'names': '5266ef11212df944', 'catalogue': 'a9541de129b5f311', 'preamble': 'e9f6c825be91fe5e', 'local_catalogue': 'f556db9bd9ba4099', 'schemas': 'f2993973810cc4c4'},
-    'extended': {'names': '8c28b56ee2cc901a', 'catalogue': '62222396c4d12f46', 'preamble': '2d60b954fca6bde8', 'local_catalogue': 'e8381942b151e740', 'schemas': '9dbcf04a1061dddd'},
+    'paper': {'names': '5266ef11212df944', 'catalogue': 'a9541de129b5f311', 'preamble': 'e9f6c825be91fe5e', 'local_catalogue': 'f556db9bd9ba4099', 'schemas': 'cd5689146c0333f7'},
+    'extended': {'names': '8c28b56ee2cc901a', 'catalogue': '62222396c4d12f46', 'preamble': '2d60b954fca6bde8', 'local_catalogue': 'e8381942b151e740', 'schemas': '1f70770d8da9cefc'},
 }
 
 

@@ -460,10 +460,13 @@ def advance(ctx: StageContext, previous: Progress, pad: Scratchpad, log: PathLog
 
 
 def _quality(ctx: StageContext, cv: float | None, scored_in: str | None) -> float:
-    """CV score normalised per task: 0 = constant baseline, 1 = perfect (clipped); 0.5 (unknown) when the
-    score is in another metric than the task's (a regressor's RMSE on a classification task was read as
-    accuracy: a worse fit scored higher)."""
-    if cv is None or ctx.cv_baseline is None or scored_in != ctx.task.metric:
+    """CV score normalised per task: 0 = constant baseline, 1 = perfect (clipped); 0.5 when unknown. A model
+    scored in another metric than the task's (a regressor on a classification task) counts as no better than
+    the baseline: its RMSE was read as accuracy, so a worse fit scored higher, and an unknown 0.5 would
+    outrank a weak model of the right kind."""
+    if scored_in is not None and scored_in != ctx.task.metric:
+        return 0.0
+    if cv is None or ctx.cv_baseline is None:
         return 0.5
     try:
         from mltb_core.bench.metrics import get_metric

@@ -183,7 +183,8 @@ class LocalWorkspace:
             check = check_submission(self.stage_ctx, snapshot) if snapshot is not None else None
             log = base.log.extend(call.tool_name, ok, written, snapshot, check)
             progress, found = advance(self.stage_ctx, base.progress, pad, log, base.found)
-            cv_scores = {n: s for n in written if (s := _cv_score(pad.get(n))) is not None}
+            metric = getattr(self.tool_ctx.task, "metric", None)
+            cv_scores = {n: s for n in written if (s := _cv_score(pad.get(n), metric)) is not None}
         except Exception as exc:  # noqa: BLE001 - checking the model's result failed: the call failed
             pad, ok, written, snapshot, check, log = base.pad.child(), False, [], None, None, base.log
             progress, found, cv_scores = base.progress, base.found, {}
@@ -219,8 +220,11 @@ class LocalWorkspace:
         return line
 
 
-def _cv_score(model: Any) -> float | None:
-    """The CV score a model-fitting tool attached to its model, oriented so that higher is better."""
+def _cv_score(model: Any, metric: str | None) -> float | None:
+    """The CV score a model-fitting tool attached to its model, oriented so that higher is better; None when
+    it is in another metric than ``metric`` (the task's): scores in two metrics do not rank solutions."""
+    if metric is not None and getattr(model, "mltb_cv_metric_", metric) != metric:
+        return None
     score = getattr(model, "mltb_cv_score_", None)
     try:
         value = float(score) if score is not None else None

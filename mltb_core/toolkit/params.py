@@ -92,12 +92,14 @@ class Part:
     ``unless[0]`` has the value ``unless[1]``. Rows a tool marked, or the tracking column's flags, decide
     (:func:`validation.rows_held`); a frame whose rows are unknown is taken either way. ``advice``: what to
     bind instead, said after the rows a refused frame holds (default: :func:`validation.wrong_rows`'s, for
-    a frame converted to features)."""
+    a frame converted to features). ``combined``: whether a frame with the tracking column (combined, or a
+    slice of a combined frame) may be bound."""
 
     rows: str
     unless: tuple[str, Any] | None = None
     other: str | None = None
     advice: str | None = None
+    combined: bool = True
 
     def wanted(self, args: Mapping[str, Any]) -> str:
         if self.unless is not None and self.other is not None and self.unless[0] in args:
@@ -106,6 +108,9 @@ class Part:
 
     def refusal(self, obj: Any, param: str, args: Mapping[str, Any]) -> str | None:
         """Why ``obj`` cannot be bound here (the message starts "'param' holds"); None when it can."""
+        if not self.combined and TRACKING_COLUMN in getattr(obj, "columns", ()):
+            return (f"'{param}' holds a '{TRACKING_COLUMN}' column: it is combined already, or a slice of a "
+                    f"combined frame; {self.advice or 'bind a frame from before combining'}")
         if self.advice is None:
             return wrong_rows(obj, self.wanted(args), param)
         held = other_rows(obj, self.wanted(args), param)
@@ -145,7 +150,7 @@ class Bound:
             return kinds
         part = self.part
         if part.unless is None:
-            return f"{kinds} of {part.rows} rows"
+            return f"{kinds} of {part.rows} rows" + ("" if part.combined else ", not combined")
         return f"{kinds} of {part.rows} rows ({part.other} rows if {part.unless[0]}={_shown(part.unless[1])})"
 
 
@@ -161,9 +166,10 @@ ESTIMATOR = Bound((_MODEL,))
 PART_FRAME = Bound((_FRAME,), Part("train", ("is_train", False), "test"))
 
 
-def frame_of(rows: str, advice: str) -> Bound:
-    """A frame of ``rows`` ("train" or "test") only; ``advice`` says what to bind instead."""
-    return Bound((_FRAME,), Part(rows, advice=advice))
+def frame_of(rows: str, advice: str, combined: bool = True) -> Bound:
+    """A frame of ``rows`` ("train" or "test") only (and, unless ``combined``, without the tracking column);
+    ``advice`` says what to bind instead."""
+    return Bound((_FRAME,), Part(rows, advice=advice, combined=combined))
 
 
 # --------------------------------------------------------------- plain parameters (func_kwargs)

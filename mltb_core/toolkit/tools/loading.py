@@ -97,14 +97,14 @@ def read_data(filepath: Annotated[str, ReadFile(READ_SUFFIXES)], ctx: ToolContex
 
 
 # concatenate_train_test's two frames: swapped, each row got the other part's flag (and the test rows a target)
-_PAIR = (f"train_df takes the {TRAIN_FILE} frame and test_df the {TEST_FILE} frame (as read_data read them, or "
-         "cleaned), each before combining")
+_PAIR = (f"train_df takes the {TRAIN_FILE} frame and test_df the {TEST_FILE} frame (read each with read_data; "
+         "cleaned or not), each before combining")
 
 
 @make_get_and_set_tool(toolsets=PAPER, stages=("loading",))
 @shared_doc()
-def concatenate_train_test(train_df: Annotated[pd.DataFrame, frame_of("train", _PAIR)],
-                           test_df: Annotated[pd.DataFrame, frame_of("test", _PAIR)]) -> pd.DataFrame:
+def concatenate_train_test(train_df: Annotated[pd.DataFrame, frame_of("train", _PAIR, combined=False)],
+                           test_df: Annotated[pd.DataFrame, frame_of("test", _PAIR, combined=False)]) -> pd.DataFrame:
     """Concatenate train and test data with tracking columns for proper splitting.
 
     Stacks the rows of train and test into one DataFrame so cleaning and feature
@@ -137,9 +137,6 @@ def concatenate_train_test(train_df: Annotated[pd.DataFrame, frame_of("train", _
         raise ToolInputError(f"train_df and test_df are the same data: the test rows are missing. Read {TEST_FILE} "
                              f"with read_data first (filepath '{TEST_FILE}', e.g. output 'test_df') and bind that "
                              "frame to test_df")
-    for name, frame in (("train_df", train_df), ("test_df", test_df)):
-        if TRACKING_COLUMN in frame.columns:
-            raise ToolInputError(f"{name} already has a '{TRACKING_COLUMN}' column: it looks already combined")
     train_only = [c for c in train_df.columns if c not in test_df.columns]
     test_only = [c for c in test_df.columns if c not in train_df.columns]
     placeholders = {c: placeholder_value(train_df[c]) for c in train_only}
