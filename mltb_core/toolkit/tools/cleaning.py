@@ -10,12 +10,12 @@ from typing import Annotated, Any
 import numpy as np
 import pandas as pd
 
+from mltb_core.bench.tasks import TRAIN_FILE
 from mltb_core.toolkit.params import INTEGER, NUMBER, Column, OneOf
 from mltb_core.toolkit.registry import PAPER, ToolInputError, ToolReturn, make_get_tool, make_override_tool
 from mltb_core.toolkit.docparts import shared_doc
 from mltb_core.toolkit.expressions import compile_lambda, documents_expressions, evaluate_condition
 from mltb_core.toolkit.tools.loading import most_frequent
-from mltb_core.bench.tasks import TRAIN_FILE
 from mltb_core.toolkit.validation import (TRACKING_COLUMN, as_column_list, choose, is_numeric, listed_columns,
                                           require_columns, require_frame, require_numeric_columns, resolve_dtype, test_rows)
 
