@@ -168,7 +168,8 @@ def test_stage_eight_names_missing_values_as_the_cause(spaceship):
     stage_ctx = StageContext.from_split(task, split)
     columns = ["Age", "VIP"]
     gappy = pd.DataFrame({"Age": np.where(np.arange(stage_ctx.n_test) % 3 == 0, np.nan, 30.0), "VIP": 0})
-    pad = Scratchpad(objects={"X_test": gappy})
+    split_test = gappy.assign(Transported=False)   # the split's test part, its target a placeholder
+    pad = Scratchpad(objects={"X_test": gappy, "test_df": split_test})
     log = PathLog(frozenset({"convert_dataframe_to_features_target"}),
                   (("X_test", "convert_dataframe_to_features_target"),))
     progress, _ = advance(stage_ctx, Progress(stage=7), pad, log, {"X_train_columns": columns, "test_part": "test_df"})
@@ -180,6 +181,40 @@ def test_stage_eight_names_missing_values_as_the_cause(spaceship):
     pad = Scratchpad(objects={"X_test": gappy.drop(columns="VIP").fillna(0)})
     progress, _ = advance(stage_ctx, Progress(stage=7), pad, log, {"X_train_columns": columns})
     assert "Test features do not match" in progress.feedback and "missing ['VIP'], extra []" in progress.feedback
+
+
+def test_feedback_never_offers_a_name_rewritten_since_its_stage_found_it(spaceship):
+    """Seen on the real model (MCTS-Shaped, spaceship, 5d5f4ac, t01 node 41): stage 7 found the train features
+    under 'X_train'; a later get_features wrote the combined frame's 8,693 rows under that name, and stage 9's
+    feedback still said fit_lightgbm_classifier(X_train='X_train', ...), a call the tool refuses."""
+    script = spaceship_pipeline(submit=False)[:10]
+    before = run_script(spaceship, script)[-1]
+    assert before.progress.stage == 8
+    assert "fit_lightgbm_classifier(X_train='X_train', y_train='y_train')" in before.progress.feedback
+    rewritten = script + [call("get_features", {"df": "combined"}, "X_train", columns=["Age", "Spa"])]
+    after = run_script(spaceship, rewritten)[-1]
+    feedback = after.progress.feedback
+    assert after.ok and after.progress.stage == 8
+    assert "X_train='X_train'" not in feedback, feedback
+    assert "X_train='<the train features>', y_train='y_train'" in feedback, feedback
+    assert "'X_train' no longer holds the train features (a later get_features call wrote another value" \
+        in feedback, feedback
+    # a rewrite that still holds what the stage found (the same features under the same name) stays offered
+    features = ["HomePlanet", "CryoSleep", "Cabin", "Destination", "Age", "VIP", "RoomService", "FoodCourt",
+                "ShoppingMall", "Spa", "VRDeck"]   # spaceship's columns less the id, Name and the target
+    kept = run_script(spaceship, script + [call("get_features", {"df": "X_train"}, "X_train", columns=features)])[-1]
+    assert kept.ok and "fit_lightgbm_classifier(X_train='X_train', y_train='y_train')" in kept.progress.feedback
+    assert "no longer holds" not in kept.progress.feedback
+    # train rows, encoded and complete, but fewer columns than stage 7 found: a fit on them fails stage 9
+    fewer = run_script(spaceship, script + [call("get_features", {"df": "X_train"}, "X_train", columns=["Age"])])[-1]
+    assert fewer.ok and "'X_train' no longer holds the train features" in fewer.progress.feedback
+    # stage 10 names the fitted model for predict_target, unless something else now has its name
+    fitted = spaceship_pipeline(submit=False)[:11]
+    gone = run_script(spaceship, fitted + [call("read_data", output="model", filepath="test.csv")])[-1]
+    assert gone.ok and gone.progress.stage == 9
+    assert "predict_target(model='<the fitted model>', X_data='X_test')" in gone.progress.feedback
+    assert "'model' no longer holds the fitted model (a later read_data call" in gone.progress.feedback
+    assert "make it again under a new name: fit_lightgbm_classifier(X_train='X_train'" in gone.progress.feedback
 
 
 def test_stage_eight_points_at_the_split_test_part_not_the_raw_test_frame(spaceship):

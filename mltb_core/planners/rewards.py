@@ -207,6 +207,7 @@ class _Checker:
         self.task = ctx.task
         self.frames = _frames(pad, log)
         self.found = progress_objects  # objects identified by earlier stages on this path
+        self.overwritten: list[tuple[str, str]] = []   # found names a feedback could not offer (see _name)
 
     def _combined(self) -> list[tuple[str, pd.DataFrame]]:
         return [(n, f) for n, f in self.frames if TRACKING_COLUMN in f.columns and len(f) == self.ctx.n_total]
@@ -214,24 +215,117 @@ class _Checker:
     def _skip(self) -> set[str]:
         return {TRACKING_COLUMN, self.task.target}
 
+    # What each object an earlier stage found is, checked again before a feedback names it: the model may have
+    # written another value under the same name since (get_features into 'X_train'), and a feedback that sends
+    # it to fit on that name asks for a call the tool refuses. One home for each role, so a stage that finds
+    # an object and a feedback that names it later agree on what it must be.
+    _ROLES = {"train": "train data", "test": "test data", "combined": "encoded combined frame",
+              "train_part": "split train part", "test_part": "split test part", "X_train": "train features",
+              "y_train": "train target", "X_test": "test features", "model": "fitted model"}
+
+    def _holds(self, role: str, obj: Any) -> bool:
+        ctx, target = self.ctx, self.task.target
+        if role == "y_train":
+            return (isinstance(obj, pd.Series) and len(obj) == ctx.n_train and obj.name == target
+                    and not obj.isna().any())
+        if role == "model":
+            return getattr(obj, "mltb_cv_score_", None) is not None and self._fits_train_features(obj)
+        if not isinstance(obj, pd.DataFrame):
+            return False
+        tracked, rows, has_target = TRACKING_COLUMN in obj.columns, len(obj), target in obj.columns
+        if role == "train":
+            return rows == ctx.n_train and has_target and not tracked
+        if role == "test":
+            return rows == ctx.n_test and not has_target and not tracked
+        if role == "combined":
+            return (tracked and rows == ctx.n_total and not obj.isna().any().any()
+                    and not _unencoded(obj, self._skip())
+                    and obj.shape[1] - len(self._skip() & set(obj.columns)) <= ctx.feature_bound)
+        if role == "train_part":
+            return (rows == ctx.n_train and has_target and not tracked and not _unencoded(obj, self._skip())
+                    and not obj.drop(columns=[target]).isna().any().any())
+        if role == "test_part":
+            return rows == ctx.n_test and not tracked
+        features = not has_target and not tracked and not obj.isna().any().any()
+        if role == "X_train":   # once stage 7 has found them, the same columns: stage 9 wants a fit on those
+            want = self.found.get("X_train_columns")
+            return (features and rows == ctx.n_train and not _unencoded(obj, set())
+                    and (want is None or _same_features(list(obj.columns), want)))
+        if role == "X_test":
+            return features and rows == ctx.n_test and set(obj.columns) == set(self.found.get("X_train_columns") or [])
+        raise ValueError(f"unknown role {role!r}")
+
+    def _fits_train_features(self, model: Any) -> bool:
+        from mltb_core.toolkit.tools.evaluation import model_feature_names
+
+        want, names = self.found.get("X_train_columns"), model_feature_names(model)
+        return want is None or names is None or _same_features(names, want)
+
+    def _keep(self, role: str, name: str) -> None:
+        self.found[role] = name
+
     # Every feedback names the tool call(s) that complete the stage, with the path's own object names where
-    # an earlier stage found them (``self.found``), so the model can act on it without the catalogue.
-    def _name(self, key: str, default: str) -> str:
-        return str(self.found.get(key) or default)
+    # an earlier stage found them and they still hold what was found, so the model can act on it without the
+    # catalogue. A name that no longer does is not offered; the feedback says what happened to it instead.
+    def _name(self, role: str, default: str) -> str:
+        name = self.found.get(role)
+        if name is None:
+            return default
+        if name in self.pad and self._holds(role, self.pad.get(name)):
+            return str(name)
+        if (role, name) not in self.overwritten:
+            self.overwritten.append((role, name))
+        return f"<the {self._ROLES[role]}>"
+
+    def overwritten_note(self) -> str:
+        """Why a found name is not offered: what happened to it, and the call that makes it again."""
+        notes, i = [], 0
+        while i < len(self.overwritten):   # a remake call may name another overwritten object: it joins the list
+            role, name = self.overwritten[i]
+            writer = self.log.writer(name) if name in self.pad else None
+            how = f"a later {writer} call wrote another value under that name" if writer else "it is gone"
+            notes.append(f"{name!r} no longer holds the {self._ROLES[role]} ({how}); make it again under a new "
+                         f"name: {self._remake(role)}")
+            i += 1
+        return ". ".join(notes) + "." if notes else ""
+
+    # The calls that make each found object, shared by the stage that asks for it and by the note above.
+    def _remake(self, role: str) -> str:
+        if role in ("train", "test"):
+            return f"read_data(filepath='{TRAIN_FILE if role == 'train' else TEST_FILE}')"
+        if role == "combined":
+            return "concatenate_train_test, then clean and encode the combined frame"
+        if role in ("train_part", "test_part"):
+            return self._split_call()
+        if role == "model":
+            return self._fit_call()
+        return self._convert_call(train=role != "X_test")
+
+    def _split_call(self) -> str:
+        return f"split_combined_into_train_test(combined={self._name('combined', 'combined')!r})"
+
+    def _convert_call(self, train: bool) -> str:
+        part = self._name("train_part", "train_df") if train else self._name("test_part", "test_df")
+        return (f"convert_dataframe_to_features_target(df={part!r}, target_column={self.task.target!r}, "
+                f"is_train={'true' if train else 'false'})")
+
+    def _fit_call(self) -> str:
+        kind = "regressor" if self.task.problem_type == "regression" else "classifier"
+        return (f"fit_lightgbm_{kind}(X_train={self._name('X_train', 'X_train')!r}, "
+                f"y_train={self._name('y_train', 'y_train')!r}) or another fit_* / tune_* {kind} tool")
 
     def stage1(self) -> tuple[bool, str]:
         for name, f in self.frames:
-            if self.log.writer(name) == "read_data" and len(f) == self.ctx.n_train and self.task.target in f.columns:
-                self.found["train"] = name
+            if self.log.writer(name) == "read_data" and self._holds("train", f):
+                self._keep("train", name)
                 return True, ""
         return False, (f"Train data not loaded yet: read_data(filepath='{TRAIN_FILE}') "
                        f"(expect {self.ctx.n_train} rows with the target column {self.task.target!r}).")
 
     def stage2(self) -> tuple[bool, str]:
         for name, f in self.frames:
-            if (self.log.writer(name) == "read_data" and len(f) == self.ctx.n_test
-                    and self.task.target not in f.columns):
-                self.found["test"] = name
+            if self.log.writer(name) == "read_data" and self._holds("test", f):
+                self._keep("test", name)
                 return True, ""
         return False, (f"Test data not loaded yet: read_data(filepath='{TEST_FILE}') (expect {self.ctx.n_test} rows "
                        f"without the target column {self.task.target!r}).")
@@ -271,11 +365,11 @@ class _Checker:
                            "frame (fillna_with_median / fillna_with_mode) and keep its '_is_train' column.")
         notes = []
         for name, f in combined:
+            if self._holds("combined", f):
+                self._keep("combined", name)
+                return True, ""
             bad = _unencoded(f, self._skip())
             n_features = f.shape[1] - len(self._skip() & set(f.columns))
-            if not bad and n_features <= self.ctx.feature_bound:
-                self.found["combined"] = name
-                return True, ""
             if bad:
                 notes.append(f"Categorical columns still unencoded: {_describe_unencoded(f, bad)}. Encode them "
                              f"with label_encode(df={name!r}, columns={_shown(bad)}) (one_hot_encode for few "
@@ -290,7 +384,7 @@ class _Checker:
 
     def stage6(self) -> tuple[bool, str]:
         target = self.task.target
-        split_call = f"split_combined_into_train_test(combined={self._name('combined', 'combined')!r})"
+        split_call = self._split_call()
         if "split_combined_into_train_test" not in self.log.tools_used:
             return False, f"Split the encoded combined frame back into train and test: {split_call}."
         parts = [(n, f) for n, f in self.frames if self.log.writer(n) == "split_combined_into_train_test"
@@ -298,9 +392,9 @@ class _Checker:
         trains = [(n, f) for n, f in parts if len(f) == self.ctx.n_train]
         tests = [(n, f) for n, f in parts if len(f) == self.ctx.n_test]
         for name, tr in trains:
-            if (target in tr.columns and not _unencoded(tr, self._skip())
-                    and not tr.drop(columns=[target]).isna().any().any() and tests):
-                self.found["train_part"], self.found["test_part"] = name, tests[0][0]
+            if self._holds("train_part", tr) and tests:
+                self._keep("train_part", name)
+                self._keep("test_part", tests[0][0])
                 return True, ""
         if trains and tests:
             if all(target not in tr.columns for _, tr in trains):
@@ -313,19 +407,18 @@ class _Checker:
                        f"combined frame that has '_is_train': {split_call}.")
 
     def stage7(self) -> tuple[bool, str]:
-        xs = [(n, f) for n, f in self.frames if len(f) == self.ctx.n_train and self.task.target not in f.columns
-              and TRACKING_COLUMN not in f.columns and not _unencoded(f, set()) and not f.isna().any().any()]
+        xs = [(n, f) for n, f in self.frames if self._holds("X_train", f)]
         ys = []
         for name in self.log.latest():
             obj = self.pad.get(name)
             if isinstance(obj, pd.Series) and len(obj) == self.ctx.n_train:
                 ys.append((name, obj))
-        good_y = [(n, y) for n, y in ys if y.name == self.task.target and not y.isna().any()]
-        convert = (f"convert_dataframe_to_features_target(df={self._name('train_part', 'train_df')!r}, "
-                   f"target_column={self.task.target!r}, is_train=true)")
+        good_y = [(n, y) for n, y in ys if self._holds("y_train", y)]
+        convert = self._convert_call(train=True)
         if "convert_dataframe_to_features_target" in self.log.tools_used and xs and good_y:
             self.found["X_train_columns"] = list(xs[0][1].columns)
-            self.found["X_train"], self.found["y_train"] = xs[0][0], good_y[0][0]
+            self._keep("X_train", xs[0][0])
+            self._keep("y_train", good_y[0][0])
             return True, ""
         if ys and not good_y:
             return False, (f"The extracted target is {ys[0][1].name!r}, but the challenge's target column is "
@@ -335,13 +428,12 @@ class _Checker:
 
     def stage8(self) -> tuple[bool, str]:
         want = set(self.found.get("X_train_columns") or [])
-        convert = (f"convert_dataframe_to_features_target(df={self._name('test_part', 'test_df')!r}, "
-                   f"target_column={self.task.target!r}, is_train=false)")
+        convert = self._convert_call(train=False)
         candidates = [(n, f) for n, f in self.frames if len(f) == self.ctx.n_test
                       and self.task.target not in f.columns and TRACKING_COLUMN not in f.columns]
         for name, f in candidates:
-            if set(f.columns) == want and not f.isna().any().any():
-                self.found["X_test"] = name
+            if self._holds("X_test", f):
+                self._keep("X_test", name)
                 return True, ""
         part_name = self.found.get("test_part")
         part = dict(self.frames).get(part_name) if part_name else None
@@ -368,26 +460,20 @@ class _Checker:
         return False, f"Convert the split test frame into features: {convert}."
 
     def stage9(self) -> tuple[bool, str]:
-        from mltb_core.toolkit.tools.evaluation import same_features
-
-        want = self.found.get("X_train_columns")
         other_features = None
         for name in self.log.latest():
             model = self.pad.get(name)
             score = getattr(model, "mltb_cv_score_", None)
             if score is None:
                 continue
-            names = _feature_names(model)
-            if want is not None and names is not None and not same_features(names, want):
+            if not self._holds("model", model):
                 other_features = other_features or name
                 continue
             self.found["cv_score"] = float(score)
             self.found["cv_metric"] = getattr(model, "mltb_cv_metric_", None)
-            self.found["model"] = name
+            self._keep("model", name)
             return True, ""
-        kind = "regressor" if self.task.problem_type == "regression" else "classifier"
-        fit = (f"fit_lightgbm_{kind}(X_train={self._name('X_train', 'X_train')!r}, "
-               f"y_train={self._name('y_train', 'y_train')!r}) or another fit_* / tune_* {kind} tool")
+        fit = self._fit_call()
         if other_features:
             return False, (f"The fitted model {other_features!r} was trained on other columns than the train "
                            f"features; fit on them: {fit}.")
@@ -419,18 +505,17 @@ class _Checker:
         return None
 
 
+def _same_features(names: list[Any], want: list[Any]) -> bool:
+    from mltb_core.toolkit.tools.evaluation import same_features   # the tools' own rule, imported when needed
+
+    return same_features(names, want)
+
+
 def _shown(columns: list[Any], limit: int = 12) -> str:
     """A column list for a feedback line, at most ``limit`` names."""
     names = [str(c) for c in columns]
     return repr(names[:limit])[:-1] + (f", ... ({len(names)} in all)]" if len(names) > limit else "]")
 
-
-def _feature_names(model: Any) -> list[str] | None:
-    for attr in ("feature_names_in_", "feature_name_", "feature_names_"):
-        names = getattr(model, attr, None)
-        if names is not None and not callable(names):
-            return list(names)
-    return None
 
 
 def advance(ctx: StageContext, previous: Progress, pad: Scratchpad, log: PathLog,
@@ -447,7 +532,7 @@ def advance(ctx: StageContext, previous: Progress, pad: Scratchpad, log: PathLog
     while stage < len(REWARD_STAGES):
         ok, why = getattr(checker, f"stage{stage + 1}")()
         if not ok:
-            feedback = why
+            feedback = " ".join(part for part in (why, checker.overwritten_note()) if part)
             break
         stage += 1
         passed.append(stage)

@@ -33,14 +33,14 @@ _AUTO_FEATURE_NAME = re.compile(r"^(Column_\d+|f\d+|\d+)$")
 
 
 # ---------------------------------------------------------------- helpers
-def _model_feature_names(model: Any) -> list[str] | None:
+def model_feature_names(model: Any) -> list[str] | None:
     """Training columns of a fitted sklearn / LightGBM / XGBoost / CatBoost model, if known."""
     for attr in ("feature_names_in_", "feature_name_", "feature_names_"):
         try:
             names = getattr(model, attr, None)
         except Exception:  # noqa: BLE001 - some libraries raise instead of returning None when unfitted
             names = None
-        if names is not None and len(names):
+        if names is not None and not callable(names) and len(names):   # a Booster's feature_name is a method
             return [str(n) for n in names]
     return None
 
@@ -59,7 +59,7 @@ def align_features(model: Any, X: Any) -> Any:
     """Reorder ``X``'s columns to the model's training order; refuse missing/extra columns clearly."""
     if not isinstance(X, pd.DataFrame):
         return X
-    names = _model_feature_names(model)
+    names = model_feature_names(model)
     if names is None:
         return X
     columns = [str(c) for c in X.columns]
