@@ -235,7 +235,7 @@ def test_convert_refuses_the_wrong_rows_after_a_split(pad, ctx):
                  "'df' holds 2 test rows (test.csv's rows, e.g. the test part")
     pad["no_test_rows"] = pad["parts_test"].iloc[:0]
     assert_error(call(pad, ctx, convert, {"df": "no_test_rows"}, {"target_column": "Transported"}, output="t"),
-                 "'df' holds 0 test rows")
+                 "'df' is an empty frame taken from test rows (test.csv's rows")
     result = call(pad, ctx, convert, {"df": "parts_test"}, {"target_column": "Transported", "is_train": False},
                   output="X_test")
     assert result.ok, result.message

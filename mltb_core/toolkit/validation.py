@@ -84,7 +84,10 @@ def other_rows(obj: Any, wanted: str, param: str) -> str | None:
         where = f"{TRAIN_FILE}'s rows, e.g. a train part or the X of a train conversion"
     else:
         where = f"{TEST_FILE}'s rows, e.g. the test part of split_combined_into_train_test"
-    return f"'{param}' holds {count} {'training' if other == 'train' else 'test'} rows ({where})"
+    part = "training" if other == "train" else "test"
+    if count == 0:   # a filter that kept nothing: say it is empty, not that it "holds 0 rows" of the other part
+        return f"'{param}' is an empty frame taken from {part} rows ({where})"
+    return f"'{param}' holds {count} {part} rows ({where})"
 
 
 def wrong_rows(obj: Any, wanted: str, param: str) -> str | None:
