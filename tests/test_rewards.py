@@ -217,6 +217,45 @@ def test_feedback_never_offers_a_name_rewritten_since_its_stage_found_it(spacesh
     assert "make it again under a new name: fit_lightgbm_classifier(X_train='X_train'" in gone.progress.feedback
 
 
+def test_feedback_offers_the_object_made_again_and_notes_only_the_stage_shown(spaceship):
+    """Review of the stale-name fix: a note about a name must belong to the stage whose feedback is shown,
+    an object made again under a new name is offered, and a role is what the tool and the stage accept."""
+    script = spaceship_pipeline(submit=False)
+    # the train conversion stored over its own input: stage 7 passed, stage 8's feedback has no note about it
+    over_input = script[:8] + [call("convert_dataframe_to_features_target", {"df": "train_df"},
+                                    ["train_df", "y_train"], target_column="Transported", is_train=True)]
+    final = run_script(spaceship, over_input)[-1]
+    assert final.ok and final.progress.stage == 7 and "no longer holds" not in final.progress.feedback
+    # the model follows the note and makes the train features again: the new name is offered
+    remade = script[:10] + [call("get_features", {"df": "combined"}, "X_train", columns=["Age", "Spa"]),
+                            call("convert_dataframe_to_features_target", {"df": "train_df"}, ["X_train2", "y_train2"],
+                                 target_column="Transported", is_train=True)]
+    feedback = run_script(spaceship, remade)[-1].progress.feedback
+    assert "X_train='X_train2'" in feedback and "no longer holds" not in feedback, feedback
+    # features with an infinite value are no train features: every fit refuses them
+    infinite = script[:10] + [call("create_numeric_feature", {"df": "X_train"}, "X_train", name="Age",
+                                   expression="(RoomService + 1) / 0")]
+    final = run_script(spaceship, infinite)[-1]
+    assert final.ok, final.observation[:300]
+    assert "X_train='<the train features>'" in final.progress.feedback, final.progress.feedback
+    # test.csv read again over the split's test part: converting it would not give the train features' columns
+    reread = script[:9] + [call("read_data", output="test_df", filepath="test.csv")]
+    feedback = run_script(spaceship, reread)[-1].progress.feedback
+    assert "df='test_df'" not in feedback, feedback
+    assert "'test_df' no longer holds the split test part (a later read_data call" in feedback, feedback
+    assert "make it again under a new name: split_combined_into_train_test(combined='combined')" in feedback
+
+
+def test_a_frame_column_named_like_the_cv_record_is_no_fitted_model(spaceship):
+    """A DataFrame column is an attribute too: a column 'mltb_cv_score_' was read as a model's CV score and
+    raised out of stage 9 (a Series is no float), so a valid call was reported as not checkable."""
+    script = spaceship_pipeline(submit=False)[:10] + [
+        call("create_numeric_feature", {"df": "X_test"}, "scored", name="mltb_cv_score_", expression="Age * 0 + 1")]
+    final = run_script(spaceship, script)[-1]
+    assert final.ok and final.progress.stage == 8, final.observation[:300]
+    assert "No fitted model yet" in final.progress.feedback and "could not be checked" not in final.observation
+
+
 def test_stage_eight_points_at_the_split_test_part_not_the_raw_test_frame(spaceship):
     """Seen on the real model (MCTS-Shaped, spaceship, 6d96efa): every column label-encoded, the split done, the
     train part converted. The raw test frame has the training columns with gaps, and the feedback said to fill

@@ -11,7 +11,7 @@ import pytest
 from sklearn.model_selection import KFold, cross_val_score
 
 import mltb_core.toolkit.tools.modeling as modeling
-from mltb_core.toolkit import limits
+from mltb_core.toolkit import cvrecord, limits
 from mltb_core.toolkit.registry import REGISTRY, ToolCall, ToolContext
 from mltb_core.toolkit.scratchpad import Scratchpad
 from tool_calls import call_tool, failed, ok, tool_context
@@ -191,6 +191,24 @@ def test_wrapped_model_pickles(pad, ctx, frames):
     clone = pickle.loads(pickle.dumps(pad["model"]))
     np.testing.assert_array_equal(clone.predict(frames["X"]), pad["model"].predict(frames["X"]))
     assert clone.mltb_cv_metric_ == "accuracy"
+    record = cvrecord.read(clone)   # the record travels with the pickled model
+    assert record is not None and record.metric == "accuracy" and record.score == pad["model"].mltb_cv_score_
+
+
+def test_the_cv_record_is_read_only_from_what_a_fit_attached(pad, ctx, frames):
+    """Data is no fitted model, even with columns named like the record's attributes (pandas makes columns
+    attributes): reading one as a score raised out of the stage check and the solution ranking."""
+    ok(run(pad, ctx, "fit_linear_regressor", y="y_reg", cv=3))
+    record = cvrecord.read(pad["model"])
+    assert record is not None and record.metric == "rmse" and record.oriented == -record.score < 0
+    lookalike = pd.DataFrame({"mltb_cv_score_": [0.9, 0.8], "mltb_cv_metric_": ["accuracy", "accuracy"]})
+    assert lookalike.mltb_cv_score_ is not None and cvrecord.read(lookalike) is None
+    assert cvrecord.read(lookalike["mltb_cv_score_"]) is None and cvrecord.read(None) is None
+    forged = type("Forged", (), {})()
+    forged.mltb_cv_score_, forged.mltb_cv_metric_ = "0.9", "accuracy"   # a score that is no number
+    assert cvrecord.read(forged) is None
+    forged.mltb_cv_score_ = float("nan")
+    assert cvrecord.read(forged) is None
 
 
 # ---------------------------------------------------------------- CV metric

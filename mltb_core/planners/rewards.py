@@ -17,8 +17,9 @@ import pandas as pd
 # The stage list itself (names, titles, count) lives in the lowest layer: prompts and front ends read it too.
 from mltb_core.bench.stages import REWARD_STAGES, Stage, stage_index
 from mltb_core.bench.tasks import SUBMISSION_FILE, TEST_FILE, TRAIN_FILE
+from mltb_core.toolkit import cvrecord
 from mltb_core.toolkit.scratchpad import Scratchpad
-from mltb_core.toolkit.validation import MAX_CATEGORY_LEVELS, TRACKING_COLUMN
+from mltb_core.toolkit.validation import MAX_CATEGORY_LEVELS, TRACKING_COLUMN, infinite_columns
 
 __all__ = ["REWARD_STAGES", "Stage", "StageContext", "Progress", "PathLog", "advance", "stage_index"]
 
@@ -229,7 +230,7 @@ class _Checker:
             return (isinstance(obj, pd.Series) and len(obj) == ctx.n_train and obj.name == target
                     and not obj.isna().any())
         if role == "model":
-            return getattr(obj, "mltb_cv_score_", None) is not None and self._fits_train_features(obj)
+            return cvrecord.read(obj) is not None and self._fits_train_features(obj)
         if not isinstance(obj, pd.DataFrame):
             return False
         tracked, rows, has_target = TRACKING_COLUMN in obj.columns, len(obj), target in obj.columns
@@ -244,15 +245,16 @@ class _Checker:
         if role == "train_part":
             return (rows == ctx.n_train and has_target and not tracked and not _unencoded(obj, self._skip())
                     and not obj.drop(columns=[target]).isna().any().any())
-        if role == "test_part":
-            return rows == ctx.n_test and not tracked
+        want = self.found.get("X_train_columns")   # known once stage 7 has passed
+        if role == "test_part":   # later, a part whose conversion gives the train features' columns
+            return rows == ctx.n_test and not tracked and (
+                want is None or set(obj.columns) - {target} == set(want))
         features = not has_target and not tracked and not obj.isna().any().any()
-        if role == "X_train":   # once stage 7 has found them, the same columns: stage 9 wants a fit on those
-            want = self.found.get("X_train_columns")
-            return (features and rows == ctx.n_train and not _unencoded(obj, set())
+        if role == "X_train":   # finite, as every fit requires; once found, the same columns (stage 9 fits on them)
+            return (features and rows == ctx.n_train and not _unencoded(obj, set()) and not infinite_columns(obj)
                     and (want is None or _same_features(list(obj.columns), want)))
         if role == "X_test":
-            return features and rows == ctx.n_test and set(obj.columns) == set(self.found.get("X_train_columns") or [])
+            return features and rows == ctx.n_test and set(obj.columns) == set(want or [])
         raise ValueError(f"unknown role {role!r}")
 
     def _fits_train_features(self, model: Any) -> bool:
@@ -273,6 +275,10 @@ class _Checker:
             return default
         if name in self.pad and self._holds(role, self.pad.get(name)):
             return str(name)
+        for newer in self.log.latest():   # the model made it again (under a new name, as the note asks)
+            if newer in self.pad and self._holds(role, self.pad.get(newer)):
+                self.found[role] = newer
+                return newer
         if (role, name) not in self.overwritten:
             self.overwritten.append((role, name))
         return f"<the {self._ROLES[role]}>"
@@ -424,7 +430,7 @@ class _Checker:
             return False, (f"The extracted target is {ys[0][1].name!r}, but the challenge's target column is "
                            f"{self.task.target!r}; {convert}.")
         return False, (f"Convert the train frame into features and target: {convert}; the features must be "
-                       "encoded and complete.")
+                       "encoded, complete and finite.")
 
     def stage8(self) -> tuple[bool, str]:
         want = set(self.found.get("X_train_columns") or [])
@@ -463,14 +469,13 @@ class _Checker:
         other_features = None
         for name in self.log.latest():
             model = self.pad.get(name)
-            score = getattr(model, "mltb_cv_score_", None)
-            if score is None:
+            record = cvrecord.read(model)
+            if record is None:
                 continue
             if not self._holds("model", model):
                 other_features = other_features or name
                 continue
-            self.found["cv_score"] = float(score)
-            self.found["cv_metric"] = getattr(model, "mltb_cv_metric_", None)
+            self.found["cv_score"], self.found["cv_metric"] = record.score, record.metric
             self._keep("model", name)
             return True, ""
         fit = self._fit_call()
@@ -530,6 +535,7 @@ def advance(ctx: StageContext, previous: Progress, pad: Scratchpad, log: PathLog
     passed: list[int] = []
     feedback = ""
     while stage < len(REWARD_STAGES):
+        checker.overwritten.clear()   # a note belongs to the stage whose feedback is shown, not to one that passed
         ok, why = getattr(checker, f"stage{stage + 1}")()
         if not ok:
             feedback = " ".join(part for part in (why, checker.overwritten_note()) if part)

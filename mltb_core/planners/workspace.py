@@ -19,6 +19,7 @@ from mltb_core.bench.tasks import SUBMISSION_FILE
 from mltb_core.llm import prompts
 from mltb_core.planners.rewards import (REWARD_STAGES, PathLog, Progress, StageContext, advance, check_submission,
                                         read_submission_snapshot)
+from mltb_core.toolkit import cvrecord
 from mltb_core.toolkit.constraints import call_schema, readable_files
 from mltb_core.toolkit.registry import ToolCall, ToolContext, ToolRegistry, execute
 from mltb_core.toolkit.scratchpad import Scratchpad, describe_columns, describe_object, is_object_name
@@ -223,16 +224,10 @@ class LocalWorkspace:
 def _cv_score(model: Any, metric: str | None) -> float | None:
     """The CV score a model-fitting tool attached to its model, oriented so that higher is better; None when
     it is in another metric than ``metric`` (the task's): scores in two metrics do not rank solutions."""
-    if metric is not None and getattr(model, "mltb_cv_metric_", metric) != metric:
+    record = cvrecord.read(model)
+    if record is None or (metric is not None and record.metric is not None and record.metric != metric):
         return None
-    score = getattr(model, "mltb_cv_score_", None)
-    try:
-        value = float(score) if score is not None else None
-    except (TypeError, ValueError):
-        return None
-    if value is None or not math.isfinite(value):
-        return None
-    return value if getattr(model, "mltb_greater_is_better_", True) is not False else -value
+    return record.oriented
 
 
 def _mtime(path: Path) -> int | None:

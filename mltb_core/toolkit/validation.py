@@ -106,6 +106,13 @@ def wrong_rows(obj: Any, wanted: str, param: str) -> str | None:
             "training target comes from the train rows")
 
 
+def infinite_columns(X: pd.DataFrame) -> list[Any]:
+    """The numeric (not bool, not category) columns of ``X`` holding an infinite value: no fit takes them."""
+    numeric = [c for c in X.columns if pd.api.types.is_numeric_dtype(X[c]) and not pd.api.types.is_bool_dtype(X[c])
+               and not isinstance(X[c].dtype, pd.CategoricalDtype)]
+    return [c for c in numeric if np.isinf(X[c].to_numpy(dtype=float, na_value=np.nan)).any()]
+
+
 def require_frame(obj: Any, param: str = "df") -> pd.DataFrame:
     """``obj`` when it is a DataFrame; else a tool error naming ``param`` and what it got."""
     if not isinstance(obj, pd.DataFrame):

@@ -40,7 +40,7 @@ def model_feature_names(model: Any) -> list[str] | None:
             names = getattr(model, attr, None)
         except Exception:  # noqa: BLE001 - some libraries raise instead of returning None when unfitted
             names = None
-        if names is not None and not callable(names) and len(names):   # a Booster's feature_name is a method
+        if names is not None and not callable(names) and len(names):   # an odd object's method is no name list
             return [str(n) for n in names]
     return None
 

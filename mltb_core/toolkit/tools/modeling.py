@@ -3,8 +3,7 @@
 Each tool validates its inputs (clear errors the model can act on), fits on all of
 ``X_train`` and returns the fitted estimator with a note reporting the
 cross-validation score in the task's metric. The score is also stored on the
-estimator (``mltb_cv_score_``, ``mltb_cv_metric_``, ``mltb_greater_is_better_``)
-for the reward module.
+estimator (:mod:`mltb_core.toolkit.cvrecord`) for the reward module.
 
 Libraries with awkward input contracts are wrapped in a small sklearn-compatible
 :class:`PreparedClassifier` / :class:`PreparedRegressor` that does the same
@@ -28,9 +27,9 @@ from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.multiclass import type_of_target
 
 from mltb_core.toolkit.params import TARGET, Range
-from mltb_core.toolkit import limits
+from mltb_core.toolkit import cvrecord, limits
 from mltb_core.toolkit.registry import PAPER, ToolContext, ToolInputError, ToolReturn, make_get_and_set_tool
-from mltb_core.toolkit.validation import MAX_CATEGORY_LEVELS, as_features, as_target
+from mltb_core.toolkit.validation import MAX_CATEGORY_LEVELS, as_features, as_target, infinite_columns
 
 __all__ = ["PreparedClassifier", "PreparedRegressor", "ModelSpec", "MODEL_SPECS", "FIT_TOOLS", "TUNE_TOOLS",
            "MAX_CATEGORY_LEVELS", "MAX_CLASSES", "CLASSIFICATION_METRICS", "REGRESSION_METRICS"]
@@ -258,8 +257,7 @@ def _check_feature_types(X: pd.DataFrame, spec: ModelSpec) -> None:
     if other:
         raise ToolInputError(f"X_train column(s) {other} are not numeric ({[str(X[c].dtype) for c in other]}); "
                              "cast or encode them")
-    numeric = [c for c in X.columns if c not in categorical and not pd.api.types.is_bool_dtype(X[c])]
-    infinite = [c for c in numeric if np.isinf(X[c].to_numpy(dtype=float, na_value=np.nan)).any()]
+    infinite = infinite_columns(X)
     if infinite:
         raise ToolInputError(f"X_train column(s) {infinite} contain infinite values (often a division by zero); "
                              "replace them before fitting")
@@ -374,10 +372,7 @@ def _splitter(cv: Any, kind: str, y: np.ndarray, seed: int):
 
 
 def _record_score(model: Any, metric: _CVMetric, mean: float, std: float, cv: int) -> str:
-    model.mltb_cv_score_ = float(mean)
-    model.mltb_cv_metric_ = metric.name
-    model.mltb_greater_is_better_ = bool(metric.greater_is_better)
-    model.mltb_cv_std_ = float(std)
+    cvrecord.attach(model, mean, metric.name, metric.greater_is_better, std)
     return f"{cv}-fold CV {metric.name}: {mean:.4f} ± {std:.4f}{metric.remark}"
 
 
