@@ -168,11 +168,10 @@ def test_stage_eight_names_missing_values_as_the_cause(spaceship):
     stage_ctx = StageContext.from_split(task, split)
     columns = ["Age", "VIP"]
     gappy = pd.DataFrame({"Age": np.where(np.arange(stage_ctx.n_test) % 3 == 0, np.nan, 30.0), "VIP": 0})
-    split_test = gappy.assign(Transported=False)   # the split's test part, its target a placeholder
-    pad = Scratchpad(objects={"X_test": gappy, "test_df": split_test})
+    pad = Scratchpad(objects={"X_test": gappy})
     log = PathLog(frozenset({"convert_dataframe_to_features_target"}),
                   (("X_test", "convert_dataframe_to_features_target"),))
-    progress, _ = advance(stage_ctx, Progress(stage=7), pad, log, {"X_train_columns": columns, "test_part": "test_df"})
+    progress, _ = advance(stage_ctx, Progress(stage=7), pad, log, {"X_train_columns": columns})
     feedback = progress.feedback
     assert progress.stage == 7
     assert "'X_test' have the training columns" in feedback and "missing values remain in 1 column(s): Age (" in feedback
@@ -181,6 +180,11 @@ def test_stage_eight_names_missing_values_as_the_cause(spaceship):
     pad = Scratchpad(objects={"X_test": gappy.drop(columns="VIP").fillna(0)})
     progress, _ = advance(stage_ctx, Progress(stage=7), pad, log, {"X_train_columns": columns})
     assert "Test features do not match" in progress.feedback and "missing ['VIP'], extra []" in progress.feedback
+    # the columns match and nothing is missing, but a column is text: that is the cause named, not "0 missing"
+    pad = Scratchpad(objects={"X_test": gappy.fillna(0).assign(VIP="yes")})
+    progress, _ = advance(stage_ctx, Progress(stage=7), pad, log, {"X_train_columns": columns})
+    assert progress.stage == 7 and "categorical columns are still unencoded: VIP (1 unique" in progress.feedback
+    assert "missing values remain" not in progress.feedback
 
 
 def test_feedback_never_offers_a_name_rewritten_since_its_stage_found_it(spaceship):
@@ -197,23 +201,23 @@ def test_feedback_never_offers_a_name_rewritten_since_its_stage_found_it(spacesh
     assert after.ok and after.progress.stage == 8
     assert "X_train='X_train'" not in feedback, feedback
     assert "X_train='<the train features>', y_train='y_train'" in feedback, feedback
-    assert "'X_train' no longer holds the train features (a later get_features call wrote another value" \
+    assert "'X_train' does not hold the train features now (last written by get_features)" \
         in feedback, feedback
     # a rewrite that still holds what the stage found (the same features under the same name) stays offered
     features = ["HomePlanet", "CryoSleep", "Cabin", "Destination", "Age", "VIP", "RoomService", "FoodCourt",
                 "ShoppingMall", "Spa", "VRDeck"]   # spaceship's columns less the id, Name and the target
     kept = run_script(spaceship, script + [call("get_features", {"df": "X_train"}, "X_train", columns=features)])[-1]
     assert kept.ok and "fit_lightgbm_classifier(X_train='X_train', y_train='y_train')" in kept.progress.feedback
-    assert "no longer holds" not in kept.progress.feedback
+    assert "does not hold" not in kept.progress.feedback
     # train rows, encoded and complete, but fewer columns than stage 7 found: a fit on them fails stage 9
     fewer = run_script(spaceship, script + [call("get_features", {"df": "X_train"}, "X_train", columns=["Age"])])[-1]
-    assert fewer.ok and "'X_train' no longer holds the train features" in fewer.progress.feedback
+    assert fewer.ok and "'X_train' does not hold the train features now" in fewer.progress.feedback
     # stage 10 names the fitted model for predict_target, unless something else now has its name
     fitted = spaceship_pipeline(submit=False)[:11]
     gone = run_script(spaceship, fitted + [call("read_data", output="model", filepath="test.csv")])[-1]
     assert gone.ok and gone.progress.stage == 9
     assert "predict_target(model='<the fitted model>', X_data='X_test')" in gone.progress.feedback
-    assert "'model' no longer holds the fitted model (a later read_data call" in gone.progress.feedback
+    assert "'model' does not hold the fitted model now (last written by read_data)" in gone.progress.feedback
     assert "make it again under a new name: fit_lightgbm_classifier(X_train='X_train'" in gone.progress.feedback
 
 
@@ -225,13 +229,13 @@ def test_feedback_offers_the_object_made_again_and_notes_only_the_stage_shown(sp
     over_input = script[:8] + [call("convert_dataframe_to_features_target", {"df": "train_df"},
                                     ["train_df", "y_train"], target_column="Transported", is_train=True)]
     final = run_script(spaceship, over_input)[-1]
-    assert final.ok and final.progress.stage == 7 and "no longer holds" not in final.progress.feedback
+    assert final.ok and final.progress.stage == 7 and "does not hold" not in final.progress.feedback
     # the model follows the note and makes the train features again: the new name is offered
     remade = script[:10] + [call("get_features", {"df": "combined"}, "X_train", columns=["Age", "Spa"]),
                             call("convert_dataframe_to_features_target", {"df": "train_df"}, ["X_train2", "y_train2"],
                                  target_column="Transported", is_train=True)]
     feedback = run_script(spaceship, remade)[-1].progress.feedback
-    assert "X_train='X_train2'" in feedback and "no longer holds" not in feedback, feedback
+    assert "X_train='X_train2'" in feedback and "does not hold" not in feedback, feedback
     # features with an infinite value are no train features: every fit refuses them
     infinite = script[:10] + [call("create_numeric_feature", {"df": "X_train"}, "X_train", name="Age",
                                    expression="(RoomService + 1) / 0")]
@@ -242,7 +246,7 @@ def test_feedback_offers_the_object_made_again_and_notes_only_the_stage_shown(sp
     reread = script[:9] + [call("read_data", output="test_df", filepath="test.csv")]
     feedback = run_script(spaceship, reread)[-1].progress.feedback
     assert "df='test_df'" not in feedback, feedback
-    assert "'test_df' no longer holds the split test part (a later read_data call" in feedback, feedback
+    assert "'test_df' does not hold the split test part now (last written by read_data)" in feedback, feedback
     assert "make it again under a new name: split_combined_into_train_test(combined='combined')" in feedback
 
 
@@ -254,6 +258,52 @@ def test_a_frame_column_named_like_the_cv_record_is_no_fitted_model(spaceship):
     final = run_script(spaceship, script)[-1]
     assert final.ok and final.progress.stage == 8, final.observation[:300]
     assert "No fitted model yet" in final.progress.feedback and "could not be checked" not in final.observation
+
+
+def test_roles_take_what_the_tools_take(spaceship):
+    """Second review: the raw test.csv frame has the split part's columns when nothing was dropped, but its
+    conversion gives test features with gaps and text; train features without a column pass no fit; a fit
+    whose folds gave no score is a fitted model all the same; a category counts its declared levels."""
+    import numpy as np
+    import pandas as pd
+
+    from mltb_core.planners.rewards import PathLog, Progress, advance
+    from mltb_core.toolkit.scratchpad import Scratchpad
+    from mltb_core.toolkit.validation import MAX_CATEGORY_LEVELS
+
+    script = spaceship_pipeline(submit=False)
+    no_drop = script[:5] + script[6:9]   # stage 7 passes; the raw frames keep the split part's columns
+    reread = run_script(spaceship, no_drop + [call("read_data", output="test_df", filepath="test.csv")])[-1]
+    assert reread.progress.stage == 7 and "df='test_df'" not in reread.progress.feedback, reread.progress.feedback
+    assert "df='test'" not in reread.progress.feedback and "does not hold the split test part now" \
+        in reread.progress.feedback
+    features = ["HomePlanet", "CryoSleep", "Cabin", "Destination", "Age", "VIP", "RoomService", "FoodCourt",
+                "ShoppingMall", "Spa", "VRDeck"]
+    bare = script[:6] + [call("drop_feature", {"df": "combined"}, "combined", column=features)] + script[7:9]
+    assert run_script(spaceship, bare)[-1].progress.stage == 4   # no feature left: stage 5 does not pass
+
+    task, split, data_dir, out = spaceship
+    ctx = StageContext.from_split(task, split)
+
+    class Fitted:   # a fit whose folds gave NaN (one class in a fold, for ROC AUC)
+        def __init__(self):
+            self.mltb_cv_score_, self.mltb_cv_metric_, self.mltb_greater_is_better_ = float("nan"), "accuracy", True
+    log = PathLog(frozenset({"fit_lightgbm_classifier"}), (("m", "fit_lightgbm_classifier"),))
+    progress, _ = advance(ctx, Progress(stage=8), Scratchpad(objects={"m": Fitted()}), log, {})
+    assert progress.stage == 9 and progress.cv_quality == 0.0 and progress.newly_passed == (9,)
+
+    levels = [f"v{i}" for i in range(MAX_CATEGORY_LEVELS + 1)]   # declared, though only two are present
+    X = pd.DataFrame({"Age": np.arange(ctx.n_train, dtype=float),
+                      "Deck": pd.Categorical(["v0", "v1"] * (ctx.n_train // 2) + ["v0"] * (ctx.n_train % 2),
+                                             categories=levels)})
+    y = pd.Series([True, False] * (ctx.n_train // 2) + [True] * (ctx.n_train % 2), name=task.target)
+    log = PathLog(frozenset({"convert_dataframe_to_features_target"}),
+                  (("X", "convert_dataframe_to_features_target"), ("y", "convert_dataframe_to_features_target")))
+    progress, _ = advance(ctx, Progress(stage=6), Scratchpad(objects={"X": X, "y": y}), log, {})
+    assert progress.stage == 6, "every fit refuses a category of more declared levels than the limit"
+    X["Deck"] = X["Deck"].cat.remove_unused_categories()
+    progress, _ = advance(ctx, Progress(stage=6), Scratchpad(objects={"X": X, "y": y}), log, {})
+    assert progress.stage == 7
 
 
 def test_stage_eight_points_at_the_split_test_part_not_the_raw_test_frame(spaceship):

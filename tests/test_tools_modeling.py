@@ -207,8 +207,9 @@ def test_the_cv_record_is_read_only_from_what_a_fit_attached(pad, ctx, frames):
     forged = type("Forged", (), {})()
     forged.mltb_cv_score_, forged.mltb_cv_metric_ = "0.9", "accuracy"   # a score that is no number
     assert cvrecord.read(forged) is None
-    forged.mltb_cv_score_ = float("nan")
-    assert cvrecord.read(forged) is None
+    forged.mltb_cv_score_ = float("nan")   # folds that gave no score: a fitted model, without a score to rank
+    nan_record = cvrecord.read(forged)
+    assert nan_record is not None and nan_record.score is None and nan_record.oriented is None
 
 
 # ---------------------------------------------------------------- CV metric

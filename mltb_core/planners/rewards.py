@@ -176,13 +176,14 @@ def _frames(pad: Scratchpad, log: PathLog) -> list[tuple[str, pd.DataFrame]]:
 
 def _unencoded(df: pd.DataFrame, skip: set[str]) -> list[str]:
     bad = []
-    for col in df.columns:
+    for i, col in enumerate(df.columns):   # by position: a repeated column name would select a frame
         if col in skip:
             continue
-        s = df[col]
+        s = df.iloc[:, i]
         if pd.api.types.is_bool_dtype(s) or pd.api.types.is_numeric_dtype(s):
             continue
-        if isinstance(s.dtype, pd.CategoricalDtype) and s.nunique() <= MAX_CATEGORY_LEVELS:
+        # the fits count a category's declared levels, not the ones present: so does the stage
+        if isinstance(s.dtype, pd.CategoricalDtype) and s.cat.categories.size <= MAX_CATEGORY_LEVELS:
             continue
         bad.append(col)
     return bad
@@ -241,18 +242,20 @@ class _Checker:
         if role == "combined":
             return (tracked and rows == ctx.n_total and not obj.isna().any().any()
                     and not _unencoded(obj, self._skip())
-                    and obj.shape[1] - len(self._skip() & set(obj.columns)) <= ctx.feature_bound)
+                    and 0 < obj.shape[1] - len(self._skip() & set(obj.columns)) <= ctx.feature_bound)
         if role == "train_part":
             return (rows == ctx.n_train and has_target and not tracked and not _unencoded(obj, self._skip())
                     and not obj.drop(columns=[target]).isna().any().any())
         want = self.found.get("X_train_columns")   # known once stage 7 has passed
-        if role == "test_part":   # later, a part whose conversion gives the train features' columns
-            return rows == ctx.n_test and not tracked and (
-                want is None or set(obj.columns) - {target} == set(want))
-        features = not has_target and not tracked and not obj.isna().any().any()
-        if role == "X_train":   # finite, as every fit requires; once found, the same columns (stage 9 fits on them)
-            return (features and rows == ctx.n_train and not _unencoded(obj, set()) and not infinite_columns(obj)
-                    and (want is None or _same_features(list(obj.columns), want)))
+        if role == "test_part":   # split from the encoded, complete frame; its conversion gives the train columns
+            return (rows == ctx.n_test and not tracked and not _unencoded(obj, self._skip())
+                    and not obj.drop(columns=[target], errors="ignore").isna().any().any()
+                    and (want is None or set(obj.columns) - {target} == set(want)))
+        # features as every fit and predict_target take them: some columns, encoded, complete and finite
+        features = (not has_target and not tracked and obj.shape[1] > 0 and not obj.isna().any().any()
+                    and not _unencoded(obj, set()) and not infinite_columns(obj))
+        if role == "X_train":   # once found, the same columns: stage 9 counts a fit on those
+            return features and rows == ctx.n_train and (want is None or _same_features(list(obj.columns), want))
         if role == "X_test":
             return features and rows == ctx.n_test and set(obj.columns) == set(want or [])
         raise ValueError(f"unknown role {role!r}")
@@ -289,8 +292,8 @@ class _Checker:
         while i < len(self.overwritten):   # a remake call may name another overwritten object: it joins the list
             role, name = self.overwritten[i]
             writer = self.log.writer(name) if name in self.pad else None
-            how = f"a later {writer} call wrote another value under that name" if writer else "it is gone"
-            notes.append(f"{name!r} no longer holds the {self._ROLES[role]} ({how}); make it again under a new "
+            how = (f" (last written by {writer})" if writer else "") if name in self.pad else " (it is gone)"
+            notes.append(f"{name!r} does not hold the {self._ROLES[role]} now{how}; make it again under a new "
                          f"name: {self._remake(role)}")
             i += 1
         return ". ".join(notes) + "." if notes else ""
@@ -396,7 +399,7 @@ class _Checker:
         parts = [(n, f) for n, f in self.frames if self.log.writer(n) == "split_combined_into_train_test"
                  and TRACKING_COLUMN not in f.columns]
         trains = [(n, f) for n, f in parts if len(f) == self.ctx.n_train]
-        tests = [(n, f) for n, f in parts if len(f) == self.ctx.n_test]
+        tests = [(n, f) for n, f in parts if self._holds("test_part", f)]
         for name, tr in trains:
             if self._holds("train_part", tr) and tests:
                 self._keep("train_part", name)
@@ -452,10 +455,16 @@ class _Checker:
                                f"holds the target column {self.task.target!r} (a placeholder on test rows): "
                                f"{convert}.")
         same_columns = [(n, f) for n, f in candidates if set(f.columns) == want]
-        if same_columns:   # the columns match: what is wrong is missing values
+        if same_columns:   # the columns match: what is wrong is in the values
             name, frame = same_columns[0]
-            return False, (f"The test features {name!r} have the training columns, but {_nan_report(frame)}. Fill "
-                           "them in the combined frame before splitting, so train and test are cleaned alike, "
+            if frame.isna().any().any():
+                cause = _nan_report(frame)
+            elif _unencoded(frame, set()):
+                cause = f"categorical columns are still unencoded: {_describe_unencoded(frame, _unencoded(frame, set()))}"
+            else:
+                cause = f"column(s) {_shown(infinite_columns(frame))} hold infinite values"
+            return False, (f"The test features {name!r} have the training columns, but {cause}. Clean and encode "
+                           "the combined frame before splitting, so train and test are treated alike, "
                            f"then {convert}.")
         if candidates:   # the closest frame: fewest columns apart from the training features
             name, frame = min(candidates, key=lambda item: len(want ^ set(item[1].columns)))
@@ -551,13 +560,16 @@ def advance(ctx: StageContext, previous: Progress, pad: Scratchpad, log: PathLog
 
 
 def _quality(ctx: StageContext, cv: float | None, scored_in: str | None) -> float:
-    """CV score normalised per task: 0 = constant baseline, 1 = perfect (clipped); 0.5 when unknown. A model
+    """CV score normalised per task: 0 = constant baseline, 1 = perfect (clipped); 0.5 when the baseline is
+    unknown, 0 when the folds gave no score. A model
     scored in another metric than the task's (a regressor on a classification task) counts as no better than
     the baseline: its RMSE was read as accuracy, so a worse fit scored higher, and an unknown 0.5 would
     outrank a weak model of the right kind."""
     if scored_in is not None and scored_in != ctx.task.metric:
         return 0.0
-    if cv is None or ctx.cv_baseline is None:
+    if cv is None:   # the folds gave no score (NaN): no evidence the model beats the baseline
+        return 0.0
+    if ctx.cv_baseline is None:
         return 0.5
     try:
         from mltb_core.bench.metrics import get_metric

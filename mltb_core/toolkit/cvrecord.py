@@ -18,14 +18,16 @@ _SCORE, _METRIC, _GREATER, _STD = "mltb_cv_score_", "mltb_cv_metric_", "mltb_gre
 
 @dataclass(frozen=True)
 class CVRecord:
-    score: float                  # the mean CV score in ``metric``, as the metric reports it
+    score: float | None           # the mean CV score in ``metric``; None when the folds gave none (NaN)
     metric: str | None            # the metric's name (None: a record from before metrics were named)
     greater_is_better: bool
     std: float | None = None
 
     @property
-    def oriented(self) -> float:
+    def oriented(self) -> float | None:
         """The score with higher always better, for ranking solutions."""
+        if self.score is None:
+            return None
         return self.score if self.greater_is_better else -self.score
 
 
@@ -43,13 +45,14 @@ def _real(value: Any) -> float | None:
 
 
 def read(obj: Any) -> CVRecord | None:
-    """The record a fitting tool attached to ``obj``; None for anything else (data, a record of wrong types)."""
+    """The record a fitting tool attached to ``obj``; None for anything else (data, a record of wrong types).
+    A fitted model whose folds gave a NaN score (one class in a fold, for ROC AUC) has a record without one."""
     fields = getattr(obj, "__dict__", None)
     if not isinstance(fields, dict):
         return None
-    score = _real(fields.get(_SCORE))
-    metric = fields.get(_METRIC)
-    greater = fields.get(_GREATER, True)
-    if score is None or not (metric is None or isinstance(metric, str)) or not isinstance(greater, bool):
+    raw, metric, greater = fields.get(_SCORE), fields.get(_METRIC), fields.get(_GREATER, True)
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
         return None
-    return CVRecord(score, metric, greater, _real(fields.get(_STD)))
+    if not (metric is None or isinstance(metric, str)) or not isinstance(greater, bool):
+        return None
+    return CVRecord(_real(raw), metric, greater, _real(fields.get(_STD)))
