@@ -399,11 +399,12 @@ class _Checker:
         parts = [(n, f) for n, f in self.frames if self.log.writer(n) == "split_combined_into_train_test"
                  and TRACKING_COLUMN not in f.columns]
         trains = [(n, f) for n, f in parts if len(f) == self.ctx.n_train]
-        tests = [(n, f) for n, f in parts if self._holds("test_part", f)]
+        tests = [(n, f) for n, f in parts if len(f) == self.ctx.n_test]
+        ready_tests = [n for n, f in tests if self._holds("test_part", f)]
         for name, tr in trains:
-            if self._holds("train_part", tr) and tests:
+            if self._holds("train_part", tr) and ready_tests:
                 self._keep("train_part", name)
-                self._keep("test_part", tests[0][0])
+                self._keep("test_part", ready_tests[0])
                 return True, ""
         if trains and tests:
             if all(target not in tr.columns for _, tr in trains):
@@ -459,8 +460,8 @@ class _Checker:
             name, frame = same_columns[0]
             if frame.isna().any().any():
                 cause = _nan_report(frame)
-            elif _unencoded(frame, set()):
-                cause = f"categorical columns are still unencoded: {_describe_unencoded(frame, _unencoded(frame, set()))}"
+            elif text := _unencoded(frame, set()):
+                cause = f"categorical columns are still unencoded: {_describe_unencoded(frame, text)}"
             else:
                 cause = f"column(s) {_shown(infinite_columns(frame))} hold infinite values"
             return False, (f"The test features {name!r} have the training columns, but {cause}. Clean and encode "
@@ -531,7 +532,6 @@ def _shown(columns: list[Any], limit: int = 12) -> str:
     return repr(names[:limit])[:-1] + (f", ... ({len(names)} in all)]" if len(names) > limit else "]")
 
 
-
 def advance(ctx: StageContext, previous: Progress, pad: Scratchpad, log: PathLog,
             found: dict[str, Any] | None = None) -> tuple[Progress, dict[str, Any]]:
     """Pass as many further stages as this node's state allows, in order, once each.
@@ -561,10 +561,9 @@ def advance(ctx: StageContext, previous: Progress, pad: Scratchpad, log: PathLog
 
 def _quality(ctx: StageContext, cv: float | None, scored_in: str | None) -> float:
     """CV score normalised per task: 0 = constant baseline, 1 = perfect (clipped); 0.5 when the baseline is
-    unknown, 0 when the folds gave no score. A model
-    scored in another metric than the task's (a regressor on a classification task) counts as no better than
-    the baseline: its RMSE was read as accuracy, so a worse fit scored higher, and an unknown 0.5 would
-    outrank a weak model of the right kind."""
+    unknown, 0 when the folds gave no score. A model scored in another metric than the task's (a regressor on
+    a classification task) counts as no better than the baseline: its RMSE was read as accuracy, so a worse
+    fit scored higher, and an unknown 0.5 would outrank a weak model of the right kind."""
     if scored_in is not None and scored_in != ctx.task.metric:
         return 0.0
     if cv is None:   # the folds gave no score (NaN): no evidence the model beats the baseline
