@@ -266,9 +266,6 @@ class _Checker:
         want, names = self.found.get("X_train_columns"), model_feature_names(model)
         return want is None or names is None or _same_features(names, want)
 
-    def _keep(self, role: str, name: str) -> None:
-        self.found[role] = name
-
     # Every feedback names the tool call(s) that complete the stage, with the path's own object names where
     # an earlier stage found them and they still hold what was found, so the model can act on it without the
     # catalogue. A name that no longer does is not offered; the feedback says what happened to it instead.
@@ -326,7 +323,7 @@ class _Checker:
     def stage1(self) -> tuple[bool, str]:
         for name, f in self.frames:
             if self.log.writer(name) == "read_data" and self._holds("train", f):
-                self._keep("train", name)
+                self.found["train"] = name
                 return True, ""
         return False, (f"Train data not loaded yet: read_data(filepath='{TRAIN_FILE}') "
                        f"(expect {self.ctx.n_train} rows with the target column {self.task.target!r}).")
@@ -334,7 +331,7 @@ class _Checker:
     def stage2(self) -> tuple[bool, str]:
         for name, f in self.frames:
             if self.log.writer(name) == "read_data" and self._holds("test", f):
-                self._keep("test", name)
+                self.found["test"] = name
                 return True, ""
         return False, (f"Test data not loaded yet: read_data(filepath='{TEST_FILE}') (expect {self.ctx.n_test} rows "
                        f"without the target column {self.task.target!r}).")
@@ -375,7 +372,7 @@ class _Checker:
         notes = []
         for name, f in combined:
             if self._holds("combined", f):
-                self._keep("combined", name)
+                self.found["combined"] = name
                 return True, ""
             bad = _unencoded(f, self._skip())
             n_features = f.shape[1] - len(self._skip() & set(f.columns))
@@ -403,8 +400,8 @@ class _Checker:
         ready_tests = [n for n, f in tests if self._holds("test_part", f)]
         for name, tr in trains:
             if self._holds("train_part", tr) and ready_tests:
-                self._keep("train_part", name)
-                self._keep("test_part", ready_tests[0])
+                self.found["train_part"] = name
+                self.found["test_part"] = ready_tests[0]
                 return True, ""
         if trains and tests:
             if all(target not in tr.columns for _, tr in trains):
@@ -427,8 +424,8 @@ class _Checker:
         convert = self._convert_call(train=True)
         if "convert_dataframe_to_features_target" in self.log.tools_used and xs and good_y:
             self.found["X_train_columns"] = list(xs[0][1].columns)
-            self._keep("X_train", xs[0][0])
-            self._keep("y_train", good_y[0][0])
+            self.found["X_train"] = xs[0][0]
+            self.found["y_train"] = good_y[0][0]
             return True, ""
         if ys and not good_y:
             return False, (f"The extracted target is {ys[0][1].name!r}, but the challenge's target column is "
@@ -443,7 +440,7 @@ class _Checker:
                       and self.task.target not in f.columns and TRACKING_COLUMN not in f.columns]
         for name, f in candidates:
             if self._holds("X_test", f):
-                self._keep("X_test", name)
+                self.found["X_test"] = name
                 return True, ""
         part_name = self.found.get("test_part")
         part = dict(self.frames).get(part_name) if part_name else None
@@ -486,7 +483,7 @@ class _Checker:
                 other_features = other_features or name
                 continue
             self.found["cv_score"], self.found["cv_metric"] = record.score, record.metric
-            self._keep("model", name)
+            self.found["model"] = name
             return True, ""
         fit = self._fit_call()
         if other_features:
