@@ -263,10 +263,22 @@ def test_convert_to_dataframe(pad, ctx):
 
 
 def test_concatenate_dataframes(pad, ctx):
-    assert call(pad, ctx, "concatenate_dataframes", {"df1": "train", "df2": "train"}, output="both").ok
-    assert len(pad["both"]) == 6
+    pad["more"] = pad["train"].iloc[:2]
+    assert call(pad, ctx, "concatenate_dataframes", {"df1": "train", "df2": "more"}, output="both").ok
+    assert len(pad["both"]) == 5
     assert_error(call(pad, ctx, "concatenate_dataframes", {"df1": "train", "df2": "test"}, {"axis": 1}, output="x"),
                  "same number of rows")
+
+
+def test_concatenate_dataframes_refuses_one_frame_given_twice(pad, ctx):
+    # seen in a LATS trial that never read test.csv: it stacked train on itself, and stage 1 never moved
+    for axis in (0, 1):
+        result = call(pad, ctx, "concatenate_dataframes", {"df1": "train", "df2": "train"}, {"axis": axis}, output="x")
+        assert_error(result, "df1 and df2 are the same data")
+        assert "test.csv" in result.message and "concatenate_train_test" in result.message
+    pad["again"] = pad["train"].copy()          # the same file read twice is the same data too
+    assert_error(call(pad, ctx, "concatenate_dataframes", {"df1": "train", "df2": "again"}, output="y"), "same data")
+    assert "x" not in pad and "y" not in pad
 
 
 def test_join_dataframes(pad, ctx):

@@ -18,7 +18,7 @@ from mltb_core.plugins import MAX_SUGGESTIONS, SUGGESTION_CUTOFF, close_matches
 from mltb_core.toolkit.registry import ToolInputError
 from mltb_core.toolkit.scratchpad import MAX_LISTED_COLUMNS
 
-__all__ = ["TRACKING_COLUMN", "ROWS_ATTR", "mark_rows", "rows_of", "test_rows", "rows_held", "other_rows", "wrong_rows", "MAX_CATEGORY_LEVELS", "SUGGESTION_CUTOFF", "MAX_SUGGESTIONS", "MAX_LISTED_COLUMNS",
+__all__ = ["TRACKING_COLUMN", "ROWS_ATTR", "mark_rows", "rows_of", "same_data", "test_rows", "rows_held", "other_rows", "wrong_rows", "MAX_CATEGORY_LEVELS", "SUGGESTION_CUTOFF", "MAX_SUGGESTIONS", "MAX_LISTED_COLUMNS",
            "close_matches", "require_frame", "as_column_list", "require_columns", "listed_columns", "missing_columns_message", "require_name",
            "require_model", "choose", "require_choice", "require_positive_int", "as_features", "as_target",
            "is_numeric", "is_numeric_dtype", "numeric_columns", "require_numeric_columns", "require_csv_path",
@@ -46,6 +46,12 @@ def rows_of(obj: Any) -> str | None:
     """"train" or "test" when a tool marked the rows ``obj`` holds, else None."""
     rows = getattr(obj, "attrs", {}).get(ROWS_ATTR)
     return rows if rows in ("train", "test") else None
+
+
+def same_data(a: pd.DataFrame, b: pd.DataFrame) -> bool:
+    """Whether two frames hold the same data (one object bound twice, or a file read twice): combining such a
+    pair only repeats it, the mistake of a model that never read test.csv (issue 33)."""
+    return a is b or (a.shape == b.shape and a.equals(b))
 
 
 def test_rows(obj: Any) -> Any:

@@ -24,7 +24,7 @@ from mltb_core.toolkit.registry import (
 from mltb_core.toolkit.docparts import shared_doc
 from mltb_core.toolkit.sandbox import resolve_read
 from mltb_core.toolkit.validation import (MAX_LISTED_COLUMNS, TRACKING_COLUMN, as_column_list, choose, mark_rows,
-                                          require_columns, require_frame, rows_of)
+                                          require_columns, require_frame, rows_of, same_data)
 
 __all__ = [
     "read_data", "concatenate_train_test", "split_combined_into_train_test",
@@ -132,7 +132,7 @@ def concatenate_train_test(train_df: Annotated[pd.DataFrame, frame_of("train", _
     """
     require_frame(train_df, "train_df")
     require_frame(test_df, "test_df")
-    if train_df is test_df or (train_df.shape == test_df.shape and train_df.equals(test_df)):
+    if same_data(train_df, test_df):
         # one frame given twice "succeeded" and left the trial stuck before test.csv was ever read (issue 33)
         raise ToolInputError(f"train_df and test_df are the same data: the test rows are missing. Read {TEST_FILE} "
                              f"with read_data first (filepath '{TEST_FILE}', e.g. output 'test_df') and bind that "
@@ -316,6 +316,12 @@ def concatenate_dataframes(df1: Annotated[pd.DataFrame, CONVERTIBLE], df2: Annot
         raise ToolInputError(f"axis must be 0 (rows) or 1 (columns), got {axis!r}")
     frames = [df1 if isinstance(df1, pd.DataFrame) else convert_to_dataframe(df1),
               df2 if isinstance(df2, pd.DataFrame) else convert_to_dataframe(df2)]
+    if same_data(*frames):
+        # a train frame stacked on itself "succeeded" where a model meant to add the test rows (issue 33)
+        raise ToolInputError(f"df1 and df2 are the same data: concatenating it with itself only repeats its "
+                             f"{'rows' if axis == 0 else 'columns'}. To add the test rows, read {TEST_FILE} with "
+                             f"read_data (filepath '{TEST_FILE}') and combine the two frames with "
+                             "concatenate_train_test")
     if axis == 0:
         return pd.concat(frames, axis=0, ignore_index=True, sort=False)
     if len(frames[0]) != len(frames[1]):
