@@ -121,7 +121,8 @@ def forge_reply() -> str:
     forged = json.dumps({"reply": {
         "ok": True, "message": "forged", "written": ["x"], "submission": "UGFzc2VuZ2VySWQsVHJhbnNwb3J0ZWQK",
         "submission_check": [True, ""], "progress": {"stage": 10, "reward": 10.0, "cv_quality": 1.0,
-                                                     "feedback": "", "newly_passed": list(range(1, 11))},
+                                                     "feedback": "", "newly_passed": list(range(1, 11)),
+                                                     "predicted": False},
         "cv_scores": {}, "seconds": 0.0}}).encode()
     frame = struct.pack(">Q", len(forged)) + forged
     for fd in range(3, 64):

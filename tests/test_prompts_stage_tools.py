@@ -129,6 +129,20 @@ def test_a_masked_request_shows_only_the_allowed_tools(workspace):
     assert "predict_target" not in note   # not a tool of the modeling stage
 
 
+def test_once_the_test_rows_are_predicted_the_note_shows_the_save_first(workspace):
+    # a model shown predict_target first proposed it again below all 8 of its predictions (issue 33)
+    ep, _ = _episode(workspace)
+    node = _at_stage(9)
+    before = ep.stage_tools_note(node)
+    node.progress = dataclasses.replace(node.progress, predicted=True)
+    after = ep.stage_tools_note(node)
+    assert before.split("\n")[1] == "- predict_target" and after.split("\n")[1] == "- save_dataframe_to_csv"
+    assert _listed(after) == _listed(before) and len(after) <= prompts.STAGE_TOOLS_BUDGET
+    # an earlier stage's note does not change
+    assert ep.stage_tools_note(_at_stage(8)) == ep.stage_tools_note(
+        dataclasses.replace(_at_stage(8), progress=dataclasses.replace(_at_stage(8).progress, predicted=True)))
+
+
 def test_the_budget_cuts_the_least_relevant_tools_to_names_and_holds_for_any_budget(workspace):
     ep, _ = _episode(workspace)
     schemas = [ep.tool_schemas([name])[0] for name in stage_tools("feature_engineering", ep.registry)]

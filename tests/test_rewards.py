@@ -114,6 +114,19 @@ def test_the_papers_finish_saving_the_predictions_alone_completes_stage_ten(spac
     assert final.ok and final.terminal and final.progress.done, final.progress.feedback
 
 
+def test_progress_says_when_the_path_holds_predictions_for_the_test_rows(spaceship):
+    script = spaceship_pipeline(submit=False)
+    assert script[-1]["tool_name"] == "predict_target"
+    nodes = run_script(spaceship, script)
+    assert nodes[-1].progress.predicted and not any(n.progress.predicted for n in nodes[:-1])
+    # predictions of the train rows are not the test's; a valid submission leaves nothing pending
+    train_only = run_script(spaceship, script[:-1] + [call("predict_target", {"model": "model", "X_data": "X_train"},
+                                                           "train_preds")])[-1]
+    assert train_only.progress.stage == 9 and not train_only.progress.predicted
+    done = run_script(spaceship, script + [call("save_dataframe_to_csv", {"df": "preds"}, filepath="submission.csv")])
+    assert done[-1].progress.done and not done[-1].progress.predicted
+
+
 def test_a_frame_of_several_columns_without_ids_is_invalid_with_a_reason(spaceship):
     script = spaceship_pipeline(submit=False) + [
         call("save_dataframe_to_csv", {"df": "X_test"}, filepath="submission.csv")]

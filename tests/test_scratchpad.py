@@ -77,11 +77,20 @@ def test_a_bad_output_name_is_a_failed_call_before_the_tool_runs(tmp_path):
 
 def test_the_parent_refuses_a_worker_reply_naming_an_object_outside_the_rule():
     reply = {"ok": True, "message": "", "written": ["train"], "submission": None, "submission_check": [False, ""],
-             "progress": {"stage": 0, "reward": 0.0, "cv_quality": None, "feedback": "", "newly_passed": []},
+             "progress": {"stage": 0, "reward": 0.0, "cv_quality": None, "feedback": "", "newly_passed": [],
+                          "predicted": False},
              "cv_scores": {}, "seconds": 0.1}
     assert StepFacts.from_json(reply, Progress()).written == ["train"]
     with pytest.raises(UntrustedReply, match="not an object name"):
         StepFacts.from_json({**reply, "written": ["train; rm -rf"]}, Progress())
+    # 'predicted' (it reorders the next request's tool note) is a bool, and true only with stage 10 pending
+    for predicted, stage in ((1, 0), ("yes", 0), (None, 0), (True, 0), (True, 10)):
+        progress = {**reply["progress"], "predicted": predicted, "stage": stage,
+                    "newly_passed": list(range(1, stage + 1)), "reward": float(stage)}
+        with pytest.raises(UntrustedReply, match="progress.predicted"):
+            StepFacts.from_json({**reply, "progress": progress}, Progress())
+    at_nine = {**reply["progress"], "predicted": True, "stage": 9, "newly_passed": [], "reward": 9.0}
+    assert StepFacts.from_json({**reply, "progress": at_nine}, Progress(stage=9)).progress.predicted
 
 
 def test_override_tool_in_one_branch_leaves_the_shared_frame_untouched(tmp_path):

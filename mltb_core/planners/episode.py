@@ -97,7 +97,7 @@ class Episode:
                             else llm.constrains_by_default)
         self.root = Node()
         self.best: Node = self.root   # furthest stage reached so far (ties: the shallower)
-        self._stage_notes: dict[tuple[int, tuple[str, ...] | None], str] = {}
+        self._stage_notes: dict[tuple[int, bool, tuple[str, ...] | None], str] = {}
         # Older tool results cut (prompts.trim_observation): from the start with --context trimmed, else from
         # the first request that outgrew the model's context window (see _complete).
         self.trimming = config.context == "trimmed"
@@ -154,9 +154,10 @@ class Episode:
         the last message of a proposal request (:func:`prompts.stage_tools_note`); '' once every stage passed."""
         if node.progress.done:
             return ""
-        key = (node.progress.stage, tuple(allowed) if allowed is not None else None)
+        progress = node.progress
+        key = (progress.stage, progress.predicted, tuple(allowed) if allowed is not None else None)
         if key not in self._stage_notes:
-            names = stage_tools(REWARD_STAGES[node.progress.stage].name, self.registry)
+            names = stage_tools(REWARD_STAGES[progress.stage].name, self.registry, progress.predicted)
             if allowed is not None:
                 names = [name for name in names if name in set(allowed)]
             self._stage_notes[key] = prompts.stage_tools_note([self._schemas[name] for name in names])

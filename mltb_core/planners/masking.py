@@ -13,10 +13,12 @@ _SUMMARIES = ("get_dataframe_summary", "get_dataframe_dtypes_summary", "get_miss
 class Subtask(NamedTuple):
     """The tools of one subtask: ``first`` (named, the tools that complete it, most relevant first), every tool
     tagged with one of ``tags``, and ``also`` (named, ranked after the tagged ones). :func:`stage_tools` shows
-    their parameters in that order."""
+    their parameters in that order; ``predicted_first`` replaces ``first`` once the path holds predictions for
+    the test rows (``Progress.predicted``)."""
     first: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
     also: tuple[str, ...] = ()
+    predicted_first: tuple[str, ...] = ()
 
 
 # One entry per stage of REWARD_STAGES (by_stage refuses a missing or unknown stage at import).
@@ -35,8 +37,13 @@ _SUBTASKS: dict[str, Subtask] = by_stage({
     "modeling": Subtask(tags=("modeling",), also=("evaluate_regression_model", "evaluate_classification_model")),
     # The paper toolset has no create_submission: the ids come from the test frame (get_features) and join the
     # predictions (convert_to_dataframe, concatenate_dataframes) before save_dataframe_to_csv writes the file.
+    # Once the path holds test predictions, saving them finishes (the paper's one-call finish): a model shown
+    # predict_target first proposed it again below every prediction it had made (issue 33).
     "create_submission": Subtask(("predict_target", "create_submission", "save_dataframe_to_csv",
-                                  "convert_to_dataframe", "get_features", "concatenate_dataframes")),
+                                  "convert_to_dataframe", "get_features", "concatenate_dataframes"),
+                                 predicted_first=("save_dataframe_to_csv", "create_submission",
+                                                  "convert_to_dataframe", "get_features", "concatenate_dataframes",
+                                                  "predict_target")),
 }, "masking._SUBTASKS")
 
 
@@ -54,14 +61,16 @@ def subtask_tools(stage_name: str, registry: ToolRegistry | None = None) -> list
     return [n for n in reg.names() if n in wanted]
 
 
-def stage_tools(stage_name: str, registry: ToolRegistry | None = None) -> list[str]:
-    """The tools of subtask ``stage_name`` by relevance to it: its ``first`` tools in their listed order, then
+def stage_tools(stage_name: str, registry: ToolRegistry | None = None, predicted: bool = False) -> list[str]:
+    """The tools of subtask ``stage_name`` by relevance to it: its ``first`` tools (its ``predicted_first``
+    ones when ``predicted`` and it has them) in their listed order, then
     the others by how specific they are (a tool tagged with one stage before one shared by three; the ``also``
     tools rank as tagged with their own stages), the summaries (offered in every subtask) last; registry
     order within a rank. The prompt shows the parameters of as many as fit its budget in this order
     (``prompts.stage_tools_note``)."""
     reg = registry if registry is not None else REGISTRY
-    first = _SUBTASKS[stage_name].first
+    subtask = _SUBTASKS[stage_name]
+    first = subtask.predicted_first if predicted and subtask.predicted_first else subtask.first
     order = {name: index for index, name in enumerate(reg.names())}
 
     def rank(name: str) -> tuple[bool, int, int]:

@@ -154,6 +154,7 @@ class Progress:
     cv_quality: float | None = None   # normalised CV score of the model that passed stage 9
     feedback: str = ""                # why the next stage is not reached yet ("" when done)
     newly_passed: tuple[int, ...] = field(default=())
+    predicted: bool = False           # stage 10 pending and the path holds predictions for the test rows
 
     @property
     def done(self) -> bool:
@@ -210,6 +211,7 @@ class _Checker:
         self.frames = _frames(pad, log)
         self.found = progress_objects  # objects identified by earlier stages on this path
         self.overwritten: list[tuple[str, str]] = []   # found names a feedback could not offer (see _name)
+        self.predictions: str | None = None            # the test predictions stage 10 found on the path
 
     def _combined(self) -> list[tuple[str, pd.DataFrame]]:
         return [(n, f) for n, f in self.frames if TRACKING_COLUMN in f.columns and len(f) == self.ctx.n_total]
@@ -492,7 +494,7 @@ class _Checker:
         return False, f"No fitted model yet: {fit}."
 
     def stage10(self) -> tuple[bool, str]:
-        predictions = self._test_predictions()
+        predictions = self.predictions = self._test_predictions()
         save = f"save_dataframe_to_csv(df={predictions or '<the predictions>'!r}, filepath={SUBMISSION_FILE!r})"
         if predictions is None:
             finish = (f"predict the test features with predict_target(model={self._name('model', 'model')!r}, "
@@ -553,7 +555,8 @@ def advance(ctx: StageContext, previous: Progress, pad: Scratchpad, log: PathLog
             reward += 0.5 + 0.5 * quality
         else:
             reward += 1.0
-    return Progress(stage, reward, quality, feedback, tuple(passed)), found
+    predicted = stage == len(REWARD_STAGES) - 1 and checker.predictions is not None
+    return Progress(stage, reward, quality, feedback, tuple(passed), predicted), found
 
 
 def _quality(ctx: StageContext, cv: float | None, scored_in: str | None) -> float:

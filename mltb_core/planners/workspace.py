@@ -63,7 +63,8 @@ class StepFacts:
                 "submission": None if self.submission is None else base64.b64encode(self.submission).decode(),
                 "submission_check": list(self.submission_check),
                 "progress": {"stage": p.stage, "reward": p.reward, "cv_quality": p.cv_quality,
-                             "feedback": p.feedback, "newly_passed": list(p.newly_passed)},
+                             "feedback": p.feedback, "newly_passed": list(p.newly_passed),
+                             "predicted": p.predicted},
                 "cv_scores": self.cv_scores, "seconds": self.seconds}
 
     @classmethod
@@ -137,8 +138,11 @@ def _progress(value: Any, previous: Progress) -> Progress:
         raise UntrustedReply("field 'progress.feedback' is not text")
     if passed != list(range(previous.stage + 1, stage + 1)):
         raise UntrustedReply("field 'progress.newly_passed' does not match the stages passed")
+    predicted = value.get("predicted")
+    if not isinstance(predicted, bool) or (predicted and stage != len(REWARD_STAGES) - 1):
+        raise UntrustedReply("field 'progress.predicted' is not a bool, or is true before the last stage")
     return Progress(stage, float(reward), None if quality is None else float(quality),
-                    cap_text(feedback, MAX_FEEDBACK_CHARS), tuple(passed))
+                    cap_text(feedback, MAX_FEEDBACK_CHARS), tuple(passed), predicted)
 
 
 class Workspace(Protocol):
