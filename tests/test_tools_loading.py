@@ -11,7 +11,7 @@ import mltb_core.toolkit.tools  # noqa: F401 - registers the tools
 from mltb_core.toolkit.registry import REGISTRY, ToolContext, ToolInputError
 from mltb_core.toolkit.sandbox import resolve_read, resolve_write
 from mltb_core.toolkit.scratchpad import Scratchpad
-from mltb_core.toolkit.validation import rows_held
+from mltb_core.toolkit.validation import mark_rows, rows_held
 from tool_calls import call_tool, failed, tool_context
 
 
@@ -279,6 +279,14 @@ def test_concatenate_dataframes_refuses_one_frame_given_twice(pad, ctx):
     pad["again"] = pad["train"].copy()          # the same file read twice is the same data too
     assert_error(call(pad, ctx, "concatenate_dataframes", {"df1": "train", "df2": "again"}, output="y"), "same data")
     assert "x" not in pad and "y" not in pad
+    # the test frame on itself: no advice to read the file it came from
+    mark_rows(pad["test"], "test")
+    result = call(pad, ctx, "concatenate_dataframes", {"df1": "test", "df2": "test"}, output="z")
+    assert_error(result, "only repeats its rows")
+    assert "read_data" not in result.message
+    # two empty frames are not the mistake this refuses
+    pad["none"] = pd.DataFrame()
+    assert call(pad, ctx, "concatenate_dataframes", {"df1": "none", "df2": "none"}, output="e").ok
 
 
 def test_join_dataframes(pad, ctx):

@@ -316,12 +316,13 @@ def concatenate_dataframes(df1: Annotated[pd.DataFrame, CONVERTIBLE], df2: Annot
         raise ToolInputError(f"axis must be 0 (rows) or 1 (columns), got {axis!r}")
     frames = [df1 if isinstance(df1, pd.DataFrame) else convert_to_dataframe(df1),
               df2 if isinstance(df2, pd.DataFrame) else convert_to_dataframe(df2)]
-    if same_data(*frames):
+    if frames[0].size and same_data(*frames):
         # a train frame stacked on itself "succeeded" where a model meant to add the test rows (issue 33)
+        advice = "" if rows_of(frames[0]) == "test" else (
+            f" To add the test rows, read {TEST_FILE} with read_data (filepath '{TEST_FILE}') and combine the two "
+            "frames with concatenate_train_test.")
         raise ToolInputError(f"df1 and df2 are the same data: concatenating it with itself only repeats its "
-                             f"{'rows' if axis == 0 else 'columns'}. To add the test rows, read {TEST_FILE} with "
-                             f"read_data (filepath '{TEST_FILE}') and combine the two frames with "
-                             "concatenate_train_test")
+                             f"{'rows' if axis == 0 else 'columns'}.{advice}")
     if axis == 0:
         return pd.concat(frames, axis=0, ignore_index=True, sort=False)
     if len(frames[0]) != len(frames[1]):
