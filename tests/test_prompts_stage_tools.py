@@ -100,11 +100,14 @@ def _listed(note: str) -> set[str]:
     return names
 
 
+@pytest.mark.parametrize("predicted", [False, True])
 @pytest.mark.parametrize("toolset", ["paper", "extended"])
-def test_each_stage_shows_the_parameters_its_tools_need_within_the_budget(workspace, toolset):
+def test_each_stage_shows_the_parameters_its_tools_need_within_the_budget(workspace, toolset, predicted):
     ep, _ = _episode(workspace, toolset=toolset)
     for stage in REWARD_STAGES:
-        note = ep.stage_tools_note(_at_stage(stage.number - 1))
+        node = _at_stage(stage.number - 1)
+        node.progress = dataclasses.replace(node.progress, predicted=predicted)
+        note = ep.stage_tools_note(node)
         assert note.startswith(prompts.STAGE_TOOLS_HEADER) and len(note) <= prompts.STAGE_TOOLS_BUDGET, stage.name
         for tool, needed in NEEDED[stage.name].items():
             lines = _block(note, tool)

@@ -24,6 +24,11 @@ def spaceship(tmp_path_factory):
 
 def run_script(spaceship, script, max_features=1000, feedback=True, raw_width=None):
     """Step the calls one by one below the root; return the nodes (root excluded)."""
+    return path_to(run_episode(spaceship, script, max_features, feedback, raw_width).last)[1:]
+
+
+def run_episode(spaceship, script, max_features=1000, feedback=True, raw_width=None):
+    """The episode after stepping the calls one by one below the root (its last node as ``.last``)."""
     task, split, data_dir, out = spaceship
     stage_ctx = StageContext.from_split(task, split, max_features)
     if raw_width is not None:
@@ -37,7 +42,8 @@ def run_script(spaceship, script, max_features=1000, feedback=True, raw_width=No
     node = ep.root
     for _ in script:
         node = ep.step(node, ep.propose(node, "system", 1)[0])
-    return path_to(node)[1:]
+    ep.last = node
+    return ep
 
 
 def test_stages_pass_in_order_once_each_with_actionable_feedback(spaceship):
@@ -125,6 +131,31 @@ def test_progress_says_when_the_path_holds_predictions_for_the_test_rows(spacesh
     assert train_only.progress.stage == 9 and not train_only.progress.predicted
     done = run_script(spaceship, script + [call("save_dataframe_to_csv", {"df": "preds"}, filepath="submission.csv")])
     assert done[-1].progress.done and not done[-1].progress.predicted
+    # the trial's best node at stage 9 is one holding the test predictions, though deeper: its report then says
+    # the save was missing, not the prediction
+    ep = run_episode(spaceship, script)
+    assert ep.best is ep.last and ep.best.progress.predicted
+
+
+def test_predictions_the_grader_refuses_are_not_offered_for_saving(spaceship):
+    # a regressor passes stage 9 on a classification task; its floats saved alone are refused, so the feedback
+    # must not send the model to save them (again), nor the note put the save first
+    script = spaceship_pipeline(submit=False)
+    regressor = script[:-2] + [call("fit_lightgbm_regressor", {"X_train": "X_train", "y_train": "y_train"}, "model",
+                                    cv=3),
+                               call("predict_target", {"model": "model", "X_data": "X_test"}, "preds")]
+    for tail in ([], [call("save_dataframe_to_csv", {"df": "preds"}, filepath="submission.csv")]):
+        final = run_script(spaceship, regressor + tail)[-1]
+        assert final.progress.stage == 9 and not final.progress.predicted
+        feedback = final.progress.feedback
+        assert "the predictions 'preds' cannot be the submission" in feedback and "not booleans" in feedback
+        assert "(True or False): fit_lightgbm_classifier(" in feedback
+        assert "save_dataframe_to_csv(df='preds'" not in feedback
+    # a valid prediction made after it is offered again
+    fixed = regressor + [call("fit_lightgbm_classifier", {"X_train": "X_train", "y_train": "y_train"}, "clf", cv=3),
+                         call("predict_target", {"model": "clf", "X_data": "X_test"}, "labels")]
+    final = run_script(spaceship, fixed)[-1]
+    assert final.progress.predicted and "save_dataframe_to_csv(df='labels'" in final.progress.feedback
 
 
 def test_a_frame_of_several_columns_without_ids_is_invalid_with_a_reason(spaceship):

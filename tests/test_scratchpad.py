@@ -90,7 +90,9 @@ def test_the_parent_refuses_a_worker_reply_naming_an_object_outside_the_rule():
         with pytest.raises(UntrustedReply, match="progress.predicted"):
             StepFacts.from_json({**reply, "progress": progress}, Progress())
     at_nine = {**reply["progress"], "predicted": True, "stage": 9, "newly_passed": [], "reward": 9.0}
-    assert StepFacts.from_json({**reply, "progress": at_nine}, Progress(stage=9)).progress.predicted
+    facts = StepFacts.from_json({**reply, "progress": at_nine}, Progress(stage=9))
+    assert facts.progress.predicted
+    assert StepFacts.from_json(facts.to_json(), Progress(stage=9)).progress == facts.progress   # the round trip
 
 
 def test_override_tool_in_one_branch_leaves_the_shared_frame_untouched(tmp_path):

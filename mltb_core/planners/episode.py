@@ -96,7 +96,7 @@ class Episode:
         self.constrained = (config.constrained_calls if config.constrained_calls is not None
                             else llm.constrains_by_default)
         self.root = Node()
-        self.best: Node = self.root   # furthest stage reached so far (ties: the shallower)
+        self.best: Node = self.root   # furthest stage reached so far (ties: test predictions made, then the shallower)
         self._stage_notes: dict[tuple[int, bool, tuple[str, ...] | None], str] = {}
         # Older tool results cut (prompts.trim_observation): from the start with --context trimmed, else from
         # the first request that outgrew the model's context window (see _complete).
@@ -276,7 +276,7 @@ class Episode:
             self.trajectory.write("reward_feedback", node_id=child.id, stage=child.progress.stage,
                                   passed=list(child.progress.newly_passed), feedback=child.progress.feedback,
                                   shown_to_model=self.feedback)
-        if (child.progress.stage, -child.depth) > (self.best.progress.stage, -self.best.depth):
+        if _furthest(child) > _furthest(self.best):
             self.best = child
         return parent.add_child(child)
 
@@ -322,6 +322,12 @@ def model_output(what: str):
         raise
     except Exception as exc:  # noqa: BLE001 - classed by origin here, once
         raise ModelFault(cap_text(f"handling {what} raised {type(exc).__name__}: {exc}", 500)) from exc
+
+
+def _furthest(node: Node) -> tuple[int, bool, int]:
+    """How far ``node`` got, for the trial's best node: its stage, then whether it holds predictions for the
+    test rows (the report then says the save was missing, not the prediction), then the shallower."""
+    return node.progress.stage, node.progress.predicted, -node.depth
 
 
 @contextlib.contextmanager

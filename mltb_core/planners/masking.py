@@ -45,6 +45,9 @@ _SUBTASKS: dict[str, Subtask] = by_stage({
                                                   "convert_to_dataframe", "get_features", "concatenate_dataframes",
                                                   "predict_target")),
 }, "masking._SUBTASKS")
+for _name, _subtask in _SUBTASKS.items():   # another order of the same tools: the masked lists stay as they were
+    if _subtask.predicted_first and sorted(_subtask.predicted_first) != sorted(_subtask.first):
+        raise ValueError(f"masking._SUBTASKS[{_name!r}]: predicted_first must reorder first, not change its tools")
 
 
 def subtask_tools(stage_name: str, registry: ToolRegistry | None = None) -> list[str]:

@@ -80,6 +80,9 @@ class StageContext:
     max_features: int = 1000
     original_features: int = 0
     cv_baseline: float | None = None
+    # predictions object -> (it, the grader's verdict on it saved alone): checked once, though every node below
+    # a prediction looks again (the object is kept so its id is not reused)
+    _saved_alone: dict[int, tuple[Any, bool, str]] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_files(cls, task: Any, train_path: Path, test_path: Path, max_features: int = 1000) -> StageContext:
@@ -110,6 +113,17 @@ class StageContext:
         values = np.resize(target.to_numpy(), len(self.held_out_ids)) if len(target) else np.zeros(len(self.held_out_ids))
         return pd.DataFrame({self.task.id_column: self.held_out_ids.to_numpy(),
                              self.task.target: pd.Series(values, dtype=target.dtype if len(target) else float)})
+
+    def saved_alone(self, predictions: Any) -> tuple[bool, str]:
+        """Would ``predictions`` saved as they are (save_dataframe_to_csv, the paper's one-call finish) be a
+        valid submission, and if not, the grader's reason."""
+        from mltb_core.toolkit.tools.evaluation import csv_table   # the tool's own rule, imported when needed
+
+        key = id(predictions)
+        if key not in self._saved_alone:
+            snapshot = csv_table(predictions).to_csv(index=False).encode()
+            self._saved_alone[key] = (predictions, *check_submission(self, snapshot))
+        return self._saved_alone[key][1:]
 
     def classes(self) -> list | None:
         """The training target's classes (None for regression)."""
@@ -212,6 +226,7 @@ class _Checker:
         self.found = progress_objects  # objects identified by earlier stages on this path
         self.overwritten: list[tuple[str, str]] = []   # found names a feedback could not offer (see _name)
         self.predictions: str | None = None            # the test predictions stage 10 found on the path
+        self.unsubmittable: tuple[str, str] | None = None   # newer test predictions the grader refuses, and why
 
     def _combined(self) -> list[tuple[str, pd.DataFrame]]:
         return [(n, f) for n, f in self.frames if TRACKING_COLUMN in f.columns and len(f) == self.ctx.n_total]
@@ -496,11 +511,18 @@ class _Checker:
     def stage10(self) -> tuple[bool, str]:
         predictions = self.predictions = self._test_predictions()
         save = f"save_dataframe_to_csv(df={predictions or '<the predictions>'!r}, filepath={SUBMISSION_FILE!r})"
-        if predictions is None:
+        if predictions is not None:
+            finish = save
+        elif self.unsubmittable is not None:
+            # saving these again, or predicting with the same model, cannot finish (a regressor's floats on a
+            # classification task): say why, and which fit gives the task's values
+            name, reason = self.unsubmittable
+            values = f" ({self.task.submission_values})" if self.task.submission_values else ""
+            finish = (f"the predictions {name!r} cannot be the submission ({reason}). Predict with a model that "
+                      f"gives the target's values{values}: {self._fit_call()}, then predict_target with it and {save}")
+        else:
             finish = (f"predict the test features with predict_target(model={self._name('model', 'model')!r}, "
                       f"X_data={self._name('X_test', 'X_test')!r}), then {save}")
-        else:
-            finish = save
         form = ("the predictions alone (one row per test.csv row, in its order) or a frame with the columns "
                 f"[{self.task.id_column!r}, {self.task.target!r}] are valid")
         if self.log.submission is None:
@@ -509,13 +531,18 @@ class _Checker:
         return (True, "") if ok else (False, f"The submission is invalid: {reason}. To fix it: {finish}.")
 
     def _test_predictions(self) -> str | None:
-        """The latest predict_target output with one value per test row, if the path has one."""
+        """The latest predict_target output with one value per test row that the grader takes saved as it is,
+        if the path has one. Newer ones it refuses go to ``unsubmittable`` (the newest, with the reason)."""
         for name in self.log.latest():
             if self.log.writer(name) != "predict_target" or name not in self.pad:
                 continue
             obj = self.pad.get(name)
-            if isinstance(obj, (pd.Series, pd.DataFrame)) and len(obj) == self.ctx.n_test:
+            if not (isinstance(obj, (pd.Series, pd.DataFrame)) and len(obj) == self.ctx.n_test):
+                continue
+            ok, reason = self.ctx.saved_alone(obj)
+            if ok:
                 return name
+            self.unsubmittable = self.unsubmittable or (name, reason)
         return None
 
 

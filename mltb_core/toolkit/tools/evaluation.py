@@ -25,7 +25,8 @@ from mltb_core.toolkit.validation import TRACKING_COLUMN, as_target, require_csv
 
 __all__ = [
     "evaluate_regression_model", "evaluate_classification_model", "predict_target", "save_model", "load_model",
-    "save_dataframe_to_csv", "create_submission", "align_features", "average_predictions", "ENSEMBLE_TOOL",
+    "save_dataframe_to_csv", "csv_table", "create_submission", "align_features", "average_predictions",
+    "ENSEMBLE_TOOL",
 ]
 
 PICKLE_SUFFIXES = (".pkl", ".pickle", ".joblib")
@@ -403,6 +404,12 @@ def load_model(filepath: Annotated[str, ReadFile(PICKLE_SUFFIXES)], ctx: ToolCon
     return pickle.loads(data)  # noqa: S301 - exactly the bytes this trial's save_model wrote
 
 
+def csv_table(df: Any) -> Any:
+    """What save_dataframe_to_csv writes for ``df``: a Series (predict_target's output) as one column, anything
+    else as it is. The stage check asks the grader about predictions saved this way."""
+    return df.to_frame() if isinstance(df, pd.Series) else df
+
+
 @make_get_tool(toolsets=PAPER, stages=("evaluation",))
 def save_dataframe_to_csv(df: Annotated[pd.DataFrame, TABLE], filepath: Annotated[str, WriteFile((".csv",))],
                           ctx: ToolContext) -> str:
@@ -428,9 +435,7 @@ def save_dataframe_to_csv(df: Annotated[pd.DataFrame, TABLE], filepath: Annotate
     {"tool_name": "save_dataframe_to_csv", "tool_args": {"bindings": {"df": "submission_df"},
      "func_kwargs": {"filepath": "submission.csv"}}}
     """
-    if isinstance(df, pd.Series):
-        df = df.to_frame()
-    require_frame(df)
+    df = require_frame(csv_table(df))
     require_csv_path(filepath)
     path = resolve_write(ctx, filepath)
     df.to_csv(path, index=False)
