@@ -151,6 +151,15 @@ def test_predictions_the_grader_refuses_are_not_offered_for_saving(spaceship):
         assert "the predictions 'preds' cannot be the submission" in feedback and "not booleans" in feedback
         assert "(True or False): fit_lightgbm_classifier(" in feedback
         assert "save_dataframe_to_csv(df='preds'" not in feedback
+    # a classifier's probabilities on a task graded on labels: predict labels with the same model
+    probabilities = script[:-1] + [call("predict_target", {"model": "model", "X_data": "X_test"}, "proba",
+                                        return_probabilities=True)]
+    feedback = run_script(spaceship, probabilities)[-1].progress.feedback
+    assert "the predictions 'proba' cannot be the submission" in feedback
+    assert "predict labels: predict_target(model='model', X_data='X_test', return_probabilities=false)" in feedback
+    # labels the path predicted before them are offered for saving
+    feedback = run_script(spaceship, script + probabilities[-1:])[-1].progress.feedback
+    assert "No submission written yet: save_dataframe_to_csv(df='preds'" in feedback
     # a valid prediction made after it is offered again
     fixed = regressor + [call("fit_lightgbm_classifier", {"X_train": "X_train", "y_train": "y_train"}, "clf", cv=3),
                          call("predict_target", {"model": "clf", "X_data": "X_test"}, "labels")]

@@ -514,12 +514,18 @@ class _Checker:
         if predictions is not None:
             finish = save
         elif self.unsubmittable is not None:
-            # saving these again, or predicting with the same model, cannot finish (a regressor's floats on a
-            # classification task): say why, and which fit gives the task's values
+            # saving these again cannot finish: say why, and what gives the task's values (a classifier's labels
+            # rather than its probabilities; a classifier rather than a regressor's floats)
             name, reason = self.unsubmittable
-            values = f" ({self.task.submission_values})" if self.task.submission_values else ""
-            finish = (f"the predictions {name!r} cannot be the submission ({reason}). Predict with a model that "
-                      f"gives the target's values{values}: {self._fit_call()}, then predict_target with it and {save}")
+            model = self._name("model", "model")
+            if self._labels_wanted_from_classifier(model):
+                fix = (f"predict labels: predict_target(model={model!r}, X_data={self._name('X_test', 'X_test')!r}, "
+                       f"return_probabilities=false), then {save}")
+            else:
+                values = f" ({self.task.submission_values})" if self.task.submission_values else ""
+                fix = (f"predict with a model that gives the target's values{values}: {self._fit_call()}, then "
+                       f"predict_target with it and {save}")
+            finish = f"the predictions {name!r} cannot be the submission ({reason}). To finish, {fix}"
         else:
             finish = (f"predict the test features with predict_target(model={self._name('model', 'model')!r}, "
                       f"X_data={self._name('X_test', 'X_test')!r}), then {save}")
@@ -529,6 +535,15 @@ class _Checker:
             return False, f"No submission written yet: {finish}; {form}."
         ok, reason = self.log.submission_check
         return (True, "") if ok else (False, f"The submission is invalid: {reason}. To fix it: {finish}.")
+
+    def _labels_wanted_from_classifier(self, model_name: str) -> bool:
+        """The task is graded on labels and ``model_name`` holds a classifier (whose probabilities are no
+        submission)."""
+        from sklearn.base import is_classifier
+
+        if self.task.problem_type == "regression" or getattr(self.task, "prediction", "label") == "probability":
+            return False
+        return model_name in self.pad and is_classifier(self.pad.get(model_name))
 
     def _test_predictions(self) -> str | None:
         """The latest predict_target output with one value per test row that the grader takes saved as it is,
