@@ -149,7 +149,7 @@ def test_predictions_the_grader_refuses_are_not_offered_for_saving(spaceship):
         assert final.progress.stage == 9 and not final.progress.predicted
         feedback = final.progress.feedback
         assert "the predictions 'preds' cannot be the submission" in feedback and "not booleans" in feedback
-        assert "(True or False): fit_lightgbm_classifier(" in feedback
+        assert "fit a model of the task's kind: fit_lightgbm_classifier(" in feedback
         assert "save_dataframe_to_csv(df='preds'" not in feedback
     # a classifier's probabilities on a task graded on labels: predict labels with the same model
     probabilities = script[:-1] + [call("predict_target", {"model": "model", "X_data": "X_test"}, "proba",
@@ -160,11 +160,34 @@ def test_predictions_the_grader_refuses_are_not_offered_for_saving(spaceship):
     # labels the path predicted before them are offered for saving
     feedback = run_script(spaceship, script + probabilities[-1:])[-1].progress.feedback
     assert "No submission written yet: save_dataframe_to_csv(df='preds'" in feedback
+    # a classifier fitted on another column (HomePlanet's codes): predicting its labels again cannot finish,
+    # so the advice is a fit on the train target
+    other = script[:-2] + [call("get_features", {"df": "train_df"}, "hp", columns=["HomePlanet"]),
+                           call("fit_lightgbm_classifier", {"X_train": "X_train", "y_train": "hp"}, "model", cv=3),
+                           call("predict_target", {"model": "model", "X_data": "X_test"}, "codes")]
+    feedback = run_script(spaceship, other)[-1].progress.feedback
+    assert "the predictions 'codes' cannot be the submission" in feedback and "predict labels" not in feedback
+    assert "fit_random_forest_classifier(X_train='X_train', y_train='y_train')" in feedback
     # a valid prediction made after it is offered again
     fixed = regressor + [call("fit_lightgbm_classifier", {"X_train": "X_train", "y_train": "y_train"}, "clf", cv=3),
                          call("predict_target", {"model": "clf", "X_data": "X_test"}, "labels")]
     final = run_script(spaceship, fixed)[-1]
     assert final.progress.predicted and "save_dataframe_to_csv(df='labels'" in final.progress.feedback
+
+
+def test_a_task_graded_on_probabilities_is_told_to_predict_probabilities(spaceship):
+    import dataclasses
+
+    from mltb_core.planners.rewards import PathLog, Progress, advance
+    from mltb_core.toolkit.scratchpad import Scratchpad
+
+    task, split, _data_dir, _out = spaceship
+    labels = StageContext.from_split(task, split)
+    proba = dataclasses.replace(labels, task=dataclasses.replace(task, prediction="probability"), _saved_alone={})
+    log = PathLog(frozenset({"fit_lightgbm_classifier"}), (("m", "fit_lightgbm_classifier"),))
+    for ctx, flag in ((labels, "X_data='X_test')"), (proba, "X_data='X_test', return_probabilities=true)")):
+        progress, _ = advance(ctx, Progress(stage=9), Scratchpad(objects={}), log, {"model": "m"})
+        assert f"predict_target(model='<the fitted model>', {flag}" in progress.feedback, progress.feedback
 
 
 def test_a_frame_of_several_columns_without_ids_is_invalid_with_a_reason(spaceship):

@@ -121,9 +121,29 @@ class StageContext:
 
         key = id(predictions)
         if key not in self._saved_alone:
-            snapshot = csv_table(predictions).to_csv(index=False).encode()
-            self._saved_alone[key] = (predictions, *check_submission(self, snapshot))
+            try:
+                verdict = check_submission(self, csv_table(predictions).to_csv(index=False).encode())
+            except Exception as exc:  # noqa: BLE001 - what the model made: a verdict, never a failed check
+                verdict = (False, f"they could not be written as CSV ({type(exc).__name__})")
+            self._saved_alone[key] = (predictions, *verdict)
         return self._saved_alone[key][1:]
+
+    def takes_classes(self, model: Any) -> bool:
+        """Would the grader take ``model``'s classes as predicted labels (a classifier fitted on another target
+        predicts values the task does not have)? Cached per model, like :meth:`saved_alone`."""
+        classes = getattr(model, "classes_", None)
+        if classes is None or not self.n_test:
+            return False
+        key = id(model)
+        if key not in self._saved_alone:
+            labels = pd.Series(np.resize(np.asarray(classes), self.n_test), name=self.task.target)
+            self._saved_alone[key] = (model, *self.saved_alone(labels))
+            self._saved_alone.pop(id(labels), None)
+        return self._saved_alone[key][1]
+
+    def graded_on_probabilities(self) -> bool:
+        """The task's submission holds class probabilities (ROC AUC, log loss), not labels."""
+        return self.task.problem_type != "regression" and getattr(self.task, "prediction", "label") == "probability"
 
     def classes(self) -> list | None:
         """The training target's classes (None for regression)."""
@@ -514,21 +534,10 @@ class _Checker:
         if predictions is not None:
             finish = save
         elif self.unsubmittable is not None:
-            # saving these again cannot finish: say why, and what gives the task's values (a classifier's labels
-            # rather than its probabilities; a classifier rather than a regressor's floats)
             name, reason = self.unsubmittable
-            model = self._name("model", "model")
-            if self._labels_wanted_from_classifier(model):
-                fix = (f"predict labels: predict_target(model={model!r}, X_data={self._name('X_test', 'X_test')!r}, "
-                       f"return_probabilities=false), then {save}")
-            else:
-                values = f" ({self.task.submission_values})" if self.task.submission_values else ""
-                fix = (f"predict with a model that gives the target's values{values}: {self._fit_call()}, then "
-                       f"predict_target with it and {save}")
-            finish = f"the predictions {name!r} cannot be the submission ({reason}). To finish, {fix}"
+            finish = f"the predictions {name!r} cannot be the submission ({reason}). To finish, {self._remedy(save)}"
         else:
-            finish = (f"predict the test features with predict_target(model={self._name('model', 'model')!r}, "
-                      f"X_data={self._name('X_test', 'X_test')!r}), then {save}")
+            finish = f"predict the test features with {self._predict_call(self._name('model', 'model'))}, then {save}"
         form = ("the predictions alone (one row per test.csv row, in its order) or a frame with the columns "
                 f"[{self.task.id_column!r}, {self.task.target!r}] are valid")
         if self.log.submission is None:
@@ -536,14 +545,35 @@ class _Checker:
         ok, reason = self.log.submission_check
         return (True, "") if ok else (False, f"The submission is invalid: {reason}. To fix it: {finish}.")
 
-    def _labels_wanted_from_classifier(self, model_name: str) -> bool:
-        """The task is graded on labels and ``model_name`` holds a classifier (whose probabilities are no
-        submission)."""
+    def _predict_call(self, model: str, probabilities: bool | None = None) -> str:
+        """The predict_target call on the test features that gives what the task is graded on."""
+        wanted = self.ctx.graded_on_probabilities() if probabilities is None else probabilities
+        flag = f", return_probabilities={'true' if wanted else 'false'}" if wanted or probabilities is not None else ""
+        return f"predict_target(model={model!r}, X_data={self._name('X_test', 'X_test')!r}{flag})"
+
+    def _remedy(self, save: str) -> str:
+        """What gives a submission when the path's newest test predictions cannot be one. Saving them again,
+        or predicting with a model that gives the same values, cannot finish: a classifier whose classes the
+        grader takes predicts them (labels, or probabilities where graded on them); a model of the wrong kind
+        is replaced by one of the task's kind; a model of the right kind whose values still do not fit (a
+        classifier fitted on another target, a regressor's negative values for RMSLE) by a fit on the train
+        target with a tree ensemble, whose predictions stay within that target's range."""
         from sklearn.base import is_classifier
 
-        if self.task.problem_type == "regression" or getattr(self.task, "prediction", "label") == "probability":
-            return False
-        return model_name in self.pad and is_classifier(self.pad.get(model_name))
+        name = self._name("model", "model")
+        model = self.pad.get(name) if name in self.pad else None
+        classification = self.task.problem_type != "regression"
+        if model is not None and classification and is_classifier(model) and self.ctx.takes_classes(model):
+            kind = "probabilities" if self.ctx.graded_on_probabilities() else "labels"
+            return f"predict {kind}: {self._predict_call(name, self.ctx.graded_on_probabilities())}, then {save}"
+        if model is not None and is_classifier(model) != classification:
+            return (f"fit a model of the task's kind: {self._fit_call()}, then predict with it "
+                    f"({self._predict_call('<the new model>')}) and {save}")
+        kind = "classifier" if classification else "regressor"
+        return (f"fit on the train target with a tree ensemble, whose predictions stay within the target's values: "
+                f"fit_random_forest_{kind}(X_train={self._name('X_train', 'X_train')!r}, "
+                f"y_train={self._name('y_train', 'y_train')!r}), then predict with it "
+                f"({self._predict_call('<the new model>')}) and {save}")
 
     def _test_predictions(self) -> str | None:
         """The latest predict_target output with one value per test row that the grader takes saved as it is,
