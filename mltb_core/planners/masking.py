@@ -45,9 +45,16 @@ _SUBTASKS: dict[str, Subtask] = by_stage({
                                                   "convert_to_dataframe", "get_features", "concatenate_dataframes",
                                                   "predict_target")),
 }, "masking._SUBTASKS")
-for _name, _subtask in _SUBTASKS.items():   # another order of the same tools: the masked lists stay as they were
-    if _subtask.predicted_first and sorted(_subtask.predicted_first) != sorted(_subtask.first):
-        raise ValueError(f"masking._SUBTASKS[{_name!r}]: predicted_first must reorder first, not change its tools")
+
+
+def _check_predicted_first() -> None:
+    """``predicted_first`` is another order of ``first``'s tools, so the masked tool lists stay as they were."""
+    for name, subtask in _SUBTASKS.items():
+        if subtask.predicted_first and sorted(subtask.predicted_first) != sorted(subtask.first):
+            raise ValueError(f"masking._SUBTASKS[{name!r}]: predicted_first must reorder first, not change its tools")
+
+
+_check_predicted_first()
 
 
 def subtask_tools(stage_name: str, registry: ToolRegistry | None = None) -> list[str]:

@@ -117,12 +117,10 @@ class StageContext:
     def saved_alone(self, predictions: Any) -> tuple[bool, str]:
         """Would ``predictions`` saved as they are (save_dataframe_to_csv, the paper's one-call finish) be a
         valid submission, and if not, the grader's reason."""
-        from mltb_core.toolkit.tools.evaluation import csv_table   # the tool's own rule, imported when needed
-
         key = id(predictions)
         if key not in self._saved_alone:
             try:
-                verdict = check_submission(self, csv_table(predictions).to_csv(index=False).encode())
+                verdict = check_submission(self, _saved_bytes(predictions))
             except Exception as exc:  # noqa: BLE001 - what the model made: a verdict, never a failed check
                 verdict = (False, f"they could not be written as CSV ({type(exc).__name__})")
             self._saved_alone[key] = (predictions, *verdict)
@@ -137,13 +135,12 @@ class StageContext:
         key = id(model)
         if key not in self._saved_alone:
             labels = pd.Series(np.resize(np.asarray(classes), self.n_test), name=self.task.target)
-            self._saved_alone[key] = (model, *self.saved_alone(labels))
-            self._saved_alone.pop(id(labels), None)
+            self._saved_alone[key] = (model, *check_submission(self, _saved_bytes(labels)))
         return self._saved_alone[key][1]
 
     def graded_on_probabilities(self) -> bool:
         """The task's submission holds class probabilities (ROC AUC, log loss), not labels."""
-        return self.task.problem_type != "regression" and getattr(self.task, "prediction", "label") == "probability"
+        return self.task.prediction == "probability"
 
     def classes(self) -> list | None:
         """The training target's classes (None for regression)."""
@@ -545,10 +542,11 @@ class _Checker:
         ok, reason = self.log.submission_check
         return (True, "") if ok else (False, f"The submission is invalid: {reason}. To fix it: {finish}.")
 
-    def _predict_call(self, model: str, probabilities: bool | None = None) -> str:
-        """The predict_target call on the test features that gives what the task is graded on."""
-        wanted = self.ctx.graded_on_probabilities() if probabilities is None else probabilities
-        flag = f", return_probabilities={'true' if wanted else 'false'}" if wanted or probabilities is not None else ""
+    def _predict_call(self, model: str, explicit: bool = False) -> str:
+        """The predict_target call on the test features that gives what the task is graded on; ``explicit``
+        spells out return_probabilities even at its default (false)."""
+        wanted = self.ctx.graded_on_probabilities()
+        flag = f", return_probabilities={'true' if wanted else 'false'}" if wanted or explicit else ""
         return f"predict_target(model={model!r}, X_data={self._name('X_test', 'X_test')!r}{flag})"
 
     def _remedy(self, save: str) -> str:
@@ -564,8 +562,8 @@ class _Checker:
         model = self.pad.get(name) if name in self.pad else None
         classification = self.task.problem_type != "regression"
         if model is not None and classification and is_classifier(model) and self.ctx.takes_classes(model):
-            kind = "probabilities" if self.ctx.graded_on_probabilities() else "labels"
-            return f"predict {kind}: {self._predict_call(name, self.ctx.graded_on_probabilities())}, then {save}"
+            what = "probabilities" if self.ctx.graded_on_probabilities() else "labels"
+            return f"predict {what}: {self._predict_call(name, explicit=True)}, then {save}"
         if model is not None and is_classifier(model) != classification:
             return (f"fit a model of the task's kind: {self._fit_call()}, then predict with it "
                     f"({self._predict_call('<the new model>')}) and {save}")
@@ -589,6 +587,13 @@ class _Checker:
                 return name
             self.unsubmittable = self.unsubmittable or (name, reason)
         return None
+
+
+def _saved_bytes(obj: Any) -> bytes:
+    """The bytes save_dataframe_to_csv writes for ``obj`` (the tool's own rule, imported when needed)."""
+    from mltb_core.toolkit.tools.evaluation import csv_table
+
+    return csv_table(obj).to_csv(index=False).encode()
 
 
 def _same_features(names: list[Any], want: list[Any]) -> bool:
