@@ -1,10 +1,14 @@
 """The ten shaped-reward stages: order, once per trajectory, and the feedback the model reads."""
 
+import json
+
 import pytest
 
 import mltb_core.toolkit.tools  # noqa: F401
+from mltb_core.analysis.treeview import tree_from_steps
 from mltb_core.config import TrialConfig
 from mltb_core.planners.episode import Episode
+from mltb_core.planners.trajectory import TrajectoryWriter
 from mltb_core.planners.tree import path_to
 from mltb_core.toolkit.registry import ToolContext
 from mltb_core.planners.rewards import REWARD_STAGES, StageContext, stage_index
@@ -27,8 +31,9 @@ def run_script(spaceship, script, max_features=1000, feedback=True, raw_width=No
     return path_to(run_episode(spaceship, script, max_features, feedback, raw_width).last)[1:]
 
 
-def run_episode(spaceship, script, max_features=1000, feedback=True, raw_width=None):
-    """The episode after stepping the calls one by one below the root (its last node as ``.last``)."""
+def run_episode(spaceship, script, max_features=1000, feedback=True, raw_width=None, trajectory=None):
+    """The episode after stepping the calls one by one below the root (its last node as ``.last``); its steps
+    are written to the file ``trajectory`` when given."""
     task, split, data_dir, out = spaceship
     stage_ctx = StageContext.from_split(task, split, max_features)
     if raw_width is not None:
@@ -38,7 +43,8 @@ def run_episode(spaceship, script, max_features=1000, feedback=True, raw_width=N
     backend = ScriptedBackend(script)
     ep = Episode.in_process(task, TrialConfig(planner="react", model="scripted"), backend,
                  stage_ctx,
-                 ToolContext(sandbox=sandbox, data_dir=data_dir, task=task), feedback=feedback)
+                 ToolContext(sandbox=sandbox, data_dir=data_dir, task=task),
+                 TrajectoryWriter(trajectory) if trajectory else None, feedback=feedback)
     node = ep.root
     for _ in script:
         node = ep.step(node, ep.propose(node, "system", 1)[0])
@@ -133,8 +139,16 @@ def test_progress_says_when_the_path_holds_predictions_for_the_test_rows(spacesh
     assert done[-1].progress.done and not done[-1].progress.predicted
     # the trial's best node at stage 9 is one holding the test predictions, though deeper: its report then says
     # the save was missing, not the prediction
-    ep = run_episode(spaceship, script)
+    ep = run_episode(spaceship, script, trajectory=spaceship[3] / "predicted.jsonl")
     assert ep.best is ep.last and ep.best.progress.predicted
+    # the trajectory says so too, and the tree view shows it on the node
+    ep.trajectory.close()
+    steps = [json.loads(line) for line in (spaceship[3] / "predicted.jsonl").read_text().splitlines()]
+    told = [s for s in steps if s["step_type"] == "reward_feedback"]
+    assert [s["predicted"] for s in told] == [False] * (len(told) - 1) + [True]
+    assert told[-1]["node_id"] == ep.last.id
+    shown = {n["id"]: n for n in tree_from_steps(steps)["nodes"]}
+    assert shown[ep.last.id]["feedback"][-1]["predicted"] is True
 
 
 def test_predictions_the_grader_refuses_are_not_offered_for_saving(spaceship):
@@ -175,7 +189,7 @@ def test_predictions_the_grader_refuses_are_not_offered_for_saving(spaceship):
     assert final.progress.predicted and "save_dataframe_to_csv(df='labels'" in final.progress.feedback
 
 
-def test_a_task_graded_on_probabilities_is_told_to_predict_probabilities(spaceship):
+def test_a_task_graded_on_probabilities_is_told_to_predict_probabilities_in_the_graders_form(spaceship):
     import dataclasses
 
     from mltb_core.planners.rewards import PathLog, Progress, advance
@@ -185,9 +199,17 @@ def test_a_task_graded_on_probabilities_is_told_to_predict_probabilities(spacesh
     labels = StageContext.from_split(task, split)
     proba = dataclasses.replace(labels, task=dataclasses.replace(task, prediction="probability"), _saved_alone={})
     log = PathLog(frozenset({"fit_lightgbm_classifier"}), (("m", "fit_lightgbm_classifier"),))
-    for ctx, flag in ((labels, "X_data='X_test')"), (proba, "X_data='X_test', return_probabilities=true)")):
+    per_class = dataclasses.replace(labels, task=dataclasses.replace(task, prediction="probability",
+                                                                     problem_type="multiclass"), _saved_alone={})
+    for ctx, flag, form in ((labels, "X_data='X_test')", "in its order) or a frame with the columns "
+                                                         "['PassengerId', 'Transported'] are valid"),
+                            (proba, "X_data='X_test', return_probabilities=true)", "['PassengerId', 'Transported']"),
+                            (per_class, "X_data='X_test', return_probabilities=true)",
+                             "in its order, one column per class) or a frame with the columns "
+                             "['PassengerId', 'False', 'True'] are valid")):
         progress, _ = advance(ctx, Progress(stage=9), Scratchpad(objects={}), log, {"model": "m"})
         assert f"predict_target(model='<the fitted model>', {flag}" in progress.feedback, progress.feedback
+        assert form in progress.feedback, progress.feedback
 
 
 def test_a_frame_of_several_columns_without_ids_is_invalid_with_a_reason(spaceship):

@@ -67,7 +67,8 @@ def tree_from_steps(steps: Iterable[dict[str, Any]]) -> dict[str, Any]:
             node["seconds"] = step.get("seconds")
         elif kind == "reward_feedback" and isinstance(node_id, int):
             _node(nodes, node_id)["feedback"].append({"stage": step.get("stage"), "passed": step.get("passed"),
-                                                      "feedback": step.get("feedback")})
+                                                      "feedback": step.get("feedback"),
+                                                      "predicted": step.get("predicted") is True})
         elif kind == "llm_call" and isinstance(node_id, int):
             texts = [c.get("text", "") for c in step.get("candidates") or []] or [step.get("text", "")]
             _node(nodes, node_id)["proposals"].append({"purpose": step.get("purpose"),

@@ -137,8 +137,8 @@ def _validate(task, submission_df, labels_df, classes):
     truth = labels_df[target]
     if classes is None and task.problem_type != "regression":
         classes = _sorted_classes(truth)
-    per_class = _is_multiclass_probability(task)
-    expected_cols = [id_col] + ([str(c) for c in classes] if per_class else [target])
+    per_class = graded_per_class(task)
+    expected_cols = submission_columns(task, classes)
 
     submission = _with_ids(_drop_index_columns(submission_df), labels_df, id_col, expected_cols[1:])
     _check_columns(submission, expected_cols)
@@ -170,8 +170,17 @@ def _validate(task, submission_df, labels_df, classes):
     return pd.Series(np.asarray(coerced), index=labels_df.index, name=target)
 
 
-def _is_multiclass_probability(task) -> bool:
+def graded_per_class(task) -> bool:
+    """The task's submission holds one probability column per class (multiclass log loss)."""
     return task.problem_type == "multiclass" and task.prediction == "probability"
+
+
+def submission_columns(task, classes) -> list[str]:
+    """The columns of a Kaggle-form submission: the id, then the target, or one column per class of
+    ``classes`` where the task is graded on per-class probabilities."""
+    if graded_per_class(task):
+        return [task.id_column] + [str(c) for c in classes]
+    return [task.id_column, task.target]
 
 
 def _drop_index_columns(frame: pd.DataFrame) -> pd.DataFrame:
@@ -387,7 +396,7 @@ def _positive_class(classes):
 
 def metric_inputs(task, truth: pd.Series, predictions, classes):
     """(y_true, y_pred) as the metric expects them."""
-    if _is_multiclass_probability(task):
+    if graded_per_class(task):
         codes = pd.Categorical(truth, categories=classes).codes
         return np.asarray(codes), np.asarray(predictions, dtype=float)
     if task.prediction == "probability":
@@ -420,7 +429,7 @@ def baseline_prediction(task, train_target: pd.Series, n_rows: int, classes):
         else:
             constant = float(np.mean(values))
         return np.full(n_rows, constant)
-    if _is_multiclass_probability(task):
+    if graded_per_class(task):
         prior = target.value_counts(normalize=True).reindex(classes, fill_value=0.0).to_numpy(dtype=float)
         return np.tile(prior, (n_rows, 1))
     if task.prediction == "probability":
@@ -440,7 +449,7 @@ def baseline_description(task) -> str:
         return ("the constant minimizing RMSLE (expm1 of the train mean of log1p)" if task.metric == "rmsle"
                 else "the train mean")
     if task.prediction == "probability":
-        return "the train class prior as a constant probability" + (" vector" if _is_multiclass_probability(task)
+        return "the train class prior as a constant probability" + (" vector" if graded_per_class(task)
                                                                        else "")
     return "the train majority class, on every row"
 

@@ -275,7 +275,7 @@ class Episode:
         if child.progress.newly_passed or child.progress.feedback:
             self.trajectory.write("reward_feedback", node_id=child.id, stage=child.progress.stage,
                                   passed=list(child.progress.newly_passed), feedback=child.progress.feedback,
-                                  shown_to_model=self.feedback)
+                                  predicted=child.progress.predicted, shown_to_model=self.feedback)
         if _furthest(child) > _furthest(self.best):
             self.best = child
         return parent.add_child(child)

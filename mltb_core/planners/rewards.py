@@ -535,8 +535,12 @@ class _Checker:
             finish = f"the predictions {name!r} cannot be the submission ({reason}). To finish, {self._remedy(save)}"
         else:
             finish = f"predict the test features with {self._predict_call(self._name('model', 'model'))}, then {save}"
-        form = ("the predictions alone (one row per test.csv row, in its order) or a frame with the columns "
-                f"[{self.task.id_column!r}, {self.task.target!r}] are valid")
+        from mltb_core.bench import grading
+
+        columns = grading.submission_columns(self.task, self.ctx.classes() or [])
+        per_class = ", one column per class" if grading.graded_per_class(self.task) else ""
+        form = (f"the predictions alone (one row per test.csv row, in its order{per_class}) or a frame with the "
+                f"columns {_shown(columns)} are valid")
         if self.log.submission is None:
             return False, f"No submission written yet: {finish}; {form}."
         ok, reason = self.log.submission_check

@@ -56,7 +56,7 @@ function detail(id){
   d.appendChild(el('h4', '', 'Observation' + (n.observation_length ? ' (first ' + n.observation.length + ' of ' + n.observation_length + ' characters)' : '')));
   d.appendChild(el('pre', 'tv-obs', n.observation || '(none)'));
   if (n.feedback.length) { d.appendChild(el('h4', '', 'Stage feedback'));
-    n.feedback.forEach(f => d.appendChild(el('pre', '', 'stage ' + fmt(f.stage, 0) + (f.passed && f.passed.length ? ' · passed ' + f.passed.join(', ') : '') + (f.feedback ? '\n' + f.feedback : '')))); }
+    n.feedback.forEach(f => d.appendChild(el('pre', '', 'stage ' + fmt(f.stage, 0) + (f.passed && f.passed.length ? ' · passed ' + f.passed.join(', ') : '') + (f.predicted ? ' · test rows predicted' : '') + (f.feedback ? '\n' + f.feedback : '')))); }
   if (n.proposals.length) { d.appendChild(el('h4', '', 'Model replies asked from this node'));
     n.proposals.forEach(p => p.texts.forEach(t => d.appendChild(el('pre', '', (p.purpose ? '[' + p.purpose + '] ' : '') + t)))); }
 }
