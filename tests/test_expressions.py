@@ -351,7 +351,8 @@ def test_tools_that_take_expressions(df, tmp_path):
     assert run("create_numeric_feature", {"name": "n", "expression": "np.log1p(Spa) * 0 + Spa"})["n"].tolist() == [0, 1, 4, 9]
     assert run("create_conditional_feature", {"name": "c", "condition": "Spa > 1", "true_value": 1,
                                               "false_value": 0})["c"].tolist() == [0, 0, 1, 1]
-    assert run("filter_dataframe", {"condition": "str_contains(Cabin, '/S')"}).index.tolist() == [0, 3]
+    # (test rows stay: a filter that drops some of them is refused)
+    assert run("filter_dataframe", {"condition": "str_contains(Cabin, '/S') or _is_train == 0"}).index.tolist() == [0, 2, 3]
     assert run("apply_custom_function", {"name": "deck", "source_columns": "Cabin",
                                          "func": "lambda x: x.split('/')[0]"})["deck"].tolist()[2] == "B"
     assert run("apply_custom_function", {"name": "num", "source_columns": "Cabin",

@@ -293,6 +293,26 @@ def test_get_unique_values_and_filter(pad, ctx, combined):
     failed(call(pad, ctx, "filter_dataframe", {"condition": "Age +"}, output="x"))
 
 
+def test_filter_dataframe_keeps_every_test_row_or_none(pad, ctx, combined):
+    """A filter that drops some test rows leaves a test part no valid submission can come from: refused, as
+    drop_rows_with_missing refuses it; one that keeps none of them selects the train part, and train rows
+    still filter freely."""
+    test_ages = combined.loc[combined["_is_train"] == 0, "Age"]
+    lost = int((~(test_ages > 30)).sum())
+    assert 0 < lost < len(test_ages)
+    failed(call(pad, ctx, "filter_dataframe", {"condition": "Age > 30"}, output="x"),
+           f"drop {lost} of the 10 test rows", "train.csv", "split_combined_into_train_test")
+    assert "x" not in pad
+    ok(call(pad, ctx, "filter_dataframe", {"condition": "Transported.notna() and _is_train == 1"}, output="x"))
+    assert len(pad["x"]) == 30
+    ok(call(pad, ctx, "filter_dataframe", {"condition": "_is_train == 0 or Age > 30"}, output="y"))
+    assert len(pad["y"]) == 10 + int((combined.loc[combined["_is_train"] == 1, "Age"] > 30).sum())
+    # the test.csv frame (marked as test rows by read_data) is the same
+    ok(call_tool(pad, ctx, "split_combined_into_train_test", {"combined": "combined"}, output="parts"))
+    failed(call(pad, ctx, "filter_dataframe", {"condition": "Age > 30"}, {"df": "parts_test"}, output="t"),
+           f"drop {lost} of the 10 test rows")
+
+
 # ------------------------------------------------------------------ isolation
 def test_override_in_one_branch_is_invisible_to_its_sibling(pad, ctx, combined):
     left, right = pad.child(), pad.child()

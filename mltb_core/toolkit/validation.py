@@ -65,6 +65,15 @@ def test_rows(obj: Any) -> Any:
     return None
 
 
+def dropped_test_rows(df: pd.DataFrame, keep: Any) -> tuple[int, int]:
+    """(test rows of ``df`` the boolean row mask ``keep`` drops, test rows of ``df``); (0, 0) when which rows
+    are test rows is unknown."""
+    test = test_rows(df)
+    if test is None:
+        return 0, 0
+    return int((test & ~np.asarray(keep, dtype=bool)).sum()), int(test.sum())
+
+
 def rows_held(obj: Any) -> dict[str, int]:
     """The known rows of ``obj`` by part ("train", "test") and their counts: from a tool's mark, else from
     the tracking column's flags; {} when unknown."""

@@ -17,7 +17,7 @@ from mltb_core.toolkit.docparts import shared_doc
 from mltb_core.toolkit.expressions import compile_lambda, documents_expressions, evaluate_condition
 from mltb_core.toolkit.tools.loading import most_frequent
 from mltb_core.toolkit.validation import (TRACKING_COLUMN, as_column_list, choose, is_numeric, listed_columns,
-                                          require_columns, require_frame, require_numeric_columns, resolve_dtype, test_rows)
+                                          require_columns, require_frame, require_numeric_columns, resolve_dtype, dropped_test_rows)
 
 __all__ = [
     "fillna_with_value", "fillna_with_median", "fillna_with_mean", "fillna_with_mode", "fillna_with_condition",
@@ -437,8 +437,7 @@ def drop_rows_with_missing(df: pd.DataFrame, columns: Annotated[str | list[str] 
                              "or drop the columns that are mostly missing (drop_feature)")
     # every test row needs a prediction, so a dropped one leaves no valid submission on this path (the stage
     # check then reported the combined frame as gone): refused, like dropping every row
-    test = test_rows(df)
-    lost_test = 0 if test is None else int((test & ~keep.to_numpy()).sum())
+    lost_test, _ = dropped_test_rows(df, keep.to_numpy())
     if lost_test:
         raise ToolInputError(f"{lost_test} test row(s) would be dropped, and the submission needs a prediction for "
                              "every test row: fill the missing values instead (fillna_with_median / "

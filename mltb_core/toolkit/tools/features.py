@@ -22,8 +22,10 @@ from mltb_core.toolkit.registry import (PAPER, ToolInputError, ToolReturn, make_
                                         make_override_tool)
 from mltb_core.toolkit.docparts import shared_doc
 from mltb_core.toolkit.expressions import compile_lambda, documents_expressions, evaluate_condition, evaluate_expression
-from mltb_core.toolkit.validation import (TRACKING_COLUMN, as_column_list, choose, numeric_columns, require_choice,
-                                          require_columns, require_frame, require_name, require_positive_int)
+from mltb_core.bench.tasks import TRAIN_FILE
+from mltb_core.toolkit.validation import (TRACKING_COLUMN, as_column_list, choose, dropped_test_rows, numeric_columns,
+                                          require_choice, require_columns, require_frame, require_name,
+                                          require_positive_int)
 
 __all__ = [
     "MAX_ONE_HOT_LEVELS", "MAX_ONE_HOT_NEW_COLUMNS", "MAX_REGEX_LENGTH",
@@ -1075,6 +1077,13 @@ def filter_dataframe(df: pd.DataFrame, condition: str) -> pd.DataFrame:
      "func_kwargs": {"condition": "_is_train == 1"}, "output": "train_part"}}
     """
     df = require_frame(df)
-    mask = evaluate_condition(condition, df)
-    out = df[mask.to_numpy(dtype=bool)]
+    mask = evaluate_condition(condition, df).to_numpy(dtype=bool)
+    lost, test = dropped_test_rows(df, mask)
+    if 0 < lost < test:
+        # keeping none of the test rows selects the train part; keeping some leaves a test part that no valid
+        # submission can come from (drop_rows_with_missing refuses the same)
+        raise ToolInputError(f"the condition would drop {lost} of the {test} test rows, and the submission needs a "
+                             "prediction for every test row: filter train rows only (the "
+                             f"{TRAIN_FILE} frame, or the train part after split_combined_into_train_test)")
+    out = df[mask]
     return ToolReturn(out, f"Kept {len(out)} of {len(df)} rows.")
