@@ -307,10 +307,25 @@ def test_filter_dataframe_keeps_every_test_row_or_none(pad, ctx, combined):
     assert len(pad["x"]) == 30
     ok(call(pad, ctx, "filter_dataframe", {"condition": "_is_train == 0 or Age > 30"}, output="y"))
     assert len(pad["y"]) == 10 + int((combined.loc[combined["_is_train"] == 1, "Age"] > 30).sum())
-    # the test.csv frame (marked as test rows by read_data) is the same
+    failed(call(pad, ctx, "filter_dataframe", {"condition": "Age.isna()"}, output="x"), "`or _is_train == 0`")
+    # the split test part (marked as test rows) is the same, and emptying a frame of test rows is refused too
     ok(call_tool(pad, ctx, "split_combined_into_train_test", {"combined": "combined"}, output="parts"))
-    failed(call(pad, ctx, "filter_dataframe", {"condition": "Age > 30"}, {"df": "parts_test"}, output="t"),
-           f"drop {lost} of the 10 test rows")
+    message = failed(call(pad, ctx, "filter_dataframe", {"condition": "Age > 30"}, {"df": "parts_test"},
+                          output="t"), f"drop {lost} of the 10 test rows").message
+    assert "_is_train == 0" not in message
+    failed(call(pad, ctx, "filter_dataframe", {"condition": "Age > 1000"}, {"df": "parts_test"}, output="t"),
+           "drop 10 of the 10 test rows")
+    assert "t" not in pad
+
+
+def test_no_tool_writes_the_tracking_column_by_name(pad, ctx, combined):
+    """Rewritten flags would move test rows into the train part past every check that reads them."""
+    for tool, kwargs in (("create_numeric_feature", {"name": "_is_train", "expression": "1"}),
+                         ("create_conditional_feature", {"name": "_is_train", "condition": "Age > 30",
+                                                         "true_value": 1, "false_value": 0}),
+                         ("rename_feature", {"old_name": "Spa", "new_name": "_is_train"})):
+        failed(call(pad, ctx, tool, kwargs, output="combined"), "'_is_train' is the train/test tracking column")
+    assert pad["combined"]["_is_train"].tolist() == combined["_is_train"].tolist()
 
 
 # ------------------------------------------------------------------ isolation

@@ -32,7 +32,7 @@ from mltb_core.bench.leaderboards import Leaderboard
 from mltb_core.bench.metrics import Metric, task_metric
 from mltb_core.bench.tasks import DEFAULT_BOARD, SUBMISSION_FILE, board_file, check_board, percentile_note
 
-__all__ = ["Grade", "grade_submission", "check_submission", "validate_submission", "safe_text", "MAX_REASON_CHARS", "baseline_prediction",
+__all__ = ["Grade", "grade_submission", "check_submission", "validate_submission", "submission_columns", "graded_per_class", "safe_text", "MAX_REASON_CHARS", "baseline_prediction",
            "baseline_description", "metric_inputs",
            "normalized_score", "task_leaderboard", "LEADERBOARDS_DIR"]
 

@@ -308,6 +308,11 @@ class NewName(Rule):
             if len(name) > MAX_NAME_CHARS:
                 raise ToolInputError(f"'{param}' is {len(name)} characters long; a column name has at most "
                                      f"{MAX_NAME_CHARS}")
+            if name == TRACKING_COLUMN:
+                # rewriting the flags would move test rows into the train part, and every later check with them
+                raise ToolInputError(f"'{param}' {TRACKING_COLUMN!r} is the train/test tracking column, written by "
+                                     "concatenate_train_test and read by split_combined_into_train_test; choose "
+                                     "another name")
 
     def doc(self, first_frame: str | None) -> str:
         return f"new column name{'(s)' if self.many else ''}, ≤{MAX_NAME_CHARS} chars{' each' if self.many else ''}"

@@ -1079,11 +1079,14 @@ def filter_dataframe(df: pd.DataFrame, condition: str) -> pd.DataFrame:
     df = require_frame(df)
     mask = evaluate_condition(condition, df).to_numpy(dtype=bool)
     lost, test = dropped_test_rows(df, mask)
-    if 0 < lost < test:
-        # keeping none of the test rows selects the train part; keeping some leaves a test part that no valid
-        # submission can come from (drop_rows_with_missing refuses the same)
+    if lost and (lost < test or test == len(df)):
+        # on a frame of train and test rows, keeping none of the test rows selects train rows; keeping some, or
+        # emptying a frame of test rows, leaves test rows that no valid submission can come from
+        # (drop_rows_with_missing refuses the same)
+        keep = (f", or add `or {TRACKING_COLUMN} == 0` to the condition to keep the test rows"
+                if TRACKING_COLUMN in df.columns else "")
         raise ToolInputError(f"the condition would drop {lost} of the {test} test rows, and the submission needs a "
                              "prediction for every test row: filter train rows only (the "
-                             f"{TRAIN_FILE} frame, or the train part after split_combined_into_train_test)")
+                             f"{TRAIN_FILE} frame, or the train part after split_combined_into_train_test){keep}")
     out = df[mask]
     return ToolReturn(out, f"Kept {len(out)} of {len(df)} rows.")
