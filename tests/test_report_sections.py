@@ -99,6 +99,13 @@ def test_trajectory_findings_count_what_the_trials_did_and_name_a_missing_trajec
     def propose(error=None):
         return {"step_type": "llm_call", "purpose": "propose", "candidates": [{"text": "{}", "error": error}]}
 
+    def expansion(*calls):   # k candidates at once; None: a reply without a call (parse error "no call")
+        return {"step_type": "llm_call", "purpose": "propose", "n": len(calls),
+                "candidates": [{"text": "x", "tool_calls": [c] if c else [], "error": None if c else "no call"}
+                               for c in calls]}
+
+    read = {"tool_name": "read_data", "tool_args": {"bindings": {}, "func_kwargs": {"filepath": "test.csv"},
+                                                    "output": "test"}}
     start = {"step_type": "trial_start", "config": {"max_llm_calls": 60}}
     trials = {
         "react": [start, {"step_type": "reward_feedback", "shown_to_model": False},
@@ -111,6 +118,8 @@ def test_trajectory_findings_count_what_the_trials_did_and_name_a_missing_trajec
                  {"step_type": "llm_call", "purpose": "evaluate", "usage": {"completion_tokens": 40}},
                  {"step_type": "judge_score", "scored": True}],
         "mcts_shaped": [start, propose(), call("predict_target"), call("save_dataframe_to_csv", {"df": "pred|<b>"}),
+                        expansion(read, read, dict(read, tool_args={**read["tool_args"], "output": "t2"})),
+                        expansion(read, None, None),
                         {"step_type": "reward_feedback", "shown_to_model": True},
                         {"step_type": "reward_feedback", "shown_to_model": True}],
     }
@@ -130,8 +139,12 @@ def test_trajectory_findings_count_what_the_trials_did_and_name_a_missing_trajec
     assert "spaceship-titanic trial 0: 1 of 3, prompt +" in text            # ReAct read train.csv twice
     assert "2 trial(s) ended at stage 1" in text and "1 of them never called `read_data` on the test" in text
     assert "1 bound the same frame to both arguments" in text
-    assert "react: 1 of 3; lats: 1 of 3; mcts_shaped: 0 of 1" in text         # the judge's 512 counts too
+    assert "react: 1 of 3; lats: 1 of 3; mcts_shaped: 0 of 7" in text         # the judge's 512 counts too
     assert "pred\\|\\<b\\>" in text                                           # a model-chosen name, escaped
+    # the same call twice in one expansion is one repeat (another output name is another call), as are two
+    # replies without a call alike; the trials that asked for one candidate at a time are not listed
+    assert "per trial that asked for several candidates at once: mcts_shaped on spaceship-titanic trial 0: " \
+           "2 of 6 (33 %)." in text
 
 
 def test_the_machine_section_warns_when_figures_mix_machines():

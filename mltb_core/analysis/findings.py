@@ -56,6 +56,23 @@ def _calls(steps: list[dict]) -> list[dict]:
             for call in step.get("tools_to_execute", [])]
 
 
+def _repeated_siblings(candidates: list) -> tuple[int, int]:
+    """(candidates equal to an earlier one of the same request, candidates), by the planners' own rule
+    (``Candidate.key``) on the recorded candidates."""
+    from mltb_core.llm.base import candidate_key
+
+    seen: set[str] = set()
+    repeats = 0
+    for cand in candidates:
+        cand = cand if isinstance(cand, dict) else {"text": cand}
+        calls = cand.get("tool_calls")
+        key = candidate_key(calls[0] if isinstance(calls, list) and calls else None, cand.get("error"),
+                            cand.get("text", ""))
+        repeats += key in seen
+        seen.add(key)
+    return repeats, len(candidates)
+
+
 def trajectory_findings(recs: list) -> list[str]:
     """What the trials' trajectories show about where they ended (each record's trajectory an absolute path,
     as :meth:`RunStore.load` gives it):
@@ -119,6 +136,20 @@ def trajectory_findings(recs: list) -> list[str]:
         lines.append("- ReAct's tool calls that repeated an earlier call of the same trial (same tool, same "
                      f"arguments): {'; '.join(sorted(react))}. Every reply and observation, repeats included, stays "
                      "in the conversation ReAct sends back, until the context is full.")
+
+    repeated = []
+    for rec, steps in have:
+        counts = [_repeated_siblings(s["candidates"]) for s in steps if s.get("step_type") == "llm_call"
+                  and s.get("purpose") == "propose" and len(s.get("candidates") or []) > 1]
+        if counts:
+            dup, total = sum(d for d, _ in counts), sum(t for _, t in counts)
+            repeated.append((planner_rank(rec.planner), rec.planner, rec.task, rec.trial, dup, total))
+    if repeated:
+        lines.append("- Candidates that repeated a sibling of the same expansion exactly (same tool, same arguments; "
+                     "dropped before they run, so they add no node, but each was sampled and its reply paid for), "
+                     "per trial that asked for several candidates at once: "
+                     + "; ".join(f"{p} on {t} trial {i}: {d} of {n} ({100 * d / n:.0f} %)"
+                                 for _, p, t, i, d, n in sorted(repeated)) + ".")
 
     stuck = [_calls(steps) for rec, steps in have if rec.stage_reached == 1]
     if stuck:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from mltb_core.llm.cache import ResponseCache
 
 __all__ = [
-    "Usage", "Candidate", "LLMResponse", "LLMBackend", "InfraError", "UnknownModelError",
+    "Usage", "Candidate", "candidate_key", "LLMResponse", "LLMBackend", "InfraError", "UnknownModelError",
     "parse_content_tool_calls", "candidate_from_message", "admitted", "MAX_REPLY_CHARS",
 ]
 
@@ -88,6 +88,14 @@ class Usage:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
+def candidate_key(call: dict[str, Any] | None, error: Any, text: Any) -> str:
+    """A candidate's identity from its first tool call's dict (``ToolCall.key``'s form), or, for a reply
+    without one, from its error and the opening of its text; a trajectory's recorded candidates give the same."""
+    if call:
+        return json.dumps(call, sort_keys=True, default=str)
+    return f"reply:{error}:{str(text)[:80]}"
+
+
 @dataclass
 class Candidate:
     """One proposed next step: reasoning text, parsed tool calls, or a parse problem for the model."""
@@ -98,6 +106,10 @@ class Candidate:
 
     def to_dict(self) -> dict[str, Any]:
         return {"text": self.text, "tool_calls": [c.to_dict() for c in self.tool_calls], "error": self.error}
+
+    def key(self) -> str:
+        """Equal for candidates a planner counts as one (it keeps the first of an expansion's repeats)."""
+        return candidate_key(self.tool_calls[0].to_dict() if self.tool_calls else None, self.error, self.text)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Candidate:

@@ -82,7 +82,7 @@ class TreeSearch(Planner):
         seen: set[str] = set()
         children = []
         for cand in candidates:
-            key = cand.tool_calls[0].key() if cand.tool_calls else f"reply:{cand.error}:{cand.text[:80]}"
+            key = cand.key()
             if key in seen:
                 continue
             seen.add(key)
