@@ -205,7 +205,7 @@ def test_a_task_graded_on_probabilities_is_told_to_predict_probabilities_in_the_
                                                          "['PassengerId', 'Transported'] are valid"),
                             (proba, "X_data='X_test', return_probabilities=true)", "['PassengerId', 'Transported']"),
                             (per_class, "X_data='X_test', return_probabilities=true)",
-                             "in its order, one column per class) or a frame with the columns "
+                             "in its order, one column per class named after it) or a frame with the columns "
                              "['PassengerId', 'False', 'True'] are valid")):
         progress, _ = advance(ctx, Progress(stage=9), Scratchpad(objects={}), log, {"model": "m"})
         assert f"predict_target(model='<the fitted model>', {flag}" in progress.feedback, progress.feedback

@@ -153,6 +153,23 @@ def test_prompt_follows_the_paper_template():
     assert "SYNTHETIC" not in text
 
 
+def test_the_submission_format_names_the_columns_the_grader_takes():
+    import dataclasses
+
+    from mltb_core.bench.grading import submission_columns
+
+    forest = get_task("forest-cover-type-kernels-only")   # multiclass, graded on labels
+    forms = {"labels": forest, "per class": dataclasses.replace(forest, prediction="probability"),
+             "binary": get_task("porto-seguro-safe-driver-prediction")}
+    lines = {kind: task.prompt(Path(SUBMISSION_FILE)).split("Submission File Format")[1].splitlines()[2:4]
+             for kind, task in forms.items()}
+    assert lines["labels"][1].startswith("- Cover_Type – predicted class label")
+    assert lines["per class"][1].startswith("- one column per class of Cover_Type, named after the class")
+    assert lines["binary"][1].startswith("- target – predicted probability that target is 1")
+    assert submission_columns(forms["per class"], [1, 2]) == ["Id", "1", "2"]
+    assert submission_columns(forest, [1, 2]) == ["Id", "Cover_Type"]
+
+
 @pytest.mark.parametrize("slug", sorted(REPLICAS))
 def test_replica_prompts_say_the_data_is_synthetic(slug):
     task = get_task(slug)

@@ -30,9 +30,10 @@ import pandas as pd
 from mltb_core.bench.fixtures import FIXTURES
 from mltb_core.bench.leaderboards import Leaderboard
 from mltb_core.bench.metrics import Metric, task_metric
-from mltb_core.bench.tasks import DEFAULT_BOARD, SUBMISSION_FILE, board_file, check_board, percentile_note
+from mltb_core.bench.tasks import (DEFAULT_BOARD, SUBMISSION_FILE, board_file, check_board, graded_per_class,
+                                   percentile_note)
 
-__all__ = ["Grade", "grade_submission", "check_submission", "validate_submission", "submission_columns", "graded_per_class", "safe_text", "MAX_REASON_CHARS", "baseline_prediction",
+__all__ = ["Grade", "grade_submission", "check_submission", "validate_submission", "submission_columns", "safe_text", "MAX_REASON_CHARS", "baseline_prediction",
            "baseline_description", "metric_inputs",
            "normalized_score", "task_leaderboard", "LEADERBOARDS_DIR"]
 
@@ -168,11 +169,6 @@ def _validate(task, submission_df, labels_df, classes):
     else:
         coerced = _coerce_labels(values, truth, classes, aligned_ids, id_col, target)
     return pd.Series(np.asarray(coerced), index=labels_df.index, name=target)
-
-
-def graded_per_class(task) -> bool:
-    """The task's submission holds one probability column per class (multiclass log loss)."""
-    return task.problem_type == "multiclass" and task.prediction == "probability"
 
 
 def submission_columns(task, classes) -> list[str]:

@@ -29,7 +29,7 @@ __all__ = [
     "SUBMISSION_FILE", "TASKS_DIR", "PROBLEM_TYPES", "PREDICTIONS", "SOURCES",
     "Task", "TaskSpecError", "UnknownTaskError", "load_tasks", "get_task", "metric_directions", "SLUG_PATTERN",
     "is_slug", "DATA_ORIGINS", "BOARDS", "DEFAULT_BOARD", "check_board", "RowFilter", "active_data_origin",
-    "percentile_note", "board_file", "check_task_inputs", "metric_problem_types",
+    "percentile_note", "graded_per_class", "board_file", "check_task_inputs", "metric_problem_types",
 ]
 
 # A task's data directory as the agent sees it: the rows to learn from, the rows to predict, and the file the
@@ -285,7 +285,7 @@ class Task:
             lines.append(f"- {self.target} – the target to predict.")
         lines += ["", "## Submission File Format", "",
                   f"- {self.id_column} – identifier of each row of the test set.",
-                  f"- {self.target} – {self._submission_text()}", "",
+                  f"- {self._submission_text()}", "",
                   "## Benchmark Instructions", "",
                   "- The training data is located at train.csv.",
                   "- The test data is located at test.csv.",
@@ -303,11 +303,20 @@ class Task:
         return "\n".join(lines) + "\n"
 
     def _submission_text(self) -> str:
+        """The submission's prediction column(s) and what they hold."""
+        if graded_per_class(self):
+            return (f"one column per class of {self.target}, named after the class as it is written in train.csv – "
+                    "the predicted probability of that class (a number between 0 and 1).")
         if self.prediction == "probability":
-            return f"predicted probability that {self.target} is 1 (a number between 0 and 1)."
+            return f"{self.target} – predicted probability that {self.target} is 1 (a number between 0 and 1)."
         values = f" ({self.submission_values})" if self.submission_values else ""
         kind = "predicted value" if self.problem_type == "regression" else "predicted class label"
-        return f"{kind}{values}, in the same form as the {self.target} column of train.csv."
+        return f"{self.target} – {kind}{values}, in the same form as the {self.target} column of train.csv."
+
+
+def graded_per_class(task) -> bool:
+    """The task's submission holds one probability column per class, named after it (multiclass log loss)."""
+    return task.problem_type == "multiclass" and task.prediction == "probability"
 
 
 def active_data_origin(task, source: str | None = None) -> str | None:

@@ -16,7 +16,7 @@ import pandas as pd
 
 # The stage list itself (names, titles, count) lives in the lowest layer: prompts and front ends read it too.
 from mltb_core.bench.stages import REWARD_STAGES, Stage, stage_index
-from mltb_core.bench.tasks import SUBMISSION_FILE, TEST_FILE, TRAIN_FILE
+from mltb_core.bench.tasks import SUBMISSION_FILE, TEST_FILE, TRAIN_FILE, graded_per_class
 from mltb_core.toolkit import cvrecord
 from mltb_core.toolkit.scratchpad import Scratchpad
 from mltb_core.toolkit.validation import MAX_CATEGORY_LEVELS, TRACKING_COLUMN, infinite_columns
@@ -538,9 +538,9 @@ class _Checker:
         from mltb_core.bench import grading
 
         columns = grading.submission_columns(self.task, self.ctx.classes() or [])
-        per_class = ", one column per class" if grading.graded_per_class(self.task) else ""
+        per_class = ", one column per class named after it" if graded_per_class(self.task) else ""
         form = (f"the predictions alone (one row per test.csv row, in its order{per_class}) or a frame with the "
-                f"columns {_shown(columns)} are valid")
+                f"columns {_shown(columns, limit=40)} are valid")
         if self.log.submission is None:
             return False, f"No submission written yet: {finish}; {form}."
         ok, reason = self.log.submission_check
