@@ -68,6 +68,13 @@ PROMPT_CACHE_BYTES = 2 << 30
 # less: on a loaded 2-core box a server busy with a long prompt took over 2 s to answer, and a joining
 # process that killed it as wedged broke the trials of every other user mid-call.
 WEDGED_AFTER = 30.0
+# Seconds one request to the local server may take before it is retried (and, after the retries, the trial
+# ends as an infrastructure error). A request's time grows with its prompt and reply, so a low limit falls on
+# the planner with the longest prompts: on 2026-11-27 a ReAct request (16,669 prompt tokens, 417 reply
+# tokens) took 261 s on an idle core of this 2-core box, and 300 s when the test suite ran beside it, which
+# was the old limit; the retry recomputes the whole reply. A wedged server is found by WEDGED_AFTER's
+# liveness check and the trial's own wall-clock limit bounds the rest.
+REQUEST_TIMEOUT = 900.0
 
 
 class LocalModelUnavailable(RuntimeError):
@@ -566,7 +573,7 @@ class LocalBackend(OpenAIBackend):
                  n_ctx: int | None = None, n_threads: int | None = None, n_threads_batch: int | None = None,
                  max_tokens: int | None = None, draft_tokens: int | None = None, fast_forward: bool | None = None,
                  constrained: bool = True, base_url: str | None = None, startup_timeout: float = 180.0,
-                 server_command: Callable[[int], list[str]] | None = None, timeout: float = 300.0,
+                 server_command: Callable[[int], list[str]] | None = None, timeout: float = REQUEST_TIMEOUT,
                  keep_server: bool = True,
                  **opts: Any) -> None:
         from mltb_core.llm.local.models import reply_tokens_for
