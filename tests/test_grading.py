@@ -261,6 +261,20 @@ def test_multiclass_probability_columns_per_class(cover_split):
     assert grade.score == pytest.approx(0.0, abs=1e-10) and grade.normalized == pytest.approx(1.0)
 
 
+def test_per_class_columns_are_the_train_classes_the_agent_knows(tmp_path):
+    """A class only in the held-out labels has no column the agent could know of (stage 10 asks for the train
+    classes): the train classes' columns are valid, the missing class counts as probability 0."""
+    split = make_split(tmp_path, RNG.integers(1, 4, 60), np.r_[RNG.integers(1, 4, 29), 4])
+    task = make_task(problem_type="multiclass", metric="log_loss", prediction="probability")
+    uniform = pd.DataFrame({str(c): np.full(30, 1 / 3) for c in (1, 2, 3)})
+    grade = grade_submission(task, pd.concat([split.labels[["id"]], uniform], axis=1), split)
+    assert grade.valid, grade.reason
+    assert grade.score > -np.log(1 / 3)          # the class-4 row scored at probability 0 (clipped)
+    with_four = pd.concat([split.labels[["id"]], uniform.assign(**{"4": 0.0})], axis=1)
+    refused = grade_submission(task, with_four, split)
+    assert not refused.valid and "4" in refused.reason
+
+
 # -- normalized score ---------------------------------------------------------------------
 def _train_target(split):
     return pd.read_csv(split.train_path)["y"]

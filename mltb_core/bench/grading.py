@@ -541,13 +541,19 @@ def grade_submission(task, submission: Path | str | pd.DataFrame, split, board: 
     metric = task_metric(task)
     labels = split.read_labels()   # verified against the split's recorded SHA-256; in test.csv's row order
     train_target = pd.read_csv(split.train_path, usecols=[task.target])[task.target]
-    classes = None
+    classes = columns = None
     if task.problem_type != "regression":
-        classes = sorted(set(_sorted_classes(train_target)) | set(_sorted_classes(labels[task.target])))
-
-    ok, reason, predictions = check_submission(task, submission, labels, classes=classes)
+        columns = _sorted_classes(train_target)
+        classes = sorted(set(columns) | set(_sorted_classes(labels[task.target])))
+    # Per-class probabilities come in one column per class the agent can know, those of its train.csv (stage
+    # 10 asks for the same); a class only in the held-out labels was given probability 0. Labels may be any
+    # class of either part.
+    ok, reason, predictions = check_submission(task, submission, labels,
+                                               classes=columns if graded_per_class(task) else classes)
     if not ok:
         return Grade.invalid(reason, metric=metric.name)
+    if graded_per_class(task):
+        predictions = predictions.reindex(columns=[str(c) for c in classes], fill_value=0.0)
 
     # The submission covers every held-out row (validated above); only the scored rows count.
     scored = scored_mask(task, labels)
