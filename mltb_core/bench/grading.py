@@ -552,7 +552,9 @@ def grade_submission(task, submission: Path | str | pd.DataFrame, split, board: 
                                                classes=columns if graded_per_class(task) else classes)
     if not ok:
         return Grade.invalid(reason, metric=metric.name)
+    assert predictions is not None   # check_submission's contract: a valid submission comes with its predictions
     if graded_per_class(task):
+        assert classes is not None   # per-class tasks are classification tasks
         predictions = predictions.reindex(columns=[str(c) for c in classes], fill_value=0.0)
 
     # The submission covers every held-out row (validated above); only the scored rows count.
