@@ -65,6 +65,10 @@ def test_rows(obj: Any) -> Any:
     return None
 
 
+# Where rows may be dropped without losing a test row (the advice of every tool that refuses to drop test rows)
+TRAIN_ROWS_ONLY = f"train rows only (the {TRAIN_FILE} frame, or the train part after split_combined_into_train_test)"
+
+
 def dropped_test_rows(df: pd.DataFrame, keep: Any) -> tuple[int, int]:
     """(test rows of ``df`` the boolean row mask ``keep`` drops, test rows of ``df``); (0, 0) when which rows
     are test rows is unknown."""

@@ -10,14 +10,14 @@ from typing import Annotated, Any
 import numpy as np
 import pandas as pd
 
-from mltb_core.bench.tasks import TRAIN_FILE
 from mltb_core.toolkit.params import INTEGER, NUMBER, Column, OneOf
 from mltb_core.toolkit.registry import PAPER, ToolInputError, ToolReturn, make_get_tool, make_override_tool
 from mltb_core.toolkit.docparts import shared_doc
 from mltb_core.toolkit.expressions import compile_lambda, documents_expressions, evaluate_condition
 from mltb_core.toolkit.tools.loading import most_frequent
-from mltb_core.toolkit.validation import (TRACKING_COLUMN, as_column_list, choose, is_numeric, listed_columns,
-                                          require_columns, require_frame, require_numeric_columns, resolve_dtype, dropped_test_rows)
+from mltb_core.toolkit.validation import (TRACKING_COLUMN, TRAIN_ROWS_ONLY, as_column_list, choose, dropped_test_rows,
+                                          is_numeric, listed_columns, require_columns, require_frame,
+                                          require_numeric_columns, resolve_dtype)
 
 __all__ = [
     "fillna_with_value", "fillna_with_median", "fillna_with_mean", "fillna_with_mode", "fillna_with_condition",
@@ -441,8 +441,7 @@ def drop_rows_with_missing(df: pd.DataFrame, columns: Annotated[str | list[str] 
     if lost_test:
         raise ToolInputError(f"{lost_test} test row(s) would be dropped, and the submission needs a prediction for "
                              "every test row: fill the missing values instead (fillna_with_median / "
-                             f"fillna_with_mode), or drop rows of train rows only (the {TRAIN_FILE} frame, or the train part "
-                             "after split_combined_into_train_test)")
+                             f"fillna_with_mode), or drop rows of {TRAIN_ROWS_ONLY}")
     return ToolReturn(df[keep], f"Dropped {int((~keep).sum())} of {len(df)} rows.")
 
 

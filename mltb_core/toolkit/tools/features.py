@@ -22,9 +22,8 @@ from mltb_core.toolkit.registry import (PAPER, ToolInputError, ToolReturn, make_
                                         make_override_tool)
 from mltb_core.toolkit.docparts import shared_doc
 from mltb_core.toolkit.expressions import compile_lambda, documents_expressions, evaluate_condition, evaluate_expression
-from mltb_core.bench.tasks import TRAIN_FILE
-from mltb_core.toolkit.validation import (TRACKING_COLUMN, as_column_list, choose, dropped_test_rows, numeric_columns,
-                                          require_choice, require_columns, require_frame, require_name,
+from mltb_core.toolkit.validation import (TRACKING_COLUMN, TRAIN_ROWS_ONLY, as_column_list, choose, dropped_test_rows,
+                                          numeric_columns, require_choice, require_columns, require_frame, require_name,
                                           require_positive_int)
 
 __all__ = [
@@ -1060,6 +1059,10 @@ def get_unique_values(df: pd.DataFrame, column: Annotated[str, Column()], sort: 
 def filter_dataframe(df: pd.DataFrame, condition: str) -> pd.DataFrame:
     """Store the rows for which a boolean condition holds (rows where it is missing are dropped).
 
+    Refuses a condition that drops some of a frame's test rows (every test row
+    needs a prediction): filter train rows, or keep the test rows of a combined
+    frame with ``or _is_train == 0``.
+
     Parameters
     ----------
     df
@@ -1086,7 +1089,6 @@ def filter_dataframe(df: pd.DataFrame, condition: str) -> pd.DataFrame:
         keep = (f", or add `or {TRACKING_COLUMN} == 0` to the condition to keep the test rows"
                 if TRACKING_COLUMN in df.columns else "")
         raise ToolInputError(f"the condition would drop {lost} of the {test} test rows, and the submission needs a "
-                             "prediction for every test row: filter train rows only (the "
-                             f"{TRAIN_FILE} frame, or the train part after split_combined_into_train_test){keep}")
+                             f"prediction for every test row: filter {TRAIN_ROWS_ONLY}{keep}")
     out = df[mask]
     return ToolReturn(out, f"Kept {len(out)} of {len(df)} rows.")
