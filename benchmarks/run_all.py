@@ -28,6 +28,7 @@ BENCHMARKS = {  # name -> (full arguments, --quick arguments)
     "local_worker_cap": ([], ["--trials", "2", "--max-llm-calls", "2"]),
     "context_tokens": ([], ["--seeds", "1", "--tasks", "spaceship-titanic"]),
     "stage_prompt": (["--tokens"], []),
+    "grading_speed": ([], []),
 }
 
 
