@@ -289,6 +289,31 @@ def test_concatenate_dataframes_refuses_one_frame_given_twice(pad, ctx):
     assert call(pad, ctx, "concatenate_dataframes", {"df1": "none", "df2": "none"}, output="e").ok
 
 
+def test_concatenate_dataframes_refuses_stacking_a_frame_on_a_grown_copy_of_itself(pad, ctx):
+    """Seen in a real-LLM ReAct trial on forest-cover-type: train stacked on train, then train on that. The
+    second stack is not the same data, but the same rows; a subset stacked on its frame (oversampling), or
+    label columns sharing their few values, are not refused."""
+    pad["grown"] = pd.concat([pad["train"], pad["train"]], ignore_index=True)
+    for df1, df2 in (("train", "grown"), ("grown", "train")):
+        result = call(pad, ctx, "concatenate_dataframes", {"df1": df1, "df2": df2}, output="x")
+        assert_error(result, "hold the same 3 distinct rows: stacking them only repeats those rows")
+        assert "test.csv" in result.message and "concatenate_train_test" in result.message
+    pad["shuffled"] = pad["train"].iloc[[2, 0, 1, 0]][["Transported", "PassengerId", "HomePlanet", "Age"]]
+    assert_error(call(pad, ctx, "concatenate_dataframes", {"df1": "train", "df2": "shuffled"}, output="x"),
+                 "same 3 distinct rows")
+    assert "x" not in pad
+    # oversampling: a subset of train stacked on train
+    pad["minority"] = pad["train"][~pad["train"]["Transported"]]
+    assert call(pad, ctx, "concatenate_dataframes", {"df1": "train", "df2": "minority"}, output="over").ok
+    assert len(pad["over"]) == 4
+    # two label columns with the same two values, each with repeats
+    pad["y1"], pad["y2"] = pd.DataFrame({"y": [True, False, True]}), pd.DataFrame({"y": [False, True, False]})
+    assert call(pad, ctx, "concatenate_dataframes", {"df1": "y1", "df2": "y2"}, output="ys").ok
+    # the same rows side by side are columns, not repeated rows: the shared-column rule answers
+    assert_error(call(pad, ctx, "concatenate_dataframes", {"df1": "train", "df2": "shuffled"}, {"axis": 1},
+                      output="x"), "same number of rows")
+
+
 def test_join_dataframes(pad, ctx):
     result = call(pad, ctx, "join_dataframes", {"left_df": "train", "right_df": "stores"},
                   {"left_on": "HomePlanet", "how": "left"}, output="joined")

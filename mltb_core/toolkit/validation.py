@@ -54,6 +54,24 @@ def same_data(a: pd.DataFrame, b: pd.DataFrame) -> bool:
     return a is b or (a.shape == b.shape and a.equals(b))
 
 
+def distinct_shared_rows(a: pd.DataFrame, b: pd.DataFrame) -> int:
+    """The number of rows of the frame without repeated rows, when the other frame (same columns) holds exactly
+    the same rows, some repeated (compared by value, index ignored); else 0. A train frame stacked on a grown
+    copy of itself is such a pair, where ``same_data`` sees two frames; stacking train on a subset of it
+    (oversampling) is not, nor are two label columns that share their few values (issue 33)."""
+    if not len(a) or not len(b) or set(map(str, a.columns)) != set(map(str, b.columns)) or a.columns.has_duplicates:
+        return 0
+    try:
+        keys_a = pd.util.hash_pandas_object(a, index=False)
+        keys_b = pd.util.hash_pandas_object(b[list(a.columns)], index=False)
+    except (TypeError, ValueError, KeyError):   # unhashable cells (lists, dicts), or columns equal only as text
+        return 0
+    distinct = pd.unique(keys_a.to_numpy())
+    if len(distinct) not in (len(a), len(b)) or len(distinct) != len(pd.unique(keys_b.to_numpy())):
+        return 0
+    return len(distinct) if bool(keys_b.isin(distinct).all()) else 0
+
+
 def test_rows(obj: Any) -> Any:
     """Which rows of ``obj`` are test rows, as a boolean array: from a tool's mark, else from the tracking
     column's flags (0: test); None when unknown."""

@@ -23,8 +23,9 @@ from mltb_core.toolkit.registry import (
 )
 from mltb_core.toolkit.docparts import shared_doc
 from mltb_core.toolkit.sandbox import resolve_read
-from mltb_core.toolkit.validation import (MAX_LISTED_COLUMNS, TRACKING_COLUMN, as_column_list, choose, mark_rows,
-                                          require_columns, require_frame, rows_of, same_data)
+from mltb_core.toolkit.validation import (MAX_LISTED_COLUMNS, TRACKING_COLUMN, as_column_list, choose,
+                                          distinct_shared_rows, mark_rows, require_columns, require_frame, rows_of,
+                                          same_data)
 
 __all__ = [
     "read_data", "concatenate_train_test", "split_combined_into_train_test",
@@ -316,13 +317,19 @@ def concatenate_dataframes(df1: Annotated[pd.DataFrame, CONVERTIBLE], df2: Annot
         raise ToolInputError(f"axis must be 0 (rows) or 1 (columns), got {axis!r}")
     frames = [df1 if isinstance(df1, pd.DataFrame) else convert_to_dataframe(df1),
               df2 if isinstance(df2, pd.DataFrame) else convert_to_dataframe(df2)]
+    part = rows_of(frames[0])
+    # where a model meant to add the test rows, stacking train rows on themselves "succeeded" (issue 33)
+    advice = "" if part == "test" else (
+        f" To add the test rows, read {TEST_FILE} with read_data (filepath '{TEST_FILE}') and combine the two "
+        "frames with concatenate_train_test.")
     if frames[0].size and same_data(*frames):
-        # a train frame stacked on itself "succeeded" where a model meant to add the test rows (issue 33)
-        advice = "" if rows_of(frames[0]) == "test" else (
-            f" To add the test rows, read {TEST_FILE} with read_data (filepath '{TEST_FILE}') and combine the two "
-            "frames with concatenate_train_test.")
         raise ToolInputError(f"df1 and df2 are the same data: concatenating it with itself only repeats its "
                              f"{'rows' if axis == 0 else 'columns'}.{advice}")
+    if axis == 0 and (distinct := distinct_shared_rows(*frames)):
+        # a train frame stacked on a grown copy of itself (seen in a real-LLM ReAct trial): not the same data,
+        # but the same rows. Stacking a subset on its frame (oversampling) repeats only some rows: allowed
+        raise ToolInputError(f"df1 ({len(frames[0])} rows) and df2 ({len(frames[1])} rows) hold the same "
+                             f"{distinct} distinct rows: stacking them only repeats those rows.{advice}")
     if axis == 0:
         return pd.concat(frames, axis=0, ignore_index=True, sort=False)
     if len(frames[0]) != len(frames[1]):
