@@ -237,6 +237,17 @@ def test_numeric_ids_match_across_types(tmp_path):
         assert aligned.tolist() == [1.0, 2.0, 3.0]
 
 
+def test_integer_ids_past_2_to_the_53_stay_distinct():
+    """Integer ids are compared exactly: through float64, 2**53 + 1 matched 2**53 and two ids collided."""
+    labels = pd.DataFrame({"id": [2**53, 2**53 + 1], "y": [1.0, 2.0]})
+    task = make_task(problem_type="regression", metric="rmse")
+    ok, reason, aligned = validate_submission(task, pd.DataFrame({"id": [2**53 + 1, 2**53], "y": [2, 1]}), labels)
+    assert ok, reason
+    assert aligned.tolist() == [1.0, 2.0]
+    ok, reason, _ = validate_submission(task, pd.DataFrame({"id": [2**53, 2**53 + 2], "y": [1, 2]}), labels)
+    assert not ok and "9007199254740993" in reason and "9007199254740994" in reason
+
+
 def test_rmsle_refuses_negative_predictions_as_kaggle_does(regression_split):
     # issue 18: -0.5 used to be clipped to 0 and scored; Kaggle's scorer and scikit-learn refuse it
     task = make_task(problem_type="regression", metric="rmsle")

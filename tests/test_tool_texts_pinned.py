@@ -83,7 +83,7 @@ PINNED_TOOLS: dict[str, str] = {
     'fillna_with_mode': '2fa34aadf86ce188',
     'fillna_with_multiple_conditions': 'c202ccd895a9f3bb',
     'fillna_with_value': '708b3f699ae5124d',
-    'filter_dataframe': '36227588474b5893',
+    'filter_dataframe': '19eaa40b1b81d921',
     'fit_catboost_classifier': '7b436cd6ca7eed32',
     'fit_catboost_regressor': '22f79accdba75db2',
     'fit_lightgbm_classifier': '68975d49845b10aa',
@@ -123,8 +123,8 @@ PINNED_TOOLS: dict[str, str] = {
     'tune_xgboost_regressor': 'd2c6d1086cff222c',
 }
 PINNED_TOOLSETS: dict[str, dict[str, str]] = {
-    'paper': {'names': '5266ef11212df944', 'catalogue': 'a9541de129b5f311', 'preamble': 'e9f6c825be91fe5e', 'local_catalogue': 'f556db9bd9ba4099', 'schemas': '44bf4a1c2ecc90a0'},
-    'extended': {'names': '8c28b56ee2cc901a', 'catalogue': '62222396c4d12f46', 'preamble': '2d60b954fca6bde8', 'local_catalogue': 'e8381942b151e740', 'schemas': '86070410f0f97c4f'},
+    'paper': {'names': '5266ef11212df944', 'catalogue': 'a9541de129b5f311', 'preamble': 'e9f6c825be91fe5e', 'local_catalogue': 'f556db9bd9ba4099', 'schemas': '2e723ee7fbdb3902'},
+    'extended': {'names': '8c28b56ee2cc901a', 'catalogue': '62222396c4d12f46', 'preamble': '2d60b954fca6bde8', 'local_catalogue': 'e8381942b151e740', 'schemas': 'babe68a6415a1149'},
 }
 
 

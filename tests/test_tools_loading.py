@@ -306,12 +306,30 @@ def test_concatenate_dataframes_refuses_stacking_a_frame_on_a_grown_copy_of_itse
     pad["minority"] = pad["train"][~pad["train"]["Transported"]]
     assert call(pad, ctx, "concatenate_dataframes", {"df1": "train", "df2": "minority"}, output="over").ok
     assert len(pad["over"]) == 4
-    # two label columns with the same two values, each with repeats
-    pad["y1"], pad["y2"] = pd.DataFrame({"y": [True, False, True]}), pd.DataFrame({"y": [False, True, False]})
-    assert call(pad, ctx, "concatenate_dataframes", {"df1": "y1", "df2": "y2"}, output="ys").ok
+    # a frame that repeats a row of its own, or whose numbers were cast to float, is still caught
+    pad["feat"] = pd.concat([pad["train"], pad["train"].iloc[[0]]], ignore_index=True)
+    pad["feat2"] = pd.concat([pad["feat"], pad["feat"]], ignore_index=True).astype({"Age": "float32"})
+    assert_error(call(pad, ctx, "concatenate_dataframes", {"df1": "feat", "df2": "feat2"}, output="x"),
+                 "same 3 distinct rows")
+    # label frames, whose rows repeat by nature, are not records: one row per class on a longer frame, NaNs
+    for short, long in (([0, 1], [1, 0, 0, 1, 1]), ([True, False, True], [False, True, False]),
+                        ([None], [None, None])):
+        pad["y1"], pad["y2"] = pd.DataFrame({"y": short}), pd.DataFrame({"y": long})
+        assert call(pad, ctx, "concatenate_dataframes", {"df1": "y1", "df2": "y2"}, output="ys").ok
+    # nor are two low-cardinality columns, mostly repeats
+    pad["low"] = pd.DataFrame({"a": [1, 2, 1, 2], "b": ["x", "y", "x", "y"]})
+    pad["low2"] = pd.DataFrame({"a": [2, 1], "b": ["y", "x"]}).iloc[[0, 1, 0, 1, 0]]
+    assert call(pad, ctx, "concatenate_dataframes", {"df1": "low", "df2": "low2"}, output="lows").ok
     # the same rows side by side are columns, not repeated rows: the shared-column rule answers
     assert_error(call(pad, ctx, "concatenate_dataframes", {"df1": "train", "df2": "shuffled"}, {"axis": 1},
                       output="x"), "same number of rows")
+
+
+def test_concatenate_dataframes_names_repeated_columns_it_cannot_stack(pad, ctx):
+    pad["twice"] = pd.DataFrame([[1, 2]], columns=["Age", "Age"])
+    pad["once"] = pd.DataFrame({"Age": [3], "Spa": [4]})
+    assert_error(call(pad, ctx, "concatenate_dataframes", {"df1": "once", "df2": "twice"}, output="x"),
+                 "column names must be unique; repeated: ['Age']")
 
 
 def test_join_dataframes(pad, ctx):

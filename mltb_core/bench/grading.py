@@ -238,6 +238,8 @@ def _id_keys(ids: pd.Series) -> pd.Series:
     pandas 3's Arrow strings took ~1 s per ``isin`` of 100k ids, objects 30 ms."""
     if pd.api.types.is_bool_dtype(ids):
         keys = ids.astype(str)
+    elif pd.api.types.is_integer_dtype(ids) and not ids.hasnans:
+        keys = ids.astype(str)   # exact: through float, ids past 2**53 would merge (2**53 + 1 matched 2**53)
     elif pd.api.types.is_numeric_dtype(ids):
         numbers = ids.astype(float)
         integral = numbers.notna() & np.isfinite(numbers) & (numbers == np.round(numbers))

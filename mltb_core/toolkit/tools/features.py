@@ -1059,9 +1059,9 @@ def get_unique_values(df: pd.DataFrame, column: Annotated[str, Column()], sort: 
 def filter_dataframe(df: pd.DataFrame, condition: str) -> pd.DataFrame:
     """Store the rows for which a boolean condition holds (rows where it is missing are dropped).
 
-    Refuses a condition that drops some of a frame's test rows (every test row
-    needs a prediction): filter train rows, or keep the test rows of a combined
-    frame with ``or _is_train == 0``.
+    Refuses a condition that keeps only part of a frame's test rows, or none of
+    a frame of test rows only (every test row needs a prediction): filter train
+    rows, or keep the test rows of a combined frame with ``or _is_train == 0``.
 
     Parameters
     ----------

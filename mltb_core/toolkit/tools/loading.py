@@ -331,7 +331,12 @@ def concatenate_dataframes(df1: Annotated[pd.DataFrame, CONVERTIBLE], df2: Annot
         raise ToolInputError(f"df1 ({len(frames[0])} rows) and df2 ({len(frames[1])} rows) hold the same "
                              f"{distinct} distinct rows: stacking them only repeats those rows.{advice}")
     if axis == 0:
-        return pd.concat(frames, axis=0, ignore_index=True, sort=False)
+        try:
+            return pd.concat(frames, axis=0, ignore_index=True, sort=False)
+        except pd.errors.InvalidIndexError:   # columns repeated in one frame cannot be matched to the other's
+            repeated = sorted({str(c) for f in frames for c in f.columns[f.columns.duplicated()]})
+            raise ToolInputError(f"to stack rows, column names must be unique; repeated: {repeated[:10]}: rename or "
+                                 "drop them first") from None
     if len(frames[0]) != len(frames[1]):
         raise ToolInputError(f"axis=1 needs the same number of rows; df1 has {len(frames[0])}, df2 {len(frames[1])}")
     shared = sorted(set(map(str, frames[0].columns)) & set(map(str, frames[1].columns)))
