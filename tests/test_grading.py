@@ -246,6 +246,16 @@ def test_integer_ids_past_2_to_the_53_stay_distinct():
     assert aligned.tolist() == [1.0, 2.0]
     ok, reason, _ = validate_submission(task, pd.DataFrame({"id": [2**53, 2**53 + 2], "y": [1, 2]}), labels)
     assert not ok and "9007199254740993" in reason and "9007199254740994" in reason
+    # ids written as floats lost those digits: both sides then compare through float, as before
+    odd = pd.DataFrame({"id": [2**53 + 1, 2**53 + 3], "y": [1.0, 2.0]})
+    as_floats = pd.DataFrame({"id": odd["id"].astype(float), "y": [1, 2]})
+    for sub, lab in ((as_floats, odd), (odd, as_floats.assign(y=[1.0, 2.0]))):
+        ok, reason, _ = validate_submission(task, sub, lab)
+        assert ok, reason
+    # uint64 ids past int64's range match themselves (through int64 they overflowed into "duplicates")
+    big = pd.DataFrame({"id": np.array([2**64 - 1, 2**64 - 2], dtype="uint64"), "y": [1.0, 2.0]})
+    ok, reason, _ = validate_submission(task, big.iloc[::-1], big)
+    assert ok, reason
 
 
 def test_rmsle_refuses_negative_predictions_as_kaggle_does(regression_split):

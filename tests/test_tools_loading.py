@@ -306,11 +306,20 @@ def test_concatenate_dataframes_refuses_stacking_a_frame_on_a_grown_copy_of_itse
     pad["minority"] = pad["train"][~pad["train"]["Transported"]]
     assert call(pad, ctx, "concatenate_dataframes", {"df1": "train", "df2": "minority"}, output="over").ok
     assert len(pad["over"]) == 4
-    # a frame that repeats a row of its own, or whose numbers were cast to float, is still caught
+    # a frame that repeats a row of its own is still caught, and so are columns named by number
     pad["feat"] = pd.concat([pad["train"], pad["train"].iloc[[0]]], ignore_index=True)
-    pad["feat2"] = pd.concat([pad["feat"], pad["feat"]], ignore_index=True).astype({"Age": "float32"})
+    pad["feat2"] = pd.concat([pad["feat"], pad["feat"]], ignore_index=True)
     assert_error(call(pad, ctx, "concatenate_dataframes", {"df1": "feat", "df2": "feat2"}, output="x"),
                  "same 3 distinct rows")
+    pad["array"] = pd.DataFrame(np.arange(12).reshape(6, 2))   # convert_to_dataframe's columns: 0, 1
+    pad["array2"] = pd.concat([pad["array"], pad["array"]], ignore_index=True)
+    assert_error(call(pad, ctx, "concatenate_dataframes", {"df1": "array", "df2": "array2"}, output="x"),
+                 "same 6 distinct rows")
+    # large integer ids stay distinct: two chunks with no id in common are not the same rows
+    i = np.arange(100)
+    pad["chunk1"] = pd.DataFrame({"id": 2**55 + 8 * i + 1, "y": i % 2})
+    pad["chunk2"] = pd.DataFrame({"id": 2**55 + 8 * i + 2, "y": i % 2})
+    assert call(pad, ctx, "concatenate_dataframes", {"df1": "chunk1", "df2": "chunk2"}, output="chunks").ok
     # label frames, whose rows repeat by nature, are not records: one row per class on a longer frame, NaNs
     for short, long in (([0, 1], [1, 0, 0, 1, 1]), ([True, False, True], [False, True, False]),
                         ([None], [None, None])):

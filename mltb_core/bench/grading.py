@@ -146,8 +146,11 @@ def _validate(task, submission_df, labels_df, classes):
     if submission.empty:
         raise _Invalid(f"submission has no rows; expected {len(labels_df)}")
 
-    sub_ids = _id_keys(submission[id_col])
-    label_ids = _id_keys(labels_df[id_col])
+    # ids written as floats (a frame built with NaN, or through numpy) lost their digits past 2**53: when
+    # either side holds floats, both compare through float, and the duplicate check catches what merges
+    exact = not any(pd.api.types.is_float_dtype(ids) for ids in (submission[id_col], labels_df[id_col]))
+    sub_ids = _id_keys(submission[id_col], exact)
+    label_ids = _id_keys(labels_df[id_col], exact)
     _check_ids(submission[id_col], sub_ids, labels_df[id_col], label_ids, id_col)
     # Reorder the submission to the labels' row order.
     position = pd.Series(np.arange(len(submission)), index=pd.Index(sub_ids.to_numpy()))
@@ -233,16 +236,18 @@ def _check_columns(submission: pd.DataFrame, expected: list[str]) -> None:
                        f"{expected} (found {present}), or be the predictions alone in test.csv's row order")
 
 
-def _id_keys(ids: pd.Series) -> pd.Series:
-    """Comparable string keys for ids: 7, 7.0 and "7" match; strings are stripped. Held as Python objects:
-    pandas 3's Arrow strings took ~1 s per ``isin`` of 100k ids, objects 30 ms."""
+def _id_keys(ids: pd.Series, exact_integers: bool = True) -> pd.Series:
+    """Comparable string keys for ids: 7, 7.0 and "7" match; strings are stripped. Integers are exact unless
+    ``exact_integers`` is false (the other side holds floats): through float, ids past 2**53 merge. Held as
+    Python objects: pandas 3's Arrow strings took ~1 s per ``isin`` of 100k ids, objects 30 ms."""
     if pd.api.types.is_bool_dtype(ids):
         keys = ids.astype(str)
-    elif pd.api.types.is_integer_dtype(ids) and not ids.hasnans:
-        keys = ids.astype(str)   # exact: through float, ids past 2**53 would merge (2**53 + 1 matched 2**53)
+    elif exact_integers and pd.api.types.is_integer_dtype(ids) and not ids.hasnans:
+        keys = ids.astype(str)
     elif pd.api.types.is_numeric_dtype(ids):
         numbers = ids.astype(float)
-        integral = numbers.notna() & np.isfinite(numbers) & (numbers == np.round(numbers))
+        integral = (numbers.notna() & np.isfinite(numbers) & (numbers == np.round(numbers))
+                    & (numbers.abs() < 2.0**63))   # whole numbers int64 holds (uint64 ids past it overflowed)
         keys = numbers.astype("int64").astype(str) if integral.all() else ids.astype(str)
     else:
         keys = ids.astype(str).str.strip().where(ids.notna(), "<missing>")

@@ -54,29 +54,23 @@ def same_data(a: pd.DataFrame, b: pd.DataFrame) -> bool:
     return a is b or (a.shape == b.shape and a.equals(b))
 
 
-def _row_keys(frame: pd.DataFrame) -> np.ndarray:
-    """A hash per row, by value (index ignored); numbers as float64, so a column cast to float still matches."""
-    numeric = {c: frame[c].astype("float64") for c in frame.columns
-               if pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_complex_dtype(frame[c])}
-    return pd.util.hash_pandas_object(frame.assign(**numeric) if numeric else frame, index=False).to_numpy()
-
-
 def distinct_shared_rows(a: pd.DataFrame, b: pd.DataFrame) -> int:
-    """The number of distinct rows when two frames of records hold the same set of rows (compared by value,
-    index and column order ignored), else 0. Records: at least two columns, and more than half of the smaller
-    frame's rows distinct, so label frames and low-cardinality columns, whose rows repeat by nature, never
-    count. A train frame stacked on a grown copy of itself is such a pair, where ``same_data`` sees two frames;
+    """The number of distinct rows when two frames of records hold the same set of rows, else 0. Rows compare by
+    value and dtype, index and column order ignored: a column cast to another dtype counts as other rows, as a
+    cast through float64 merged distinct integers past 2**53. Records: at least two columns, and more than half
+    of the smaller frame's rows distinct, so label frames and low-cardinality columns, whose rows repeat by
+    nature, never count. A train frame stacked on a grown copy of itself is such a pair, where ``same_data`` sees two frames;
     stacking train on a subset of it (oversampling) is not, as the subset lacks rows (issue 33)."""
     small, large = (a, b) if len(a) <= len(b) else (b, a)
     if (not len(small) or small.shape[1] < 2 or small.columns.has_duplicates or large.columns.has_duplicates
             or set(map(str, small.columns)) != set(map(str, large.columns))):
         return 0
     try:
-        keys_small = _row_keys(small)
+        keys_small = pd.util.hash_pandas_object(small, index=False).to_numpy()
         distinct = pd.unique(keys_small)
         if 2 * len(distinct) <= len(small):   # mostly repeats: not records
             return 0
-        keys_large = _row_keys(large[list(small.columns)])
+        keys_large = pd.util.hash_pandas_object(large[list(small.columns)], index=False).to_numpy()
     except (TypeError, ValueError, KeyError):   # unhashable cells (lists, dicts), or columns equal only as text
         return 0
     if len(pd.unique(keys_large)) != len(distinct) or not bool(pd.Series(keys_large).isin(distinct).all()):
