@@ -190,6 +190,21 @@ def test_convert_features_target(pad, ctx):
     assert result.ok and list(pad["X_test"].columns) == ["PassengerId", "Age", "HomePlanet"]
 
 
+def test_convert_features_target_says_when_the_target_is_not_the_tasks(pad, tmp_path):
+    """A real-LLM ReAct trial converted with target_column MedInc, HouseAge, Latitude... in turn, each a plain
+    success; predicting a feature is a real ML step, so it runs, and the result says what y is."""
+    from types import SimpleNamespace
+
+    ctx = tool_context(tmp_path, task=SimpleNamespace(target="Transported"))
+    result = call(pad, ctx, "convert_dataframe_to_features_target", {"df": "train"}, {"target_column": "Age"},
+                  output=["X", "y"])
+    assert result.ok and pad["y"].name == "Age"
+    assert "'Age' is not the task's target ('Transported'); a model fitted on this y predicts 'Age'" in result.message
+    result = call(pad, ctx, "convert_dataframe_to_features_target", {"df": "train"},
+                  {"target_column": "Transported"}, output=["X", "y"])
+    assert result.ok and "not the task's target" not in result.message
+
+
 def test_convert_features_target_errors(pad, ctx):
     assert_error(call(pad, ctx, "convert_dataframe_to_features_target", {"df": "test"},
                       {"target_column": "Transported"}, output="xy"), "unknown column")

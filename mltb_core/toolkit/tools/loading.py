@@ -202,7 +202,7 @@ def split_combined_into_train_test(combined: pd.DataFrame) -> tuple[pd.DataFrame
                        parts_unless=("is_train", False))
 def convert_dataframe_to_features_target(df: Annotated[pd.DataFrame, PART_FRAME],
                                          target_column: Annotated[str, Column(unless=("is_train", False))],
-                                         is_train: bool = True):
+                                         is_train: bool = True, ctx: ToolContext | None = None):
     """Convert DataFrame to features and target format.
 
     Parameters
@@ -236,11 +236,17 @@ def convert_dataframe_to_features_target(df: Annotated[pd.DataFrame, PART_FRAME]
     require_columns(df, [target_column], "target_column")
     y = mark_rows(features[target_column], "train")
     X = mark_rows(features.drop(columns=[target_column]), "train")
-    note = ""
+    notes = []
     if y.isna().any():
-        note = (f"Warning: the target has {int(y.isna().sum())} missing values; models cannot be fitted on them "
-                "(drop those rows first).")
-    return ToolReturn((X, y), note) if note else (X, y)
+        notes.append(f"Warning: the target has {int(y.isna().sum())} missing values; models cannot be fitted on "
+                     "them (drop those rows first).")
+    task_target = getattr(getattr(ctx, "task", None), "target", None)
+    if task_target is not None and target_column != task_target:
+        # a real-LLM ReAct trial peeled feature after feature off as "targets" (MedInc, HouseAge, Latitude, ...),
+        # each a success: not refused (predicting a feature is an ML step), but said
+        notes.append(f"Note: {target_column!r} is not the task's target ({task_target!r}); a model fitted on this "
+                     f"y predicts {target_column!r}.")
+    return ToolReturn((X, y), " ".join(notes)) if notes else (X, y)
 
 
 @make_get_and_set_tool(toolsets=PAPER, stages=("loading", "evaluation"), objects=("data",))
