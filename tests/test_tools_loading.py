@@ -349,6 +349,21 @@ def test_concatenate_dataframes_refuses_stacking_a_frame_on_a_grown_copy_of_itse
                       output="x"), "same number of rows")
 
 
+def test_concatenate_dataframes_sends_train_and_test_rows_to_concatenate_train_test(pad, ctx):
+    """Stacked without the tracking column, the parts can never be split again (a real-LLM ReAct trial did it,
+    then passed the result to concatenate_train_test as its train frame)."""
+    mark_rows(pad["train"], "train")
+    mark_rows(pad["test"], "test")
+    for df1, df2, wanted in (("train", "test", "train_df=<df1>, test_df=<df2>"),
+                             ("test", "train", "train_df=<df2>, test_df=<df1>")):
+        result = call(pad, ctx, "concatenate_dataframes", {"df1": df1, "df2": df2}, output="x")
+        assert_error(result, f"combine them with concatenate_train_test({wanted})")
+    assert "x" not in pad
+    # two frames of train rows (oversampling) still stack
+    pad["few"] = pad["train"].iloc[:1]
+    assert call(pad, ctx, "concatenate_dataframes", {"df1": "train", "df2": "few"}, output="more").ok
+
+
 def test_concatenate_dataframes_names_repeated_columns_it_cannot_stack(pad, ctx):
     pad["twice"] = pd.DataFrame([[1, 2]], columns=["Age", "Age"])
     pad["once"] = pd.DataFrame({"Age": [3], "Spa": [4]})

@@ -331,6 +331,14 @@ def concatenate_dataframes(df1: Annotated[pd.DataFrame, CONVERTIBLE], df2: Annot
     if frames[0].size and same_data(*frames):
         raise ToolInputError(f"df1 and df2 are the same data: concatenating it with itself only repeats its "
                              f"{'rows' if axis == 0 else 'columns'}.{advice}")
+    if axis == 0 and {part, rows_of(frames[1])} == {"train", "test"}:
+        # stacked without the tracking column, the two parts can never be told apart again (a real-LLM ReAct
+        # trial on playground stacked train and test this way, then passed the result to concatenate_train_test)
+        train_df, test_df = ("df1", "df2") if part == "train" else ("df2", "df1")
+        raise ToolInputError(f"{train_df} holds train rows and {test_df} test rows: combine them with "
+                             f"concatenate_train_test(train_df=<{train_df}>, test_df=<{test_df}>), which marks each "
+                             f"row's part in '{TRACKING_COLUMN}' so that split_combined_into_train_test can split "
+                             "them again")
     if axis == 0 and (distinct := distinct_shared_rows(*frames)):
         # a train frame stacked on a grown copy of itself (seen in a real-LLM ReAct trial): not the same data,
         # but the same rows. Stacking a subset on its frame (oversampling) repeats only some rows: allowed
