@@ -362,6 +362,24 @@ def test_concatenate_dataframes_sends_train_and_test_rows_to_concatenate_train_t
     # two frames of train rows (oversampling) still stack
     pad["few"] = pad["train"].iloc[:1]
     assert call(pad, ctx, "concatenate_dataframes", {"df1": "train", "df2": "few"}, output="more").ok
+    # side by side, a train frame and a test frame of one length would pair unrelated rows
+    pad["three"] = pd.concat([pad["test"], pad["test"].iloc[:1]], ignore_index=True).rename(columns=str.lower)
+    assert_error(call(pad, ctx, "concatenate_dataframes", {"df1": "train", "df2": "three"}, {"axis": 1},
+                      output="x"), "df1 holds train rows and df2 test rows: axis=1 pairs rows by position")
+    # an unmarked frame beside a marked one keeps the mark, so the mix cannot be built in two steps
+    pad["extra"] = pd.DataFrame({"Spa": [1.0, 2.0]})
+    assert call(pad, ctx, "concatenate_dataframes", {"df1": "test", "df2": "extra"}, {"axis": 1}, output="wide").ok
+    assert rows_held(pad["wide"]) == {"test": 2}
+    pad["wide_train"] = pad["train"].iloc[:2].drop(columns="Transported").assign(Spa=[3.0, 4.0])
+    mark_rows(pad["wide_train"], "train")
+    assert_error(call(pad, ctx, "concatenate_dataframes", {"df1": "wide_train", "df2": "wide"}, output="x"),
+                 "concatenate_train_test(train_df=<df1>, test_df=<df2>)")
+    # nor by a join: an outer join would stack them with nothing to tell them apart
+    result = call(pad, ctx, "join_dataframes", {"left_df": "train", "right_df": "test"},
+                  {"left_on": "PassengerId", "how": "outer"}, output="x")
+    assert_error(result, "left_df holds train rows and right_df test rows, which a join cannot combine: use "
+                         "concatenate_train_test(train_df=<left_df>, test_df=<right_df>)")
+    assert "x" not in pad
 
 
 def test_concatenate_dataframes_names_repeated_columns_it_cannot_stack(pad, ctx):

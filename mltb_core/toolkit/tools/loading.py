@@ -353,10 +353,18 @@ def concatenate_dataframes(df1: Annotated[pd.DataFrame, CONVERTIBLE], df2: Annot
                                  "drop them first") from None
     if len(frames[0]) != len(frames[1]):
         raise ToolInputError(f"axis=1 needs the same number of rows; df1 has {len(frames[0])}, df2 {len(frames[1])}")
+    if other := rows_of(frames[1]):
+        if part is not None and part != other:
+            raise ToolInputError(f"df1 holds {part} rows and df2 {other} rows: axis=1 pairs rows by position, so each "
+                                 f"{part} row would get the columns of a different {other} row")
     shared = sorted(set(map(str, frames[0].columns)) & set(map(str, frames[1].columns)))
     if shared:
         raise ToolInputError(f"both DataFrames have column(s) {shared[:10]}; drop or rename them first")
-    return pd.concat([f.reset_index(drop=True) for f in frames], axis=1).set_axis(frames[0].index, axis=0)
+    out = pd.concat([f.reset_index(drop=True) for f in frames], axis=1).set_axis(frames[0].index, axis=0)
+    # side by side, the result holds the rows of either input (the call pairs them): keep their mark, which
+    # pandas drops when only one input has it, so the row checks still see the part
+    rows = part or other
+    return mark_rows(out, rows) if rows is not None else out
 
 
 _JOIN_KINDS = {kind: kind for kind in ("inner", "left", "right", "outer", "cross")}   # the model's word -> mltb's
@@ -396,6 +404,14 @@ def join_dataframes(left_df: pd.DataFrame, right_df: pd.DataFrame,
     """
     require_frame(left_df, "left_df")
     require_frame(right_df, "right_df")
+    left_rows, right_rows = rows_of(left_df), rows_of(right_df)
+    if {left_rows, right_rows} == {"train", "test"}:
+        # train and test rows are different rows: a join pairs them by a shared value, or (outer) stacks them
+        # with no column to tell them apart, the mix concatenate_dataframes refuses
+        train_df, test_df = ("left_df", "right_df") if left_rows == "train" else ("right_df", "left_df")
+        raise ToolInputError(f"{train_df} holds train rows and {test_df} test rows, which a join cannot combine: use "
+                             f"concatenate_train_test(train_df=<{train_df}>, test_df=<{test_df}>), which marks each "
+                             f"row's part in '{TRACKING_COLUMN}'")
     how = choose(how, _JOIN_KINDS, "how")
     suffixes = tuple(suffixes)
     if len(suffixes) != 2:
