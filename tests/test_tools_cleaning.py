@@ -55,6 +55,27 @@ def test_fillna_with_value(pad, ctx):
     assert_error(pad, ctx, "fillna_with_value", {"columns": ["Agge"], "value": 0}, "did you mean 'Age'")
 
 
+def test_a_fill_that_fills_nothing_names_the_columns_that_still_have_gaps(pad, ctx):
+    """A real-LLM ReAct trial filled Age 39 times after it had no gaps, each time told only "No missing
+    values were filled"; the target's placeholder on a combined frame (missing on exactly the test rows) is
+    no gap to fill and is left out."""
+    assert call(pad, ctx, "fillna_with_median", {"columns": ["Age"]}).ok
+    result = call(pad, ctx, "fillna_with_median", {"columns": ["Age"]})
+    assert result.ok
+    assert "No missing values were filled. Columns with missing values: HomePlanet: 1, CryoSleep: 1, " \
+           "RoomService: 2." in result.message
+    pad["df"] = pad["df"].assign(Transported=[True, False, True, np.nan, np.nan], _is_train=[1, 1, 1, 0, 0])
+    for tool, columns in (("fillna_with_mode", ["HomePlanet", "CryoSleep"]),
+                          ("fillna_with_median", ["RoomService"])):
+        assert call(pad, ctx, tool, {"columns": columns}).ok
+    result = call(pad, ctx, "fillna_with_median", {"columns": ["Age"]})
+    assert result.ok and "No other column has missing values." in result.message
+    # a target gap on a train row is a gap like any other
+    pad["df"] = pad["df"].assign(Transported=[True, np.nan, True, np.nan, np.nan])
+    assert "Columns with missing values: Transported: 3." in call(pad, ctx, "fillna_with_median",
+                                                                   {"columns": ["Age"]}).message
+
+
 def test_fillna_with_median_and_mean(pad, ctx):
     out = filled(pad, ctx, "fillna_with_median")
     assert out["Age"].tolist() == [10.0, 30.0, 30.0, 30.0, 50.0]

@@ -18,10 +18,11 @@ from mltb_core.plugins import MAX_SUGGESTIONS, SUGGESTION_CUTOFF, close_matches
 from mltb_core.toolkit.registry import ToolInputError
 from mltb_core.toolkit.scratchpad import MAX_LISTED_COLUMNS
 
-__all__ = ["TRACKING_COLUMN", "ROWS_ATTR", "mark_rows", "rows_of", "same_data", "test_rows", "dropped_test_rows", "rows_held", "other_rows", "wrong_rows", "MAX_CATEGORY_LEVELS", "SUGGESTION_CUTOFF", "MAX_SUGGESTIONS", "MAX_LISTED_COLUMNS",
+__all__ = ["TRACKING_COLUMN", "ROWS_ATTR", "TRAIN_ROWS_ONLY", "mark_rows", "rows_of", "same_data",
+           "distinct_shared_rows", "test_rows", "dropped_test_rows", "rows_held", "other_rows", "wrong_rows", "MAX_CATEGORY_LEVELS", "SUGGESTION_CUTOFF", "MAX_SUGGESTIONS", "MAX_LISTED_COLUMNS",
            "close_matches", "require_frame", "as_column_list", "require_columns", "listed_columns", "missing_columns_message", "require_name",
            "require_model", "choose", "require_choice", "require_positive_int", "as_features", "as_target",
-           "is_numeric", "is_numeric_dtype", "numeric_columns", "require_numeric_columns", "require_csv_path",
+           "is_numeric", "is_numeric_dtype", "numeric_columns", "infinite_columns", "require_numeric_columns", "require_csv_path",
            "DTYPE_NAMES", "resolve_dtype"]
 
 # Added by concatenate_train_test: 1 on train rows, 0 on test rows; never a feature.

@@ -15,9 +15,9 @@ from mltb_core.toolkit.registry import PAPER, ToolInputError, ToolReturn, make_g
 from mltb_core.toolkit.docparts import shared_doc
 from mltb_core.toolkit.expressions import compile_lambda, documents_expressions, evaluate_condition
 from mltb_core.toolkit.tools.loading import most_frequent
-from mltb_core.toolkit.validation import (TRACKING_COLUMN, TRAIN_ROWS_ONLY, as_column_list, choose, dropped_test_rows,
-                                          is_numeric, listed_columns, require_columns, require_frame,
-                                          require_numeric_columns, resolve_dtype)
+from mltb_core.toolkit.validation import (MAX_LISTED_COLUMNS, TRACKING_COLUMN, TRAIN_ROWS_ONLY, as_column_list, choose,
+                                          dropped_test_rows, is_numeric, listed_columns, require_columns,
+                                          require_frame, require_numeric_columns, resolve_dtype, test_rows)
 
 __all__ = [
     "fillna_with_value", "fillna_with_median", "fillna_with_mean", "fillna_with_mode", "fillna_with_condition",
@@ -96,7 +96,24 @@ def _with_note(df_before: pd.DataFrame, df_after: pd.DataFrame, columns: list[st
     note = f"Filled missing values ({changed})." if changed else "No missing values were filled."
     if left:
         note += " Still missing: " + ", ".join(f"{c}: {n}" for c, n in left.items()) + "."
+    elif not changed:
+        # a no-op "success" that names nothing else kept a real-LLM ReAct trial filling Age 39 times
+        note += " " + _other_gaps(df_after, columns)
     return ToolReturn(df_after, note)
+
+
+def _other_gaps(df: pd.DataFrame, columns: list[str]) -> str:
+    """Where else ``df`` has missing values (at most MAX_LISTED_COLUMNS columns), leaving out a column missing
+    exactly on the test rows: the target's placeholder on a combined frame, which no fill should touch."""
+    test = test_rows(df)
+    counts = df.isna().sum()
+    gaps = [(c, int(n)) for c, n in counts.items() if n and c not in columns
+            and not (test is not None and bool(test.any()) and np.array_equal(df[c].isna().to_numpy(), test))]
+    if not gaps:
+        return "No other column has missing values."
+    shown = ", ".join(f"{c}: {n}" for c, n in gaps[:MAX_LISTED_COLUMNS])
+    more = f" (and {len(gaps) - MAX_LISTED_COLUMNS} more columns)" if len(gaps) > MAX_LISTED_COLUMNS else ""
+    return f"Columns with missing values: {shown}{more}."
 
 
 _NOT_NUMERIC_HINT = "use fillna_with_mode or fillna_with_value for them"
