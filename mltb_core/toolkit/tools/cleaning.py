@@ -87,7 +87,6 @@ def _fill_many(df: pd.DataFrame, fills: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame({col: new.get(col, df[col]) for col in df.columns}, index=df.index)
 
 
-@shared_doc()
 def _with_note(df_before: pd.DataFrame, df_after: pd.DataFrame, columns: list[str]) -> ToolReturn:
     before, after = df_before[columns].isna().sum(), df_after[columns].isna().sum()
     filled = {c: int(before[c] - after[c]) for c in columns}
@@ -122,7 +121,6 @@ _NOT_NUMERIC_HINT = "use fillna_with_mode or fillna_with_value for them"
 _STATISTICS: dict[str, Any] = {"median": pd.Series.median, "mean": pd.Series.mean}
 
 
-@shared_doc()
 def _fill_with_statistic(df: pd.DataFrame, columns: Any, statistic: str, tool: str) -> ToolReturn:
     require_frame(df)
     names = require_numeric_columns(df, columns, tool, _NOT_NUMERIC_HINT)
@@ -132,7 +130,6 @@ def _fill_with_statistic(df: pd.DataFrame, columns: Any, statistic: str, tool: s
     return _with_note(df, _fill_many(df, fills), names)
 
 
-@shared_doc()
 def _conditions(conditions_and_values: Any) -> list[tuple[str, Any]]:
     if isinstance(conditions_and_values, dict):
         return list(conditions_and_values.items())
@@ -501,7 +498,6 @@ def _cast(series: pd.Series, type_name: str) -> pd.Series:
         raise ToolInputError(f"cannot cast column {series.name!r} ({series.dtype}) to {type_name!r}: {exc}") from None
 
 
-@shared_doc()
 def _cast_all(df: pd.DataFrame, mapping: dict[str, str]) -> pd.DataFrame:
     return df.assign(**{str(col): _cast(df[col], type_name) for col, type_name in mapping.items()})
 

@@ -113,12 +113,10 @@ def _is_categorical_like(series: pd.Series) -> bool:
             or isinstance(dtype, pd.CategoricalDtype))
 
 
-@shared_doc()
 def _categorical_columns(df: pd.DataFrame) -> list[str]:
     return [c for c in df.columns if c != TRACKING_COLUMN and _is_categorical_like(df[c])]
 
 
-@shared_doc()
 def _to_datetime(df: pd.DataFrame, column: str) -> pd.Series:
     series = df[column]
     if pd.api.types.is_datetime64_any_dtype(series):
@@ -266,7 +264,6 @@ def create_conditional_feature(df: pd.DataFrame, name: Annotated[str, NewName()]
     return _with_columns(df, {name: values})
 
 
-@shared_doc()
 def _compile_safe_regex(pattern: Any) -> re.Pattern:
     if not isinstance(pattern, str) or not pattern:
         raise ToolInputError(f"'pattern' must be a non-empty regular expression string, got {pattern!r}")
@@ -395,7 +392,6 @@ def split_string_column(df: pd.DataFrame, name_prefix: Annotated[str, NewName()]
     return _with_columns(df, new)
 
 
-@shared_doc()
 def _grouped(df: pd.DataFrame, group_column: str | list[str], agg_column: str, agg_func: str):
     groups = as_column_list(group_column, "group_column")
     if not groups:
@@ -499,7 +495,6 @@ def create_rolling_feature(df: pd.DataFrame, name: Annotated[str, NewName()], so
     return _with_columns(df, {name: rolled})
 
 
-@shared_doc()
 def _shifted(df: pd.DataFrame, name: str, source_column: str, periods: int) -> pd.DataFrame:
     df = require_frame(df)
     require_name(name)
@@ -692,7 +687,6 @@ def _check_one_hot_size(df: pd.DataFrame, columns: list[str], drop_first: bool) 
                              f"{MAX_ONE_HOT_NEW_COLUMNS}). Widest columns: {widest}. Label-encode or drop some.")
 
 
-@shared_doc()
 def _one_hot(df: pd.DataFrame, columns: list[str], drop_first: bool, prefix: Any) -> pd.DataFrame:
     if not columns:
         return df.copy(deep=False)
@@ -709,7 +703,6 @@ def _one_hot(df: pd.DataFrame, columns: list[str], drop_first: bool, prefix: Any
     return pd.get_dummies(df, columns=columns, drop_first=bool(drop_first), prefix=prefix, dtype=np.uint8)
 
 
-@shared_doc()
 def _label_encode(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     with_missing = {c: int(df[c].isna().sum()) for c in columns if df[c].isna().any()}
     if with_missing:
@@ -826,7 +819,6 @@ def encode_all_categorical_columns(df: pd.DataFrame, method: Annotated[str, OneO
 
 
 # ------------------------------------------------------------------ normalizers
-@shared_doc()
 def _normalize(df: pd.DataFrame, columns: list[str], method: str) -> pd.DataFrame:
     require_choice(method, NORMALIZE_METHODS, "method")
     not_numeric = [c for c in columns if not pd.api.types.is_numeric_dtype(df[c]) or pd.api.types.is_bool_dtype(df[c])]
