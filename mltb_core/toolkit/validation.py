@@ -60,8 +60,8 @@ def distinct_shared_rows(a: pd.DataFrame, b: pd.DataFrame) -> int:
     value and dtype, index and column order ignored: a column cast to another dtype counts as other rows, as a
     cast through float64 merged distinct integers past 2**53. Records: at least two columns, and more than half
     of the smaller frame's rows distinct, so label frames and low-cardinality columns, whose rows repeat by
-    nature, never count. A train frame stacked on a grown copy of itself is such a pair, where ``same_data`` sees two frames;
-    stacking train on a subset of it (oversampling) is not, as the subset lacks rows (issue 33)."""
+    nature, never count. A train frame stacked on a grown copy of itself is such a pair, where ``same_data``
+    sees two frames; stacking train on a subset of it (oversampling) is not, as the subset lacks rows (issue 33)."""
     small, large = (a, b) if len(a) <= len(b) else (b, a)
     if (not len(small) or small.shape[1] < 2 or small.columns.has_duplicates or large.columns.has_duplicates
             or set(map(str, small.columns)) != set(map(str, large.columns))):

@@ -331,14 +331,10 @@ def concatenate_dataframes(df1: Annotated[pd.DataFrame, CONVERTIBLE], df2: Annot
     if frames[0].size and same_data(*frames):
         raise ToolInputError(f"df1 and df2 are the same data: concatenating it with itself only repeats its "
                              f"{'rows' if axis == 0 else 'columns'}.{advice}")
-    if axis == 0 and {part, rows_of(frames[1])} == {"train", "test"}:
+    if axis == 0:
         # stacked without the tracking column, the two parts can never be told apart again (a real-LLM ReAct
         # trial on playground stacked train and test this way, then passed the result to concatenate_train_test)
-        train_df, test_df = ("df1", "df2") if part == "train" else ("df2", "df1")
-        raise ToolInputError(f"{train_df} holds train rows and {test_df} test rows: combine them with "
-                             f"concatenate_train_test(train_df=<{train_df}>, test_df=<{test_df}>), which marks each "
-                             f"row's part in '{TRACKING_COLUMN}' so that split_combined_into_train_test can split "
-                             "them again")
+        _refuse_train_test_mix(("df1", frames[0]), ("df2", frames[1]), ": combine them with")
     if axis == 0 and (distinct := distinct_shared_rows(*frames)):
         # a train frame stacked on a grown copy of itself (seen in a real-LLM ReAct trial): not the same data,
         # but the same rows. Stacking a subset on its frame (oversampling) repeats only some rows: allowed
@@ -353,10 +349,10 @@ def concatenate_dataframes(df1: Annotated[pd.DataFrame, CONVERTIBLE], df2: Annot
                                  "drop them first") from None
     if len(frames[0]) != len(frames[1]):
         raise ToolInputError(f"axis=1 needs the same number of rows; df1 has {len(frames[0])}, df2 {len(frames[1])}")
-    if other := rows_of(frames[1]):
-        if part is not None and part != other:
-            raise ToolInputError(f"df1 holds {part} rows and df2 {other} rows: axis=1 pairs rows by position, so each "
-                                 f"{part} row would get the columns of a different {other} row")
+    other = rows_of(frames[1])
+    if part is not None and other is not None and part != other:
+        raise ToolInputError(f"df1 holds {part} rows and df2 {other} rows: axis=1 pairs rows by position, so each "
+                             f"{part} row would get the columns of a different {other} row")
     shared = sorted(set(map(str, frames[0].columns)) & set(map(str, frames[1].columns)))
     if shared:
         raise ToolInputError(f"both DataFrames have column(s) {shared[:10]}; drop or rename them first")
@@ -365,6 +361,18 @@ def concatenate_dataframes(df1: Annotated[pd.DataFrame, CONVERTIBLE], df2: Annot
     # pandas drops when only one input has it, so the row checks still see the part
     rows = part or other
     return mark_rows(out, rows) if rows is not None else out
+
+
+def _refuse_train_test_mix(first: tuple[str, Any], second: tuple[str, Any], lead: str) -> None:
+    """Refuse combining a frame of train rows with one of test rows (``(parameter, frame)`` pairs) other than by
+    concatenate_train_test, which marks each row's part so split_combined_into_train_test can split them again."""
+    rows = {rows_of(first[1]): first[0], rows_of(second[1]): second[0]}
+    if set(rows) == {"train", "test"}:
+        train_df, test_df = rows["train"], rows["test"]
+        raise ToolInputError(f"{train_df} holds train rows and {test_df} test rows{lead} "
+                             f"concatenate_train_test(train_df=<{train_df}>, test_df=<{test_df}>), which marks each "
+                             f"row's part in '{TRACKING_COLUMN}' so that split_combined_into_train_test can split "
+                             "them again")
 
 
 _JOIN_KINDS = {kind: kind for kind in ("inner", "left", "right", "outer", "cross")}   # the model's word -> mltb's
@@ -404,14 +412,9 @@ def join_dataframes(left_df: pd.DataFrame, right_df: pd.DataFrame,
     """
     require_frame(left_df, "left_df")
     require_frame(right_df, "right_df")
-    left_rows, right_rows = rows_of(left_df), rows_of(right_df)
-    if {left_rows, right_rows} == {"train", "test"}:
-        # train and test rows are different rows: a join pairs them by a shared value, or (outer) stacks them
-        # with no column to tell them apart, the mix concatenate_dataframes refuses
-        train_df, test_df = ("left_df", "right_df") if left_rows == "train" else ("right_df", "left_df")
-        raise ToolInputError(f"{train_df} holds train rows and {test_df} test rows, which a join cannot combine: use "
-                             f"concatenate_train_test(train_df=<{train_df}>, test_df=<{test_df}>), which marks each "
-                             f"row's part in '{TRACKING_COLUMN}'")
+    # train and test rows are different rows: a join pairs them by a shared value, or (outer) stacks them with
+    # no column to tell them apart, the mix concatenate_dataframes refuses
+    _refuse_train_test_mix(("left_df", left_df), ("right_df", right_df), ", which a join cannot combine: use")
     how = choose(how, _JOIN_KINDS, "how")
     suffixes = tuple(suffixes)
     if len(suffixes) != 2:
