@@ -53,9 +53,10 @@ def test_stage_comparison_pairs_planners_by_task_and_trial_seed_and_tests_all_pa
     from mltb_core.analysis.stats import clustered_rate_interval
 
     react = clustered_rate_interval([(1, 4), (0, 3)])
-    assert table.rows[0] == ["react", "7", "1 (1–9)", f"1/7 [{react.low:.2f}, {react.high:.2f}]"]
+    assert table.rows[0] == ["react", "7", "1 (1–9)", f"1/7 {react.bounds(2)}"]
     assert react.high > 0.58                      # wider than the pooled Clopper-Pearson [0.00, 0.58]
-    assert table.rows[2] == ["mcts_shaped", "6", "9 (9–9)", "6/6 [0.54, 1.00]"]     # 0 or 1: exact, pooled
+    # a rate of 1: the 2 tasks are the units (Clopper-Pearson 2/2: 0.158, rounded down), not the 6 trials [0.54, 1]
+    assert table.rows[2] == ["mcts_shaped", "6", "9 (9–9)", "6/6 [0.15, 1.00]"]
     expected = ss.friedmanchisquare(*[stages[p] for p in ("lats", "mcts_shaped", "react")])
     assert "Friedman test over 6 blocks (task, trial seed) × 3 planners" in text
     assert f"χ² = {expected.statistic:.2f}, p = {expected.pvalue:.3g}" in text
@@ -122,6 +123,7 @@ def test_trajectory_findings_count_what_the_trials_did_and_name_a_missing_trajec
                         expansion(read, None, None),
                         {"step_type": "reward_feedback", "shown_to_model": True},
                         {"step_type": "reward_feedback", "shown_to_model": True}],
+        "hierarchical_mcts": [start, propose(), call("predict_target")],     # stage 9, predicted, never saved
     }
     recs = []
     for planner, steps in trials.items():
@@ -129,12 +131,16 @@ def test_trajectory_findings_count_what_the_trials_did_and_name_a_missing_trajec
         path.write_text("".join(json.dumps(s) + "\n" for s in steps))
         recs.append(TrialRecord(task="spaceship-titanic", planner=planner, model="local", trial=0, seed=0,
                                 config_hash="h", outcome=Outcome.PLANNER_FAILURE, valid=False,
-                                stage_reached=9 if planner == "mcts_shaped" else 1, trajectory=str(path)))
+                                stage_reached=9 if "mcts" in planner else 1, trajectory=str(path)))
     recs.append(TrialRecord(task="spaceship-titanic", planner="react", model="local", trial=1, seed=1,
                             config_hash="h", outcome=Outcome.PLANNER_FAILURE, valid=False, stage_reached=1,
                             trajectory=str(tmp_path / "gone.jsonl")))
     (text,) = build("trajectories", recs)
-    assert "trajectories of 3 of the 4 counted trials" in text and "react on spaceship-titanic, trial 1" in text
+    assert "trajectories of 4 of the 5 counted trials" in text and "react on spaceship-titanic, trial 1" in text
+    # one of the two stage-9 trials saved a frame: the names it saved are that trial's, not both trials'
+    assert ("2 trial(s) fitted a model (stage 9) without a valid submission; 2 of them predicted with "
+            "`predict_target`, 0 turned predictions into a frame with `convert_to_dataframe`, 1 called "
+            "`save_dataframe_to_csv` (saving pred\\|\\<b\\>: names the model chose) and 1 never did.") in text
     assert "read in 1 of 2 evaluations (1 trials)" in text and "same 60-call budget: 2 of each LATS" in text
     assert "spaceship-titanic trial 0: 1 of 3, prompt +" in text            # ReAct read train.csv twice
     assert "2 trial(s) ended at stage 1" in text and "1 of them never called `read_data` on the test" in text

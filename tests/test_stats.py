@@ -241,7 +241,9 @@ def test_friedman_permutation_p_matches_the_exact_permutation_distribution():
 
     from mltb_core.analysis.ranking import friedman_text
 
-    assert f"permutation p = {result.permutation_p:.3g} (20,000 shuffles" in friedman_text(result, {})[0]
+    error = (result.permutation_p * (1 - result.permutation_p) / 20_000) ** 0.5
+    assert (f"permutation p ≈ {result.permutation_p:.2g} (20,000 shuffles of the ranks within each block, Monte "
+            f"Carlo standard error {error:.1g}; valid") in friedman_text(result, {})[0]
     ordered = friedman_test({f"t{i}": {"a": 3, "b": 2, "c": 1} for i in range(10)})   # exact p = 6 / 6**10
     assert ordered.permutation_p == 1 / 20_001
     assert ("permutation p ≤ 5e-05 (none of 20,000 shuffles of the ranks within each block reached the observed "
@@ -261,6 +263,66 @@ def test_friedman_uses_scipy_and_holm_is_monotone():
     adjusted = holm({"x": 0.01, "y": 0.04, "z": 0.03})
     assert adjusted == pytest.approx({"x": 0.03, "z": 0.06, "y": 0.06})
     assert friedman_test({"t": {"a": 1.0, "b": 0.0}}).statistic is None   # 2 planners: ranks only
+
+
+def test_interval_ends_are_rounded_outward_and_never_onto_a_rate_end_they_do_not_reach():
+    from mltb_core.analysis.stats import CI, rate_interval
+
+    assert rate_interval(0, 1).format() == "0.00 [0.00, 0.98]"        # 0.975: not 0.97, which covers less
+    assert rate_interval(1, 1).format() == "1.00 [0.02, 1.00]"        # 0.025
+    assert rate_interval(1, 3).format() == "0.33 [0.008, 0.91]"       # 0.0084: 0.00 would say it reaches 0
+    assert rate_interval(2, 3).format() == "0.67 [0.09, 0.992]"       # 0.9916: 1.00 would say it reaches 1
+    assert CI(0.3, 0.3, 0.7, 3).format() == "0.30 [0.30, 0.70]"       # exact decimals stay as they are
+    assert CI(-0.1, -0.25, 0.051, 3).format(signed=True) == "-0.10 [-0.25, +0.06]"
+    assert CI(0.5, None, None, 2).format() == "0.50 [–]" and CI(None, None, None, 0).format() == "n/a"
+
+
+def test_an_ordinal_measure_gets_the_sign_test_and_too_few_blocks_are_said_to_be_too_few():
+    """The stage reached is ordinal: the per-pair post-hoc counts the blocks each planner reached further in
+    (exact sign test), never the sizes of the stage differences (Wilcoxon). With 5 blocks no pair can reach
+    α after Holm over 3 pairs (0.0625 × 3): the text says no pair *can* differ."""
+    from scipy import stats as ss
+
+    from mltb_core.analysis.ranking import friedman_text
+    from mltb_core.analysis.stats import friedman_test
+
+    # a ahead of b in 7 of 8 blocks by 1 stage, behind once by 8: the sign test sees 7:1, Wilcoxon the sizes
+    scores = {f"t{i}": {"a": 9.0, "b": 8.0, "c": 1.0} for i in range(7)} | {"t7": {"a": 1.0, "b": 9.0, "c": 0.0}}
+    ordinal, interval = friedman_test(scores, ordinal=True), friedman_test(scores)
+    assert ordinal.posthoc_test == "sign" and interval.posthoc_test == "wilcoxon"
+    # Holm: a-c and b-c (8:0, p = 2/256) step down first, so a-b (the largest p) keeps its raw sign-test p
+    assert ordinal.posthoc[("a", "b")] == pytest.approx(ss.binomtest(7, 8).pvalue) == pytest.approx(0.0703125)
+    assert interval.posthoc[("a", "b")] == pytest.approx(ss.wilcoxon([1.0] * 7 + [-8.0]).pvalue)
+    assert interval.posthoc[("a", "b")] > 3 * ordinal.posthoc[("a", "b")]      # the one large loss weighs there
+    assert "exact sign test per pair" in friedman_text(ordinal, {})[1]
+    assert "Wilcoxon signed-rank per pair" in friedman_text(interval, {})[1]
+    few = friedman_test({f"t{i}": {"a": 3.0, "b": 2.0, "c": 1.0} for i in range(5)}, ordinal=True)
+    text = friedman_text(few, {}, blocks="blocks")[1]
+    assert "no pair can differ at α = 0.05 with 5 blocks" in text and "0.0625, 0.188 after Holm" in text
+    assert "Nemenyi" not in " ".join(friedman_text(few, {}))      # no diagram, no critical difference
+
+
+def test_the_cd_diagram_text_names_the_pairs_beyond_the_critical_difference():
+    from mltb_core.analysis.ranking import friedman_text
+    from mltb_core.analysis.stats import friedman_test
+
+    result = friedman_test({f"t{i}": {"a": 3.0, "b": 2.0, "c": 1.0} for i in range(10)})
+    assert 1.0 < result.critical_difference < 2.0            # mean ranks 1, 2, 3: only a-c lies beyond it
+    assert result.beyond_critical_difference() == [("a", "c")]
+    text = friedman_text(result, {}, diagram=True)[0]
+    assert (f"Nemenyi critical difference at α = 0.05: {result.critical_difference:.2f}; mean ranks further apart "
+            "than it: a vs c (") in text
+    assert "Nemenyi" not in " ".join(friedman_text(result, {}))     # no diagram beside the text
+
+
+def test_a_partial_report_withholds_the_p_values():
+    from mltb_core.analysis.ranking import friedman_text
+    from mltb_core.analysis.stats import friedman_test
+
+    result = friedman_test({f"t{i}": {"a": 3.0, "b": 2.0, "c": 1.0} for i in range(6)})
+    lines = friedman_text(result, {}, interim="the run is PARTIAL")
+    assert len(lines) == 1 and "withheld, the run is PARTIAL" in lines[0] and "a 1.00, b 2.00, c 3.00" in lines[0]
+    assert "p =" not in lines[0] and "permutation" not in lines[0] and "Post-hoc" not in lines[0]
 
 
 def test_ranking_section_has_pass_at_k_rating_and_a_cd_diagram():
@@ -283,7 +345,7 @@ def test_ranking_section_has_pass_at_k_rating_and_a_cd_diagram():
     assert "![critical-difference diagram](cd.svg)" in text and figure.lstrip().startswith("<?xml")
     assert "| t1     | agent_k   |   3 | 2/3" in text            # medals only on the task with a board
     # a medal rate gets the exact interval every other rate gets (Wilson's 2/3 → [0.21, 0.94] is narrower)
-    assert "| 2/3 0.67 [0.09, 0.99] " in text and "[0.21, 0.94]" not in text
+    assert "| 2/3 0.67 [0.09, 0.992] " in text and "[0.21, 0.94]" not in text
     html = markdown_to_html(text)     # the report's HTML shows the same section (sections.py: ranking)
     assert "<h4>Rating</h4>" in html and "<td>agent_k</td>" in html   # one level under the section
 
@@ -306,9 +368,13 @@ def test_a_rate_pooled_over_tasks_counts_tasks_as_the_units():
     clustered = clustered_rate_interval([(3, 3), (3, 3), (0, 3)])
     assert clustered.estimate == pytest.approx(6 / 9) and clustered.n == 9
     assert clustered.low < 0.01 and clustered.high > 0.99
-    # a pooled rate of 0 or 1 has no between-task spread to estimate: the plain exact interval, never zero width
-    assert clustered_rate_interval([(0, 3)] * 3) == rate_interval(0, 9)
-    assert clustered_rate_interval([(3, 3)] * 3).low == pytest.approx(rate_interval(9, 9).low)
+    # a pooled rate of 0 or 1 has no between-task spread to estimate: its open end counts the 3 tasks, not the 9
+    # trials (tasks that are all-or-nothing would otherwise be read as 9 independent draws), never zero width
+    none = clustered_rate_interval([(0, 3)] * 3)
+    assert (none.estimate, none.low, none.n) == (0.0, 0.0, 9)
+    assert none.high == pytest.approx(rate_interval(0, 3).high) and none.high > rate_interval(0, 9).high
+    every = clustered_rate_interval([(3, 3), (2, 2), (1, 1)])
+    assert (every.estimate, every.high, every.n) == (1.0, 1.0, 6) and every.low == pytest.approx(rate_interval(3, 3).low)
     # one task: nothing to cluster
     assert clustered_rate_interval([(2, 5)]) == rate_interval(2, 5)
     # tasks that agree still widen it (3 tasks cannot show that they agree), but less than tasks that disagree

@@ -91,7 +91,7 @@ def trial(task, planner, i, valid, percentile=None, samples=None, note=None, lea
 
 def test_two_of_two_valid_shows_an_exact_interval_and_n():
     table = consistency_table([trial("t", "react", 0, True, 50.0), trial("t", "react", 1, True, 60.0)])[0]
-    assert table.rows[0][1] == "2/2 1.00 [0.16, 1.00]"     # Clopper-Pearson: 0.025 ** (1/2) = 0.158
+    assert table.rows[0][1] == "2/2 1.00 [0.15, 1.00]"     # Clopper-Pearson: 0.025 ** (1/2) = 0.158, rounded down
     overall = next(row for row in table.rows if row[0].startswith("overall"))
     # one task: no interval of a median over tasks, and the row says why
     assert overall[0].startswith("overall: median over tasks") and overall[1] == "1.00 [–] (k=1 < 6 of 1)"
@@ -223,6 +223,9 @@ def test_tool_calls_tokens_and_seconds_stand_beside_llm_calls_and_unmatched_tool
         r.tokens_in, r.tokens_out, r.wall_seconds = 1000, 100, 2.0
     cells = dict(zip(consistency_table(records)[0].headers, consistency_table(records)[0].rows[0]))
     assert cells["automind"].endswith("‡") and not cells["react"].endswith("‡")
+    percentile = percentile_table(records)[0]      # the same cell marks in the percentile table
+    assert dict(zip(percentile.headers, percentile.rows[0]))["automind"].endswith("‡")
+    assert not dict(zip(percentile.headers, percentile.rows[0]))["react"].endswith("‡")
     for table in consistency_table(records) + normalized_table(records):
         per_trial = {row[0]: dict(zip(table.headers, row)) for row in table.rows}
         names = list(per_trial)
@@ -250,3 +253,16 @@ def test_a_sim_ordering_states_the_policy_rates_that_can_order_planners():
     for r in records:
         r.model, r.synthetic = "gpt-4o", False
     assert not any(n.startswith("sim's rates") for t in consistency_table(records) for n in t.notes)
+
+
+def test_pass_at_k_cells_show_c_and_n_and_only_the_k_some_cell_reaches():
+    from mltb_core.analysis.tables import pass_at_k_table
+
+    records = [trial("t", "react", i, i == 0, 50.0) for i in range(3)] + [trial("t", "lats", 0, True, 50.0)]
+    (table,) = pass_at_k_table(records)
+    assert table.title.startswith("pass@1/@3 per task")          # no cell has 10 trials: no @10 column of '-'
+    cells = dict(zip(table.headers, table.rows[0]))
+    assert cells["react"] == "1/3: 0.33 / 1.00" and cells["lats"] == "1/1: 1.00 / -"
+    many = [trial("t", "react", i, i < 4, 50.0) for i in range(10)]
+    (table,) = pass_at_k_table(many)
+    assert table.title.startswith("pass@1/@3/@10") and table.rows[0][1] == "4/10: 0.40 / 0.83 / 1.00"

@@ -432,10 +432,7 @@ class Comparison:
                 return "paired" if d.paired else "unpaired"
             return "paired: median of differences" if d.paired else "unpaired: shift (Hodges-Lehmann)"
         rows = [[d.cell, d.metric, num(d.baseline, d.n_baseline), num(d.current, d.n_current),
-                 "n/a" if d.change.estimate is None else ("{:+.2f} [–]".format(d.change.estimate)
-                                                          if not d.change.has_interval else
-                                                          f"{d.change.estimate:+.2f} [{d.change.low:+.2f}, "
-                                                          f"{d.change.high:+.2f}]"),
+                 d.change.format(2, signed=True),
                  test(d), "" if d.threshold is None else f"-{d.threshold:g}", d.verdict]
                 for d in self.deltas]
         level = f"{self.level:.4g}".rstrip("0")
@@ -454,8 +451,7 @@ class Comparison:
             lines.append("new (no baseline): " + ", ".join(self.only_in_current))
         if self.failed:
             lines.append(f"FAILED: {len(self.regressions)} regression(s) beyond noise: "
-                         + "; ".join(f"{d.cell} {d.metric} {d.change.estimate:+.2f} "
-                                     f"[{d.change.low:+.2f}, {d.change.high:+.2f}]: a drop is shown and one beyond "
+                         + "; ".join(f"{d.cell} {d.metric} {d.change.format(2, signed=True)}: a drop is shown and one beyond "
                                      f"-{d.threshold:g} is not excluded" for d in self.regressions))
         gated = [d for d in self.deltas if d.threshold is not None and d.change.estimate is not None and not d.combined]
         if self.unchanged:

@@ -112,13 +112,16 @@ def trajectory_findings(recs: list) -> list[str]:
     fitted = [(rec, _calls(steps)) for rec, steps in have if rec.stage_reached >= modeling and not rec.valid]
     if fitted:
         names = [{c["tool_name"] for c in calls} for _, calls in fitted]
-        saved = sorted({c.get("tool_args", {}).get("bindings", {}).get("df", "?") for _, calls in fitted
-                        for c in calls if c["tool_name"] == "save_dataframe_to_csv"})
+        saves = [[c.get("tool_args", {}).get("bindings", {}).get("df", "?") for c in calls
+                  if c["tool_name"] == "save_dataframe_to_csv"] for _, calls in fitted]
+        saved = sorted({frame for frames in saves for frame in frames})
+        savers = sum(bool(frames) for frames in saves)
         lines.append(f"- {len(fitted)} trial(s) fitted a model (stage {modeling}) without a valid submission; "
                      f"{sum('predict_target' in n for n in names)} of them predicted with `predict_target`, "
                      f"{sum('convert_to_dataframe' in n for n in names)} turned predictions into a frame with "
-                     f"`convert_to_dataframe`, and the frames they saved as the submission were "
-                     f"{', '.join(markdown_text(s) for s in saved) or 'none'} (names the model chose). The paper's "
+                     f"`convert_to_dataframe`, {savers} called `save_dataframe_to_csv`"
+                     + (f" (saving {', '.join(markdown_text(s) for s in saved)}: names the model chose)" if saved else "")
+                     + f" and {len(fitted) - savers} never did. The paper's "
                      "toolset has no `create_submission` (the extended toolset's attaches the ids in one call), so "
                      "the file is assembled by hand: `get_features` for the ids, `convert_to_dataframe` for the "
                      "predictions, `concatenate_dataframes` with `axis=1`, then `save_dataframe_to_csv`.")

@@ -6,6 +6,7 @@ section (sections.py) shows it, in HTML through :func:`mltb_core.analysis.safety
 """
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 
@@ -14,12 +15,12 @@ from tabulate import tabulate
 from mltb_core.analysis.plots import figure_svg, pyplot
 from mltb_core.analysis.results import TrialRecord, counted_records, quality_value
 from mltb_core.analysis.tables import policy_assumptions
-from mltb_core.analysis.stats import (MIN_TASKS_FOR_RATING_CI, PASS_AT_K, FriedmanResult, Rating,
+from mltb_core.analysis.stats import (MIN_TASKS_FOR_RATING_CI, PASS_AT_K, POSTHOC_TESTS, FriedmanResult, Rating,
                                       bradley_terry_ratings, friedman_test,
                                       pass_at_k, rate_interval)
 
 __all__ = ["task_scores", "task_trials", "medal_rows", "pass_at_k_rows", "cd_diagram_svg", "ranking_markdown",
-           "entry_key", "friedman_text", "stage_blocks"]
+           "entry_key", "friedman_text", "stage_blocks", "block_task"]
 
 MEDALS = ("gold", "silver", "bronze")
 
@@ -145,30 +146,50 @@ def cd_diagram_svg(result: FriedmanResult, names: dict[str, str] | None = None) 
 
 
 def friedman_text(result: FriedmanResult, names: dict[str, str], blocks: str = "task(s)",
-                  measure: str = "the per-task normalized scores") -> list[str]:
+                  measure: str = "the per-task normalized scores", diagram: bool = False,
+                  interim: str | None = None) -> list[str]:
     """The Friedman test and its post-hoc in words. ``blocks`` names what :func:`friedman_test` blocked on (its
-    ``tasks``) and ``measure`` what was ranked within each block."""
+    ``tasks``) and ``measure`` what was ranked within each block. ``diagram``: a CD diagram is shown beside the
+    text, so Nemenyi's critical difference and the pairs beyond it are named. ``interim``: why no p-value is
+    printed (an unfinished run: each partial report is another look at the same question), only mean ranks."""
     n, k = len(result.tasks), len(result.planners)
     if result.statistic is None:
         return [f"Friedman test: not run (needs ≥ 3 planners and ≥ 2 {blocks} where all have a score; have {k} "
                 f"and {n})."]
     ranks = ", ".join(f"{names.get(p, p)} {r:.2f}" for p, r in sorted(result.mean_ranks.items(), key=lambda kv: kv[1]))
+    if interim is not None:
+        return [f"Friedman test over {n} {blocks} × {k} planners on {measure}: withheld, {interim}. Mean ranks "
+                f"(1 = best; descriptive only, no test): {ranks}."]
+    permuted = 1.0 if result.permutation_p is None else result.permutation_p   # set whenever the statistic is
     floor = 1 / (result.permutations + 1)
-    at_floor = result.permutation_p is not None and result.permutation_p <= floor * (1 + 1e-9)
-    perm_p = f"≤ {floor:.2g}" if at_floor else f"= {result.permutation_p:.3g}"
+    at_floor = permuted <= floor * (1 + 1e-9)
+    # a Monte Carlo p: its standard error says how far another seed's shuffles would move it
+    error = math.sqrt(permuted * (1 - permuted) / max(result.permutations, 1))
+    perm_p = f"≤ {floor:.2g}" if at_floor else f"≈ {permuted:.2g}"
     shuffles = (f"none of {result.permutations:,} shuffles of the ranks within each block reached the observed "
-                f"statistic" if at_floor else f"{result.permutations:,} shuffles of the ranks within each block")
+                f"statistic" if at_floor else f"{result.permutations:,} shuffles of the ranks within each block, "
+                f"Monte Carlo standard error {error:.1g}")
     sig = result.significant_pairs()
     pairs = "; ".join(f"{names.get(a, a)} vs {names.get(b, b)} (p={result.posthoc[(a, b)]:.3f})" for a, b in sig)
-    return [f"Friedman test over {n} {blocks} × {k} planners (scipy.stats.friedmanchisquare on {measure}): "
-            f"χ² = {result.statistic:.2f}, p = {result.p_value:.3g} (the χ² approximation); permutation p "
-            f"{perm_p} ({shuffles}; valid however few the blocks). Mean ranks (1 = best): "
-            f"{ranks}. Nemenyi critical difference at α = {result.alpha}: {result.critical_difference:.2f}.",
-            "Post-hoc: Wilcoxon signed-rank per pair (scipy.stats.wilcoxon), Holm-adjusted: "
-            + (f"pairs differing at α = {result.alpha}: {pairs}." if sig else
-               f"no pair differs at α = {result.alpha}" + (f" (with {n} {blocks} the smallest possible two-sided "
-                                                           "Wilcoxon p is "
-                                                           f"{2 / 2 ** n:.3f} before adjustment)." if n < 10 else "."))]
+    lines = [f"Friedman test over {n} {blocks} × {k} planners (scipy.stats.friedmanchisquare on {measure}): "
+             f"χ² = {result.statistic:.2f}, p = {result.p_value:.3g} (the χ² approximation); permutation p "
+             f"{perm_p} ({shuffles}; valid however few the blocks). Mean ranks (1 = best): {ranks}."]
+    if diagram and result.critical_difference is not None:
+        beyond = result.beyond_critical_difference()
+        lines[0] += (f" The diagram's Nemenyi critical difference at α = {result.alpha}: "
+                     f"{result.critical_difference:.2f}; mean ranks further apart than it: "
+                     + ("; ".join(f"{names.get(a, a)} vs {names.get(b, b)}" for a, b in beyond) if beyond else "none")
+                     + " (Nemenyi's test compares mean ranks, which depend on every other planner in the table; "
+                       "the post-hoc below compares each pair on its own blocks, and the two can disagree).")
+    tail = f"pairs differing at α = {result.alpha}: {pairs}." if sig else f"no pair differs at α = {result.alpha}."
+    smallest = 2 / 2 ** n    # every block in favour of one planner (exact two-sided; sign test and Wilcoxon alike)
+    adjusted = min(1.0, len(result.posthoc) * smallest)    # the first step of Holm's adjustment
+    if not sig and adjusted >= result.alpha:
+        tail = (f"no pair can differ at α = {result.alpha} with {n} {blocks}: the smallest possible two-sided p "
+                f"of one pair is {smallest:.3g}, {adjusted:.3g} after Holm's adjustment over {len(result.posthoc)} "
+                "pairs.")
+    lines.append(f"Post-hoc: {POSTHOC_TESTS[result.posthoc_test]}, Holm-adjusted: {tail}")
+    return lines
 
 
 def stage_blocks(records: Iterable[TrialRecord], key: Callable[[TrialRecord], str]) -> dict[str, dict[str, float]]:
@@ -177,8 +198,16 @@ def stage_blocks(records: Iterable[TrialRecord], key: Callable[[TrialRecord], st
     stream: a paired design, for :func:`friedman_test`, whose "tasks" these blocks are."""
     blocks: dict[str, dict[str, float]] = defaultdict(dict)
     for record in counted_records(records):
-        blocks[f"{record.task} #{record.trial}"][key(record)] = float(record.stage_reached)
+        blocks[f"{record.task}{_BLOCK_TRIAL}{record.trial}"][key(record)] = float(record.stage_reached)
     return dict(blocks)
+
+
+_BLOCK_TRIAL = " #"   # a stage block's name: "<task> #<trial>"
+
+
+def block_task(block: str) -> str:
+    """The task of a block of :func:`stage_blocks`."""
+    return block.rsplit(_BLOCK_TRIAL, 1)[0]
 
 
 def _sections(records: list[TrialRecord], key, seed: int, names: dict[str, str]):
@@ -203,8 +232,10 @@ RATING_NOTE = ("Bradley-Terry rating on the Elo scale (400 points = 10:1 odds; m
 
 
 def ranking_markdown(records: Iterable[TrialRecord], key: Callable[[TrialRecord], str] | None = None, seed: int = 0,
-                     names: dict[str, str] | None = None, cd_link: str | None = None) -> tuple[str, str | None]:
-    """The ranking section in markdown, and the CD diagram as SVG text (None when it cannot be drawn)."""
+                     names: dict[str, str] | None = None, cd_link: str | None = None,
+                     interim: str | None = None) -> tuple[str, str | None]:
+    """The ranking section in markdown, and the CD diagram as SVG text (None when it cannot be drawn);
+    ``interim``: why the Friedman test's p-values are withheld (:func:`friedman_text`)."""
     records = counted_records(records)
     key = key or entry_key(records)
     names = names or {}
@@ -226,8 +257,10 @@ def ranking_markdown(records: Iterable[TrialRecord], key: Callable[[TrialRecord]
     lines += ["", "### Rating", "", RATING_NOTE, ""]
     lines += [tabulate(_rating_rows(ratings, names), headers=["planner", "rating", "simultaneous 95 % CI", "wins/games"],
                        tablefmt="github")] if ratings else ["No scores to rate."]
-    lines += ["", "### Friedman test and critical-difference diagram", ""] + friedman_text(result, names)
     figure = cd_diagram_svg(result, names)
-    if figure is not None and cd_link:
+    shown = figure is not None and cd_link is not None
+    lines += ["", "### Friedman test and critical-difference diagram", ""] + friedman_text(result, names, diagram=shown,
+                                                                                          interim=interim)
+    if shown:
         lines += ["", f"![critical-difference diagram]({cd_link})"]
     return "\n".join(lines), figure

@@ -440,11 +440,12 @@ def markdown_report(run_dirs: Sequence[Path | str], *, command: str, title: str 
     read by the ``sensitivity`` section alone (every other section reads ``run_dirs``)."""
     records = load_runs([Path(d) for d in run_dirs])
     sections = pick_sections(None) if sections is None else sections
-    ctx = SectionContext(records=records, seed=seed, run_dirs=[Path(d) for d in run_dirs],
-                         markdown_path=markdown_path,
-                         sensitivity=load_runs([Path(sensitivity)]) if sensitivity is not None else [])
     counted = len(counted_records(records))
     partial = expect_trials is not None and counted < expect_trials
+    ctx = SectionContext(records=records, seed=seed, run_dirs=[Path(d) for d in run_dirs],
+                         markdown_path=markdown_path,
+                         sensitivity=load_runs([Path(sensitivity)]) if sensitivity is not None else [],
+                         partial=partial)
     lines = [f"# {title}" + (f" — {PARTIAL}" if partial else ""), "",
              f"Written by `{command}` from the trial records in {', '.join(f'`{d}`' for d in run_dirs)}; the same "
              "command rewrites it (every figure below comes from those records).", ""]

@@ -43,6 +43,19 @@ class SectionContext:
     figures: dict[str, str] = field(default_factory=dict)   # file name -> SVG text a section wants written
     sensitivity: list[TrialRecord] = field(default_factory=list)   # a sensitivity run's records (`--sensitivity`):
     # several models on the same items, read by the sensitivity section alone
+    partial: bool = False   # fewer trials than planned so far: tests that would read a p-value are withheld (INTERIM)
+
+    @property
+    def interim(self) -> str | None:
+        """Why a section prints no p-value now (None: it may)."""
+        return INTERIM if self.partial else None
+
+
+# A partial report is rewritten as trials arrive: each version is one more look at the same question, and a
+# p-value read at every look no longer holds its level; its blocks are also unbalanced across tasks until a
+# round completes. So a PARTIAL report gives mean ranks only.
+INTERIM = ("the run is PARTIAL (each partial report is another look at the same question, so a p-value read now "
+           "would not hold its level; the test runs once every planned trial is recorded)")
 
 
 @dataclass(frozen=True)
@@ -127,7 +140,7 @@ def _ranking(ctx: SectionContext) -> list[Block]:
     if len({r.planner for r in counted}) < 2:
         return []
     link = f"{ctx.markdown_path.stem}-cd.svg" if ctx.markdown_path is not None else None
-    text, figure = ranking_markdown(counted, seed=ctx.seed, cd_link=link)
+    text, figure = ranking_markdown(counted, seed=ctx.seed, cd_link=link, interim=ctx.interim)
     if figure is not None and link is not None:
         ctx.figures[link] = figure
     return [text.split("\n", 2)[2].strip()]     # its own "## Ranking across tasks" heading is the section's
@@ -207,7 +220,7 @@ def _stop_kinds(ctx: SectionContext) -> list[Block]:
 
 
 def _stage_comparison(ctx: SectionContext) -> list[Block]:
-    from mltb_core.analysis.ranking import friedman_text, stage_blocks
+    from mltb_core.analysis.ranking import block_task, friedman_text, stage_blocks
     from mltb_core.analysis.stats import clustered_rate_interval, friedman_test
     from mltb_core.bench.stages import stage_index
 
@@ -226,22 +239,29 @@ def _stage_comparison(ctx: SectionContext) -> list[Block]:
                      sum(r.task == task for r in mine)) for task in sorted({r.task for r in mine})]
         ci = clustered_rate_interval(per_task)
         rows.append([planner, str(len(stages)), f"{statistics.median(stages):g} ({min(stages)}–{max(stages)})",
-                     f"{fitted}/{len(stages)} [{ci.low:.2f}, {ci.high:.2f}]"])
+                     f"{fitted}/{len(stages)} {ci.bounds(2)}"])
     table = Table("stage_comparison", "Stage reached per planner",
                   ["planner", "trials", "stage reached (median, min–max)",
                    f"fitted a model (stage ≥ {modeling}) [95 % CI]"], rows,
-                  notes=["interval: cluster-aware exact interval (Korn-Graubard) with the tasks as units, since trials of "
-                         "one task share its data; exact Clopper-Pearson when there is one task or the rate is 0 or 1; "
-                         "with 3 tasks of 3 trials it covers 0.945 to 0.995 depending on how much the tasks differ "
-                         "(docs/statistics.md)"])
+                  notes=["stage and rate: over the planner's trials pooled, so a task with more trials weighs more "
+                         "(the tasks weigh alike once every cell has its planned trials)",
+                         "interval: cluster-aware exact interval (Korn-Graubard) with the tasks as units, since trials of "
+                         "one task share its data; at a rate of 0 or 1, exact Clopper-Pearson over the tasks (all "
+                         "failed, or all succeeded), and over the trials when there is one task; with 3 tasks of 3 "
+                         "trials it covers at least 0.998 however much the tasks differ (docs/statistics.md), "
+                         "conservative since 3 tasks cannot show how much they differ; each planner's interval holds "
+                         "on its own, not jointly with the others'"])
     blocks = stage_blocks(counted, lambda r: r.planner)
-    result = friedman_test(blocks)
+    result = friedman_test(blocks, ordinal=True)
+    blocks_per_task = Counter(block_task(block) for block in result.tasks)
     prose = "\n".join([
         *friedman_text(result, {}, blocks="blocks (task, trial seed)",
-                       measure="the stage each trial reached, ties sharing a rank"), "",
+                       measure="the stage each trial reached, ties sharing a rank", interim=ctx.interim), "",
         f"- Blocks: {len(result.tasks)} of the {len(blocks)} (task, trial) pairs recorded have a trial of every "
-        "planner; only those enter the test. Every trial of a task uses the same data split, and a trial's seed "
-        "depends on its index alone, so the planners of a block also share the sampler's seed stream.",
+        "planner; only those enter the test ("
+        + ", ".join(f"{task} {count}" for task, count in sorted(blocks_per_task.items()))
+        + "; a task with more blocks weighs more). Every trial of a task uses the same data split, and a trial's "
+        "seed depends on its index alone, so the planners of a block also share the sampler's seed stream.",
         "- What it covers: these tasks and this model; with so few tasks it says nothing about tasks in general. "
         "The stage is ordinal (stage 9 is not 'three times' stage 3), so only ranks within a block count."])
     return [table, prose]
@@ -263,7 +283,7 @@ def _sensitivity(ctx: SectionContext) -> list[Block]:
     items = set.intersection(*({(r.task, r.trial) for r in counted if r.model == m} for m in models))
     runs = [[r for r in counted if r.model == m and (r.task, r.trial) in items] for m in models]
     planners = sorted({r.planner for r in counted}, key=planner_rank)
-    results = [friedman_test(stage_blocks(run, lambda r: r.planner)) for run in runs]
+    results = [friedman_test(stage_blocks(run, lambda r: r.planner), ordinal=True) for run in runs]
     def ordering(result: Any) -> list[str]:
         return sorted(planners, key=lambda p: (result.mean_ranks.get(p, float("inf")), planner_rank(p)))
 
@@ -291,7 +311,8 @@ def _sensitivity(ctx: SectionContext) -> list[Block]:
     for model, res in zip(models, results):
         if res.statistic is not None:
             prose += [f"**{markdown(model)}.** " + " ".join(friedman_text(res, {}, blocks="blocks (task, trial seed)",
-                                                                            measure="the stage each trial reached")),
+                                                                            measure="the stage each trial reached",
+                                                                            interim=ctx.interim)),
                       ""]
     return [Table("sensitivity", "Each planner under each model of the sensitivity run", headers, rows,
                   notes=notes), "\n".join(prose).strip()]

@@ -38,7 +38,7 @@ __all__ = ["CI", "containing", "bootstrap_ci", "rate_interval", "median_interval
            "paired_proportion_diff_ci", "TrialSample", "RateSample", "clustered_ci", "z_value",
            "trials_needed_for_rate_drop", "median_standard_error", "cluster_sign_flip", "t_interval", "trials_needed_for_rate_gate", "rate_gate_probabilities", "powered_half_width", "POWER", "MIN_TRIALS_FOR_MEDIAN_CI",
            "DEFAULT_LEVEL", "DEFAULT_RESAMPLES", "PASS_AT_K", "pass_at_k", "Rating", "pairwise_outcomes",
-           "bradley_terry_ratings", "MIN_TASKS_FOR_RATING_CI", "FriedmanResult", "friedman_test", "friedman_permutation_p", "holm",
+           "bradley_terry_ratings", "MIN_TASKS_FOR_RATING_CI", "FriedmanResult", "POSTHOC_TESTS", "friedman_test", "friedman_permutation_p", "holm",
            "FRIEDMAN_PERMUTATIONS", "family_level", "sign_test_p", "median_change", "clustered_rate_interval",
            "shift_interval", "shift_rank", "min_n_for_shift_ci"]
 
@@ -92,13 +92,43 @@ class CI:
     def half_width(self) -> float | None:
         return None if not self.has_interval else (self.high - self.low) / 2.0
 
-    def format(self, digits: int = 2) -> str:
-        """``0.60 [0.40, 0.80]``; ``0.60 [–]`` without an interval; ``n/a`` for an empty sample."""
+    def format(self, digits: int = 2, signed: bool = False) -> str:
+        """``0.60 [0.40, 0.80]`` (``signed``: ``+0.60 [+0.40, +0.80]``); ``0.60 [–]`` without an interval; ``n/a``
+        for an empty sample. The bounds are rounded outward, so a printed interval never covers less than the
+        computed one (0/1 trials: [0.00, 0.98], not [0.00, 0.97])."""
         if self.estimate is None:
             return "n/a"
+        sign = "+" if signed else ""
+        estimate = f"{self.estimate:{sign}.{digits}f}"
         if not self.has_interval:
-            return f"{self.estimate:.{digits}f} [–]"
-        return f"{self.estimate:.{digits}f} [{self.low:.{digits}f}, {self.high:.{digits}f}]"
+            return f"{estimate} [–]"
+        return f"{estimate} {self.bounds(digits, signed)}"
+
+    def bounds(self, digits: int = 2, signed: bool = False) -> str:
+        """``[low, high]`` rounded outward to ``digits`` decimals; ``[–]`` without an interval. A bound that
+        rounding would carry onto a rate's end (1/3's 0.0084 to 0.00) keeps the digits that keep it off it
+        (0.008): a printed 0.00 or 1.00 means the interval reaches that end."""
+        if not self.has_interval:
+            return "[–]"
+        return f"[{_outward(self.low, digits, math.floor, signed)}, {_outward(self.high, digits, math.ceil, signed)}]"
+
+
+_MAX_DIGITS = 4   # a bound within 1e-4 of a rate's end is printed at the end
+
+
+def _outward(value: float, digits: int, direction: Callable[[float], int], signed: bool) -> str:
+    """``value`` rounded to ``digits`` decimals with ``direction`` (math.floor: down, math.ceil: up), ignoring
+    float noise below 1e-9 of a unit (0.3 stored as 0.29999999999999998 stays 0.30), with more digits (up to
+    _MAX_DIGITS) where rounding would land on 0 or ±1 that the value is not."""
+    sign = "+" if signed else ""
+    for places in range(digits, max(digits, _MAX_DIGITS) + 1):
+        scale = 10 ** places
+        scaled = value * scale
+        nearest = round(scaled)
+        rounded = nearest / scale if abs(scaled - nearest) < 1e-9 * max(1.0, abs(scaled)) else direction(scaled) / scale
+        if rounded == value or abs(rounded) not in (0.0, 1.0):
+            break
+    return f"{rounded:{sign}.{places}f}"
 
 
 def containing(estimate: float | None, low: float | None, high: float | None, n: int,
@@ -166,7 +196,7 @@ def wilson_interval(successes: int, n: int, level: float = DEFAULT_LEVEL) -> CI:
 
 def rate_interval(successes: int, n: int, level: float = DEFAULT_LEVEL) -> CI:
     """Exact Clopper-Pearson interval of a binomial rate: coverage >= ``level`` at every n and true
-    rate (Wilson's dips to 0.83 at small n for rates near 0 or 1). 2/2 → [0.16, 1.00]; 0/3 → [0, 0.71].
+    rate (Wilson's dips to 0.83 at small n for rates near 0 or 1). 2/2 → [0.158, 1]; 0/3 → [0, 0.708].
     The interval every table prints for a rate (consistency, medal rates)."""
     _check_level(level)
     if n == 0:
@@ -331,8 +361,11 @@ def clustered_rate_interval(counts: Sequence[tuple[int, int]], level: float = DE
     between-cluster (ratio-estimator) variance over the k tasks, capped at n, then scaled by
     (t_{n-1} / t_{k-1})^2 for the k - 1 degrees of freedom that variance has (so even tasks that agree
     widen the interval: three tasks cannot show that they agree). 3/3, 3/3, 0/3 gives [0.00, 1.00] where
-    the pooled 6/9 read [0.30, 0.93]. A pooled rate of 0 or 1 has no estimable variance and keeps n* = n
-    (the plain Clopper-Pearson interval, never zero width); one task is plain Clopper-Pearson."""
+    the pooled 6/9 read [0.30, 0.93]. A pooled rate of 0 or 1 has no estimable variance; its open end is then
+    the Clopper-Pearson bound of k tasks that all failed (all succeeded): whatever the task rates, a task fails
+    all its trials with probability at most 1 minus its rate, so this end holds however much the tasks differ,
+    where counting the trials as independent (n* = n) covered 0.81-0.88 when most tasks are all-or-nothing
+    (tests/test_interval_coverage.py). One task is plain Clopper-Pearson over its trials."""
     _check_level(level)
     counts = [(int(s), int(n)) for s, n in counts if int(n) > 0]
     total = sum(n for _, n in counts)
@@ -352,6 +385,9 @@ def clustered_rate_interval(counts: Sequence[tuple[int, int]], level: float = DE
         effective *= (float(_scipy_stats.t.ppf(1 - alpha, total - 1)) / float(_scipy_stats.t.ppf(1 - alpha, k - 1))) ** 2
     elif k < 2:
         return rate_interval(successes, total, level)
+    else:   # 0 or 1: the tasks are the units (see above)
+        tasks = rate_interval(k if successes else 0, k, level)
+        return CI(p, tasks.low, tasks.high, total, level)
     x = p * effective
     alpha = (1.0 - level) / 2.0
     low = 0.0 if successes == 0 else float(_scipy_stats.beta.ppf(alpha, x, effective - x + 1))
@@ -814,25 +850,43 @@ class FriedmanResult:
     statistic: float | None
     p_value: float | None
     critical_difference: float | None
-    posthoc: dict[tuple[str, str], float]     # Wilcoxon signed-rank p-values, Holm-adjusted
+    posthoc: dict[tuple[str, str], float]     # per-pair p-values (POSTHOC_TESTS[posthoc_test]), Holm-adjusted
     alpha: float = 0.05
     permutation_p: float | None = None         # the same statistic's p over within-block permutations
     permutations: int = 0
+    posthoc_test: str = "wilcoxon"             # a key of POSTHOC_TESTS
 
     def significant_pairs(self) -> list[tuple[str, str]]:
         return [pair for pair, p in self.posthoc.items() if p < self.alpha]
 
+    def beyond_critical_difference(self) -> list[tuple[str, str]]:
+        """The pairs whose mean ranks lie further apart than Nemenyi's critical difference (the CD diagram's
+        verdict; it can differ from the per-pair post-hoc's)."""
+        if self.critical_difference is None:
+            return []
+        return [(a, b) for a, b in self.posthoc
+                if abs(self.mean_ranks[a] - self.mean_ranks[b]) > self.critical_difference]
+
+
+# The per-pair post-hoc of friedman_test, by the scale of what was ranked: Wilcoxon weighs the sizes of the
+# paired differences (an interval scale: normalized scores); the sign test only their direction (an ordinal
+# scale: the stage reached, where stage 9 is not "three times" stage 3).
+POSTHOC_TESTS = {"wilcoxon": "Wilcoxon signed-rank per pair (scipy.stats.wilcoxon)",
+                 "sign": "exact sign test per pair (scipy.stats.binomtest on the blocks one planner reached further "
+                         "in, ties left out; the measure is ordinal)"}
+
 
 def friedman_test(scores: dict[str, dict[str, float]], alpha: float = 0.05,
-                  permutations: int = FRIEDMAN_PERMUTATIONS, seed: int = 0) -> FriedmanResult:
+                  permutations: int = FRIEDMAN_PERMUTATIONS, seed: int = 0, ordinal: bool = False) -> FriedmanResult:
     """Friedman test across the tasks on which every planner has a score (higher is better).
 
     scipy.stats.friedmanchisquare needs at least 3 planners; with fewer, only the mean ranks are given. Its p
     is the χ² approximation, loose with few blocks, so the result also carries a permutation p
     (:func:`friedman_permutation_p`), which holds at any number of blocks.
-    The post-hoc is Wilcoxon signed-rank per pair (scipy.stats.wilcoxon) with Holm's step-down
-    adjustment (Benavoli et al. 2016 recommend it over rank-based post-hocs); the Nemenyi critical
-    difference (Demšar 2006, q from scipy.stats.studentized_range) is given for the CD diagram.
+    The post-hoc is a paired test per pair with Holm's step-down adjustment (Benavoli et al. 2016 recommend
+    paired tests over rank-based post-hocs): Wilcoxon signed-rank, or with ``ordinal`` scores (only their
+    order means anything) the exact sign test. The Nemenyi critical difference (Demšar 2006, q from
+    scipy.stats.studentized_range) is given for the CD diagram.
     """
     planners = sorted({p for row in scores.values() for p in row})
     tasks = sorted(t for t, row in scores.items() if all(p in row for p in planners))
@@ -856,9 +910,15 @@ def friedman_test(scores: dict[str, dict[str, float]], alpha: float = 0.05,
     for i, a in enumerate(planners):
         for j in range(i + 1, k):
             diff = table[:, i] - table[:, j]
-            raw[(a, planners[j])] = 1.0 if np.all(diff == 0) else float(_scipy_stats.wilcoxon(diff).pvalue)
+            if np.all(diff == 0):
+                raw[(a, planners[j])] = 1.0
+            elif ordinal:
+                ahead = int((diff > 0).sum())
+                raw[(a, planners[j])] = float(_scipy_stats.binomtest(ahead, ahead + int((diff < 0).sum())).pvalue)
+            else:
+                raw[(a, planners[j])] = float(_scipy_stats.wilcoxon(diff).pvalue)
     return FriedmanResult(tuple(planners), tuple(tasks), mean_ranks, statistic, p_value, cd, holm(raw), alpha,
-                          perm_p, permutations if perm_p is not None else 0)
+                          perm_p, permutations if perm_p is not None else 0, "sign" if ordinal else "wilcoxon")
 
 
 def friedman_permutation_p(ranks: np.ndarray, permutations: int = FRIEDMAN_PERMUTATIONS, seed: int = 0) -> float:

@@ -25,7 +25,7 @@ Definitions (the paper's, Section 5), and what every printed number is computed 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 from tabulate import tabulate
 
@@ -211,7 +211,9 @@ _OVERALL_NOTE = (f"overall: median over the k tasks with a figure; 95% interval:
                  f"rate over few trials, whose ties widen it); none ('–') below {MIN_TRIALS_FOR_MEDIAN_CI} tasks")
 _MEDIAN_NOTE = (f"95% interval of a median: exact order-statistic interval over the trials, its ends taken over "
                 f"the held-out-row resamples the grader scored (the split's own noise); none ('–') below "
-                f"{MIN_TRIALS_FOR_MEDIAN_CI} trials, where no distribution-free 95% interval of a median exists")
+                f"{MIN_TRIALS_FOR_MEDIAN_CI} trials, where no distribution-free 95% interval of a median exists; "
+                "with an even n the median is the midpoint of the two middle trials (n = 2 with one trial scored "
+                "and one failed: half the scored trial's figure, which no trial had)")
 
 
 CALLS_TOLERANCE = 0.10     # a mean compute per trial differing from its row's median by more is flagged
@@ -228,7 +230,10 @@ _MATCHED = ("LLM calls", "tool calls")     # the measures a cell is flagged on
 COMPUTE_NOTE = (f"{CALLS_MARK}: compute not matched (compare with care) — in a task's cell, its mean LLM calls or tool "
                 f"calls per trial differ by more than {CALLS_TOLERANCE:.0%} from the median over the row's planners; in "
                 "the per-trial rows at the table's foot (each planner's mean LLM calls, tool calls, tokens and wall "
-                "seconds per counted trial), that planner's mean differs so from the row's median")
+                "seconds per counted trial), that planner's mean differs so from the row's median. The budget is "
+                "LLM calls; tool calls differ by design (ReAct makes one per LLM call, LATS spends calls on its "
+                "judge), and a trial that reaches a valid submission stops early, so a mark says the compute "
+                "differed, not that a budget was broken")
 
 
 def _mean(records: list[TrialRecord], measure: Callable[[TrialRecord], float]) -> float | None:
@@ -331,6 +336,7 @@ def percentile_table(records: list[TrialRecord]) -> list[Table]:
     tables = []
     for model, synthetic, tasks, variants, headers, cells in _per_model(records):
         figures = {(task, v): percentile_cell(cells.get((task, *v), [])) for task in tasks for v in variants}
+        marks = _calls_marks(tasks, variants, cells)
         # a task is excluded when no planner has a comparable percentile for it
         excluded = {}
         for task in tasks:
@@ -347,7 +353,7 @@ def percentile_table(records: list[TrialRecord]) -> list[Table]:
                 elif not cell.values:
                     row.append(f"n/a (n={cell.counted}, none scored)")
                 else:
-                    row.append(median_cell_text(cell, 1))
+                    row.append(median_cell_text(cell, 1) + marks.get((task, v), ""))
             rows.append(row)
         included = [t for t in tasks if t not in excluded]
         overall = ["overall: median over tasks"]
@@ -366,7 +372,7 @@ def percentile_table(records: list[TrialRecord]) -> list[Table]:
         notes = _notes(model, synthetic, scope,
                        "cells: median percentile over n counted trials, a trial without a valid submission "
                        "counting as 0 (as in the paper); a score tying board entries beats half of them (mid-rank)",
-                       _MEDIAN_NOTE, _OVERALL_NOTE,
+                       _MEDIAN_NOTE, _OVERALL_NOTE, COMPUTE_NOTE,
                        "the last row is the normalized score's overall over every task, for comparison across the "
                        "whole benchmark",
                        "held-out rows: every trial of a task is graded on the same held-out split, so a percentile "
@@ -445,24 +451,30 @@ def infra_table(records: list[TrialRecord]) -> Table | None:
                  ["task", "model", "planner", "errors", "first error"], rows, untrusted=(1, 4))
 
 
-def pass_at_k_cell(records: list[TrialRecord]) -> str:
-    """'0.40 / 0.78 / -': unbiased pass@1 / @3 / @10 of a cell's counted trials ('-' where k > n)."""
+def pass_at_k_cell(records: list[TrialRecord], ks: Sequence[int] = PASS_AT_K) -> str:
+    """'2/5: 0.40 / 0.70': a cell's valid/counted trials, then its unbiased pass@k for each of ``ks`` ('-' where
+    k > n)."""
     counted = counted_records(records)
     valid = sum(1 for r in counted if r.valid)
-    return " / ".join(_fmt(pass_at_k(len(counted), valid, k)).replace("n/a", "-") for k in PASS_AT_K)
+    return f"{valid}/{len(counted)}: " + " / ".join(_fmt(pass_at_k(len(counted), valid, k)).replace("n/a", "-")
+                                                      for k in ks)
 
 
 def pass_at_k_table(records: list[TrialRecord]) -> list[Table]:
-    """pass@k per task × planner (k = 1, 3, 10 where the trial count allows), one table per model."""
+    """pass@k per task × planner, one table per model, for the k of PASS_AT_K that some cell's trial count reaches
+    (k = 1 always)."""
     tables = []
-    ks = "/".join(f"@{k}" for k in PASS_AT_K)
     for model, synthetic, tasks, variants, headers, cells in _per_model(records):
-        rows = [[task, *[pass_at_k_cell(cells.get((task, p, h), [])) if cells.get((task, p, h)) else "n/a"
+        most = max((len(counted_records(rs)) for rs in cells.values()), default=1)
+        ks = [k for k in PASS_AT_K if k == 1 or k <= most]
+        rows = [[task, *[pass_at_k_cell(cells.get((task, p, h), []), ks) if cells.get((task, p, h)) else "n/a"
                          for p, h in variants]] for task in tasks]
-        tables.append(Table(f"pass_at_k:{model}", f"pass{ks} per task — {model_label(model, synthetic)}"
-                            f"{_settings(records)}", ["task", *headers], rows,
-                            _notes(model, synthetic, "pass@k = 1 - C(n-c, k)/C(n, k) over a cell's n counted trials with c "
-                                              "valid (unbiased); '-' where k > n")))
+        tables.append(Table(f"pass_at_k:{model}", f"pass{'/'.join(f'@{k}' for k in ks)} per task — "
+                            f"{model_label(model, synthetic)}{_settings(records)}", ["task", *headers], rows,
+                            _notes(model, synthetic, "cells: c/n valid/counted trials, then pass@k = 1 - C(n-c, k)/C(n, k) "
+                                                     "(unbiased) for each k; '-' where k > n; no interval: pass@1 is "
+                                                     "the consistency, whose exact interval the consistency table "
+                                                     "gives, and the larger k are functions of the same c and n")))
     return tables
 
 
