@@ -119,10 +119,12 @@ def _pct(num: int, den: int, interval: bool = False) -> str:
         return "–"
     text = f"{100 * num / den:.0f} % ({num}/{den}"
     if interval:
-        from mltb_core.analysis.stats import rate_interval
+        import math
 
-        ci = rate_interval(num, den)
-        text += f"; 95 % CI {100 * ci.low:.0f}–{100 * ci.high:.0f} %"
+        from mltb_core.analysis.stats import outward, rate_interval
+
+        ci = rate_interval(num, den)   # ends rounded outward, as every interval mltb prints
+        text += f"; 95 % CI {outward(100 * ci.low, 0, math.floor)}–{outward(100 * ci.high, 0, math.ceil)} %"
     return text + ")"
 
 

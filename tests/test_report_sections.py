@@ -53,7 +53,7 @@ def test_stage_comparison_pairs_planners_by_task_and_trial_seed_and_tests_all_pa
     from mltb_core.analysis.stats import clustered_rate_interval
 
     react = clustered_rate_interval([(1, 4), (0, 3)])
-    assert table.rows[0] == ["react", "7", "1 (1–9)", f"1/7 {react.bounds(2)}"]
+    assert table.rows[0] == ["react", "7", "1 (1–9)", "1/7 [0.00, 1.00]"]     # 2 tasks: wide, ends outward
     assert react.high > 0.58                      # wider than the pooled Clopper-Pearson [0.00, 0.58]
     # a rate of 1: the 2 tasks are the units (Clopper-Pearson 2/2: 0.158, rounded down), not the 6 trials [0.54, 1]
     assert table.rows[2] == ["mcts_shaped", "6", "9 (9–9)", "6/6 [0.15, 1.00]"]

@@ -333,3 +333,30 @@ def test_a_configuration_several_planners_share_names_them_all(tmp_path):
     assert legend["differing"] == ["planner"]
     assert legend["hashes"]["cccccc000000"]["config"]["planner"] == ["mcts_outcome", "mcts_shaped"]
     assert legend["hashes"]["dddddd000000"]["config"]["planner"] == "hierarchical_mcts"
+
+
+def test_a_partial_markdown_report_prints_mean_ranks_but_no_test(tmp_path):
+    """A PARTIAL report is rewritten as trials arrive; each version would be another look at the same question.
+    Its Friedman text gives mean ranks only; the same records reported as complete get the test and post-hoc.
+    (The ranking section's diagram is withheld alike: tests/test_stats.py.)"""
+    from mltb_core.analysis.reports import markdown_report
+    from mltb_core.analysis.sections import pick_sections
+
+    run = tmp_path / "run"
+    for task in ("spaceship-titanic", "playground-series-s3e1", "forest-cover-type-kernels-only"):
+        make_run(run, "react", task=task)
+        make_run(run, "lats", task=task, outcome="planner_failure")
+        make_run(run, "mcts_shaped", task=task)
+
+    def report(expect: int) -> str:
+        return markdown_report([run], command="mltb report ...", sections=pick_sections(["stage_comparison"]),
+                               expect_trials=expect)[0]
+
+    partial = report(45)
+    assert "**PARTIAL**: 27 of 45 planned trials" in partial
+    assert "ties sharing a rank: withheld, the run is PARTIAL" in partial and "Mean ranks (1 = best; descriptive" \
+        in partial
+    assert "χ²" not in partial and "Post-hoc" not in partial
+    complete = report(27)
+    assert "PARTIAL" not in complete and "withheld" not in complete
+    assert "χ² = " in complete and "Post-hoc: exact sign test per pair" in complete

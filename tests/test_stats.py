@@ -241,9 +241,9 @@ def test_friedman_permutation_p_matches_the_exact_permutation_distribution():
 
     from mltb_core.analysis.ranking import friedman_text
 
-    error = (result.permutation_p * (1 - result.permutation_p) / 20_000) ** 0.5
-    assert (f"permutation p ≈ {result.permutation_p:.2g} (20,000 shuffles of the ranks within each block, Monte "
-            f"Carlo standard error {error:.1g}; valid") in friedman_text(result, {})[0]
+    # p ≈ 0.19 over 20,000 shuffles: standard error sqrt(0.19 · 0.81 / 20,000) ≈ 0.003
+    assert (f"permutation p ≈ {result.permutation_p:.3g} (20,000 shuffles of the ranks within each block, Monte "
+            "Carlo standard error 0.003; valid") in friedman_text(result, {})[0]
     ordered = friedman_test({f"t{i}": {"a": 3, "b": 2, "c": 1} for i in range(10)})   # exact p = 6 / 6**10
     assert ordered.permutation_p == 1 / 20_001
     assert ("permutation p ≤ 5e-05 (none of 20,000 shuffles of the ranks within each block reached the observed "
@@ -265,16 +265,20 @@ def test_friedman_uses_scipy_and_holm_is_monotone():
     assert friedman_test({"t": {"a": 1.0, "b": 0.0}}).statistic is None   # 2 planners: ranks only
 
 
-def test_interval_ends_are_rounded_outward_and_never_onto_a_rate_end_they_do_not_reach():
+def test_interval_ends_are_rounded_outward():
     from mltb_core.analysis.stats import CI, rate_interval
 
     assert rate_interval(0, 1).format() == "0.00 [0.00, 0.98]"        # 0.975: not 0.97, which covers less
-    assert rate_interval(1, 1).format() == "1.00 [0.02, 1.00]"        # 0.025
-    assert rate_interval(1, 3).format() == "0.33 [0.008, 0.91]"       # 0.0084: 0.00 would say it reaches 0
-    assert rate_interval(2, 3).format() == "0.67 [0.09, 0.992]"       # 0.9916: 1.00 would say it reaches 1
+    assert rate_interval(1, 1).format() == "1.00 [0.02, 1.00]"        # 0.025: not 0.03
+    assert rate_interval(2, 3).format() == "0.67 [0.09, 1.00]"        # 0.9916: up
+    assert rate_interval(249, 250).format() == "1.00 [0.97, 1.00]"    # the estimate stays inside the bounds
     assert CI(0.3, 0.3, 0.7, 3).format() == "0.30 [0.30, 0.70]"       # exact decimals stay as they are
     assert CI(-0.1, -0.25, 0.051, 3).format(signed=True) == "-0.10 [-0.25, +0.06]"
+    assert CI(-0.5, -0.7, -0.000001, 3).format(signed=True) == "-0.50 [-0.70, +0.00]"   # never "-0.00"
+    assert CI(50.0, 0.04, 99.97, 3).format(1) == "50.0 [0.0, 100.0]"                  # percentiles alike
     assert CI(0.5, None, None, 2).format() == "0.50 [–]" and CI(None, None, None, 0).format() == "n/a"
+    with pytest.raises(ValueError, match="finite number, got nan"):
+        CI(0.5, float("nan"), 0.9, 3).format()
 
 
 def test_an_ordinal_measure_gets_the_sign_test_and_too_few_blocks_are_said_to_be_too_few():
@@ -298,8 +302,26 @@ def test_an_ordinal_measure_gets_the_sign_test_and_too_few_blocks_are_said_to_be
     assert "Wilcoxon signed-rank per pair" in friedman_text(interval, {})[1]
     few = friedman_test({f"t{i}": {"a": 3.0, "b": 2.0, "c": 1.0} for i in range(5)}, ordinal=True)
     text = friedman_text(few, {}, blocks="blocks")[1]
-    assert "no pair can differ at α = 0.05 with 5 blocks" in text and "0.0625, 0.188 after Holm" in text
+    assert "no pair can differ at α = 0.05 with these 5 blocks" in text and "is 0.0625, 0.188 after Holm" in text
     assert "Nemenyi" not in " ".join(friedman_text(few, {}))      # no diagram, no critical difference
+    # 9 blocks, but no pair differs in more than 4 of them (ties): 2/2**4 = 0.125, 0.375 after Holm over 3 pairs
+    rows = [(1, 1, 1)] * 5 + [(1, 3, 9), (1, 9, 9), (1, 6, 9), (1, 9, 6)]
+    tied = friedman_test({f"t{i}": dict(zip("abc", map(float, row))) for i, row in enumerate(rows)}, ordinal=True)
+    assert tied.posthoc_floor == 0.125
+    assert "no pair can differ at α = 0.05 with these 9 blocks: the smallest two-sided p a pair could reach (all " \
+           "the blocks where it differs in favour of one side) is 0.125, 0.375" in friedman_text(tied, {}, "blocks")[1]
+
+
+def test_a_table_of_ties_and_a_test_without_shuffles_say_what_was_not_done():
+    from mltb_core.analysis.ranking import friedman_text
+    from mltb_core.analysis.stats import friedman_test
+
+    (text,) = friedman_text(friedman_test({f"t{i}": {"a": 1.0, "b": 1.0, "c": 1.0} for i in range(3)}), {})
+    assert "every planner tied in every block, so there is no difference to test (p = 1)" in text
+    assert "χ²" not in text and "shuffles" not in text
+    unshuffled = friedman_text(friedman_test({f"t{i}": {"a": 3.0, "b": 2.0, "c": 1.0} for i in range(3)},
+                                             permutations=0), {})[0]
+    assert "(the χ² approximation). Mean ranks" in unshuffled and "permutation" not in unshuffled
 
 
 def test_the_cd_diagram_text_names_the_pairs_beyond_the_critical_difference():
@@ -345,7 +367,10 @@ def test_ranking_section_has_pass_at_k_rating_and_a_cd_diagram():
     assert "![critical-difference diagram](cd.svg)" in text and figure.lstrip().startswith("<?xml")
     assert "| t1     | agent_k   |   3 | 2/3" in text            # medals only on the task with a board
     # a medal rate gets the exact interval every other rate gets (Wilson's 2/3 → [0.21, 0.94] is narrower)
-    assert "| 2/3 0.67 [0.09, 0.992] " in text and "[0.21, 0.94]" not in text
+    assert "| 2/3 0.67 [0.09, 1.00] " in text and "[0.21, 0.94]" not in text
+    interim, no_figure = ranking_markdown(records, cd_link="cd.svg", interim="the run is PARTIAL")
+    assert no_figure is None and "critical-difference diagram](" not in interim      # Nemenyi's groups are a test
+    assert "withheld, the run is PARTIAL" in interim and "χ²" not in interim
     html = markdown_to_html(text)     # the report's HTML shows the same section (sections.py: ranking)
     assert "<h4>Rating</h4>" in html and "<td>agent_k</td>" in html   # one level under the section
 
@@ -370,6 +395,10 @@ def test_a_rate_pooled_over_tasks_counts_tasks_as_the_units():
     assert clustered.low < 0.01 and clustered.high > 0.99
     # a pooled rate of 0 or 1 has no between-task spread to estimate: its open end counts the 3 tasks, not the 9
     # trials (tasks that are all-or-nothing would otherwise be read as 9 independent draws), never zero width
+    with pytest.raises(ValueError, match="successes must be in \\[0, trials\\], got 5 of 3"):
+        clustered_rate_interval([(5, 3), (3, 3)])
+    with pytest.raises(ValueError, match="got -1 of 3"):
+        clustered_rate_interval([(-1, 3), (0, 3)])
     none = clustered_rate_interval([(0, 3)] * 3)
     assert (none.estimate, none.low, none.n) == (0.0, 0.0, 9)
     assert none.high == pytest.approx(rate_interval(0, 3).high) and none.high > rate_interval(0, 9).high

@@ -15,9 +15,9 @@ from tabulate import tabulate
 from mltb_core.analysis.plots import figure_svg, pyplot
 from mltb_core.analysis.results import TrialRecord, counted_records, quality_value
 from mltb_core.analysis.tables import policy_assumptions
-from mltb_core.analysis.stats import (MIN_TASKS_FOR_RATING_CI, PASS_AT_K, POSTHOC_TESTS, FriedmanResult, Rating,
+from mltb_core.analysis.stats import (MIN_TASKS_FOR_RATING_CI, POSTHOC_TESTS, FriedmanResult, Rating,
                                       bradley_terry_ratings, friedman_test,
-                                      pass_at_k, rate_interval)
+                                      outward, pass_at_k, rate_interval, reachable_k)
 
 __all__ = ["task_scores", "task_trials", "medal_rows", "pass_at_k_rows", "cd_diagram_svg", "ranking_markdown",
            "entry_key", "friedman_text", "stage_blocks", "block_task"]
@@ -62,13 +62,13 @@ def task_scores(records: Iterable[TrialRecord], key: Callable[[TrialRecord], str
     return _means(task_trials(records, key))
 
 
-def pass_at_k_rows(records: Iterable[TrialRecord], key: Callable[[TrialRecord], str]) -> list[list]:
-    rows = []
-    for task, row in sorted(_cells(records, key).items()):
-        for entry, rs in sorted(row.items()):
-            n, c = len(rs), sum(1 for r in rs if r.valid)
-            rows.append([task, entry, n, c, *[_fmt(pass_at_k(n, c, k)) for k in PASS_AT_K]])
-    return rows
+def pass_at_k_rows(records: Iterable[TrialRecord], key: Callable[[TrialRecord], str]) -> tuple[list[int], list[list]]:
+    """The k a cell reaches, and a row per (task, entry): n, c and pass@k for each of those k."""
+    cells = sorted(((task, entry, rs) for task, row in _cells(records, key).items() for entry, rs in row.items()),
+                   key=lambda cell: cell[:2])
+    ks = reachable_k(max((len(rs) for _, _, rs in cells), default=1))
+    return ks, [[task, entry, len(rs), sum(r.valid for r in rs),
+                 *[_fmt(pass_at_k(len(rs), sum(r.valid for r in rs), k)) for k in ks]] for task, entry, rs in cells]
 
 
 def medal_rows(records: Iterable[TrialRecord], key: Callable[[TrialRecord], str]) -> list[list]:
@@ -99,8 +99,8 @@ def _rating_rows(ratings: list[Rating], names: dict[str, str]) -> list[list]:
 def _rating_interval(rating: Rating) -> str:
     if not rating.has_interval:
         return f"– (k={rating.tasks} < {MIN_TASKS_FOR_RATING_CI} tasks)"
-    low = "−∞" if rating.low is None else format(rating.low, "+.0f")
-    return f"[{low}, {'+∞' if rating.high is None else format(rating.high, '+.0f')}]"
+    low = "−∞" if rating.low is None else outward(rating.low, 0, math.floor, signed=True)
+    return f"[{low}, {'+∞' if rating.high is None else outward(rating.high, 0, math.ceil, signed=True)}]"
 
 
 def cd_diagram_svg(result: FriedmanResult, names: dict[str, str] | None = None) -> str | None:
@@ -160,20 +160,26 @@ def friedman_text(result: FriedmanResult, names: dict[str, str], blocks: str = "
     if interim is not None:
         return [f"Friedman test over {n} {blocks} × {k} planners on {measure}: withheld, {interim}. Mean ranks "
                 f"(1 = best; descriptive only, no test): {ranks}."]
-    permuted = 1.0 if result.permutation_p is None else result.permutation_p   # set whenever the statistic is
-    floor = 1 / (result.permutations + 1)
-    at_floor = permuted <= floor * (1 + 1e-9)
-    # a Monte Carlo p: its standard error says how far another seed's shuffles would move it
-    error = math.sqrt(permuted * (1 - permuted) / max(result.permutations, 1))
-    perm_p = f"≤ {floor:.2g}" if at_floor else f"≈ {permuted:.2g}"
-    shuffles = (f"none of {result.permutations:,} shuffles of the ranks within each block reached the observed "
-                f"statistic" if at_floor else f"{result.permutations:,} shuffles of the ranks within each block, "
-                f"Monte Carlo standard error {error:.1g}")
+    if result.tied:
+        return [f"Friedman test over {n} {blocks} × {k} planners on {measure}: every planner tied in every block, "
+                f"so there is no difference to test (p = 1). Mean ranks: {ranks}."]
+    if result.permutation_p is None or not result.permutations:
+        permutation = ""
+    else:
+        floor = 1 / (result.permutations + 1)
+        if result.permutation_p <= floor * (1 + 1e-9):
+            permutation = (f"; permutation p ≤ {floor:.2g} (none of {result.permutations:,} shuffles of the ranks "
+                           "within each block reached the observed statistic; valid however few the blocks)")
+        else:   # a Monte Carlo p: its standard error says how far another seed's shuffles would move it
+            error = math.sqrt(result.permutation_p * (1 - result.permutation_p) / result.permutations)
+            permutation = (f"; permutation p ≈ {result.permutation_p:.3g} ({result.permutations:,} shuffles of the "
+                           f"ranks within each block, Monte Carlo standard error {error:.1g}; valid however few the "
+                           "blocks)")
     sig = result.significant_pairs()
     pairs = "; ".join(f"{names.get(a, a)} vs {names.get(b, b)} (p={result.posthoc[(a, b)]:.3f})" for a, b in sig)
     lines = [f"Friedman test over {n} {blocks} × {k} planners (scipy.stats.friedmanchisquare on {measure}): "
-             f"χ² = {result.statistic:.2f}, p = {result.p_value:.3g} (the χ² approximation); permutation p "
-             f"{perm_p} ({shuffles}; valid however few the blocks). Mean ranks (1 = best): {ranks}."]
+             f"χ² = {result.statistic:.2f}, p = {result.p_value:.3g} (the χ² approximation){permutation}. Mean ranks "
+             f"(1 = best): {ranks}."]
     if diagram and result.critical_difference is not None:
         beyond = result.beyond_critical_difference()
         lines[0] += (f" The diagram's Nemenyi critical difference at α = {result.alpha}: "
@@ -182,12 +188,12 @@ def friedman_text(result: FriedmanResult, names: dict[str, str], blocks: str = "
                      + " (Nemenyi's test compares mean ranks, which depend on every other planner in the table; "
                        "the post-hoc below compares each pair on its own blocks, and the two can disagree).")
     tail = f"pairs differing at α = {result.alpha}: {pairs}." if sig else f"no pair differs at α = {result.alpha}."
-    smallest = 2 / 2 ** n    # every block in favour of one planner (exact two-sided; sign test and Wilcoxon alike)
+    smallest = result.posthoc_floor       # every block where a pair differs in favour of one of them
     adjusted = min(1.0, len(result.posthoc) * smallest)    # the first step of Holm's adjustment
     if not sig and adjusted >= result.alpha:
-        tail = (f"no pair can differ at α = {result.alpha} with {n} {blocks}: the smallest possible two-sided p "
-                f"of one pair is {smallest:.3g}, {adjusted:.3g} after Holm's adjustment over {len(result.posthoc)} "
-                "pairs.")
+        tail = (f"no pair can differ at α = {result.alpha} with these {n} {blocks}: the smallest two-sided p a pair "
+                f"could reach (all the blocks where it differs in favour of one side) is {smallest:.3g}, "
+                f"{adjusted:.3g} after Holm's adjustment over {len(result.posthoc)} pairs.")
     lines.append(f"Post-hoc: {POSTHOC_TESTS[result.posthoc_test]}, Holm-adjusted: {tail}")
     return lines
 
@@ -240,14 +246,15 @@ def ranking_markdown(records: Iterable[TrialRecord], key: Callable[[TrialRecord]
     key = key or entry_key(records)
     names = names or {}
     scores, ratings, result = _sections(records, key, seed, names)
-    ks = [f"pass@{k}" for k in PASS_AT_K]
+    reached, pass_rows = pass_at_k_rows(records, key)
+    ks = [f"pass@{k}" for k in reached]
     lines = ["## Ranking across tasks", "",
              f"Computed over {len(records)} counted trial(s) on {len(scores)} task(s).", "",
              *[line for model in sorted({r.model for r in records})
                if (note := policy_assumptions(model)) for line in (note + ".", "")],
              "### pass@k", "",
              "Unbiased estimator 1 − C(n−c, k)/C(n, k) over a cell's n counted trials with c valid; '-' where k > n.",
-             "", tabulate(pass_at_k_rows(records, key), headers=["task", "planner", "n", "valid", *ks],
+             "", tabulate(pass_rows, headers=["task", "planner", "n", "valid", *ks],
                           tablefmt="github"), ""]
     medals = medal_rows(records, key)
     lines += ["### Medals", ""]
@@ -257,7 +264,8 @@ def ranking_markdown(records: Iterable[TrialRecord], key: Callable[[TrialRecord]
     lines += ["", "### Rating", "", RATING_NOTE, ""]
     lines += [tabulate(_rating_rows(ratings, names), headers=["planner", "rating", "simultaneous 95 % CI", "wins/games"],
                        tablefmt="github")] if ratings else ["No scores to rate."]
-    figure = cd_diagram_svg(result, names)
+    # a PARTIAL report draws no diagram either: its groups are Nemenyi's test at α, read at every round
+    figure = cd_diagram_svg(result, names) if interim is None else None
     shown = figure is not None and cd_link is not None
     lines += ["", "### Friedman test and critical-difference diagram", ""] + friedman_text(result, names, diagram=shown,
                                                                                           interim=interim)

@@ -38,7 +38,7 @@ __all__ = ["CI", "containing", "bootstrap_ci", "rate_interval", "median_interval
            "paired_proportion_diff_ci", "TrialSample", "RateSample", "clustered_ci", "z_value",
            "trials_needed_for_rate_drop", "median_standard_error", "cluster_sign_flip", "t_interval", "trials_needed_for_rate_gate", "rate_gate_probabilities", "powered_half_width", "POWER", "MIN_TRIALS_FOR_MEDIAN_CI",
            "DEFAULT_LEVEL", "DEFAULT_RESAMPLES", "PASS_AT_K", "pass_at_k", "Rating", "pairwise_outcomes",
-           "bradley_terry_ratings", "MIN_TASKS_FOR_RATING_CI", "FriedmanResult", "POSTHOC_TESTS", "friedman_test", "friedman_permutation_p", "holm",
+           "bradley_terry_ratings", "MIN_TASKS_FOR_RATING_CI", "FriedmanResult", "POSTHOC_TESTS", "outward", "reachable_k", "friedman_test", "friedman_permutation_p", "holm",
            "FRIEDMAN_PERMUTATIONS", "family_level", "sign_test_p", "median_change", "clustered_rate_interval",
            "shift_interval", "shift_rank", "min_n_for_shift_ci"]
 
@@ -105,30 +105,23 @@ class CI:
         return f"{estimate} {self.bounds(digits, signed)}"
 
     def bounds(self, digits: int = 2, signed: bool = False) -> str:
-        """``[low, high]`` rounded outward to ``digits`` decimals; ``[–]`` without an interval. A bound that
-        rounding would carry onto a rate's end (1/3's 0.0084 to 0.00) keeps the digits that keep it off it
-        (0.008): a printed 0.00 or 1.00 means the interval reaches that end."""
+        """``[low, high]`` rounded outward to ``digits`` decimals (so the printed interval holds the computed
+        one, and the estimate rounded to nearest stays inside it); ``[–]`` without an interval."""
         if not self.has_interval:
             return "[–]"
-        return f"[{_outward(self.low, digits, math.floor, signed)}, {_outward(self.high, digits, math.ceil, signed)}]"
+        return f"[{outward(self.low, digits, math.floor, signed)}, {outward(self.high, digits, math.ceil, signed)}]"
 
 
-_MAX_DIGITS = 4   # a bound within 1e-4 of a rate's end is printed at the end
-
-
-def _outward(value: float, digits: int, direction: Callable[[float], int], signed: bool) -> str:
-    """``value`` rounded to ``digits`` decimals with ``direction`` (math.floor: down, math.ceil: up), ignoring
-    float noise below 1e-9 of a unit (0.3 stored as 0.29999999999999998 stays 0.30), with more digits (up to
-    _MAX_DIGITS) where rounding would land on 0 or ±1 that the value is not."""
-    sign = "+" if signed else ""
-    for places in range(digits, max(digits, _MAX_DIGITS) + 1):
-        scale = 10 ** places
-        scaled = value * scale
-        nearest = round(scaled)
-        rounded = nearest / scale if abs(scaled - nearest) < 1e-9 * max(1.0, abs(scaled)) else direction(scaled) / scale
-        if rounded == value or abs(rounded) not in (0.0, 1.0):
-            break
-    return f"{rounded:{sign}.{places}f}"
+def outward(value: float, digits: int, direction: Callable[[float], int], signed: bool = False) -> str:
+    """``value`` rounded to ``digits`` decimals with ``direction`` (math.floor for a lower bound, math.ceil for an
+    upper one), ignoring float noise below 1e-9 of a unit (0.3 stored as 0.29999999999999998 stays 0.30)."""
+    if not math.isfinite(value):
+        raise ValueError(f"an interval bound must be a finite number, got {value!r}")
+    scale = 10 ** digits
+    scaled = value * scale
+    nearest = round(scaled)
+    rounded = (nearest if abs(scaled - nearest) < 1e-9 * max(1.0, abs(scaled)) else direction(scaled)) / scale
+    return f"{rounded + 0.0:{'+' if signed else ''}.{digits}f}"    # + 0.0: -0.0 prints as 0
 
 
 def containing(estimate: float | None, low: float | None, high: float | None, n: int,
@@ -363,10 +356,16 @@ def clustered_rate_interval(counts: Sequence[tuple[int, int]], level: float = DE
     widen the interval: three tasks cannot show that they agree). 3/3, 3/3, 0/3 gives [0.00, 1.00] where
     the pooled 6/9 read [0.30, 0.93]. A pooled rate of 0 or 1 has no estimable variance; its open end is then
     the Clopper-Pearson bound of k tasks that all failed (all succeeded): whatever the task rates, a task fails
-    all its trials with probability at most 1 minus its rate, so this end holds however much the tasks differ,
-    where counting the trials as independent (n* = n) covered 0.81-0.88 when most tasks are all-or-nothing
-    (tests/test_interval_coverage.py). One task is plain Clopper-Pearson over its trials."""
+    all its trials with probability at most 1 minus its rate, so this end misses with probability at most
+    (1 - level) / 2 however much the tasks differ, where counting the trials as independent (n* = n) covered
+    0.83 when most tasks are all-or-nothing (tests/test_interval_coverage.py). That bound counts k tasks and
+    the one beside it (one success) the trials' spread, so with many tasks the interval is not monotone in
+    the count there (6 tasks of 10 trials: 0/60 reaches 0.46, 1/60 0.13). One task is plain Clopper-Pearson
+    over its trials."""
     _check_level(level)
+    for s, n in counts:
+        if not 0 <= int(s) <= int(n):
+            raise ValueError(f"a task's successes must be in [0, trials], got {s} of {n}")
     counts = [(int(s), int(n)) for s, n in counts if int(n) > 0]
     total = sum(n for _, n in counts)
     if total == 0:
@@ -677,6 +676,12 @@ def t_interval(values: Sequence[float], level: float = DEFAULT_LEVEL) -> CI:
 PASS_AT_K = (1, 3, 10)
 
 
+def reachable_k(most: int) -> list[int]:
+    """The k of PASS_AT_K that a table whose largest cell has ``most`` counted trials can show (k = 1 always):
+    a column of '-' for every cell says nothing."""
+    return [k for k in PASS_AT_K if k == 1 or k <= most]
+
+
 def pass_at_k(n: int, c: int, k: int) -> float | None:
     """Unbiased pass@k from ``n`` trials with ``c`` successes: 1 - C(n-c, k) / C(n, k); None when k > n."""
     if not 0 <= c <= n:
@@ -855,6 +860,10 @@ class FriedmanResult:
     permutation_p: float | None = None         # the same statistic's p over within-block permutations
     permutations: int = 0
     posthoc_test: str = "wilcoxon"             # a key of POSTHOC_TESTS
+    # the smallest raw p any pair's post-hoc could reach: 2 / 2**m over the m blocks where the pair differ (the
+    # exact two-sided floor of the sign test and of Wilcoxon alike), taken over the pairs
+    posthoc_floor: float = 1.0
+    tied: bool = False                         # every planner tied in every block: nothing was tested
 
     def significant_pairs(self) -> list[tuple[str, str]]:
         return [pair for pair, p in self.posthoc.items() if p < self.alpha]
@@ -897,8 +906,9 @@ def friedman_test(scores: dict[str, dict[str, float]], alpha: float = 0.05,
     ranks = np.vstack([_scipy_stats.rankdata(-row) for row in table])    # 1 = best, ties averaged
     mean_ranks = {p: float(ranks[:, j].mean()) for j, p in enumerate(planners)}
     statistic = p_value = cd = perm_p = None
+    tied = bool(np.all(table == table[:, :1]))
     if k >= 3 and n >= 2:
-        if np.all(table == table[:, :1]):
+        if tied:
             statistic, p_value, perm_p = 0.0, 1.0, 1.0   # every planner tied on every task: no evidence of a difference
         else:
             res = _scipy_stats.friedmanchisquare(*table.T)
@@ -907,9 +917,11 @@ def friedman_test(scores: dict[str, dict[str, float]], alpha: float = 0.05,
         q = _scipy_stats.studentized_range.ppf(1 - alpha, k, np.inf) / math.sqrt(2.0)
         cd = float(q * math.sqrt(k * (k + 1) / (6.0 * n)))
     raw: dict[tuple[str, str], float] = {}
+    floor = 1.0
     for i, a in enumerate(planners):
         for j in range(i + 1, k):
             diff = table[:, i] - table[:, j]
+            floor = min(floor, 2.0 / 2.0 ** int((diff != 0).sum()))
             if np.all(diff == 0):
                 raw[(a, planners[j])] = 1.0
             elif ordinal:
@@ -918,7 +930,8 @@ def friedman_test(scores: dict[str, dict[str, float]], alpha: float = 0.05,
             else:
                 raw[(a, planners[j])] = float(_scipy_stats.wilcoxon(diff).pvalue)
     return FriedmanResult(tuple(planners), tuple(tasks), mean_ranks, statistic, p_value, cd, holm(raw), alpha,
-                          perm_p, permutations if perm_p is not None else 0, "sign" if ordinal else "wilcoxon")
+                          perm_p, permutations if perm_p is not None and not tied else 0,
+                          "sign" if ordinal else "wilcoxon", min(floor, 1.0), tied)
 
 
 def friedman_permutation_p(ranks: np.ndarray, permutations: int = FRIEDMAN_PERMUTATIONS, seed: int = 0) -> float:

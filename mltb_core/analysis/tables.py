@@ -33,7 +33,7 @@ from mltb_core.analysis.results import (QUALITY_FLOOR_NOTE, SYNTHETIC_LABEL, Out
                                         counted_records, display_text, group_by, latest_records, markdown_text,
                                         model_label, normalized_cell, percentile_cell)
 from mltb_core.analysis.stats import (MIN_TRIALS_FOR_MEDIAN_CI, PASS_AT_K, CI, RateSample, TrialSample, clustered_ci,
-                                      pass_at_k, rate_interval)
+                                      pass_at_k, rate_interval, reachable_k)
 
 __all__ = ["Table", "planner_rank", "build_tables", "render_tables", "render_summary",
            "consistency_table", "pass_at_k_table", "percentile_table", "normalized_table", "median_cell_text",
@@ -227,13 +227,16 @@ COMPUTE_MEASURES: tuple[tuple[str, Callable[[TrialRecord], float], str], ...] = 
     ("seconds", lambda r: r.wall_seconds, ".1f"),
 )
 _MATCHED = ("LLM calls", "tool calls")     # the measures a cell is flagged on
-COMPUTE_NOTE = (f"{CALLS_MARK}: compute not matched (compare with care) — in a task's cell, its mean LLM calls or tool "
-                f"calls per trial differ by more than {CALLS_TOLERANCE:.0%} from the median over the row's planners; in "
-                "the per-trial rows at the table's foot (each planner's mean LLM calls, tool calls, tokens and wall "
-                "seconds per counted trial), that planner's mean differs so from the row's median. The budget is "
-                "LLM calls; tool calls differ by design (ReAct makes one per LLM call, LATS spends calls on its "
-                "judge), and a trial that reaches a valid submission stops early, so a mark says the compute "
-                "differed, not that a budget was broken")
+_CELL_MARK_NOTE = (f"{CALLS_MARK}: compute not matched (compare with care) — in a task's cell, its mean LLM calls or "
+                   f"tool calls per trial differ by more than {CALLS_TOLERANCE:.0%} from the median over the row's "
+                   "planners")
+_MARK_MEANING = ("The budget is LLM calls; tool calls differ by design (ReAct makes one per LLM call, LATS spends "
+                 "calls on its judge), and a trial that reaches a valid submission stops early, so a mark says the "
+                 "compute differed, not that a budget was broken")
+COMPUTE_NOTE = (f"{_CELL_MARK_NOTE}; in the per-trial rows at the table's foot (each planner's mean LLM calls, tool "
+                "calls, tokens and wall seconds per counted trial), that planner's mean differs so from the row's "
+                f"median. {_MARK_MEANING}")
+CELL_COMPUTE_NOTE = f"{_CELL_MARK_NOTE} (the normalized-score table gives the per-trial means). {_MARK_MEANING}"
 
 
 def _mean(records: list[TrialRecord], measure: Callable[[TrialRecord], float]) -> float | None:
@@ -372,7 +375,7 @@ def percentile_table(records: list[TrialRecord]) -> list[Table]:
         notes = _notes(model, synthetic, scope,
                        "cells: median percentile over n counted trials, a trial without a valid submission "
                        "counting as 0 (as in the paper); a score tying board entries beats half of them (mid-rank)",
-                       _MEDIAN_NOTE, _OVERALL_NOTE, COMPUTE_NOTE,
+                       _MEDIAN_NOTE, _OVERALL_NOTE, CELL_COMPUTE_NOTE,
                        "the last row is the normalized score's overall over every task, for comparison across the "
                        "whole benchmark",
                        "held-out rows: every trial of a task is graded on the same held-out split, so a percentile "
@@ -465,8 +468,7 @@ def pass_at_k_table(records: list[TrialRecord]) -> list[Table]:
     (k = 1 always)."""
     tables = []
     for model, synthetic, tasks, variants, headers, cells in _per_model(records):
-        most = max((len(counted_records(rs)) for rs in cells.values()), default=1)
-        ks = [k for k in PASS_AT_K if k == 1 or k <= most]
+        ks = reachable_k(max((len(counted_records(rs)) for rs in cells.values()), default=1))
         rows = [[task, *[pass_at_k_cell(cells.get((task, p, h), []), ks) if cells.get((task, p, h)) else "n/a"
                          for p, h in variants]] for task in tasks]
         tables.append(Table(f"pass_at_k:{model}", f"pass{'/'.join(f'@{k}' for k in ks)} per task — "
