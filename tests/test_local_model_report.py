@@ -33,7 +33,7 @@ def test_report_counts_stages_calls_and_gives_trial_level_intervals(report_modul
     calls = sum(r["record"]["llm_calls"] for r in rows)
     assert "**n = 2 trials in all**" in text and calls == 6
     summary = next(line for line in text.splitlines() if line.startswith("| react | yes |"))
-    assert "0 % (0/2; 95 % CI 0–84 %)" in summary          # no valid submission in 3 calls; Clopper-Pearson 0/2
+    assert "0 % (0/2; 95 % CI 0–85 %)" in summary          # no valid submission in 3 calls; Clopper-Pearson 0/2: 84.2, up
     assert f"stages reached: {stages}" in text
     assert "| react | no | 0 |" in text                      # an empty cell is shown, not dropped
     assert (tmp_path / "local-model.md").read_text() == text
