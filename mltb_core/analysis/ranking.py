@@ -67,8 +67,11 @@ def pass_at_k_rows(records: Iterable[TrialRecord], key: Callable[[TrialRecord], 
     cells = sorted(((task, entry, rs) for task, row in _cells(records, key).items() for entry, rs in row.items()),
                    key=lambda cell: cell[:2])
     ks = reachable_k(max((len(rs) for _, _, rs in cells), default=1))
-    return ks, [[task, entry, len(rs), sum(r.valid for r in rs),
-                 *[_fmt(pass_at_k(len(rs), sum(r.valid for r in rs), k)) for k in ks]] for task, entry, rs in cells]
+    rows = []
+    for task, entry, rs in cells:
+        n, c = len(rs), sum(r.valid for r in rs)
+        rows.append([task, entry, n, c, *[_fmt(pass_at_k(n, c, k)) for k in ks]])
+    return ks, rows
 
 
 def medal_rows(records: Iterable[TrialRecord], key: Callable[[TrialRecord], str]) -> list[list]:
@@ -198,6 +201,9 @@ def friedman_text(result: FriedmanResult, names: dict[str, str], blocks: str = "
     return lines
 
 
+_BLOCK_TRIAL = " #"   # a stage block's name: "<task> #<trial>"
+
+
 def stage_blocks(records: Iterable[TrialRecord], key: Callable[[TrialRecord], str]) -> dict[str, dict[str, float]]:
     """The stage each entry reached, per block of one task and one trial index. A trial's seed depends on its
     index alone (``config.trial_seed``), so the entries of a block share the data split and the sampler's seed
@@ -206,9 +212,6 @@ def stage_blocks(records: Iterable[TrialRecord], key: Callable[[TrialRecord], st
     for record in counted_records(records):
         blocks[f"{record.task}{_BLOCK_TRIAL}{record.trial}"][key(record)] = float(record.stage_reached)
     return dict(blocks)
-
-
-_BLOCK_TRIAL = " #"   # a stage block's name: "<task> #<trial>"
 
 
 def block_task(block: str) -> str:

@@ -931,7 +931,7 @@ def friedman_test(scores: dict[str, dict[str, float]], alpha: float = 0.05,
                 raw[(a, planners[j])] = float(_scipy_stats.wilcoxon(diff).pvalue)
     return FriedmanResult(tuple(planners), tuple(tasks), mean_ranks, statistic, p_value, cd, holm(raw), alpha,
                           perm_p, permutations if perm_p is not None and not tied else 0,
-                          "sign" if ordinal else "wilcoxon", min(floor, 1.0), tied)
+                          "sign" if ordinal else "wilcoxon", floor, tied)
 
 
 def friedman_permutation_p(ranks: np.ndarray, permutations: int = FRIEDMAN_PERMUTATIONS, seed: int = 0) -> float:

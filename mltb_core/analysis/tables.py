@@ -32,7 +32,7 @@ from tabulate import tabulate
 from mltb_core.analysis.results import (QUALITY_FLOOR_NOTE, SYNTHETIC_LABEL, Outcome, PercentileCell, TrialRecord,
                                         counted_records, display_text, group_by, latest_records, markdown_text,
                                         model_label, normalized_cell, percentile_cell)
-from mltb_core.analysis.stats import (MIN_TRIALS_FOR_MEDIAN_CI, PASS_AT_K, CI, RateSample, TrialSample, clustered_ci,
+from mltb_core.analysis.stats import (MIN_TRIALS_FOR_MEDIAN_CI, CI, RateSample, TrialSample, clustered_ci,
                                       pass_at_k, rate_interval, reachable_k)
 
 __all__ = ["Table", "planner_rank", "build_tables", "render_tables", "render_summary",
@@ -454,7 +454,7 @@ def infra_table(records: list[TrialRecord]) -> Table | None:
                  ["task", "model", "planner", "errors", "first error"], rows, untrusted=(1, 4))
 
 
-def pass_at_k_cell(records: list[TrialRecord], ks: Sequence[int] = PASS_AT_K) -> str:
+def pass_at_k_cell(records: list[TrialRecord], ks: Sequence[int]) -> str:
     """'2/5: 0.40 / 0.70': a cell's valid/counted trials, then its unbiased pass@k for each of ``ks`` ('-' where
     k > n)."""
     counted = counted_records(records)
