@@ -151,6 +151,25 @@ def test_progress_says_when_the_path_holds_predictions_for_the_test_rows(spacesh
     assert shown[ep.last.id]["feedback"][-1]["predicted"] is True
 
 
+def test_predictions_converted_to_a_frame_under_their_own_name_stay_the_predictions(spaceship):
+    # a frame of the predictions holds their values: converted in place, the path still holds the test
+    # predictions (stage 10 had lost them, as the writer was no longer predict_target), and saving it finishes
+    script = spaceship_pipeline(submit=False)
+    convert = call("convert_to_dataframe", {"data": "preds"}, "preds", columns=["Transported"])
+    converted = run_script(spaceship, script + [convert])[-1]
+    assert converted.ok and converted.progress.stage == 9 and converted.progress.predicted
+    assert "No submission written yet: save_dataframe_to_csv(df='preds'" in converted.progress.feedback
+    saved = run_script(spaceship, script + [convert, call("save_dataframe_to_csv", {"df": "preds"},
+                                                          filepath="submission.csv")])[-1]
+    assert saved.progress.done, saved.progress.feedback
+    # a frame of anything else is not predictions, and writing over them ends their standing
+    ids = call("get_features", {"df": "test"}, "preds", columns=["PassengerId"])
+    for tail in ([ids], [ids, call("convert_to_dataframe", {"data": "preds"}, "preds")]):
+        final = run_script(spaceship, script + tail)[-1]
+        assert final.ok and final.progress.stage == 9 and not final.progress.predicted, final.observation[:300]
+        assert "predict the test features with predict_target(" in final.progress.feedback
+
+
 def test_predictions_the_grader_refuses_are_not_offered_for_saving(spaceship):
     # a regressor passes stage 9 on a classification task; its floats saved alone are refused, so the feedback
     # must not send the model to save them (again), nor the note put the save first

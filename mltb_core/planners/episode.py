@@ -269,7 +269,7 @@ class Episode:
         self.trajectory.tool_completed(child.id, facts.ok, facts.message, facts.seconds)
         child.ok, child.written, child.cv_scores = facts.ok, tuple(facts.written), facts.cv_scores
         child.log = parent.log.extend(call.tool_name, facts.ok, facts.written, facts.submission,
-                                      facts.submission_check)
+                                      facts.submission_check, tuple(call.bindings.values()))
         child.progress = facts.progress
         child.observation = self._observation(child, facts.message)
         if child.progress.newly_passed or child.progress.feedback:

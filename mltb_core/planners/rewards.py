@@ -24,6 +24,8 @@ from mltb_core.toolkit.validation import MAX_CATEGORY_LEVELS, TRACKING_COLUMN, i
 __all__ = ["REWARD_STAGES", "Stage", "StageContext", "Progress", "PathLog", "advance", "stage_index"]
 
 _MODELING = stage_index("modeling")   # its reward is scaled by the cross-validated quality
+# Tools whose output holds the values of their one object input unchanged (a frame of a Series, columns renamed)
+_KEEPS_VALUES = frozenset({"convert_to_dataframe"})
 
 
 @dataclass
@@ -34,16 +36,25 @@ class PathLog:
     written: tuple[tuple[str, str], ...] = ()   # (object name, tool) in write order
     submission: bytes | None = None            # snapshot of the submission this path wrote last
     submission_check: tuple[bool, str] = (False, "")   # its validity and the reason when invalid
+    # names holding predict_target's values as it gave them: its outputs, and convert_to_dataframe's of them
+    # (a model that converted its predictions under their own name lost them for stage 10, issue 33)
+    predictions: frozenset[str] = frozenset()
 
     def extend(self, tool_name: str, ok: bool, written: list[str], submission: bytes | None = None,
-               submission_check: tuple[bool, str] | None = None) -> PathLog:
+               submission_check: tuple[bool, str] | None = None, read: tuple[str, ...] = ()) -> PathLog:
+        """The log after a call of ``tool_name`` that wrote ``written`` from the objects named ``read`` (its
+        bindings); a failed call changes nothing."""
         if not ok:
             return self
         new_sub = submission is not None
+        keeps_predictions = tool_name == "predict_target" or (
+            tool_name in _KEEPS_VALUES and not self.predictions.isdisjoint(read))
+        predictions = self.predictions - set(written) | (set(written) if keeps_predictions else set())
         return PathLog(self.tools_used | {tool_name},
                        self.written + tuple((n, tool_name) for n in written),
                        submission if new_sub else self.submission,
-                       (submission_check or (False, "")) if new_sub else self.submission_check)
+                       (submission_check or (False, "")) if new_sub else self.submission_check,
+                       frozenset(predictions))
 
     @property
     def valid_submission(self) -> bool:
@@ -578,10 +589,11 @@ class _Checker:
                 f"({self._predict_call('<the new model>')}) and {save}")
 
     def _test_predictions(self) -> str | None:
-        """The latest predict_target output with one value per test row that the grader takes saved as it is,
-        if the path has one. Newer ones it refuses go to ``unsubmittable`` (the newest, with the reason)."""
+        """The latest predict_target output (``PathLog.predictions``) with one value per test row that the grader
+        takes saved as it is, if the path has one. Newer ones it refuses go to ``unsubmittable`` (the newest,
+        with the reason)."""
         for name in self.log.latest():
-            if self.log.writer(name) != "predict_target" or name not in self.pad:
+            if name not in self.log.predictions or name not in self.pad:
                 continue
             obj = self.pad.get(name)
             if not (isinstance(obj, (pd.Series, pd.DataFrame)) and len(obj) == self.ctx.n_test):
