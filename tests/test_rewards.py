@@ -162,6 +162,12 @@ def test_predictions_converted_to_a_frame_under_their_own_name_stay_the_predicti
     saved = run_script(spaceship, script + [convert, call("save_dataframe_to_csv", {"df": "preds"},
                                                           filepath="submission.csv")])[-1]
     assert saved.progress.done, saved.progress.feedback
+    # a frame of a test feature the grader would take saved alone is not offered: the predictions are
+    other = [call("get_features", {"df": "X_test"}, "other", columns=["CryoSleep"]),
+             call("convert_to_dataframe", {"data": "other"}, "other", columns=["Transported"])]
+    final = run_script(spaceship, script + other)[-1]
+    assert final.progress.predicted and "save_dataframe_to_csv(df='preds'" in final.progress.feedback
+    assert "df='other'" not in final.progress.feedback
     # a frame of anything else is not predictions, and writing over them ends their standing
     ids = call("get_features", {"df": "test"}, "preds", columns=["PassengerId"])
     for tail in ([ids], [ids, call("convert_to_dataframe", {"data": "preds"}, "preds")]):

@@ -36,25 +36,25 @@ class PathLog:
     written: tuple[tuple[str, str], ...] = ()   # (object name, tool) in write order
     submission: bytes | None = None            # snapshot of the submission this path wrote last
     submission_check: tuple[bool, str] = (False, "")   # its validity and the reason when invalid
-    # names holding predict_target's values as it gave them: its outputs, and convert_to_dataframe's of them
-    # (a model that converted its predictions under their own name lost them for stage 10, issue 33)
+    # names holding predict_target's values as it gave them: its outputs, and a _KEEPS_VALUES tool's outputs of
+    # them (a model that converted its predictions under their own name lost them for stage 10, issue 33)
     predictions: frozenset[str] = frozenset()
 
     def extend(self, tool_name: str, ok: bool, written: list[str], submission: bytes | None = None,
-               submission_check: tuple[bool, str] | None = None, read: tuple[str, ...] = ()) -> PathLog:
-        """The log after a call of ``tool_name`` that wrote ``written`` from the objects named ``read`` (its
+               submission_check: tuple[bool, str] | None = None, *, bound: tuple[str, ...]) -> PathLog:
+        """The log after a call of ``tool_name`` that wrote ``written`` from the objects named ``bound`` (its
         bindings); a failed call changes nothing."""
         if not ok:
             return self
         new_sub = submission is not None
-        keeps_predictions = tool_name == "predict_target" or (
-            tool_name in _KEEPS_VALUES and not self.predictions.isdisjoint(read))
-        predictions = self.predictions - set(written) | (set(written) if keeps_predictions else set())
+        writes_predictions = tool_name == "predict_target" or (
+            tool_name in _KEEPS_VALUES and not self.predictions.isdisjoint(bound))
+        predictions = (self.predictions - set(written)) | (set(written) if writes_predictions else set())
         return PathLog(self.tools_used | {tool_name},
                        self.written + tuple((n, tool_name) for n in written),
                        submission if new_sub else self.submission,
                        (submission_check or (False, "")) if new_sub else self.submission_check,
-                       frozenset(predictions))
+                       predictions)
 
     @property
     def valid_submission(self) -> bool:
@@ -589,7 +589,7 @@ class _Checker:
                 f"({self._predict_call('<the new model>')}) and {save}")
 
     def _test_predictions(self) -> str | None:
-        """The latest predict_target output (``PathLog.predictions``) with one value per test row that the grader
+        """The latest object holding predict_target's values (``PathLog.predictions``) with one value per test row that the grader
         takes saved as it is, if the path has one. Newer ones it refuses go to ``unsubmittable`` (the newest,
         with the reason)."""
         for name in self.log.latest():
