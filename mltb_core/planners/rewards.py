@@ -589,9 +589,9 @@ class _Checker:
                 f"({self._predict_call('<the new model>')}) and {save}")
 
     def _test_predictions(self) -> str | None:
-        """The latest object holding predict_target's values (``PathLog.predictions``) with one value per test row that the grader
-        takes saved as it is, if the path has one. Newer ones it refuses go to ``unsubmittable`` (the newest,
-        with the reason)."""
+        """The latest object holding predict_target's values (``PathLog.predictions``), one per test row, that
+        the grader takes saved as it is, if the path has one. Newer ones it refuses go to ``unsubmittable`` (the
+        newest, with the reason)."""
         for name in self.log.latest():
             if name not in self.log.predictions or name not in self.pad:
                 continue
