@@ -168,6 +168,15 @@ def test_predictions_converted_to_a_frame_under_their_own_name_stay_the_predicti
     final = run_script(spaceship, script + other)[-1]
     assert final.progress.predicted and "save_dataframe_to_csv(df='preds'" in final.progress.feedback
     assert "df='other'" not in final.progress.feedback
+    # renamed on conversion (here after the id, which the grader refuses for its name alone) they lose their
+    # standing: the predictions kept under their own name are offered, else a new prediction, never a refit
+    renamed = call("convert_to_dataframe", {"data": "preds"}, "sub", columns=["PassengerId"])
+    final = run_script(spaceship, script + [renamed])[-1]
+    assert final.progress.predicted and "save_dataframe_to_csv(df='preds'" in final.progress.feedback
+    in_place = call("convert_to_dataframe", {"data": "preds"}, "preds", columns=["PassengerId"])
+    final = run_script(spaceship, script + [in_place])[-1]
+    assert final.ok and not final.progress.predicted and "cannot be the submission" not in final.progress.feedback
+    assert "predict the test features with predict_target(" in final.progress.feedback
     # a frame of anything else is not predictions, and writing over them ends their standing
     ids = call("get_features", {"df": "test"}, "preds", columns=["PassengerId"])
     for tail in ([ids], [ids, call("convert_to_dataframe", {"data": "preds"}, "preds")]):
@@ -235,6 +244,31 @@ def test_a_task_graded_on_probabilities_is_told_to_predict_probabilities_in_the_
         progress, _ = advance(ctx, Progress(stage=9), Scratchpad(objects={}), log, {"model": "m"})
         assert f"predict_target(model='<the fitted model>', {flag}" in progress.feedback, progress.feedback
         assert form in progress.feedback, progress.feedback
+
+
+def test_per_class_probabilities_relabelled_in_another_order_are_not_offered(spaceship):
+    # the relabelled frame holds predict_target's values, but column 'True' now holds P(False): the grader
+    # would take it, so only its names tell it apart; the frame as predicted is offered instead
+    import dataclasses
+
+    import numpy as np
+    import pandas as pd
+
+    from mltb_core.planners.rewards import PathLog, Progress, advance
+    from mltb_core.toolkit.scratchpad import Scratchpad
+
+    task, split, _data_dir, _out = spaceship
+    ctx = StageContext.from_split(dataclasses.replace(task, prediction="probability", problem_type="multiclass"),
+                                  split)
+    p = np.linspace(0.1, 0.9, ctx.n_test)
+    proba = pd.DataFrame({"False": 1 - p, "True": p})
+    pad = Scratchpad(objects={"proba": proba, "relabelled": proba.set_axis(["True", "False"], axis=1)})
+    log = PathLog(frozenset({"fit_lightgbm_classifier", "predict_target", "convert_to_dataframe"}),
+                  (("m", "fit_lightgbm_classifier"), ("proba", "predict_target"),
+                   ("relabelled", "convert_to_dataframe")), predictions=frozenset({"proba", "relabelled"}))
+    assert ctx.saved_alone(pad.get("relabelled"))[0]
+    progress, _ = advance(ctx, Progress(stage=9), pad, log, {"model": "m"})
+    assert progress.predicted and "save_dataframe_to_csv(df='proba'" in progress.feedback, progress.feedback
 
 
 def test_a_frame_of_several_columns_without_ids_is_invalid_with_a_reason(spaceship):

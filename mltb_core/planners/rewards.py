@@ -598,11 +598,20 @@ class _Checker:
             obj = self.pad.get(name)
             if not (isinstance(obj, (pd.Series, pd.DataFrame)) and len(obj) == self.ctx.n_test):
                 continue
+            if self.log.writer(name) in _KEEPS_VALUES and not self._named_as_predicted(obj):
+                continue   # renamed on conversion: no longer predict_target's values as it named them
             ok, reason = self.ctx.saved_alone(obj)
             if ok:
                 return name
             self.unsubmittable = self.unsubmittable or (name, reason)
         return None
+
+    def _named_as_predicted(self, obj: pd.Series | pd.DataFrame) -> bool:
+        """Does ``obj`` carry the names predict_target gives its values: the target's, or the classes' in the
+        model's (sorted) order? A conversion that renamed them holds the same values under other meanings (a
+        column named after the id, per-class probabilities relabelled in another order)."""
+        names = [obj.name] if isinstance(obj, pd.Series) else list(obj.columns)
+        return names == [self.task.target] or names == [str(c) for c in self.ctx.classes() or []]
 
 
 def _saved_bytes(obj: Any) -> bytes:
