@@ -64,6 +64,34 @@ def test_stage_comparison_pairs_planners_by_task_and_trial_seed_and_tests_all_pa
     assert "Mean ranks (1 = best): mcts_shaped 1.00" in text
 
 
+def test_two_configurations_of_a_planner_in_one_report_stay_apart_in_every_section():
+    # a feedback ablation merged with the main run: mcts_shaped under two config hashes on the same items.
+    # Pooled, its trials read 9 and 3 as one planner, and the stage test's block held one of them only
+    def record(task, planner, trial, stage, config="main"):
+        return TrialRecord(task=task, planner=planner, model="local", trial=trial, seed=trial, config_hash=config,
+                           outcome=Outcome.PLANNER_FAILURE, stage_reached=stage, wall_seconds=60.0 * stage)
+
+    recs = [record(task, "react", trial, 1) for task in ("a", "b") for trial in range(3)]
+    recs += [record(task, "mcts_shaped", trial, 9) for task in ("a", "b") for trial in range(3)]
+    recs += [record(task, "mcts_shaped", trial, 3, config="ablation") for task in ("a", "b") for trial in range(3)]
+    table, text = build("stage_comparison", recs)
+    assert [row[:3] for row in table.rows] == [["react", "6", "1 (1–1)"], ["mcts_shaped@ablati", "6", "3 (3–3)"],
+                                               ["mcts_shaped@main", "6", "9 (9–9)"]]
+    assert "× 3 planners" in text and "mcts_shaped@main 1.00" in text
+    (seconds,) = build("seconds", recs)
+    assert [(row[0], row[1], row[3]) for row in seconds.rows if row[1] == "a"] == [
+        ("react", "a", "60 (60–60)"), ("mcts_shaped@ablati", "a", "180 (180–180)"),
+        ("mcts_shaped@main", "a", "540 (540–540)")]
+    (stops,) = build("stop_kinds", recs)
+    assert {row[0] for row in stops.rows} == {"react", "mcts_shaped@ablati", "mcts_shaped@main"}
+    # two models of one planner stay apart as well, named with their model
+    other = [record(task, "react", trial, 2) for task in ("a", "b") for trial in range(3)]
+    for r in other:
+        r.model = "sim"
+    table, _ = build("stage_comparison", recs[:6] + other)
+    assert [row[0] for row in table.rows] == ["react · local", "react · sim"]
+
+
 def test_the_sensitivity_section_sets_each_model_of_the_sensitivity_run_side_by_side():
     def record(task, planner, model, trial, stage):
         return TrialRecord(task=task, planner=planner, model=model, trial=trial, seed=trial, config_hash="h",

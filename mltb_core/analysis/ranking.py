@@ -14,21 +14,15 @@ from tabulate import tabulate
 
 from mltb_core.analysis.plots import figure_svg, pyplot
 from mltb_core.analysis.results import TrialRecord, counted_records, quality_value
-from mltb_core.analysis.tables import policy_assumptions
+from mltb_core.analysis.tables import entry_label, policy_assumptions
 from mltb_core.analysis.stats import (MIN_TASKS_FOR_RATING_CI, POSTHOC_TESTS, FriedmanResult, Rating,
                                       bradley_terry_ratings, friedman_test,
                                       outward, pass_at_k, rate_interval, reachable_k)
 
 __all__ = ["task_scores", "task_trials", "medal_rows", "pass_at_k_rows", "cd_diagram_svg", "ranking_markdown",
-           "entry_key", "friedman_text", "stage_blocks", "block_task"]
+           "friedman_text", "stage_blocks", "block_task"]
 
 MEDALS = ("gold", "silver", "bronze")
-
-
-def entry_key(records: Iterable[TrialRecord]) -> Callable[[TrialRecord], str]:
-    """What is ranked: the planner, or 'planner · model' when the records hold several models."""
-    models = {r.model for r in records}
-    return (lambda r: r.planner) if len(models) <= 1 else (lambda r: f"{r.planner} · {r.model}")
 
 
 def _cells(records: Iterable[TrialRecord], key: Callable[[TrialRecord], str]) -> dict[str, dict[str, list]]:
@@ -246,7 +240,7 @@ def ranking_markdown(records: Iterable[TrialRecord], key: Callable[[TrialRecord]
     """The ranking section in markdown, and the CD diagram as SVG text (None when it cannot be drawn);
     ``interim``: why the Friedman test's p-values are withheld (:func:`friedman_text`)."""
     records = counted_records(records)
-    key = key or entry_key(records)
+    key = key or entry_label(records)
     names = names or {}
     scores, ratings, result = _sections(records, key, seed, names)
     reached, pass_rows = pass_at_k_rows(records, key)

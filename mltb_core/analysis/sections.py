@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any, Union
 
 from mltb_core.analysis.provenance import NOT_RECORDED, machine_counts, machine_label, trial_code
-from mltb_core.analysis.results import TrialRecord, counted_records, group_by
+from mltb_core.analysis.results import TrialRecord, counted_records
 from mltb_core.analysis.safety import markdown
-from mltb_core.analysis.tables import Table, build_tables, planner_rank
+from mltb_core.analysis.tables import Table, build_tables, entry_label, entry_order, planner_rank
 from mltb_core.bench.documents import json_lines
 from mltb_core.plugins import NameClashError, Registry, RegistryError, origin_of
 
@@ -123,9 +123,15 @@ def read_steps(record: TrialRecord) -> tuple[list[dict], str]:
 
 
 def _cells(records: list[TrialRecord]) -> list[tuple[tuple, list[TrialRecord]]]:
-    """Counted records by (planner, task), planners in the registry's order, tasks by name."""
-    return sorted(group_by(counted_records(records), "planner", "task").items(),
-                  key=lambda kv: (planner_rank(kv[0][0]), kv[0][1]))
+    """Counted records by (entry, task): entries as the tables label and order them (:func:`entry_label`, so
+    two configurations of a planner in one report stay apart), tasks by name."""
+    counted = counted_records(records)
+    label = entry_label(counted)
+    cells: dict[tuple, list[TrialRecord]] = {}
+    for r in counted:
+        cells.setdefault((label(r), r.task), []).append(r)
+    order = {name: i for i, name in enumerate(entry_order(counted, label))}
+    return sorted(cells.items(), key=lambda kv: (order[kv[0][0]], kv[0][1]))
 
 
 # ---- built-in sections ---------------------------------------------------------------------------------
@@ -137,7 +143,7 @@ def _ranking(ctx: SectionContext) -> list[Block]:
     from mltb_core.analysis.ranking import ranking_markdown
 
     counted = counted_records(ctx.records)
-    if len({r.planner for r in counted}) < 2:
+    if len(set(map(entry_label(counted), counted))) < 2:
         return []
     link = f"{ctx.markdown_path.stem}-cd.svg" if ctx.markdown_path is not None else None
     text, figure = ranking_markdown(counted, seed=ctx.seed, cd_link=link, interim=ctx.interim)
@@ -225,13 +231,14 @@ def _stage_comparison(ctx: SectionContext) -> list[Block]:
     from mltb_core.bench.stages import stage_index
 
     counted = counted_records(ctx.records)
-    planners = sorted({r.planner for r in counted}, key=planner_rank)
+    label = entry_label(counted)
+    planners = entry_order(counted, label)
     if len(planners) < 2:
         return []
     modeling = stage_index("modeling")
     rows = []
     for planner in planners:
-        mine = [r for r in counted if r.planner == planner]
+        mine = [r for r in counted if label(r) == planner]
         stages = [r.stage_reached for r in mine]
         fitted = sum(stage >= modeling for stage in stages)
         # trials of one task are a cluster: the tasks, not the trials, are the units (Korn-Graubard)
@@ -251,7 +258,7 @@ def _stage_comparison(ctx: SectionContext) -> list[Block]:
                          "trials it covered 0.976–1.000 in every population of task rates measured, and never less "
                          "than 0.975 (docs/statistics.md): conservative, since 3 tasks cannot show how much they "
                          "differ; each planner's interval holds on its own, not jointly with the others'"])
-    blocks = stage_blocks(counted, lambda r: r.planner)
+    blocks = stage_blocks(counted, label)
     result = friedman_test(blocks, ordinal=True)
     blocks_per_task = Counter(block_task(block) for block in result.tasks)
     prose = "\n".join([

@@ -38,7 +38,7 @@ from mltb_core.analysis.stats import (MIN_TRIALS_FOR_MEDIAN_CI, CI, RateSample, 
 __all__ = ["Table", "planner_rank", "build_tables", "render_tables", "render_summary",
            "consistency_table", "pass_at_k_table", "percentile_table", "normalized_table", "median_cell_text",
            "overall_text", "task_baselines", "cost_table", "funnel_table", "infra_table",
-           "variant_labels", "compute_rows", "COMPUTE_MEASURES", "COMPUTE_NOTE",
+           "variant_labels", "entry_label", "entry_order", "compute_rows", "COMPUTE_MEASURES", "COMPUTE_NOTE",
            "policy_assumptions"]
 
 MARKDOWN_FORMATS = ("github", "pipe")
@@ -83,6 +83,26 @@ def variant_labels(records: Iterable[TrialRecord]) -> dict[tuple[str, str, str],
         hashes.setdefault((r.model, r.planner), set()).add(r.config_hash)
     return {(model, planner, h): (planner if len(hs) == 1 else f"{planner}@{h[:6]}")
             for (model, planner), hs in hashes.items() for h in hs}
+
+
+def entry_label(records: Iterable[TrialRecord]) -> Callable[[TrialRecord], str]:
+    """What a report compares, as the label of a record's entry: its column label (:func:`variant_labels`),
+    with the model when the records hold several. Sections that pool trials per entry group by this, so a
+    merged report (an ablation beside the main run) never pools two configurations or two models."""
+    records = list(records)
+    labels = variant_labels(records)
+    several_models = len({r.model for r in records}) > 1
+
+    def label(record: TrialRecord) -> str:
+        text = labels[(record.model, record.planner, record.config_hash)]
+        return f"{text} · {record.model}" if several_models else text
+    return label
+
+
+def entry_order(records: Iterable[TrialRecord], label: Callable[[TrialRecord], str]) -> list[str]:
+    """The entries' labels in the tables' order: planners in the registry's, then model and configuration."""
+    keys = {label(r): (*planner_rank(r.planner), r.model, r.config_hash) for r in records}
+    return sorted(keys, key=lambda name: keys[name])
 
 
 def _variants(records: list[TrialRecord]) -> list[tuple[str, str]]:
