@@ -524,7 +524,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         if args.markdown:
             _markdown_report(args)
         else:
-            reports.report_main([Path(d) for d in args.run_dirs], Path(args.out) if args.out else None)
+            reports.report_main([Path(d) for d in args.run_dirs], Path(args.out) if args.out else None,
+                                planners=_planner_filter(args.planner))
     except (FileNotFoundError, ValueError) as exc:   # not a run directory; a results file that does not parse
         raise UsageError(str(exc)) from None
     return EXIT_OK
@@ -540,7 +541,8 @@ def _markdown_report(args: argparse.Namespace) -> None:
     sections = pick_sections(args.sections.split(",") if args.sections else None)
     argv = ["mltb", "report", *args.run_dirs, "--markdown", args.markdown]
     for flag, value in (("--title", args.title), ("--sections", args.sections), ("--notes", args.notes),
-                        ("--expect-trials", args.expect_trials), ("--sensitivity", args.sensitivity)):
+                        ("--expect-trials", args.expect_trials), ("--sensitivity", args.sensitivity),
+                        ("--planner", args.planner)):
         if value is not None:
             argv += [flag, str(value)]
     if args.notes and not Path(args.notes).is_file():
@@ -550,9 +552,20 @@ def _markdown_report(args: argparse.Namespace) -> None:
     written = reports.write_markdown_report(args.run_dirs, Path(args.markdown), command=shlex.join(argv),
                                             title=args.title or "mltb report", sections=sections,
                                             notes=Path(args.notes) if args.notes else None,
-                                            expect_trials=args.expect_trials, sensitivity=args.sensitivity)
+                                            expect_trials=args.expect_trials, sensitivity=args.sensitivity,
+                                            planners=_planner_filter(args.planner))
     for path in written:
         print(f"written: {path}")
+
+
+def _planner_filter(value: str | None) -> list[str] | None:
+    """``--planner a,b`` of ``mltb report``: the planners whose records it keeps (None: every one)."""
+    if value is None:
+        return None
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    if not names:
+        raise UsageError("--planner: give planner names, comma-separated")
+    return names
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -724,6 +737,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                           "reads it)")
     sub.add_argument("--expect-trials", type=int, default=None, metavar="N",
                      help="trials the run plans: fewer counted ones mark the document PARTIAL")
+    sub.add_argument("--planner", default=None, metavar="NAMES",
+                     help="only these planners' records (comma-separated), e.g. the arms of an ablation merged "
+                          "with its main run, so its tests compare those arms alone")
     sub = add("compare", cmd_compare, "paired comparison of two runs over the (task, seed) items both hold")
     sub.add_argument("run_a", metavar="RUN_A")
     sub.add_argument("run_b", metavar="RUN_B")

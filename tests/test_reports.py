@@ -335,6 +335,29 @@ def test_a_configuration_several_planners_share_names_them_all(tmp_path):
     assert legend["hashes"]["dddddd000000"]["config"]["planner"] == "hierarchical_mcts"
 
 
+def test_report_planner_keeps_only_the_named_planners_arms_of_merged_runs(tmp_path, capsys):
+    """An ablation run beside its main run: --planner keeps the ablated planners' records (both configurations),
+    so the stage test compares those arms alone; the header names the option, and a planner the runs do not
+    hold is a usage error naming the ones they do."""
+    from mltb_core import cli
+
+    main, ablation = tmp_path / "main", tmp_path / "ablation"
+    for planner in ("react", "lats", "mcts_shaped"):
+        make_run(main, planner, config_hash="aaaaaa000000", config={"feedback": None})
+    make_run(ablation, "mcts_shaped", config_hash="bbbbbb000000", config={"feedback": False})
+    out = tmp_path / "ablation.md"
+    argv = ["report", str(main), str(ablation), "--markdown", str(out), "--sections", "stage_comparison",
+            "--planner", "react,mcts_shaped"]
+    assert cli.main(argv) == 0, capsys.readouterr().err
+    text = out.read_text()
+    assert "--sections stage_comparison --planner react,mcts_shaped`" in text
+    rows = [line.split("|")[1].strip() for line in text.splitlines() if line.startswith("| ") and "@" in line]
+    assert rows == ["mcts_shaped@aaaaaa", "mcts_shaped@bbbbbb"] and "| lats " not in text
+    assert "× 3 planners" in text
+    assert cli.main(["report", str(main), "--markdown", str(out), "--planner", "react,agent_k"]) == 2
+    assert "planner(s) agent_k not in these runs; they hold: react, lats, mcts_shaped" in capsys.readouterr().err
+
+
 def test_a_partial_markdown_report_prints_mean_ranks_but_no_test(tmp_path):
     """A PARTIAL report is rewritten as trials arrive; each version would be another look at the same question.
     Its Friedman text gives mean ranks only; the same records reported as complete get the test and post-hoc.

@@ -44,9 +44,18 @@ __all__ = ["build_report", "report_main", "load_runs", "trial_page_name", "task_
 MIN_BOX_POINTS = 3
 
 # ---- loading -----------------------------------------------------------------------------------------
-def load_runs(run_dirs: Sequence[Path]) -> list[TrialRecord]:
-    """Records of every run directory, deduplicated, with trajectory paths made absolute (:meth:`RunStore.load`)."""
-    return latest_records(record for run_dir in run_dirs for record in RunStore(run_dir).load())
+def load_runs(run_dirs: Sequence[Path], planners: Sequence[str] | None = None) -> list[TrialRecord]:
+    """Records of every run directory, deduplicated, with trajectory paths made absolute (:meth:`RunStore.load`);
+    with ``planners``, only theirs (a ValueError names a planner the runs do not hold, and those they do)."""
+    records = latest_records(record for run_dir in run_dirs for record in RunStore(run_dir).load())
+    if planners is None:
+        return records
+    held = {r.planner for r in records}
+    missing = [p for p in planners if p not in held]
+    if missing:
+        raise ValueError(f"planner(s) {', '.join(missing)} not in these runs; they hold: "
+                         f"{', '.join(sorted(held, key=planner_rank)) or 'no records'}")
+    return [r for r in records if r.planner in planners]
 
 
 def default_out_dir(run_dirs: Sequence[Path | str]) -> Path:
@@ -337,7 +346,8 @@ def _trial_page(record: TrialRecord, label: str, prov: dict) -> str:
 
 def build_report(run_dirs: Sequence[Path | str], out_dir: Path | str | None = None, seed: int = 0,
                  sections: Sequence[ReportSection] = (),
-                 report_sections: Sequence[Section] | None = None) -> dict[str, Path]:
+                 report_sections: Sequence[Section] | None = None,
+                 planners: Sequence[str] | None = None) -> dict[str, Path]:
     """Merge ``run_dirs`` and write the report into ``out_dir`` (default: :func:`default_out_dir`);
     returns the written paths by name. ``report_sections`` (default: every registered one,
     :mod:`mltb_core.analysis.sections`) make the body; ``sections`` (tables only) follow them (each
@@ -345,7 +355,7 @@ def build_report(run_dirs: Sequence[Path | str], out_dir: Path | str | None = No
     if not run_dirs:
         raise ValueError("build_report needs at least one run directory")
     out_dir = Path(out_dir) if out_dir is not None else default_out_dir(run_dirs)
-    records = load_runs([Path(d) for d in run_dirs])
+    records = load_runs([Path(d) for d in run_dirs], planners)
     ctx = SectionContext(records=records, seed=seed, run_dirs=[Path(d) for d in run_dirs])
     built = section_blocks(pick_sections(None) if report_sections is None else report_sections, ctx) if records else []
     extra = _section_tables(records, seed, sections) if records else []
@@ -430,7 +440,8 @@ def markdown_report(run_dirs: Sequence[Path | str], *, command: str, title: str 
                     sections: Sequence[Section] | None = None, notes: Path | None = None,
                     expect_trials: int | None = None, seed: int = 0,
                     markdown_path: Path | None = None,
-                    sensitivity: Path | str | None = None) -> tuple[str, dict[str, str]]:
+                    sensitivity: Path | str | None = None,
+                    planners: Sequence[str] | None = None) -> tuple[str, dict[str, str]]:
     """A report as one Markdown document and the figures to write beside it (file name -> SVG text).
 
     The text depends on the records (and ``notes``) alone, never on when or where it is written: no date, no
@@ -438,7 +449,7 @@ def markdown_report(run_dirs: Sequence[Path | str], *, command: str, title: str 
     regenerating a committed report from its committed records gives the same file. ``command`` (the
     exact command line that writes it) goes into its header. ``sensitivity``: a sensitivity run's directory,
     read by the ``sensitivity`` section alone (every other section reads ``run_dirs``)."""
-    records = load_runs([Path(d) for d in run_dirs])
+    records = load_runs([Path(d) for d in run_dirs], planners)
     sections = pick_sections(None) if sections is None else sections
     counted = len(counted_records(records))
     partial = expect_trials is not None and counted < expect_trials
@@ -498,10 +509,11 @@ def write_markdown_report(run_dirs: Sequence[Path | str], path: Path, **options:
     return written
 
 
-def report_main(run_dirs: Sequence[Path], out: Path | None = None) -> dict[str, Path]:
+def report_main(run_dirs: Sequence[Path], out: Path | None = None,
+                planners: Sequence[str] | None = None) -> dict[str, Path]:
     """``mltb report RUN... [--out DIR]``: write the report, print the tables and the written paths."""
-    paths = build_report(run_dirs, out)
-    print(render_tables(build_tables(load_runs(run_dirs))))
+    paths = build_report(run_dirs, out, planners=planners)
+    print(render_tables(build_tables(load_runs(run_dirs, planners))))
     for name, path in paths.items():
         print(f"{name}: {path}")
     return paths
