@@ -57,6 +57,32 @@ def test_items_are_never_pooled_across_tasks():
     assert "(n=4 < 6)" in text and "k=2" in text
 
 
+def test_the_stage_reached_is_compared_when_no_trial_is_valid():
+    # a small model: no valid trial on either side, so validity and scores cannot move; B reached further on
+    # 7 of 8 seeds, one tie. The stage is ordinal: the sign test reads 7 ups of 7 (ties dropped)
+    def failed(planner, seed, stage, task="spaceship-titanic"):
+        r = rec(planner, seed, False, task=task)
+        r.stage_reached = stage
+        return r
+
+    a = [failed("mcts_shaped", s, 5) for s in range(8)]
+    b = [failed("mcts_shaped", s, 5 if s == 0 else 8 + s % 2) for s in range(8)]
+    (c,) = compare_runs(a, b)
+    f = c.per_task["spaceship-titanic"]
+    assert f.deltas["stage"] == [0.0, 4.0, 3.0, 4.0, 3.0, 4.0, 3.0, 4.0]
+    assert f.sign_p["stage"] == pytest.approx(2 * 0.5 ** 7) and f.mcnemar_p is None
+    assert f.median_delta["stage"].estimate == 3.5 and f.median_delta["stage"].has_interval
+    assert f.holm_p["stage"] == pytest.approx(2 * 0.5 ** 7)   # the family's only test: the others have no non-zero delta
+    assert not f.unchanged
+    text = render_comparison([c])
+    assert "median Δ stage reached" in text and "3.5 [" in text and "Stage reached (0-10" in text
+    # two tasks: the combined row is the mean of per-task median changes, tasks as the units
+    a += [failed("mcts_shaped", s, 9, task="playground-series-s3e1") for s in range(8)]
+    b += [failed("mcts_shaped", s, 8, task="playground-series-s3e1") for s in range(8)]
+    (c,) = compare_runs(a, b)
+    assert c.overall.change["stage"].estimate == pytest.approx((3.5 - 1) / 2) and c.overall.tasks["stage"] == 2
+
+
 def test_identical_runs_show_no_difference():
     a = [rec("react", s, True, 40.0 + s) for s in range(8)]
     (c,) = compare_runs(a, a)

@@ -14,7 +14,9 @@ Per task, the change B − A over that task's items:
   as in the tables; valid trials without a figure are left out): the median of the paired deltas with
   its exact order-statistic interval (none below ``MIN_TRIALS_FOR_MEDIAN_CI`` pairs), computed by the
   gate's own :func:`mltb_core.analysis.compare.paired_median_change` (one estimand for both front ends),
-  and the exact sign test (zero deltas dropped), the test that matches that interval.
+  and the exact sign test (zero deltas dropped), the test that matches that interval;
+- stage reached (ordinal, 0-10): the same median of the paired differences and sign test, the outcome that
+  moves when few trials are valid.
 
 Every p-value printed is Holm-adjusted: the per-task tests of all rows and columns as one family, the
 combined rows as another.
@@ -37,13 +39,17 @@ from mltb_core.analysis.plots import figure_svg, inline_svg, pyplot
 from mltb_core.analysis.compare import paired_median_change
 from mltb_core.analysis.results import Outcome, TrialRecord
 from mltb_core.analysis.safety import html as escape_html
-from mltb_core.analysis.stats import (CI, MIN_TRIALS_FOR_MEDIAN_CI, cluster_sign_flip, holm,
+from mltb_core.analysis.stats import (CI, MIN_TRIALS_FOR_MEDIAN_CI, cluster_sign_flip, holm, median_interval,
                                       paired_proportion_diff_ci, sign_test_p, t_interval)
 
 __all__ = ["PairedFigures", "CombinedFigures", "ArmComparison", "compare_runs", "render_comparison",
            "comparison_html", "paired_items"]
 
 QUALITY = ("normalized", "percentile")
+# The stage each trial reached (0-10; a valid submission is 10): ordinal, so its test is the sign test. Where
+# few trials are valid (a small model), it is the outcome a change moves first.
+STAGE = "stage"
+MEASURES = (*QUALITY, STAGE)
 
 
 @dataclass
@@ -137,20 +143,31 @@ def _figures(pairs: list[tuple[TrialRecord, TrialRecord]]) -> PairedFigures:
         figures.deltas[metric] = deltas
         figures.median_delta[metric] = change
         figures.sign_p[metric] = sign_test_p(deltas)
+    stages = [float(rb.stage_reached - ra.stage_reached) for ra, rb in pairs]
+    if stages:
+        figures.deltas[STAGE] = stages
+        figures.median_delta[STAGE] = median_interval(stages)
+        figures.sign_p[STAGE] = sign_test_p(stages)
     figures.unchanged = bool(pairs) and not lost and not gained and all(
         d == 0 for deltas in figures.deltas.values() for d in deltas)
     return figures
 
 
 def _adjust(comparisons: list[ArmComparison]) -> None:
-    """Holm over every per-task test printed (McNemar and both sign tests, all arms: they are read together),
-    and apart over the combined rows' sign-flip tests."""
+    """Holm over every per-task test printed (McNemar and the sign tests, all arms: they are read together),
+    and apart over the combined rows' sign-flip tests. A sign test without a non-zero difference can reject at
+    no level (as McNemar's without a discordant pair, which has no p at all): it spends none of the family's α
+    (Tarone's argument, given the count of non-zero differences) and keeps its p of 1."""
     raw: dict[tuple, float] = {}
     for i, c in enumerate(comparisons):
         for task, f in c.per_task.items():
             if f.mcnemar_p is not None:
                 raw[(i, task, "validity")] = f.mcnemar_p
-            raw.update({(i, task, m): p for m, p in f.sign_p.items() if p is not None})
+            for m, p in f.sign_p.items():
+                if p is not None and any(f.deltas[m]):
+                    raw[(i, task, m)] = p
+                elif p is not None:
+                    f.holm_p[m] = p
     for (i, task, metric), p in holm(raw).items():
         comparisons[i].per_task[task].holm_p[metric] = p
     overall = {(i, m): p for i, c in enumerate(comparisons) for m, p in c.overall.p_value.items() if p is not None}
@@ -161,7 +178,7 @@ def _adjust(comparisons: list[ArmComparison]) -> None:
 def _combined(per_task: dict[str, PairedFigures], seed: int) -> CombinedFigures:
     changes: dict[str, list[float]] = {"validity": [f.validity_delta.estimate for f in per_task.values()
                                                     if f.validity_delta.estimate is not None]}
-    for metric in QUALITY:
+    for metric in MEASURES:
         changes[metric] = [f.median_delta[metric].estimate for f in per_task.values()
                            if metric in f.median_delta and f.median_delta[metric].estimate is not None]
     return CombinedFigures({m: t_interval(v) for m, v in changes.items()},
@@ -208,14 +225,14 @@ def _median_text(ci: CI | None, digits: int) -> str:
 
 
 def _digits(metric: str) -> int:
-    return 1 if metric == "percentile" else 2
+    return 1 if metric in ("percentile", STAGE) else 2
 
 
 def _rows(name: str, f: PairedFigures) -> list[str]:
     label = f"{name} (unchanged: every pair identical)" if f.unchanged else name
     row = [label, str(f.pairs), f"{f.valid_a}/{f.pairs} → {f.valid_b}/{f.pairs}", f.validity_delta.format(2),
            _p(f.holm_p.get("validity"))]
-    for metric in QUALITY:
+    for metric in MEASURES:
         row += [_median_text(f.median_delta.get(metric), _digits(metric)), _p(f.holm_p.get(metric))]
     return row
 
@@ -224,7 +241,7 @@ def _combined_row(c: ArmComparison) -> list[str]:
     o = c.overall
     row = [f"all tasks (mean of per-task changes, k={len(c.per_task)})", "", "",
            f"{o.change['validity'].format(2)} (k={o.tasks['validity']})", _p(o.p_value["validity"])]
-    for metric in QUALITY:
+    for metric in MEASURES:
         row += [f"{o.change[metric].format(_digits(metric))} (k={o.tasks[metric]})" if o.tasks[metric] else "n/a",
                 _p(o.p_value[metric])]
     return row
@@ -232,13 +249,15 @@ def _combined_row(c: ArmComparison) -> list[str]:
 
 HEADERS = ["task", "pairs", "valid A → B", "Δ validity B−A [95% CI]", "Holm p (McNemar exact; all: task sign-flip)",
            "median Δ normalized [95% CI]", "Holm p (sign test; all: sign-flip)", "median Δ percentile [95% CI]",
-           "Holm p (sign test; all: sign-flip)"]
+           "Holm p (sign test; all: sign-flip)", "median Δ stage reached [95% CI]", "Holm p (sign test; all: sign-flip)"]
 FOOTNOTE = ("Per task: Newcombe paired score interval (validity; its coverage averaged over true rates is about "
             "95 %, 97 % for correlated pairs, and dips below 90 % near rates of 0 or 1 with few pairs: "
             "docs/statistics.md); the median of the paired per-trial deltas with "
             "its exact order-statistic interval, none below {min} pairs (normalized score: every task; percentile: "
             "tasks with a comparable board), the same change the regression gate reports, and its exact sign "
-            "test. Failed trials count 0. 'all tasks': mean over tasks of the per-task changes, Student's t "
+            "test. Failed trials count 0. Stage reached (0-10, a valid submission 10): the same median and sign "
+            "test over the paired differences of the stage each trial reached; it is ordinal, so the test reads "
+            "only which side reached further, and the median says how far, descriptively. 'all tasks': mean over tasks of the per-task changes, Student's t "
             "interval over the k tasks and a task-level sign-flip permutation p (items are never pooled across "
             "tasks; with k tasks no p below 2^(1-k)). p-values are Holm-adjusted: the per-task tests of every "
             "row and column as one family, the 'all tasks' rows as another; intervals are 95 % per row, not "
