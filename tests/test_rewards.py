@@ -168,15 +168,19 @@ def test_predictions_converted_to_a_frame_under_their_own_name_stay_the_predicti
     final = run_script(spaceship, script + other)[-1]
     assert final.progress.predicted and "save_dataframe_to_csv(df='preds'" in final.progress.feedback
     assert "df='other'" not in final.progress.feedback
-    # renamed on conversion (here after the id, which the grader refuses for its name alone) they lose their
-    # standing: the predictions kept under their own name are offered, else a new prediction, never a refit
+    # their one column named after the id, which the grader refuses for that name alone: the predictions kept
+    # under their own name are offered; renamed in place, the advice is to name the column back, not to refit
     renamed = call("convert_to_dataframe", {"data": "preds"}, "sub", columns=["PassengerId"])
     final = run_script(spaceship, script + [renamed])[-1]
     assert final.progress.predicted and "save_dataframe_to_csv(df='preds'" in final.progress.feedback
     in_place = call("convert_to_dataframe", {"data": "preds"}, "preds", columns=["PassengerId"])
     final = run_script(spaceship, script + [in_place])[-1]
-    assert final.ok and not final.progress.predicted and "cannot be the submission" not in final.progress.feedback
-    assert "predict the test features with predict_target(" in final.progress.feedback
+    assert final.ok and not final.progress.predicted and "'preds' cannot be the submission" in final.progress.feedback
+    back = "convert_to_dataframe(data='preds', columns=['Transported'], output='preds'), then save_dataframe_to_csv("
+    assert f"To finish, name its column after the target: {back}" in final.progress.feedback
+    assert "predict_target(" not in final.progress.feedback.split("To finish")[1].split(";")[0]
+    named_back = call("convert_to_dataframe", {"data": "preds"}, "preds", columns=["Transported"])
+    assert run_script(spaceship, script + [in_place, named_back])[-1].progress.predicted
     # a frame of anything else is not predictions, and writing over them ends their standing
     ids = call("get_features", {"df": "test"}, "preds", columns=["PassengerId"])
     for tail in ([ids], [ids, call("convert_to_dataframe", {"data": "preds"}, "preds")]):
@@ -246,15 +250,16 @@ def test_a_task_graded_on_probabilities_is_told_to_predict_probabilities_in_the_
         assert form in progress.feedback, progress.feedback
 
 
-def test_per_class_probabilities_relabelled_in_another_order_are_not_offered(spaceship):
-    # the relabelled frame holds predict_target's values, but column 'True' now holds P(False): the grader
-    # would take it, so only its names tell it apart; the frame as predicted is offered instead
+def test_per_class_probabilities_relabelled_by_a_conversion_are_not_offered(spaceship):
+    # relabelled, column 'True' holds P(False): the grader would take the frame, so only the call that renamed
+    # several columns at once tells it apart; a conversion that keeps the names keeps the standing
     import dataclasses
 
     import numpy as np
     import pandas as pd
 
     from mltb_core.planners.rewards import PathLog, Progress, advance
+    from mltb_core.toolkit.registry import ToolCall
     from mltb_core.toolkit.scratchpad import Scratchpad
 
     task, split, _data_dir, _out = spaceship
@@ -262,13 +267,19 @@ def test_per_class_probabilities_relabelled_in_another_order_are_not_offered(spa
                                   split)
     p = np.linspace(0.1, 0.9, ctx.n_test)
     proba = pd.DataFrame({"False": 1 - p, "True": p})
-    pad = Scratchpad(objects={"proba": proba, "relabelled": proba.set_axis(["True", "False"], axis=1)})
-    log = PathLog(frozenset({"fit_lightgbm_classifier", "predict_target", "convert_to_dataframe"}),
-                  (("m", "fit_lightgbm_classifier"), ("proba", "predict_target"),
-                   ("relabelled", "convert_to_dataframe")), predictions=frozenset({"proba", "relabelled"}))
+    pad = Scratchpad(objects={"proba": proba, "framed": proba.copy(),
+                              "relabelled": proba.set_axis(["True", "False"], axis=1)})
+    log = PathLog(frozenset({"fit_lightgbm_classifier"}), (("m", "fit_lightgbm_classifier"),))
+    for call_, out in ((ToolCall("predict_target", {"model": "m", "X_data": "X_test"}, {"return_probabilities": True},
+                                 "proba"), "proba"),
+                       (ToolCall("convert_to_dataframe", {"data": "proba"}, {}, "framed"), "framed"),
+                       (ToolCall("convert_to_dataframe", {"data": "proba"}, {"columns": ["True", "False"]},
+                                 "relabelled"), "relabelled")):
+        log = log.extend(call_, True, [out])
+    assert log.predictions == {"proba", "framed"}
     assert ctx.saved_alone(pad.get("relabelled"))[0]
     progress, _ = advance(ctx, Progress(stage=9), pad, log, {"model": "m"})
-    assert progress.predicted and "save_dataframe_to_csv(df='proba'" in progress.feedback, progress.feedback
+    assert progress.predicted and "save_dataframe_to_csv(df='framed'" in progress.feedback, progress.feedback
 
 
 def test_a_frame_of_several_columns_without_ids_is_invalid_with_a_reason(spaceship):

@@ -269,8 +269,7 @@ class Episode:
         self.trajectory.tool_completed(child.id, facts.ok, facts.message, facts.seconds)
         child.ok, child.written, child.cv_scores = facts.ok, tuple(facts.written), facts.cv_scores
         # the worker's rule on the facts it answered, so both logs agree (its predictions are not read here)
-        child.log = parent.log.extend(call.tool_name, facts.ok, facts.written, facts.submission,
-                                      facts.submission_check, bound=tuple(call.bindings.values()))
+        child.log = parent.log.extend(call, facts.ok, facts.written, facts.submission, facts.submission_check)
         child.progress = facts.progress
         child.observation = self._observation(child, facts.message)
         if child.progress.newly_passed or child.progress.feedback:

@@ -18,6 +18,7 @@ import pandas as pd
 from mltb_core.bench.stages import REWARD_STAGES, Stage, stage_index
 from mltb_core.bench.tasks import SUBMISSION_FILE, TEST_FILE, TRAIN_FILE, graded_per_class
 from mltb_core.toolkit import cvrecord
+from mltb_core.toolkit.registry import ToolCall
 from mltb_core.toolkit.scratchpad import Scratchpad
 from mltb_core.toolkit.validation import MAX_CATEGORY_LEVELS, TRACKING_COLUMN, infinite_columns
 
@@ -26,6 +27,13 @@ __all__ = ["REWARD_STAGES", "Stage", "StageContext", "Progress", "PathLog", "adv
 _MODELING = stage_index("modeling")   # its reward is scaled by the cross-validated quality
 # Tools whose output holds the values of their one object input unchanged (a frame of a Series, columns renamed)
 _KEEPS_VALUES = frozenset({"convert_to_dataframe"})
+
+
+def _relabels(call: ToolCall) -> bool:
+    """Does ``call`` give several columns new names at once? Per-class predictions renamed so may hold each
+    class's values under another's name, which the grader cannot see; one column's name it judges itself."""
+    columns = call.func_kwargs.get("columns")
+    return isinstance(columns, (list, tuple)) and len(columns) > 1
 
 
 @dataclass
@@ -37,18 +45,19 @@ class PathLog:
     submission: bytes | None = None            # snapshot of the submission this path wrote last
     submission_check: tuple[bool, str] = (False, "")   # its validity and the reason when invalid
     # names holding predict_target's values as it gave them: its outputs, and a _KEEPS_VALUES tool's outputs of
-    # them (a model that converted its predictions under their own name lost them for stage 10, issue 33)
+    # them that relabel no columns (a model that converted its predictions under their own name lost them for
+    # stage 10, issue 33)
     predictions: frozenset[str] = frozenset()
 
-    def extend(self, tool_name: str, ok: bool, written: list[str], submission: bytes | None = None,
-               submission_check: tuple[bool, str] | None = None, *, bound: tuple[str, ...]) -> PathLog:
-        """The log after a call of ``tool_name`` that wrote ``written`` from the objects named ``bound`` (its
-        bindings); a failed call changes nothing."""
+    def extend(self, call: ToolCall, ok: bool, written: list[str], submission: bytes | None = None,
+               submission_check: tuple[bool, str] | None = None) -> PathLog:
+        """The log after ``call``, which wrote ``written``; a failed call changes nothing."""
         if not ok:
             return self
-        new_sub = submission is not None
+        tool_name, new_sub = call.tool_name, submission is not None
         writes_predictions = tool_name == "predict_target" or (
-            tool_name in _KEEPS_VALUES and not self.predictions.isdisjoint(bound))
+            tool_name in _KEEPS_VALUES and not self.predictions.isdisjoint(call.bindings.values())
+            and not _relabels(call))
         predictions = (self.predictions - set(written)) | (set(written) if writes_predictions else set())
         return PathLog(self.tools_used | {tool_name},
                        self.written + tuple((n, tool_name) for n in written),
@@ -130,12 +139,15 @@ class StageContext:
         valid submission, and if not, the grader's reason."""
         key = id(predictions)
         if key not in self._saved_alone:
-            try:
-                verdict = check_submission(self, _saved_bytes(predictions))
-            except Exception as exc:  # noqa: BLE001 - what the model made: a verdict, never a failed check
-                verdict = (False, f"they could not be written as CSV ({type(exc).__name__})")
-            self._saved_alone[key] = (predictions, *verdict)
+            self._saved_alone[key] = (predictions, *self.verdict(predictions))
         return self._saved_alone[key][1:]
+
+    def verdict(self, predictions: Any) -> tuple[bool, str]:
+        """:meth:`saved_alone` uncached, for an object made only to be checked."""
+        try:
+            return check_submission(self, _saved_bytes(predictions))
+        except Exception as exc:  # noqa: BLE001 - what the model made: a verdict, never a failed check
+            return False, f"they could not be written as CSV ({type(exc).__name__})"
 
     def takes_classes(self, model: Any) -> bool:
         """Would the grader take ``model``'s classes as predicted labels (a classifier fitted on another target
@@ -543,7 +555,8 @@ class _Checker:
             finish = save
         elif self.unsubmittable is not None:
             name, reason = self.unsubmittable
-            finish = f"the predictions {name!r} cannot be the submission ({reason}). To finish, {self._remedy(save)}"
+            remedy = self._renamed_back(name) or self._remedy(save)
+            finish = f"the predictions {name!r} cannot be the submission ({reason}). To finish, {remedy}"
         else:
             finish = f"predict the test features with {self._predict_call(self._name('model', 'model'))}, then {save}"
         from mltb_core.bench import grading
@@ -588,6 +601,17 @@ class _Checker:
                 f"y_train={self._name('y_train', 'y_train')!r}), then predict with it "
                 f"({self._predict_call('<the new model>')}) and {save}")
 
+    def _renamed_back(self, name: str) -> str | None:
+        """For a one-column frame of the predictions the grader refuses for its name alone (a conversion that
+        named it after the id): the conversion back under the target's name, then the save."""
+        obj = self.pad.get(name)
+        if self.log.writer(name) not in _KEEPS_VALUES or not (isinstance(obj, pd.DataFrame) and obj.shape[1] == 1):
+            return None
+        if not self.ctx.verdict(obj.iloc[:, 0].rename(self.task.target))[0]:
+            return None
+        return (f"name its column after the target: convert_to_dataframe(data={name!r}, columns=[{self.task.target!r}], "
+                f"output={name!r}), then save_dataframe_to_csv(df={name!r}, filepath={SUBMISSION_FILE!r})")
+
     def _test_predictions(self) -> str | None:
         """The latest object holding predict_target's values (``PathLog.predictions``), one per test row, that
         the grader takes saved as it is, if the path has one. Newer ones it refuses go to ``unsubmittable`` (the
@@ -598,20 +622,11 @@ class _Checker:
             obj = self.pad.get(name)
             if not (isinstance(obj, (pd.Series, pd.DataFrame)) and len(obj) == self.ctx.n_test):
                 continue
-            if self.log.writer(name) in _KEEPS_VALUES and not self._named_as_predicted(obj):
-                continue   # renamed on conversion: no longer predict_target's values as it named them
             ok, reason = self.ctx.saved_alone(obj)
             if ok:
                 return name
             self.unsubmittable = self.unsubmittable or (name, reason)
         return None
-
-    def _named_as_predicted(self, obj: pd.Series | pd.DataFrame) -> bool:
-        """Does ``obj`` carry the names predict_target gives its values: the target's, or the classes' in the
-        model's (sorted) order? A conversion that renamed them holds the same values under other meanings (a
-        column named after the id, per-class probabilities relabelled in another order)."""
-        names = [obj.name] if isinstance(obj, pd.Series) else list(obj.columns)
-        return names == [self.task.target] or names == [str(c) for c in self.ctx.classes() or []]
 
 
 def _saved_bytes(obj: Any) -> bytes:
