@@ -520,6 +520,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     if args.sensitivity and not args.markdown:
         raise UsageError("--sensitivity is read by the Markdown report only: give --markdown FILE")
+    if args.expect_trials is not None and not args.markdown:
+        raise UsageError("--expect-trials marks the Markdown report PARTIAL: give --markdown FILE")
     try:
         if args.markdown:
             _markdown_report(args)
@@ -738,8 +740,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     sub.add_argument("--expect-trials", type=int, default=None, metavar="N",
                      help="trials the run plans: fewer counted ones mark the document PARTIAL")
     sub.add_argument("--planner", default=None, metavar="NAMES",
-                     help="only these planners' records (comma-separated), e.g. the arms of an ablation merged "
-                          "with its main run, so its tests compare those arms alone")
+                     help="only these planners' records (comma-separated; the --sensitivity run's too), e.g. the "
+                          "arms of an ablation merged with its main run, so its tests compare those arms alone")
     sub = add("compare", cmd_compare, "paired comparison of two runs over the (task, seed) items both hold")
     sub.add_argument("run_a", metavar="RUN_A")
     sub.add_argument("run_b", metavar="RUN_B")

@@ -90,6 +90,31 @@ def test_two_configurations_of_a_planner_in_one_report_stay_apart_in_every_secti
         r.model = "sim"
     table, _ = build("stage_comparison", recs[:6] + other)
     assert [row[0] for row in table.rows] == ["react · local", "react · sim"]
+    # a configuration with infra errors only is still told apart, as the tables tell it: same labels everywhere
+    infra = record("a", "react", 0, 0, config="gone")
+    infra.outcome = Outcome.INFRA_ERROR
+    table, _ = build("stage_comparison", recs + [infra])
+    assert [row[0] for row in table.rows] == ["react@main", "mcts_shaped@ablati", "mcts_shaped@main"]
+    # hashes alike in their first 6 characters get labels long enough to differ
+    from mltb_core.analysis.tables import variant_labels
+
+    twins = [record("a", "mcts_shaped", 0, 9, config="abcdef111111"), record("a", "mcts_shaped", 0, 3,
+                                                                            config="abcdef222222")]
+    assert sorted(variant_labels(twins).values()) == ["mcts_shaped@abcdef1", "mcts_shaped@abcdef2"]
+
+
+def test_trajectory_findings_count_per_configuration(tmp_path):
+    # the feedback ablation's variable: shown in one configuration, withheld in the other, never "half shown"
+    recs = []
+    for config, shown in (("aaaaaa000000", True), ("bbbbbb000000", False)):
+        path = tmp_path / f"{config}.jsonl"
+        path.write_text("".join(json.dumps(s) + "\n" for s in [{"step_type": "trial_start", "config": {}}] + [
+            {"step_type": "reward_feedback", "shown_to_model": shown}] * 10))
+        recs.append(TrialRecord(task="spaceship-titanic", planner="mcts_shaped", model="local", trial=0, seed=0,
+                                config_hash=config, outcome=Outcome.PLANNER_FAILURE, stage_reached=3,
+                                trajectory=str(path)))
+    (text,) = build("trajectories", recs)
+    assert "per planner: mcts_shaped@aaaaaa: 10 of 10; mcts_shaped@bbbbbb: 0 of 10." in text
 
 
 def test_the_sensitivity_section_sets_each_model_of_the_sensitivity_run_side_by_side():
@@ -213,3 +238,5 @@ def test_a_sensitivity_run_is_read_by_the_markdown_report_only(tmp_path, capsys)
     assert cli.main(["report", str(tmp_path), "--markdown", str(tmp_path / "r.md"),
                      "--sensitivity", str(tmp_path / "missing")]) == 2
     assert "no such run directory" in capsys.readouterr().err
+    assert cli.main(["report", str(tmp_path), "--expect-trials", "45"]) == 2
+    assert "--expect-trials marks the Markdown report PARTIAL" in capsys.readouterr().err

@@ -354,6 +354,13 @@ def test_report_planner_keeps_only_the_named_planners_arms_of_merged_runs(tmp_pa
     rows = [line.split("|")[1].strip() for line in text.splitlines() if line.startswith("| ") and "@" in line]
     assert rows == ["mcts_shaped@aaaaaa", "mcts_shaped@bbbbbb"] and "| lats " not in text
     assert "× 3 planners" in text
+    # the HTML report and summary.json say the filter; the records left out are not "superseded"
+    assert cli.main(["report", str(main), str(ablation), "--out", str(tmp_path / "html"), "--planner",
+                     "react,mcts_shaped"]) == 0
+    summary = json.loads((tmp_path / "html" / "summary.json").read_text())
+    assert summary["provenance"]["planners"] == ["react", "mcts_shaped"]
+    assert summary["provenance"]["superseded"] == 0 and summary["records"] == 9
+    assert "planners react, mcts_shaped only" in (tmp_path / "html" / "index.html").read_text()
     assert cli.main(["report", str(main), "--markdown", str(out), "--planner", "react,agent_k"]) == 2
     assert "planner(s) agent_k not in these runs; they hold: react, lats, mcts_shaped" in capsys.readouterr().err
 

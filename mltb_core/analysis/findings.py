@@ -11,7 +11,7 @@ from pathlib import Path
 
 from mltb_core.analysis.results import TrialRecord, counted_records
 from mltb_core.analysis.safety import markdown as markdown_text
-from mltb_core.analysis.tables import planner_rank
+from mltb_core.analysis.tables import entry_label, entry_order
 from mltb_core.bench.stages import stage_index
 
 __all__ = ["trajectory_findings", "reply_limit"]
@@ -81,17 +81,19 @@ def trajectory_findings(recs: list) -> list[str]:
     trials it runs; a trial whose trajectory file is missing is named, never silently left out."""
     from mltb_core.llm.base import CUT_OFF
 
+    label = entry_label(recs)    # the tables' labels: two configurations of a planner (an ablation) stay apart
     have, missing = [], []
     for rec in counted_records(recs):
         steps = _trajectory(rec)
         if steps is None:
-            missing.append(f"{rec.planner} on {rec.task}, trial {rec.trial}")
+            missing.append(f"{label(rec)} on {rec.task}, trial {rec.trial}")
         else:
             have.append((rec, steps))
     lines = [f"Counted from the trajectories of {len(have)} of the {len(have) + len(missing)} counted trials"
              + (f" (no trajectory file in the run directory: {'; '.join(missing)})" if missing else "") + ".", ""]
     if not have:
         return lines
+    order = {name: i for i, name in enumerate(entry_order(recs, label))}
     budgets = sorted({b for b in (_budget(steps) for _, steps in have) if b is not None})
     budget = "/".join(map(str, budgets)) or "?"
     limits = sorted({t for t in (reply_limit(rec.model) for rec, _ in have) if t is not None})
@@ -134,7 +136,8 @@ def trajectory_findings(recs: list) -> list[str]:
                        if s.get("step_type") == "llm_call"]
             growth = (f", prompt +{(prompts[-1] - prompts[0]) / (len(prompts) - 1):,.0f} tokens per call"
                       if len(prompts) > 1 else "")
-            react.append(f"{rec.task} trial {rec.trial}: {len(keys) - len(set(keys))} of {len(keys)}{growth}")
+            which = "" if label(rec) == rec.planner else f"{label(rec)} on "
+            react.append(f"{which}{rec.task} trial {rec.trial}: {len(keys) - len(set(keys))} of {len(keys)}{growth}")
     if react:
         lines.append("- ReAct's tool calls that repeated an earlier call of the same trial (same tool, same "
                      f"arguments): {'; '.join(sorted(react))}. Every reply and observation, repeats included, stays "
@@ -146,7 +149,7 @@ def trajectory_findings(recs: list) -> list[str]:
                   and s.get("purpose") == "propose" and len(s.get("candidates") or []) > 1]
         if counts:
             dup, total = sum(d for d, _ in counts), sum(t for _, t in counts)
-            repeated.append((planner_rank(rec.planner), rec.planner, rec.task, rec.trial, dup, total))
+            repeated.append((order[label(rec)], label(rec), rec.task, rec.trial, dup, total))
     if repeated:
         lines.append("- Candidates that repeated a sibling of the same expansion exactly (same tool, same arguments; "
                      "dropped before they run, so they add no node, but each was sampled and its reply paid for), "
@@ -169,15 +172,16 @@ def trajectory_findings(recs: list) -> list[str]:
     for rec, steps in have:
         for step in steps:
             if step.get("step_type") == "reward_feedback":
-                shown[rec.planner, "all"] += 1
-                shown[rec.planner, "shown"] += step.get("shown_to_model") is True
+                shown[label(rec), "all"] += 1
+                shown[label(rec), "shown"] += step.get("shown_to_model") is True
     if shown:
-        told = sorted({p for p, _ in shown}, key=planner_rank)
+        told = sorted({p for p, _ in shown}, key=order.__getitem__)
         lines.append("- Stage feedback (the stage a node reached and what to do next, e.g. \"read the test CSV\") "
                      "shown to the model after its tool calls, per planner: "
                      + "; ".join(f"{p}: {shown[p, 'shown']} of {shown[p, 'all']}" for p in told)
-                     + ". mltb follows the paper (its section 5.1 gives this feedback to the MCTS variants), so "
-                     "ReAct and LATS see only each tool's own result.")
+                     + ". By default mltb follows the paper (its section 5.1 gives this feedback to the MCTS "
+                     "variants), so ReAct and LATS see only each tool's own result; `--feedback` and "
+                     "`--no-feedback` set it for every planner.")
 
     cut: Counter[tuple[str, str]] = Counter()
     for rec, steps in have:
@@ -185,14 +189,14 @@ def trajectory_findings(recs: list) -> list[str]:
             if step.get("step_type") != "llm_call":
                 continue
             if step.get("purpose") == "evaluate":    # LATS's judge replies in text: cut off when it used every token
-                cut[rec.planner, "all"] += 1
-                cut[rec.planner, "cut"] += bool(reply_tokens) and \
+                cut[label(rec), "all"] += 1
+                cut[label(rec), "cut"] += bool(reply_tokens) and \
                     (step.get("usage") or {}).get("completion_tokens", 0) >= reply_tokens
             else:
                 for cand in step.get("candidates") or []:
-                    cut[rec.planner, "all"] += 1
-                    cut[rec.planner, "cut"] += str(cand.get("error") or "").startswith(CUT_OFF)
-    planners = sorted({p for p, _ in cut}, key=planner_rank)
+                    cut[label(rec), "all"] += 1
+                    cut[label(rec), "cut"] += str(cand.get("error") or "").startswith(CUT_OFF)
+    planners = sorted({p for p, _ in cut}, key=order.__getitem__)
     limit = f"the {reply_tokens}-token reply limit" if reply_tokens else "the reply limit"
     lines.append(f"- Replies cut off at {limit} (proposals reported to the model as cut off, and LATS judge "
                  "replies that used every token), per planner: "

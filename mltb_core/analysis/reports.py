@@ -76,17 +76,19 @@ def stage_names() -> dict[int, str]:
 
 
 # ---- provenance and the configuration legend ---------------------------------------------------------
-def provenance(run_dirs: Sequence[Path | str], records: list[TrialRecord]) -> dict[str, Any]:
-    """What produced this report: mltb version, git commit (None outside a checkout), date, runs, records."""
+def provenance(run_dirs: Sequence[Path | str], records: list[TrialRecord],
+               planners: Sequence[str] | None = None) -> dict[str, Any]:
+    """What produced this report: mltb version, git commit (None outside a checkout), date, runs, records, and
+    the planners it keeps when it keeps only some (``mltb report --planner``)."""
     import mltb_core
 
-    raw = sum(len(RunStore(d).read()) for d in run_dirs)
+    raw = sum(1 for d in run_dirs for r in RunStore(d).read() if planners is None or r.planner in planners)
     return {"mltb_version": mltb_core.__version__, "git_commit": git_commit(),
             "trial_code": trial_code(records),
             "generated_utc": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "runs": [str(Path(d).resolve()) for d in run_dirs], "records": len(records),
             # lines of results.jsonl replaced by a later record of the same trial (a rerun without --resume)
-            "superseded": max(raw - len(records), 0)}
+            "superseded": max(raw - len(records), 0), "planners": list(planners) if planners is not None else None}
 
 
 # Per-trial fields of a trial_start configuration: which trial it was, never how it was configured.
@@ -362,7 +364,7 @@ def build_report(run_dirs: Sequence[Path | str], out_dir: Path | str | None = No
     for sub in ("trials", "tasks"):
         (out_dir / sub).mkdir(parents=True, exist_ok=True)
     synthetic = any(r.synthetic for r in records)
-    prov = provenance(run_dirs, records)
+    prov = provenance(run_dirs, records, planners)
     legend = config_legend(records)
     labels = variant_labels(records)
 
@@ -370,6 +372,7 @@ def build_report(run_dirs: Sequence[Path | str], out_dir: Path | str | None = No
     markdown = [f"# mltb leaderboard\n\nmltb {prov['mltb_version']} · commit {commit} · {prov['generated_utc']} · "
                 f"runs: {', '.join(prov['runs'])} · {len(records)} trial record(s)"
                 + (f", run by {prov['trial_code']}" if prov["trial_code"] else "")
+                + (f", planners {', '.join(prov['planners'])} only" if prov["planners"] else "")
                 + (f" ({prov['superseded']} earlier record(s) of rerun trials superseded: the latest counts)"
                    if prov["superseded"] else "") + "\n"]
     if not records:
@@ -455,7 +458,7 @@ def markdown_report(run_dirs: Sequence[Path | str], *, command: str, title: str 
     partial = expect_trials is not None and counted < expect_trials
     ctx = SectionContext(records=records, seed=seed, run_dirs=[Path(d) for d in run_dirs],
                          markdown_path=markdown_path,
-                         sensitivity=load_runs([Path(sensitivity)]) if sensitivity is not None else [],
+                         sensitivity=load_runs([Path(sensitivity)], planners) if sensitivity is not None else [],
                          partial=partial)
     lines = [f"# {title}" + (f" — {PARTIAL}" if partial else ""), "",
              f"Written by `{command}` from the trial records in {', '.join(f'`{d}`' for d in run_dirs)}; the same "

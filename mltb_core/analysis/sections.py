@@ -21,7 +21,7 @@ from typing import Any, Union
 from mltb_core.analysis.provenance import NOT_RECORDED, machine_counts, machine_label, trial_code
 from mltb_core.analysis.results import TrialRecord, counted_records
 from mltb_core.analysis.safety import markdown
-from mltb_core.analysis.tables import Table, build_tables, entry_label, entry_order, planner_rank
+from mltb_core.analysis.tables import Table, build_tables, entry_label, entry_order, variant_labels
 from mltb_core.bench.documents import json_lines
 from mltb_core.plugins import NameClashError, Registry, RegistryError, origin_of
 
@@ -126,7 +126,7 @@ def _cells(records: list[TrialRecord]) -> list[tuple[tuple, list[TrialRecord]]]:
     """Counted records by (entry, task): entries as the tables label and order them (:func:`entry_label`, so
     two configurations of a planner in one report stay apart), tasks by name."""
     counted = counted_records(records)
-    label = entry_label(counted)
+    label = entry_label(records)    # from every record, as the tables label them
     cells: dict[tuple, list[TrialRecord]] = {}
     for r in counted:
         cells.setdefault((label(r), r.task), []).append(r)
@@ -143,10 +143,11 @@ def _ranking(ctx: SectionContext) -> list[Block]:
     from mltb_core.analysis.ranking import ranking_markdown
 
     counted = counted_records(ctx.records)
-    if len(set(map(entry_label(counted), counted))) < 2:
+    label = entry_label(ctx.records)
+    if len(set(map(label, counted))) < 2:
         return []
     link = f"{ctx.markdown_path.stem}-cd.svg" if ctx.markdown_path is not None else None
-    text, figure = ranking_markdown(counted, seed=ctx.seed, cd_link=link, interim=ctx.interim)
+    text, figure = ranking_markdown(counted, key=label, seed=ctx.seed, cd_link=link, interim=ctx.interim)
     if figure is not None and link is not None:
         ctx.figures[link] = figure
     return [text.split("\n", 2)[2].strip()]     # its own "## Ranking across tasks" heading is the section's
@@ -231,7 +232,7 @@ def _stage_comparison(ctx: SectionContext) -> list[Block]:
     from mltb_core.bench.stages import stage_index
 
     counted = counted_records(ctx.records)
-    label = entry_label(counted)
+    label = entry_label(ctx.records)
     planners = entry_order(counted, label)
     if len(planners) < 2:
         return []
@@ -289,17 +290,22 @@ def _sensitivity(ctx: SectionContext) -> list[Block]:
         return [f"The sensitivity run holds {len(models)} model(s); it needs two to compare."] if counted else []
     items = set.intersection(*({(r.task, r.trial) for r in counted if r.model == m} for m in models))
     runs = [[r for r in counted if r.model == m and (r.task, r.trial) in items] for m in models]
-    planners = sorted({r.planner for r in counted}, key=planner_rank)
-    results = [friedman_test(stage_blocks(run, lambda r: r.planner), ordinal=True) for run in runs]
+    labels = variant_labels(ctx.sensitivity)
+
+    def label(r: TrialRecord) -> str:   # a planner configuration, alike under every model (the hash has no model)
+        return labels[(r.model, r.planner, r.config_hash)]
+
+    planners = entry_order(counted, label)
+    results = [friedman_test(stage_blocks(run, label), ordinal=True) for run in runs]
     def ordering(result: Any) -> list[str]:
-        return sorted(planners, key=lambda p: (result.mean_ranks.get(p, float("inf")), planner_rank(p)))
+        return sorted(planners, key=lambda p: (result.mean_ranks.get(p, float("inf")), planners.index(p)))
 
     order = [ordering(res) for res in results]
     rows = []
     for planner in order[0]:
         row = [planner]
         for run, res, ranked in zip(runs, results, order):
-            mine = [r for r in run if r.planner == planner]
+            mine = [r for r in run if label(r) == planner]
             quality = [q for q in map(quality_value, mine) if q is not None]
             rank = res.mean_ranks.get(planner)
             row += [f"{sum(r.valid for r in mine)}/{len(mine)}",

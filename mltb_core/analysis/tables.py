@@ -81,8 +81,17 @@ def variant_labels(records: Iterable[TrialRecord]) -> dict[tuple[str, str, str],
     hashes: dict[tuple[str, str], set[str]] = {}
     for r in records:
         hashes.setdefault((r.model, r.planner), set()).add(r.config_hash)
-    return {(model, planner, h): (planner if len(hs) == 1 else f"{planner}@{h[:6]}")
+    return {(model, planner, h): (planner if len(hs) == 1 else f"{planner}@{h[:_unique_prefix(hs)]}")
             for (model, planner), hs in hashes.items() for h in hs}
+
+
+def _unique_prefix(hashes: set[str], shortest: int = 6) -> int:
+    """The shortest prefix length (at least ``shortest``) that tells ``hashes`` apart: two labels alike would
+    pool two configurations in every section that groups by label."""
+    width = shortest
+    while len({h[:width] for h in hashes}) < len(hashes) and width < max(map(len, hashes)):
+        width += 1
+    return width
 
 
 def entry_label(records: Iterable[TrialRecord]) -> Callable[[TrialRecord], str]:
