@@ -571,10 +571,17 @@ def _planner_filter(value: str | None) -> list[str] | None:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    import shlex
+
     from mltb_core.analysis import reports
 
     try:
-        reports.compare_main(Path(args.run_a), Path(args.run_b), Path(args.out) if args.out else None)
+        if args.markdown and args.out:
+            raise UsageError("--markdown writes the comparison instead of the HTML page: give one of --out, --markdown")
+        command = shlex.join(["mltb", "compare", args.run_a, args.run_b] + (["--markdown", args.markdown]
+                                                                          if args.markdown else []))
+        reports.compare_main(Path(args.run_a), Path(args.run_b), Path(args.out) if args.out else None,
+                             markdown=Path(args.markdown) if args.markdown else None, command=command)
     except FileNotFoundError as exc:
         raise UsageError(str(exc)) from None
     return EXIT_OK
@@ -746,6 +753,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     sub.add_argument("run_a", metavar="RUN_A")
     sub.add_argument("run_b", metavar="RUN_B")
     sub.add_argument("--out", default=None, metavar="FILE", help="HTML file (default: RUN_A/report/compare-<B>.html)")
+    sub.add_argument("--markdown", default=None, metavar="FILE",
+                     help="write one Markdown document instead (the published form: it depends on the records only, "
+                          "and its header gives the command that rewrites it)")
     sub = add("export", cmd_export, "one row per trial (deduplicated as the tables are) as csv, jsonl or parquet")
     sub.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     sub.add_argument("--format", choices=("csv", "jsonl", "parquet"), default="csv")

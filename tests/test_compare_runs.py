@@ -106,6 +106,22 @@ def test_cli_compare_writes_html_under_run_a(tmp_path, capsys):
     assert "A = react / sim" in capsys.readouterr().out
 
 
+def test_cli_compare_markdown_is_the_published_form(tmp_path, capsys):
+    make_run(tmp_path / "a", "react")
+    make_run(tmp_path / "b", "react", outcome="planner_failure")
+    out = tmp_path / "cmp.md"
+    argv = ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--markdown", str(out)]
+    assert cli_main(argv) == 0
+    text = out.read_text()
+    assert text.startswith("# Run comparison: a → b") and f"Written by `mltb compare {tmp_path / 'a'}" in text
+    assert "| spaceship-titanic " in text and "median Δ stage reached" in text and "2/3 → 0/3" in text
+    assert "runs\n\n| task" in text      # the table apart from the line above it, so Markdown renders it
+    assert not (tmp_path / "a" / "report").exists()      # instead of the HTML page
+    assert cli_main(argv) == 0 and out.read_text() == text     # the records alone decide it
+    assert cli_main(argv + ["--out", str(tmp_path / "x.html")]) == 2
+    assert "give one of --out, --markdown" in capsys.readouterr().err
+
+
 def test_compare_and_the_gate_report_the_same_change():
     from mltb_core.analysis.compare import BASELINE_VERSION, cell_figures, compare_to_baseline
 

@@ -37,7 +37,7 @@ from tabulate import tabulate
 
 from mltb_core.analysis.plots import figure_svg, inline_svg, pyplot
 from mltb_core.analysis.compare import paired_median_change
-from mltb_core.analysis.results import Outcome, TrialRecord
+from mltb_core.analysis.results import Outcome, TrialRecord, markdown_text
 from mltb_core.analysis.safety import html as escape_html
 from mltb_core.analysis.stats import (CI, MIN_TRIALS_FOR_MEDIAN_CI, cluster_sign_flip, holm, median_interval,
                                       paired_proportion_diff_ci, sign_test_p, t_interval)
@@ -266,14 +266,17 @@ FOOTNOTE = ("Per task: Newcombe paired score interval (validity; its coverage av
 
 
 def render_comparison(comparisons: list[ArmComparison], fmt: str = "simple") -> str:
+    """The comparison as text: ``fmt`` a tabulate format; "github" gives Markdown (labels escaped, the table
+    apart from the lines around it)."""
     if not comparisons:
         return "no arm to compare: the runs share no (model, planner) and do not hold one each"
+    gap, text = ("\n\n", markdown_text) if fmt == "github" else ("\n", str)
     blocks = []
     for c in comparisons:
         rows = [_rows(task, f) for task, f in c.per_task.items()] + [_combined_row(c)]
-        blocks.append(f"A = {c.label_a}  vs  B = {c.label_b}: paired over (task, seed) items in both runs\n"
-                      + tabulate(rows, headers=HEADERS, tablefmt=fmt, disable_numparse=True)
-                      + f"\nleft out: {c.only_a} item(s) only in A, {c.only_b} only in B, {c.infra_left_out} with an "
+        blocks.append(f"A = {text(c.label_a)}  vs  B = {text(c.label_b)}: paired over (task, seed) items in both runs"
+                      + gap + tabulate(rows, headers=HEADERS, tablefmt=fmt, disable_numparse=True) + gap
+                      + f"left out: {c.only_a} item(s) only in A, {c.only_b} only in B, {c.infra_left_out} with an "
                         "infra error on a side. " + FOOTNOTE)
     return "\n\n".join(blocks)
 

@@ -522,9 +522,11 @@ def report_main(run_dirs: Sequence[Path], out: Path | None = None,
     return paths
 
 
-def compare_main(run_a: Path, run_b: Path, out: Path | None = None, seed: int = 0) -> Path:
+def compare_main(run_a: Path, run_b: Path, out: Path | None = None, seed: int = 0,
+                 markdown: Path | None = None, command: str = "") -> Path:
     """``mltb compare A B``: print the paired comparison and write ``compare.html`` (default: under A's
-    report directory); returns its path."""
+    report directory), or with ``markdown`` that Markdown document instead (the published form: it depends on
+    the records alone, and names ``command``, which rewrites it); returns the written path."""
     from mltb_core.analysis.compare_runs import compare_runs, comparison_html, render_comparison
 
     a, b = load_runs([run_a]), load_runs([run_b])
@@ -532,10 +534,23 @@ def compare_main(run_a: Path, run_b: Path, out: Path | None = None, seed: int = 
     differences = run_differences(a, b)
     print(f"{Path(run_a).name} → {Path(run_b).name}: they differ in {differences}")
     print(render_comparison(comparisons))
+    warnings = _machine_warnings(a, b)
+    if markdown is not None:
+        runs = [f"- {side} = `{run}`: {len(records)} record(s), run by "
+                f"{markdown_text(trial_code(records) or 'no trial yet')}"
+                for side, run, records in (("A", run_a, a), ("B", run_b, b))]
+        lines = [f"# Run comparison: {markdown_text(Path(run_a).name)} → {markdown_text(Path(run_b).name)}", "",
+                 f"Written by `{command}` from the trial records in `{run_a}` and `{run_b}`; the same command "
+                 "rewrites it.", "", *runs, f"- They differ in: {markdown_text(differences)}",
+                 *[f"- WARNING: {w}" for w in warnings], "", render_comparison(comparisons, fmt="github"), ""]
+        markdown = Path(markdown)
+        markdown.parent.mkdir(parents=True, exist_ok=True)
+        markdown.write_text("\n".join(lines), encoding="utf-8")
+        print(f"comparison: {markdown}")
+        return markdown
     out = Path(out) if out is not None else default_out_dir([run_a]) / f"compare-{Path(run_b).resolve().name}.html"
     out.parent.mkdir(parents=True, exist_ok=True)
     prov = provenance([run_a, run_b], a + b)
-    warnings = _machine_warnings(a, b)
     for warning in warnings:
         print(f"warning: {warning}")
     out.write_text(render("compare.html", title="mltb run comparison", prov=prov, warnings=warnings,
