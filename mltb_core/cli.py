@@ -582,7 +582,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                                                                           if args.markdown else []))
         reports.compare_main(Path(args.run_a), Path(args.run_b), Path(args.out) if args.out else None,
                              markdown=Path(args.markdown) if args.markdown else None, command=command)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     return EXIT_OK
 

@@ -28,9 +28,10 @@ def test_paired_deltas_tests_and_left_out_items():
     # percentile: invalid A trials count 0, so deltas are 60+s-0 (odd s) and 10+s (even s)
     assert f.deltas["percentile"] == [61.0 + s - 1 if s % 2 else 10.0 + s for s in range(1, 10)]
     assert f.sign_p["percentile"] == pytest.approx(2 * 0.5 ** 9)       # 9 of 9 deltas positive: exact sign test
-    # Holm over the row's two tests (McNemar 0.0625, sign 0.0039; no normalized score to test): the smaller times 2
-    assert "normalized" not in f.holm_p
-    assert f.holm_p["percentile"] == pytest.approx(2 * 2 * 0.5 ** 9) and f.holm_p["validity"] == pytest.approx(0.0625)
+    # Holm over the row's three tests (McNemar 0.0625, percentile sign 0.0039, and the stage's sign test: a valid
+    # trial counts as stage 10, so the 5 trials that became valid moved up; no normalized score to test)
+    assert "normalized" not in f.holm_p and f.sign_p["stage"] == pytest.approx(2 * 0.5 ** 5)
+    assert f.holm_p["percentile"] == pytest.approx(3 * 2 * 0.5 ** 9) and f.holm_p["validity"] == pytest.approx(0.125)
     ci = f.median_delta["percentile"]
     assert ci.low <= ci.estimate <= ci.high
     assert f.validity_delta.estimate == pytest.approx(5 / 9)
@@ -104,6 +105,50 @@ def test_cli_compare_writes_html_under_run_a(tmp_path, capsys):
     out = tmp_path / "a" / "report" / "compare-b.html"
     assert "<svg" in out.read_text() and "sign test" in out.read_text()
     assert "A = react / sim" in capsys.readouterr().out
+
+
+def test_a_run_with_two_configurations_of_a_planner_is_refused_not_guessed(tmp_path, capsys):
+    # one had silently replaced the other: "0/6 -> 6/6" from a run whose matching configuration was 6/6 too
+    a = [rec("react", s, True, 50.0) for s in range(3)]
+    a += [TrialRecord(**{**r.to_dict(), "config_hash": "other", "valid": False, "outcome": "planner_failure"})
+          for r in a]
+    with pytest.raises(ValueError, match="react / m: h, other"):
+        compare_runs(a, a[:3])
+    make_run(tmp_path / "a", "react")
+    make_run(tmp_path / "a", "react", config_hash="def")
+    make_run(tmp_path / "b", "react")
+    assert cli_main(["compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 2
+    assert "several configurations" in capsys.readouterr().err
+
+
+def test_a_valid_trial_counts_as_the_last_stage_in_the_stage_change():
+    # a valid submission written without passing every shaped stage still finished: it is not behind stage 9
+    a = [rec("react", s, False) for s in range(6)]
+    for r in a:
+        r.stage_reached = 9
+    b = [rec("react", s, True, 50.0) for s in range(6)]
+    for r in b:
+        r.stage_reached = 3
+    (c,) = compare_runs(a, b)
+    assert c.per_task["spaceship-titanic"].deltas["stage"] == [1.0] * 6
+
+
+def test_the_markdown_comparison_escapes_what_records_hold(tmp_path):
+    from mltb_core.analysis.reports import compare_main
+
+    make_run(tmp_path / "a", "react")
+    make_run(tmp_path / "b", "react")
+    from mltb_core.analysis.results import append_records
+    from mltb_core.analysis.runstore import RunStore
+
+    records = RunStore(tmp_path / "b").read()
+    for r in records:
+        r.machine = {"cpu": "<img src=x onerror=alert(1)>\n\n# Injected", "cores": 2}
+    (tmp_path / "b" / "results.jsonl").unlink()
+    append_records(tmp_path / "b" / "results.jsonl", records)
+    out = compare_main(tmp_path / "a", tmp_path / "b", markdown=tmp_path / "cmp.md", command="mltb compare a b")
+    text = out.read_text()
+    assert "WARNING" in text and "<img" not in text and "\n# Injected" not in text
 
 
 def test_cli_compare_markdown_is_the_published_form(tmp_path, capsys):

@@ -70,3 +70,11 @@ def test_machine_facts_and_mixed_machines():
     assert len(machine_counts([one, one])) == 1
     assert machine_counts([one, other, TrialRecord(**OLD)])["not recorded"] == 1
     assert machine_label(other.machine) != machine_label(one.machine)
+
+
+@pytest.mark.parametrize("bad", ["x/../../etc", "a.b", "", "h" * 65])
+def test_a_config_hash_that_could_name_another_path_is_refused_when_read(bad):
+    # report pages are named after it (trials/<case>-<hash>.html): a slash had made `mltb report` crash
+    with pytest.raises(ValueError, match="field 'config_hash' is .* not a configuration hash"):
+        TrialRecord.from_dict({**OLD, "config_hash": bad})
+    assert TrialRecord.from_dict({**OLD, "config_hash": "ac195f2b40a9"}).config_hash == "ac195f2b40a9"

@@ -115,6 +115,12 @@ def test_trajectory_findings_count_per_configuration(tmp_path):
                                 trajectory=str(path)))
     (text,) = build("trajectories", recs)
     assert "per planner: mcts_shaped@aaaaaa: 10 of 10; mcts_shaped@bbbbbb: 0 of 10." in text
+    # two models: the labels name them, and a model name from a records file is Markdown-escaped prose
+    recs[1].model, recs[1].config_hash = "evil](http://x) <b>|\n# HEAD", "aaaaaa000000"
+    (text,) = build("trajectories", recs)
+    assert "<b>" not in text and "\n# HEAD" not in text and "mcts_shaped · local: 10 of 10" in text
+    table, text = build("stage_comparison", recs)
+    assert all("<b>" not in row[0] and "\n" not in row[0] for row in table.rows) and "<b>" not in text
 
 
 def test_the_sensitivity_section_sets_each_model_of_the_sensitivity_run_side_by_side():
@@ -138,6 +144,11 @@ def test_the_sensitivity_section_sets_each_model_of_the_sensitivity_run_side_by_
     assert any(n.startswith("sim's neutral setting") for n in table.notes)
     assert any(n.startswith("sim's rates that can order planners") for n in table.notes)
     assert "**sim:0.5.** Friedman test over 4 blocks" in text and "**sim:0.5:neutral.** Friedman" in text
+    # a configuration one model alone holds (an infra error here) labels the planner alike under every model
+    extra = record("a", "react", "sim:0.5", 9, 0)
+    extra.config_hash, extra.outcome = "h2", Outcome.INFRA_ERROR
+    table, _ = SECTIONS["sensitivity"].build(SectionContext(records=[], sensitivity=recs + [extra]))
+    assert sorted(row[0] for row in table.rows) == ["lats", "mcts_shaped", "react@h"]
     one = SECTIONS["sensitivity"].build(SectionContext(records=[], sensitivity=recs[:3]))
     assert one == ["The sensitivity run holds 1 model(s); it needs two to compare."]
 

@@ -38,6 +38,7 @@ from tabulate import tabulate
 from mltb_core.analysis.plots import figure_svg, inline_svg, pyplot
 from mltb_core.analysis.compare import paired_median_change
 from mltb_core.analysis.results import Outcome, TrialRecord, markdown_text
+from mltb_core.bench.stages import REWARD_STAGES
 from mltb_core.analysis.safety import html as escape_html
 from mltb_core.analysis.stats import (CI, MIN_TRIALS_FOR_MEDIAN_CI, cluster_sign_flip, holm, median_interval,
                                       paired_proportion_diff_ci, sign_test_p, t_interval)
@@ -103,10 +104,20 @@ def _arm_label(arm: tuple[str, str]) -> str:
 
 
 def _arms(records: list[TrialRecord]) -> dict[tuple[str, str], dict[tuple[str, int], TrialRecord]]:
-    """(model, planner) → (task, seed) → record (several config hashes of one item: the last in sort order)."""
+    """(model, planner) → (task, seed) → record. A run holding one planner under several configurations is a
+    ValueError naming them: which of its records would pair with the other run's is not for a comparison to
+    guess (one silently replaced the other)."""
     out: dict[tuple[str, str], dict[tuple[str, int], TrialRecord]] = {}
+    hashes: dict[tuple[str, str], set[str]] = {}
     for r in records:
         out.setdefault((r.model, r.planner), {})[(r.task, r.seed)] = r
+        hashes.setdefault((r.model, r.planner), set()).add(r.config_hash)
+    several = {arm: hs for arm, hs in hashes.items() if len(hs) > 1}
+    if several:
+        raise ValueError("a run holds one planner under several configurations, which a paired comparison cannot "
+                         "tell apart: " + "; ".join(f"{_arm_label(arm)}: {', '.join(sorted(hs))}"
+                                                     for arm, hs in sorted(several.items()))
+                         + " (compare run directories of one configuration each)")
     return out
 
 
@@ -143,7 +154,7 @@ def _figures(pairs: list[tuple[TrialRecord, TrialRecord]]) -> PairedFigures:
         figures.deltas[metric] = deltas
         figures.median_delta[metric] = change
         figures.sign_p[metric] = sign_test_p(deltas)
-    stages = [float(rb.stage_reached - ra.stage_reached) for ra, rb in pairs]
+    stages = [float(_stage(rb) - _stage(ra)) for ra, rb in pairs]
     if stages:
         figures.deltas[STAGE] = stages
         figures.median_delta[STAGE] = median_interval(stages)
@@ -151,6 +162,12 @@ def _figures(pairs: list[tuple[TrialRecord, TrialRecord]]) -> PairedFigures:
     figures.unchanged = bool(pairs) and not lost and not gained and all(
         d == 0 for deltas in figures.deltas.values() for d in deltas)
     return figures
+
+
+def _stage(record: TrialRecord) -> int:
+    """How far a trial got: the stage it reached, and the last stage for a valid submission (a planner that wrote
+    one without passing every shaped stage before it still finished)."""
+    return len(REWARD_STAGES) if record.valid else record.stage_reached
 
 
 def _adjust(comparisons: list[ArmComparison]) -> None:
@@ -257,7 +274,8 @@ FOOTNOTE = ("Per task: Newcombe paired score interval (validity; its coverage av
             "tasks with a comparable board), the same change the regression gate reports, and its exact sign "
             "test. Failed trials count 0. Stage reached (0-10, a valid submission 10): the same median and sign "
             "test over the paired differences of the stage each trial reached; it is ordinal, so the test reads "
-            "only which side reached further, and the median says how far, descriptively. 'all tasks': mean over tasks of the per-task changes, Student's t "
+            "only which side reached further, and the median says how far, descriptively; its 'all tasks' row "
+            "averages those medians like the other measures' rows, a summary, not an ordinal test. 'all tasks': mean over tasks of the per-task changes, Student's t "
             "interval over the k tasks and a task-level sign-flip permutation p (items are never pooled across "
             "tasks; with k tasks no p below 2^(1-k)). p-values are Holm-adjusted: the per-task tests of every "
             "row and column as one family, the 'all tasks' rows as another; intervals are 95 % per row, not "

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from mltb_core.analysis.results import TrialRecord, counted_records
 from mltb_core.analysis.safety import markdown as markdown_text
-from mltb_core.analysis.tables import entry_label, entry_order
+from mltb_core.analysis.tables import entry_label, entry_order, markdown_label
 from mltb_core.bench.stages import stage_index
 
 __all__ = ["trajectory_findings", "reply_limit"]
@@ -81,7 +81,11 @@ def trajectory_findings(recs: list) -> list[str]:
     trials it runs; a trial whose trajectory file is missing is named, never silently left out."""
     from mltb_core.llm.base import CUT_OFF
 
-    label = entry_label(recs)    # the tables' labels: two configurations of a planner (an ablation) stay apart
+    entry = entry_label(recs)    # the tables' labels: two configurations of a planner (an ablation) stay apart
+
+    def label(rec: TrialRecord) -> str:   # Markdown prose: a label may hold a model name from a records file
+        return markdown_label(entry(rec))
+
     have, missing = [], []
     for rec in counted_records(recs):
         steps = _trajectory(rec)
@@ -136,7 +140,7 @@ def trajectory_findings(recs: list) -> list[str]:
                        if s.get("step_type") == "llm_call"]
             growth = (f", prompt +{(prompts[-1] - prompts[0]) / (len(prompts) - 1):,.0f} tokens per call"
                       if len(prompts) > 1 else "")
-            which = "" if label(rec) == rec.planner else f"{label(rec)} on "
+            which = "" if entry(rec) == rec.planner else f"{label(rec)} on "
             react.append(f"{which}{rec.task} trial {rec.trial}: {len(keys) - len(set(keys))} of {len(keys)}{growth}")
     if react:
         lines.append("- ReAct's tool calls that repeated an earlier call of the same trial (same tool, same "

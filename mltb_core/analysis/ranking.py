@@ -239,8 +239,9 @@ def ranking_markdown(records: Iterable[TrialRecord], key: Callable[[TrialRecord]
                      interim: str | None = None) -> tuple[str, str | None]:
     """The ranking section in markdown, and the CD diagram as SVG text (None when it cannot be drawn);
     ``interim``: why the Friedman test's p-values are withheld (:func:`friedman_text`)."""
+    records = list(records)
+    key = key or entry_label(records)     # labelled over every record, as the tables are
     records = counted_records(records)
-    key = key or entry_label(records)
     names = names or {}
     scores, ratings, result = _sections(records, key, seed, names)
     reached, pass_rows = pass_at_k_rows(records, key)

@@ -458,7 +458,7 @@ def markdown_report(run_dirs: Sequence[Path | str], *, command: str, title: str 
     partial = expect_trials is not None and counted < expect_trials
     ctx = SectionContext(records=records, seed=seed, run_dirs=[Path(d) for d in run_dirs],
                          markdown_path=markdown_path,
-                         sensitivity=load_runs([Path(sensitivity)], planners) if sensitivity is not None else [],
+                         sensitivity=_sensitivity_run(Path(sensitivity), planners) if sensitivity is not None else [],
                          partial=partial)
     lines = [f"# {title}" + (f" — {PARTIAL}" if partial else ""), "",
              f"Written by `{command}` from the trial records in {', '.join(f'`{d}`' for d in run_dirs)}; the same "
@@ -474,6 +474,13 @@ def markdown_report(run_dirs: Sequence[Path | str], *, command: str, title: str 
         lines += ["## Notes", "", f"Written by hand (`{notes}`); the sections above are generated from the records.",
                   "", Path(notes).read_text(encoding="utf-8").strip(), ""]
     return "\n".join(lines).rstrip() + "\n", ctx.figures
+
+
+def _sensitivity_run(run: Path, planners: Sequence[str] | None) -> list[TrialRecord]:
+    try:
+        return load_runs([run], planners)
+    except ValueError as exc:
+        raise ValueError(f"the --sensitivity run {run}: {exc}") from None
 
 
 def _configuration_markdown(legend: dict[str, Any]) -> list[str]:
@@ -542,10 +549,13 @@ def compare_main(run_a: Path, run_b: Path, out: Path | None = None, seed: int = 
         lines = [f"# Run comparison: {markdown_text(Path(run_a).name)} → {markdown_text(Path(run_b).name)}", "",
                  f"Written by `{command}` from the trial records in `{run_a}` and `{run_b}`; the same command "
                  "rewrites it.", "", *runs, f"- They differ in: {markdown_text(differences)}",
-                 *[f"- WARNING: {w}" for w in warnings], "", render_comparison(comparisons, fmt="github"), ""]
+                 *[f"- WARNING: {markdown_text(w)}" for w in warnings], "", render_comparison(comparisons, fmt="github"),
+                 ""]
         markdown = Path(markdown)
         markdown.parent.mkdir(parents=True, exist_ok=True)
         markdown.write_text("\n".join(lines), encoding="utf-8")
+        for warning in warnings:
+            print(f"warning: {warning}")
         print(f"comparison: {markdown}")
         return markdown
     out = Path(out) if out is not None else default_out_dir([run_a]) / f"compare-{Path(run_b).resolve().name}.html"

@@ -81,6 +81,7 @@ def _json_types(annotation: str) -> tuple[type, ...]:
 
 
 _PLANNER_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_CONFIG_HASH = re.compile(r"[A-Za-z0-9_-]{1,64}")     # config_hash() gives 12 hex digits; no dots, no slashes
 
 
 class ResultsFileError(ValueError):
@@ -199,11 +200,13 @@ class TrialRecord:
                                                                  and not isinstance(v, bool)) for v in value):
                 raise ValueError(f"field {f.name!r} holds a non-number")
             values[f.name] = value
-        # Paths (trajectories, report pages) are built from these two.
+        # Paths (trajectories, report pages) are built from these three.
         if not is_slug(values["task"]):
             raise ValueError(f"field 'task' is {values['task']!r}, not a task slug")
         if not _PLANNER_NAME.fullmatch(values["planner"]):
             raise ValueError(f"field 'planner' is {values['planner']!r}, not a planner name")
+        if not _CONFIG_HASH.fullmatch(values["config_hash"]):
+            raise ValueError(f"field 'config_hash' is {values['config_hash']!r}, not a configuration hash")
         return cls(**values)
 
     @property

@@ -11,6 +11,7 @@ picks and orders them by name.
 """
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -21,7 +22,7 @@ from typing import Any, Union
 from mltb_core.analysis.provenance import NOT_RECORDED, machine_counts, machine_label, trial_code
 from mltb_core.analysis.results import TrialRecord, counted_records
 from mltb_core.analysis.safety import markdown
-from mltb_core.analysis.tables import Table, build_tables, entry_label, entry_order, variant_labels
+from mltb_core.analysis.tables import Table, build_tables, entry_label, entry_order, markdown_label, variant_labels
 from mltb_core.bench.documents import json_lines
 from mltb_core.plugins import NameClashError, Registry, RegistryError, origin_of
 
@@ -191,7 +192,7 @@ def _seconds(ctx: SectionContext) -> list[Block]:
     rows = []
     for (planner, task), cell in _cells(ctx.records):
         wall = [r.wall_seconds for r in cell]
-        rows.append([planner, task, str(len(cell)),
+        rows.append([markdown_label(planner), task, str(len(cell)),
                      f"{statistics.median(wall):.0f} ({min(wall):.0f}–{max(wall):.0f})",
                      f"{statistics.median(r.llm_seconds for r in cell):.0f}",
                      f"{statistics.median(r.llm_calls for r in cell):g}",
@@ -215,7 +216,7 @@ def _stop_kinds(ctx: SectionContext) -> list[Block]:
             reached = f"{stage} {names[stage]}" if stage in names else str(stage)
             blocked = ("– (valid submission)" if valid else
                        f"{stage + 1} {names[stage + 1]}" if stage + 1 in names else "–")
-            rows.append([planner, task, str(n), reached, blocked, kind])
+            rows.append([markdown_label(planner), task, str(n), reached, blocked, kind])
     if not rows:
         return []
     used = sorted({row[5] for row in rows})
@@ -246,7 +247,7 @@ def _stage_comparison(ctx: SectionContext) -> list[Block]:
         per_task = [(sum(r.stage_reached >= modeling for r in mine if r.task == task),
                      sum(r.task == task for r in mine)) for task in sorted({r.task for r in mine})]
         ci = clustered_rate_interval(per_task)
-        rows.append([planner, str(len(stages)), f"{statistics.median(stages):g} ({min(stages)}–{max(stages)})",
+        rows.append([markdown_label(planner), str(len(stages)), f"{statistics.median(stages):g} ({min(stages)}–{max(stages)})",
                      f"{fitted}/{len(stages)} {ci.bounds(2)}"])
     table = Table("stage_comparison", "Stage reached per planner",
                   ["planner", "trials", "stage reached (median, min–max)",
@@ -263,7 +264,7 @@ def _stage_comparison(ctx: SectionContext) -> list[Block]:
     result = friedman_test(blocks, ordinal=True)
     blocks_per_task = Counter(block_task(block) for block in result.tasks)
     prose = "\n".join([
-        *friedman_text(result, {}, blocks="blocks (task, trial seed)",
+        *friedman_text(result, {p: markdown_label(p) for p in planners}, blocks="blocks (task, trial seed)",
                        measure="the stage each trial reached, ties sharing a rank", interim=ctx.interim), "",
         f"- Blocks: {len(result.tasks)} of the {len(blocks)} (task, trial) pairs recorded have a trial of every "
         "planner; only those enter the test ("
@@ -290,10 +291,11 @@ def _sensitivity(ctx: SectionContext) -> list[Block]:
         return [f"The sensitivity run holds {len(models)} model(s); it needs two to compare."] if counted else []
     items = set.intersection(*({(r.task, r.trial) for r in counted if r.model == m} for m in models))
     runs = [[r for r in counted if r.model == m and (r.task, r.trial) in items] for m in models]
-    labels = variant_labels(ctx.sensitivity)
+    # a planner configuration's label, alike under every model (the hash has no model): decided over all models
+    labels = variant_labels(dataclasses.replace(r, model="") for r in ctx.sensitivity)
 
-    def label(r: TrialRecord) -> str:   # a planner configuration, alike under every model (the hash has no model)
-        return labels[(r.model, r.planner, r.config_hash)]
+    def label(r: TrialRecord) -> str:
+        return labels[("", r.planner, r.config_hash)]
 
     planners = entry_order(counted, label)
     results = [friedman_test(stage_blocks(run, label), ordinal=True) for run in runs]

@@ -24,6 +24,7 @@ Definitions (the paper's, Section 5), and what every printed number is computed 
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
@@ -38,7 +39,7 @@ from mltb_core.analysis.stats import (MIN_TRIALS_FOR_MEDIAN_CI, CI, RateSample, 
 __all__ = ["Table", "planner_rank", "build_tables", "render_tables", "render_summary",
            "consistency_table", "pass_at_k_table", "percentile_table", "normalized_table", "median_cell_text",
            "overall_text", "task_baselines", "cost_table", "funnel_table", "infra_table",
-           "variant_labels", "entry_label", "entry_order", "compute_rows", "COMPUTE_MEASURES", "COMPUTE_NOTE",
+           "variant_labels", "entry_label", "entry_order", "markdown_label", "compute_rows", "COMPUTE_MEASURES", "COMPUTE_NOTE",
            "policy_assumptions"]
 
 MARKDOWN_FORMATS = ("github", "pipe")
@@ -106,6 +107,16 @@ def entry_label(records: Iterable[TrialRecord]) -> Callable[[TrialRecord], str]:
         text = labels[(record.model, record.planner, record.config_hash)]
         return f"{text} · {record.model}" if several_models else text
     return label
+
+
+_PLAIN_LABEL = re.compile(r"[A-Za-z0-9_.@:·/ -]{1,200}")
+
+
+def markdown_label(label: str) -> str:
+    """An entry label for Markdown: as it is when it holds only the characters planner names, hashes and plain
+    model names use (no Markdown escapes to read in the common case), else escaped (a model name comes from a
+    records file)."""
+    return label if _PLAIN_LABEL.fullmatch(label) and "__" not in label else markdown_text(label)
 
 
 def entry_order(records: Iterable[TrialRecord], label: Callable[[TrialRecord], str]) -> list[str]:

@@ -139,11 +139,18 @@ class StageContext:
         valid submission, and if not, the grader's reason."""
         key = id(predictions)
         if key not in self._saved_alone:
-            self._saved_alone[key] = (predictions, *self.verdict(predictions))
+            self._saved_alone[key] = (predictions, *self._verdict(predictions))
         return self._saved_alone[key][1:]
 
-    def verdict(self, predictions: Any) -> tuple[bool, str]:
-        """:meth:`saved_alone` uncached, for an object made only to be checked."""
+    def saved_alone_as_target(self, frame: pd.DataFrame) -> bool:
+        """Would a one-column ``frame``'s values be a valid submission under the target's name? Cached per frame,
+        like :meth:`saved_alone` (the stage-10 check of every node below it asks again)."""
+        key = -id(frame) - 1     # apart from saved_alone's keys (ids are positive)
+        if key not in self._saved_alone:
+            self._saved_alone[key] = (frame, *self._verdict(frame.iloc[:, 0].rename(self.task.target)))
+        return self._saved_alone[key][1]
+
+    def _verdict(self, predictions: Any) -> tuple[bool, str]:
         try:
             return check_submission(self, _saved_bytes(predictions))
         except Exception as exc:  # noqa: BLE001 - what the model made: a verdict, never a failed check
@@ -607,7 +614,7 @@ class _Checker:
         obj = self.pad.get(name)
         if self.log.writer(name) not in _KEEPS_VALUES or not (isinstance(obj, pd.DataFrame) and obj.shape[1] == 1):
             return None
-        if not self.ctx.verdict(obj.iloc[:, 0].rename(self.task.target))[0]:
+        if not self.ctx.saved_alone_as_target(obj):
             return None
         return (f"name its column after the target: convert_to_dataframe(data={name!r}, columns=[{self.task.target!r}], "
                 f"output={name!r}), then save_dataframe_to_csv(df={name!r}, filepath={SUBMISSION_FILE!r})")
