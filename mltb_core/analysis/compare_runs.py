@@ -38,10 +38,10 @@ from tabulate import tabulate
 from mltb_core.analysis.plots import figure_svg, inline_svg, pyplot
 from mltb_core.analysis.compare import paired_median_change
 from mltb_core.analysis.results import Outcome, TrialRecord, markdown_text
-from mltb_core.bench.stages import REWARD_STAGES
 from mltb_core.analysis.safety import html as escape_html
 from mltb_core.analysis.stats import (CI, MIN_TRIALS_FOR_MEDIAN_CI, cluster_sign_flip, holm, median_interval,
                                       paired_proportion_diff_ci, sign_test_p, t_interval)
+from mltb_core.bench.stages import REWARD_STAGES
 
 __all__ = ["PairedFigures", "CombinedFigures", "ArmComparison", "compare_runs", "render_comparison",
            "comparison_html", "paired_items"]
@@ -275,7 +275,8 @@ FOOTNOTE = ("Per task: Newcombe paired score interval (validity; its coverage av
             "test. Failed trials count 0. Stage reached (0-10, a valid submission 10): the same median and sign "
             "test over the paired differences of the stage each trial reached; it is ordinal, so the test reads "
             "only which side reached further, and the median says how far, descriptively; its 'all tasks' row "
-            "averages those medians like the other measures' rows, a summary, not an ordinal test. 'all tasks': mean over tasks of the per-task changes, Student's t "
+            "averages those medians like the other measures' rows, a summary, not an ordinal test. 'all tasks': "
+            "mean over tasks of the per-task changes, Student's t "
             "interval over the k tasks and a task-level sign-flip permutation p (items are never pooled across "
             "tasks; with k tasks no p below 2^(1-k)). p-values are Holm-adjusted: the per-task tests of every "
             "row and column as one family, the 'all tasks' rows as another; intervals are 95 % per row, not "

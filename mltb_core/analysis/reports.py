@@ -542,6 +542,8 @@ def compare_main(run_a: Path, run_b: Path, out: Path | None = None, seed: int = 
     print(f"{Path(run_a).name} → {Path(run_b).name}: they differ in {differences}")
     print(render_comparison(comparisons))
     warnings = _machine_warnings(a, b)
+    for warning in warnings:
+        print(f"warning: {warning}")
     if markdown is not None:
         runs = [f"- {side} = `{run}`: {len(records)} record(s), run by "
                 f"{markdown_text(trial_code(records) or 'no trial yet')}"
@@ -554,15 +556,11 @@ def compare_main(run_a: Path, run_b: Path, out: Path | None = None, seed: int = 
         markdown = Path(markdown)
         markdown.parent.mkdir(parents=True, exist_ok=True)
         markdown.write_text("\n".join(lines), encoding="utf-8")
-        for warning in warnings:
-            print(f"warning: {warning}")
         print(f"comparison: {markdown}")
         return markdown
     out = Path(out) if out is not None else default_out_dir([run_a]) / f"compare-{Path(run_b).resolve().name}.html"
     out.parent.mkdir(parents=True, exist_ok=True)
     prov = provenance([run_a, run_b], a + b)
-    for warning in warnings:
-        print(f"warning: {warning}")
     out.write_text(render("compare.html", title="mltb run comparison", prov=prov, warnings=warnings,
                           differences=differences,
                           comparison=comparison_html(comparisons, Path(run_a), Path(run_b))), encoding="utf-8")
