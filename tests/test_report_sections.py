@@ -149,6 +149,12 @@ def test_the_sensitivity_section_sets_each_model_of_the_sensitivity_run_side_by_
     extra.config_hash, extra.outcome = "h2", Outcome.INFRA_ERROR
     table, _ = SECTIONS["sensitivity"].build(SectionContext(records=[], sensitivity=recs + [extra]))
     assert sorted(row[0] for row in table.rows) == ["lats", "mcts_shaped", "react@h"]
+    # a model name from a records file is escaped in the headers and notes too
+    for r in recs:
+        r.model = r.model.replace("sim:0.5", "evil <b>|\n# HEAD $x$")
+    table, _ = SECTIONS["sensitivity"].build(SectionContext(records=[], sensitivity=recs))
+    shown = " ".join(table.headers + table.notes)
+    assert "<b>" not in shown and "\n#" not in shown and " $x$" not in shown and "evil \\<b\\>\\|" in shown
     one = SECTIONS["sensitivity"].build(SectionContext(records=[], sensitivity=recs[:3]))
     assert one == ["The sensitivity run holds 1 model(s); it needs two to compare."]
 

@@ -373,6 +373,16 @@ def test_ranking_section_has_pass_at_k_rating_and_a_cd_diagram():
     assert "withheld, the run is PARTIAL" in interim and "χ²" not in interim
     html = markdown_to_html(text)     # the report's HTML shows the same section (sections.py: ranking)
     assert "<h4>Rating</h4>" in html and "<td>agent_k</td>" in html   # one level under the section
+    # entry labels hold model names from a records file: escaped in the Markdown, drawn as text (no mathtext)
+    for r in records:
+        r.model = "$\\frac{|a}{b" + "}" * (r.planner == "react") + "<b>|\n# HEAD"
+    hostile, figure = ranking_markdown(records, key=lambda r: f"{r.planner} · {r.model}", cd_link="cd.svg")
+    assert "<b>" not in hostile and "\n# HEAD" not in hostile and "$\\frac{|a}" not in hostile
+    rows = [line for line in hostile.splitlines() if line.startswith("| t1 ")]
+    # no cell split: 7 unescaped pipes in a pass@k row (6 columns), 6 in a medal row (5)
+    assert sorted(line.replace("\\|", "").count("|") for line in rows) == [6, 6, 6, 7, 7, 7]
+    assert "react · \\$\\\\frac\\{\\|a\\}" in hostile
+    assert figure.count("frac") == 3      # each label drawn as its characters, not parsed as a formula
 
 
 def test_ratings_over_too_few_tasks_print_no_interval():

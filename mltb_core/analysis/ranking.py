@@ -14,7 +14,7 @@ from tabulate import tabulate
 
 from mltb_core.analysis.plots import figure_svg, pyplot
 from mltb_core.analysis.results import TrialRecord, counted_records, quality_value
-from mltb_core.analysis.tables import entry_label, policy_assumptions
+from mltb_core.analysis.tables import entry_label, markdown_label, policy_assumptions
 from mltb_core.analysis.stats import (MIN_TASKS_FOR_RATING_CI, POSTHOC_TESTS, FriedmanResult, Rating,
                                       bradley_terry_ratings, friedman_test,
                                       outward, pass_at_k, rate_interval, reachable_k)
@@ -126,7 +126,8 @@ def cd_diagram_svg(result: FriedmanResult, names: dict[str, str] | None = None) 
         y = -(i + 1) * 0.6 if left else -(k - i) * 0.6
         x_text = 0.65 if left else k + 0.35
         ax.plot([rank, rank, x_text], [0, y, y], color="black", lw=0.8)
-        ax.text(x_text, y + 0.05, label, ha="left" if left else "right", va="bottom", fontsize=8)
+        # parse_math off: a label holds a model name from a records file, and a '$' in it is no formula
+        ax.text(x_text, y + 0.05, label, ha="left" if left else "right", va="bottom", fontsize=8, parse_math=False)
     # Groups: maximal runs of planners whose mean ranks lie within the CD of each other.
     groups, level = [], 0
     for i in range(k):
@@ -242,9 +243,13 @@ def ranking_markdown(records: Iterable[TrialRecord], key: Callable[[TrialRecord]
     records = list(records)
     key = key or entry_label(records)     # labelled over every record, as the tables are
     records = counted_records(records)
-    names = names or {}
+    plain = names or {}
+    # the Markdown's names escaped (an entry label can hold a model name from a records file); the SVG's as they are
+    names = {entry: markdown_label(plain.get(entry, entry)) for entry in set(map(key, records))}
     scores, ratings, result = _sections(records, key, seed, names)
     reached, pass_rows = pass_at_k_rows(records, key)
+    for row in pass_rows:
+        row[1] = names[row[1]]
     ks = [f"pass@{k}" for k in reached]
     lines = ["## Ranking across tasks", "",
              f"Computed over {len(records)} counted trial(s) on {len(scores)} task(s).", "",
@@ -254,7 +259,7 @@ def ranking_markdown(records: Iterable[TrialRecord], key: Callable[[TrialRecord]
              "Unbiased estimator 1 − C(n−c, k)/C(n, k) over a cell's n counted trials with c valid; '-' where k > n.",
              "", tabulate(pass_rows, headers=["task", "planner", "n", "valid", *ks],
                           tablefmt="github"), ""]
-    medals = medal_rows(records, key)
+    medals = [[task, names[entry], *rest] for task, entry, *rest in medal_rows(records, key)]
     lines += ["### Medals", ""]
     lines += ([tabulate(medals, headers=["task", "planner", "n", "any medal [95 % CI]", "gold [95 % CI]"],
                         tablefmt="github"), "", "Tasks graded against a bundled Kaggle leaderboard only."]
@@ -263,7 +268,7 @@ def ranking_markdown(records: Iterable[TrialRecord], key: Callable[[TrialRecord]
     lines += [tabulate(_rating_rows(ratings, names), headers=["planner", "rating", "simultaneous 95 % CI", "wins/games"],
                        tablefmt="github")] if ratings else ["No scores to rate."]
     # a PARTIAL report draws no diagram either: its groups are Nemenyi's test at α, read at every round
-    figure = cd_diagram_svg(result, names) if interim is None else None
+    figure = cd_diagram_svg(result, plain) if interim is None else None
     shown = figure is not None and cd_link is not None
     lines += ["", "### Friedman test and critical-difference diagram", ""] + friedman_text(result, names, diagram=shown,
                                                                                           interim=interim)

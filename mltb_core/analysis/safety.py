@@ -19,7 +19,8 @@ from markupsafe import Markup, escape
 
 __all__ = ["one_line", "markdown", "html", "markdown_to_html", "Markup"]
 
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]{}()#+!|~<>&])")    # CommonMark: any ASCII punctuation may be escaped
+# CommonMark: any ASCII punctuation may be escaped; '$' opens math on GitHub
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]{}()#+!|~<>&$])")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
 
 
@@ -44,7 +45,7 @@ def html(text: object) -> Markup:
 
 _CODE = re.compile(r"`([^`\n]{1,400})`")
 _BOLD = re.compile(r"\*\*([^*\n]{1,400})\*\*")
-_ESCAPED = re.compile(r"\\([\\`*_\[\]{}()#+!|~<>&])")
+_ESCAPED = re.compile(r"\\([\\`*_\[\]{}()#+!|~<>&$])")
 
 
 def _inline(text: str) -> str:

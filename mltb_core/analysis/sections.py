@@ -314,9 +314,9 @@ def _sensitivity(ctx: SectionContext) -> list[Block]:
                     f"{sum(quality) / len(quality):.2f}" if quality else "–",
                     f"{rank:.2f} ({ranked.index(planner) + 1})" if rank is not None else "–"]
         rows.append(row)
-    headers = ["planner"] + [f"{model}: {what}" for model in models
+    headers = ["planner"] + [f"{markdown_label(model)}: {what}" for model in models
                              for what in ("valid/trials", "mean normalized", "mean stage rank (place)")]
-    notes = [f"the sensitivity run: {', '.join(models)} on the same {len(items)} (task, trial) items (a trial's seed "
+    notes = [f"the sensitivity run: {', '.join(map(markdown_label, models))} on the same {len(items)} (task, trial) items (a trial's seed "
              "depends on its index: the same split and seed stream under every model), trials run by "
              f"{trial_code(ctx.sensitivity)}; rows in the first model's order",
              "mean stage rank: the planner's mean rank (1 = best, ties sharing a rank) of the stage each trial "
