@@ -375,7 +375,7 @@ def test_ranking_section_has_pass_at_k_rating_and_a_cd_diagram():
     assert "<h4>Rating</h4>" in html and "<td>agent_k</td>" in html   # one level under the section
     # entry labels hold model names from a records file: escaped in the Markdown, drawn as text (no mathtext)
     for r in records:
-        r.model = "$\\frac{|a}{b" + "}" * (r.planner == "react") + "<b>|\n# HEAD"
+        r.model = "$\\frac{|a}{b$" + "}" * (r.planner == "react") + "<b>|\n# HEAD"
     hostile, figure = ranking_markdown(records, key=lambda r: f"{r.planner} · {r.model}", cd_link="cd.svg")
     assert "<b>" not in hostile and "\n# HEAD" not in hostile and "$\\frac{|a}" not in hostile
     rows = [line for line in hostile.splitlines() if line.startswith("| t1 ")]
