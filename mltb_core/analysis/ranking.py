@@ -214,14 +214,6 @@ def block_task(block: str) -> str:
     return block.rsplit(_BLOCK_TRIAL, 1)[0]
 
 
-def _sections(records: list[TrialRecord], key, seed: int, names: dict[str, str]):
-    trials = task_trials(records, key)
-    scores = _means(trials)
-    ratings = bradley_terry_ratings(scores)
-    result = friedman_test(scores, seed=seed)
-    return scores, ratings, result
-
-
 RATING_NOTE = ("Bradley-Terry rating on the Elo scale (400 points = 10:1 odds; mean 0), fitted to per-task pairwise "
                "outcomes: on each task the planner with the higher mean normalized score wins the pair, equal "
                "scores tie. Interval: jackknife over the k tasks with a game (each left out in turn; a task's "
@@ -246,7 +238,8 @@ def ranking_markdown(records: Iterable[TrialRecord], key: Callable[[TrialRecord]
     plain = names or {}
     # the Markdown's names escaped (an entry label can hold a model name from a records file); the SVG's as they are
     names = {entry: markdown_label(plain.get(entry, entry)) for entry in set(map(key, records))}
-    scores, ratings, result = _sections(records, key, seed, names)
+    scores = task_scores(records, key)
+    ratings, result = bradley_terry_ratings(scores), friedman_test(scores, seed=seed)
     reached, pass_rows = pass_at_k_rows(records, key)
     for row in pass_rows:
         row[1] = names[row[1]]
