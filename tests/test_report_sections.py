@@ -120,7 +120,9 @@ def test_trajectory_findings_count_per_configuration(tmp_path):
     (text,) = build("trajectories", recs)
     assert "<b>" not in text and "\n# HEAD" not in text and "mcts_shaped · local: 10 of 10" in text
     table, text = build("stage_comparison", recs)
-    assert all("<b>" not in row[0] and "\n" not in row[0] for row in table.rows) and "<b>" not in text
+    rendered = table.render("github")     # cells hold the label as it is; the Markdown escapes it
+    assert "<b>" not in rendered and len(rendered.splitlines()) == len(table.rows) + 2 and "<b>" not in text
+    assert "mcts_shaped · evil](http://x) <b>|\n# HEAD" in [row[0] for row in table.rows]
 
 
 def test_the_sensitivity_section_sets_each_model_of_the_sensitivity_run_side_by_side():
@@ -153,7 +155,7 @@ def test_the_sensitivity_section_sets_each_model_of_the_sensitivity_run_side_by_
     for r in recs:
         r.model = r.model.replace("sim:0.5", "evil <b>|\n# HEAD $x$")
     table, _ = SECTIONS["sensitivity"].build(SectionContext(records=[], sensitivity=recs))
-    shown = " ".join(table.headers + table.notes)
+    shown = table.render("github").splitlines()[0] + " ".join(table.notes)
     assert "<b>" not in shown and "\n#" not in shown and " $x$" not in shown and "evil \\<b\\>\\|" in shown
     one = SECTIONS["sensitivity"].build(SectionContext(records=[], sensitivity=recs[:3]))
     assert one == ["The sensitivity run holds 1 model(s); it needs two to compare."]

@@ -283,6 +283,46 @@ def test_solver_written_text_cannot_inject_markdown(tmp_path):
     assert "<script>" not in paths["index"].read_text()
 
 
+def _unescaped(pattern: str, text: str) -> list[str]:
+    return [line for line in text.splitlines() if re.search(r"(?<!\\)" + pattern, line)]
+
+
+def test_a_records_file_text_is_text_in_every_report(tmp_path):
+    # a records file is user input: its model name, code, settings and machine reach titles, headers, cells,
+    # prose and plot labels; a '$' pair made matplotlib parse a formula, and a malformed one raised
+    hostile = "m<script>x</script>|y\n# Owned [l](http://e.x) $\\frac{a$ **b**"
+    run = tmp_path / "run"
+    records = [TrialRecord(task=task, planner=planner, model=model, trial=t, seed=t, config_hash="h",
+                           outcome="valid" if valid else "planner_failure", valid=valid, stage_reached=10 if valid else 3,
+                           normalized=0.3 + 0.2 * p if valid else None, percentile=40.0 if valid else None,
+                           code=hostile, toolset=hostile, board=hostile, synthetic=False,
+                           machine={"cpu": hostile, "cores": 2, "system": hostile, "python": hostile})
+               for model in (hostile, "local") for task in ("spaceship-titanic", "titanic", "house-prices")
+               for p, planner in enumerate(("react", "lats", "mcts_shaped")) for t in range(3)
+               for valid in [(t + p) % 3 != 0]]
+    append_records(run / "results.jsonl", records)
+    paths = build_report([run], tmp_path / "out")                     # plots with the name: no mathtext
+    assert "<script>" not in paths["index"].read_text()
+    md = tmp_path / "r.md"
+    from mltb_core.analysis.reports import write_markdown_report
+
+    assert md in write_markdown_report([run], md, command="mltb report run")
+    for text in (md.read_text(), paths["leaderboard"].read_text()):
+        assert not _unescaped("<script", text) and not _unescaped(r"\]\(http", text) and not _unescaped(r"\$\\", text)
+        assert "\n# Owned" not in text
+        lines = text.splitlines()
+        for i, line in enumerate(lines):       # every table row keeps its header's columns
+            if line.startswith("|") and i and not lines[i - 1].startswith("|"):
+                width = line.count("|")
+                block = lines[i:next((j for j in range(i, len(lines)) if not lines[j].startswith("|")), len(lines))]
+                assert all(row.count("|") - row.count("\\|") == width for row in block), block
+    assert (tmp_path / "r-cd.svg").read_text().count("frac") == 3      # drawn as its characters
+    from mltb_core.analysis.reports import compare_main
+
+    page = compare_main(run, run, out=tmp_path / "cmp")                # its plot labels name the model too
+    assert "<script>" not in page.read_text()
+
+
 def test_export_csv_neutralises_formulas(tmp_path):
     from mltb_core.analysis.export import write_export
 

@@ -21,6 +21,8 @@ def pyplot():
     import matplotlib.pyplot as plt
 
     plt.rcParams["svg.fonttype"] = "none"   # labels stay text: searchable, selectable, smaller
+    # labels hold model names from records files: a '$' pair there is text, never a formula to parse (or fail on)
+    plt.rcParams["text.parse_math"] = False
     return plt
 
 

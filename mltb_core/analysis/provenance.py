@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import subprocess
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +96,8 @@ def machine_counts(records: Iterable[Any]) -> Counter:
     return Counter(machine_label(getattr(record, "machine", None)) for record in records)
 
 
-def trial_code(records: Iterable[Any]) -> str:
-    """Which code ran these trials, most trials first: ``mltb 0.1.0 @ 1a2b3c4d5e6f (40), not recorded (5)``."""
+def trial_code(records: Iterable[Any], markup: Callable[[str], str] = str) -> str:
+    """Which code ran these trials, most trials first: ``mltb 0.1.0 @ 1a2b3c4d5e6f (40), not recorded (5)``;
+    ``markup`` makes each record's ``code`` (a records file's text) safe for the output format."""
     counts = Counter(record.code or NOT_RECORDED for record in records)
-    return ", ".join(f"{code} ({n})" for code, n in counts.most_common())
+    return ", ".join(f"{markup(code)} ({n})" for code, n in counts.most_common())

@@ -126,8 +126,7 @@ def cd_diagram_svg(result: FriedmanResult, names: dict[str, str] | None = None) 
         y = -(i + 1) * 0.6 if left else -(k - i) * 0.6
         x_text = 0.65 if left else k + 0.35
         ax.plot([rank, rank, x_text], [0, y, y], color="black", lw=0.8)
-        # parse_math off: a label holds a model name from a records file, and a '$' in it is no formula
-        ax.text(x_text, y + 0.05, label, ha="left" if left else "right", va="bottom", fontsize=8, parse_math=False)
+        ax.text(x_text, y + 0.05, label, ha="left" if left else "right", va="bottom", fontsize=8)
     # Groups: maximal runs of planners whose mean ranks lie within the CD of each other.
     groups, level = [], 0
     for i in range(k):

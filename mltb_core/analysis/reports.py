@@ -31,7 +31,8 @@ from mltb_core.analysis.results import (SYNTHETIC_LABEL, TrialRecord, consistenc
                                         percentile_values)
 from mltb_core.analysis.safety import one_line as display_text
 from mltb_core.analysis.sections import Block, Section, SectionContext, pick_sections, read_steps
-from mltb_core.analysis.tables import Table, planner_rank, build_tables, render_tables, variant_labels
+from mltb_core.analysis.tables import (Table, planner_rank, build_tables, markdown_label, render_tables,
+                                      variant_labels)
 from mltb_core.analysis.templating import render
 from mltb_core.analysis.treeview import embed_json, tree_from_steps
 from mltb_core.bench.stages import REWARD_STAGES
@@ -371,7 +372,7 @@ def build_report(run_dirs: Sequence[Path | str], out_dir: Path | str | None = No
     commit = prov["git_commit"] or "no git checkout"
     markdown = [f"# mltb leaderboard\n\nmltb {prov['mltb_version']} · commit {commit} · {prov['generated_utc']} · "
                 f"runs: {', '.join(prov['runs'])} · {len(records)} trial record(s)"
-                + (f", run by {prov['trial_code']}" if prov["trial_code"] else "")
+                + (f", run by {trial_code(records, markdown_label)}" if records else "")
                 + (f", planners {', '.join(prov['planners'])} only" if prov["planners"] else "")
                 + (f" ({prov['superseded']} earlier record(s) of rerun trials superseded: the latest counts)"
                    if prov["superseded"] else "") + "\n"]
@@ -433,7 +434,7 @@ def section_blocks(sections: Sequence[Section], ctx: SectionContext) -> list[tup
 
 def block_markdown(block: Block, section_title: str = "") -> str:
     if isinstance(block, Table):
-        heading = "" if block.title == section_title else f"### {block.title}\n\n"
+        heading = "" if block.title == section_title else f"### {block.markdown_title()}\n\n"
         return f"{heading}{block.render('github')}\n" + "".join(f"\n- {n}" for n in block.notes) + \
             ("\n" if block.notes else "")
     return block + "\n"

@@ -17,7 +17,7 @@ import re
 
 from markupsafe import Markup, escape
 
-__all__ = ["one_line", "markdown", "html", "markdown_to_html", "Markup"]
+__all__ = ["one_line", "markdown", "html", "markdown_to_html", "markdown_line_to_html", "Markup"]
 
 # CommonMark: any ASCII punctuation may be escaped; '$' opens math on GitHub
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]{}()#+!|~<>&$])")
@@ -54,6 +54,11 @@ def _inline(text: str) -> str:
     out = _CODE.sub(r"<code>\1</code>", out)
     out = _BOLD.sub(r"<strong>\1</strong>", out)
     return _ESCAPED.sub(r"\1", out)
+
+
+def markdown_line_to_html(text: str) -> Markup:
+    """One line of mltb's own Markdown (a table's note) as inline HTML: no block markup, however it starts."""
+    return Markup(_inline(" ".join(str(text).split())))
 
 
 def markdown_to_html(text: str) -> Markup:

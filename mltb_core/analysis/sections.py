@@ -162,7 +162,7 @@ def _run(ctx: SectionContext) -> list[Block]:
     share = f" ({cached / tokens_in:.0%})" if tokens_in else ""
     return [f"- records: {len(records)} ({len(counted)} counted, {len(records) - len(counted)} infrastructure "
             f"error(s) apart); prompt tokens {tokens_in:,}, of which {cached:,} served from the server's prompt "
-            f"cache{share}\n- trials run by: {trial_code(records) or 'none yet'} (each record's `code`)"]
+            f"cache{share}\n- trials run by: {trial_code(records, markdown_label) or 'none yet'} (each record's `code`)"]
 
 
 def _models(ctx: SectionContext) -> list[Block]:
@@ -192,7 +192,7 @@ def _seconds(ctx: SectionContext) -> list[Block]:
     rows = []
     for (planner, task), cell in _cells(ctx.records):
         wall = [r.wall_seconds for r in cell]
-        rows.append([markdown_label(planner), task, str(len(cell)),
+        rows.append([planner, task, str(len(cell)),
                      f"{statistics.median(wall):.0f} ({min(wall):.0f}–{max(wall):.0f})",
                      f"{statistics.median(r.llm_seconds for r in cell):.0f}",
                      f"{statistics.median(r.llm_calls for r in cell):g}",
@@ -201,7 +201,8 @@ def _seconds(ctx: SectionContext) -> list[Block]:
         return []
     return [Table("seconds", "Seconds per trial", ["planner", "task", "n", "wall s per trial (median, min–max)",
                                                     "LLM s per trial", "LLM calls", "stage reached (median, max)"],
-                  rows, notes=["counted trials only; wall seconds depend on the machine (see Machine) and its load"])]
+                  rows, notes=["counted trials only; wall seconds depend on the machine (see Machine) and its load"],
+                  untrusted=(0,))]
 
 
 def _stop_kinds(ctx: SectionContext) -> list[Block]:
@@ -216,7 +217,7 @@ def _stop_kinds(ctx: SectionContext) -> list[Block]:
             reached = f"{stage} {names[stage]}" if stage in names else str(stage)
             blocked = ("– (valid submission)" if valid else
                        f"{stage + 1} {names[stage + 1]}" if stage + 1 in names else "–")
-            rows.append([markdown_label(planner), task, str(n), reached, blocked, kind])
+            rows.append([planner, task, str(n), reached, blocked, kind])
     if not rows:
         return []
     used = sorted({row[5] for row in rows})
@@ -224,7 +225,8 @@ def _stop_kinds(ctx: SectionContext) -> list[Block]:
     return [Table("stop_kinds", "Where trials ended", ["planner", "task", "trials", "stage reached", "not passed",
                                                        "why the search ended (stop kind)"], rows,
                   notes=[f"stop kinds (the planner's, mltb_core/bench/stops.py): {meanings}",
-                         "records written before stop kinds (schema 1) got theirs from their stop reason when read"])]
+                         "records written before stop kinds (schema 1) got theirs from their stop reason when read"],
+                  untrusted=(0, 5))]
 
 
 def _stage_comparison(ctx: SectionContext) -> list[Block]:
@@ -247,11 +249,11 @@ def _stage_comparison(ctx: SectionContext) -> list[Block]:
         per_task = [(sum(r.stage_reached >= modeling for r in mine if r.task == task),
                      sum(r.task == task for r in mine)) for task in sorted({r.task for r in mine})]
         ci = clustered_rate_interval(per_task)
-        rows.append([markdown_label(planner), str(len(stages)), f"{statistics.median(stages):g} ({min(stages)}–{max(stages)})",
+        rows.append([planner, str(len(stages)), f"{statistics.median(stages):g} ({min(stages)}–{max(stages)})",
                      f"{fitted}/{len(stages)} {ci.bounds(2)}"])
     table = Table("stage_comparison", "Stage reached per planner",
                   ["planner", "trials", "stage reached (median, min–max)",
-                   f"fitted a model (stage ≥ {modeling}) [95 % CI]"], rows,
+                   f"fitted a model (stage ≥ {modeling}) [95 % CI]"], rows, untrusted=(0,),
                   notes=["stage and rate: over the planner's trials pooled, so a task with more trials weighs more "
                          "(the tasks weigh alike once every cell has its planned trials)",
                          "interval: cluster-aware exact interval (Korn-Graubard) with the tasks as units, since trials of "
@@ -314,11 +316,11 @@ def _sensitivity(ctx: SectionContext) -> list[Block]:
                     f"{sum(quality) / len(quality):.2f}" if quality else "–",
                     f"{rank:.2f} ({ranked.index(planner) + 1})" if rank is not None else "–"]
         rows.append(row)
-    headers = ["planner"] + [f"{markdown_label(model)}: {what}" for model in models
+    headers = ["planner"] + [f"{model}: {what}" for model in models
                              for what in ("valid/trials", "mean normalized", "mean stage rank (place)")]
     notes = [f"the sensitivity run: {', '.join(map(markdown_label, models))} on the same {len(items)} (task, trial) items (a trial's seed "
              "depends on its index: the same split and seed stream under every model), trials run by "
-             f"{trial_code(ctx.sensitivity)}; rows in the first model's order",
+             f"{trial_code(ctx.sensitivity, markdown_label)}; rows in the first model's order",
              "mean stage rank: the planner's mean rank (1 = best, ties sharing a rank) of the stage each trial "
              "reached, within blocks of one task and one trial; place: its position in that model's ordering"]
     notes += [note for model in models if (note := policy_assumptions(model))]
@@ -329,7 +331,7 @@ def _sensitivity(ctx: SectionContext) -> list[Block]:
                                                                             measure="the stage each trial reached")),
                       ""]
     return [Table("sensitivity", "Each planner under each model of the sensitivity run", headers, rows,
-                  notes=notes), "\n".join(prose).strip()]
+                  notes=notes, untrusted_text=tuple(models)), "\n".join(prose).strip()]
 
 
 def _machine(ctx: SectionContext) -> list[Block]:
@@ -347,7 +349,7 @@ def _machine(ctx: SectionContext) -> list[Block]:
                      + (" (some records do not say which)" if NOT_RECORDED in counts else "")
                      + ": seconds, and any time budget's effect, are not comparable across them")
     return [Table("machine", "Machine", ["machine (CPU, cores, memory)", "trials", "system", "Python",
-                                         "llama.cpp (llama-cpp-python)"], rows, notes=notes)]
+                                         "llama.cpp (llama-cpp-python)"], rows, notes=notes, untrusted=(0, 2, 3, 4))]
 
 
 def _synthetic_policy(ctx: SectionContext) -> list[Block]:

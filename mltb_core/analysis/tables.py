@@ -47,24 +47,42 @@ MARKDOWN_FORMATS = ("github", "pipe")
 
 @dataclass
 class Table:
-    """A titled table; ``key`` is a stable machine name (used for summary.json and HTML anchors);
-    ``untrusted`` lists the columns holding solver-written text (escaped in Markdown; HTML escapes all)."""
+    """A titled table; ``key`` is a stable machine name (used for summary.json and HTML anchors).
+
+    Title, headers and cells hold plain text; what a records file or a solver supplied is declared, and escaped
+    when the table is rendered as Markdown (HTML escapes everything, the terminal needs nothing):
+    ``untrusted`` lists such columns, ``untrusted_text`` such strings inside the title and headers (model names).
+    """
     key: str
     title: str
     headers: list[str]
     rows: list[list]
     notes: list[str] = field(default_factory=list)
     untrusted: tuple[int, ...] = ()
+    untrusted_text: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
         return {"key": self.key, "title": self.title, "headers": self.headers, "rows": self.rows,
                 "notes": self.notes}
 
+    def _markdown(self, text: str) -> str:
+        # one pass, longest part first: a part found again inside another's escaped form must not be escaped
+        # twice (a doubled backslash would free the character after it); escaping renders the same text, so a
+        # part matched where mltb's own words happen to spell it changes nothing
+        parts = sorted({p for p in self.untrusted_text if p}, key=len, reverse=True)
+        if not parts:
+            return text
+        return re.sub("|".join(map(re.escape, parts)), lambda m: markdown_label(m.group()), text)
+
+    def markdown_title(self) -> str:
+        return self._markdown(self.title)
+
     def render(self, tablefmt: str = "simple") -> str:
-        rows = self.rows
-        if tablefmt in MARKDOWN_FORMATS and self.untrusted:
-            rows = [[markdown_text(c) if i in self.untrusted else c for i, c in enumerate(row)] for row in rows]
-        return tabulate(rows, headers=self.headers, tablefmt=tablefmt, floatfmt=".2f", disable_numparse=True)
+        rows, headers = self.rows, self.headers
+        if tablefmt in MARKDOWN_FORMATS:
+            rows = [[markdown_label(str(c)) if i in self.untrusted else c for i, c in enumerate(row)] for row in rows]
+            headers = [self._markdown(h) for h in headers]
+        return tabulate(rows, headers=headers, tablefmt=tablefmt, floatfmt=".2f", disable_numparse=True)
 
 
 def planner_rank(planner: str) -> tuple:
@@ -109,7 +127,8 @@ def entry_label(records: Iterable[TrialRecord]) -> Callable[[TrialRecord], str]:
     return label
 
 
-_PLAIN_LABEL = re.compile(r"[A-Za-z0-9_.@:·/ -]{1,200}")
+# no character here is active in Markdown on its own (parentheses make a link only after an escaped ']')
+_PLAIN_LABEL = re.compile(r"[A-Za-z0-9_.@:·/ (),-]{1,200}")
 
 
 def markdown_label(label: str) -> str:
@@ -182,10 +201,13 @@ def _notes(model: str, synthetic: bool, *notes: str) -> list[str]:
                           if synthetic else []) + ([assumptions] if assumptions else [])
 
 
+_TITLE_SETTINGS = ("toolset", "board")
+
+
 def _settings(records: list[TrialRecord]) -> str:
     """' · toolset paper · board public': the run-wide settings a reader needs next to the figures."""
     parts = []
-    for name in ("toolset", "board"):
+    for name in _TITLE_SETTINGS:
         values = sorted({str(getattr(r, name)) for r in records if getattr(r, name, None)})
         if values:
             parts.append(f"{name} {'/'.join(values)}")
@@ -193,6 +215,12 @@ def _settings(records: list[TrialRecord]) -> str:
     if unconfined:   # the user opted out of Landlock: the reader must see it next to every figure
         parts.append(f"UNCONFINED tool workers in {unconfined} of {len(records)} trials (no Landlock; opted in)")
     return "".join(f" · {part}" for part in parts)
+
+
+def _title_text(model: str, records: list[TrialRecord]) -> tuple[str, ...]:
+    """What a records file wrote into a per-model table's title: the model name and the settings' values."""
+    return (model, *sorted({str(getattr(r, name)) for r in records for name in _TITLE_SETTINGS
+                            if getattr(r, name, None)}))
 
 
 def is_unconfined(record: TrialRecord) -> bool:
@@ -241,7 +269,8 @@ def consistency_table(records: list[TrialRecord]) -> list[Table]:
         tables.append(Table(f"consistency:{model}",
                             f"Consistency (valid trials / trials) — model {model_label(model, synthetic)}"
                             f"{_settings([r for r in records if r.model == model])}",
-                            ["task"] + headers, rows, notes))
+                            ["task"] + headers, rows, notes,
+                            untrusted_text=_title_text(model, [r for r in records if r.model == model])))
     return tables
 
 
@@ -370,7 +399,8 @@ def normalized_table(records: list[TrialRecord]) -> list[Table]:
         title = (f"Median normalized score (0 = trivial baseline, 1 = perfect; failed trials count 0) — model "
                  f"{model_label(model, synthetic)}{_settings([r for r in records if r.model == model])}; overall = "
                  f"median over all {len(tasks)} tasks")
-        tables.append(Table(f"normalized:{model}", title, ["task"] + headers, rows, notes))
+        tables.append(Table(f"normalized:{model}", title, ["task"] + headers, rows, notes,
+                            untrusted_text=_title_text(model, [r for r in records if r.model == model])))
     return tables
 
 
@@ -425,7 +455,8 @@ def percentile_table(records: list[TrialRecord]) -> list[Table]:
         title = (f"Median leaderboard percentile (failed trials count as 0) — model "
                  f"{model_label(model, synthetic)}{_settings([r for r in records if r.model == model])}; overall = median over {len(included)} of "
                  f"{len(tasks)} tasks")
-        tables.append(Table(f"percentile:{model}", title, ["task"] + headers, rows, notes))
+        tables.append(Table(f"percentile:{model}", title, ["task"] + headers, rows, notes,
+                            untrusted_text=_title_text(model, [r for r in records if r.model == model])))
     return tables
 
 
@@ -458,7 +489,7 @@ def cost_table(records: list[TrialRecord]) -> Table:
                 rows.append(_cost_row([name, label, task], task_records))
             rows.append(_cost_row([name, label, "(all tasks)"], cell))
     rows.append(_cost_row(["total", "", ""], records))
-    return Table("cost", "Cost per planner and task", list(_COST_HEADERS), rows)
+    return Table("cost", "Cost per planner and task", list(_COST_HEADERS), rows, untrusted=(0,))
 
 
 def funnel_table(records: list[TrialRecord]) -> Table:
@@ -478,7 +509,7 @@ def funnel_table(records: list[TrialRecord]) -> Table:
             rows.append([model_label(model, synthetic), labels[(model, planner, h)], str(len(cell))]
                         + [str(n) for n in reached])
     notes = ["stages: " + "; ".join(f"{s} {stage_names[s]}" for s in sorted(stage_names))]
-    return Table("funnel", "Stage funnel: trials reaching each stage", headers, rows, notes)
+    return Table("funnel", "Stage funnel: trials reaching each stage", headers, rows, notes, untrusted=(0,))
 
 
 def infra_table(records: list[TrialRecord]) -> Table | None:
@@ -516,7 +547,8 @@ def pass_at_k_table(records: list[TrialRecord]) -> list[Table]:
                             _notes(model, synthetic, "cells: c/n valid/counted trials, then pass@k = 1 - C(n-c, k)/C(n, k) "
                                                      "(unbiased) for each k; '-' where k > n; no interval: pass@1 is "
                                                      "the consistency, whose exact interval the consistency table "
-                                                     "gives, and the larger k are functions of the same c and n")))
+                                                     "gives, and the larger k are functions of the same c and n"),
+                            untrusted_text=_title_text(model, records)))
     return tables
 
 

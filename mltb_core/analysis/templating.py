@@ -25,11 +25,12 @@ def _environment() -> Any:
         import jinja2
     except ImportError:  # pragma: no cover - a dependency; named when missing
         raise ImportError("mltb report writes HTML with Jinja2: pip install 'jinja2>=3.1'") from None
-    from mltb_core.analysis.safety import markdown_to_html
+    from mltb_core.analysis.safety import markdown_line_to_html, markdown_to_html
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["markdown"] = markdown_to_html
+    env.filters["markdown_line"] = markdown_line_to_html
     env.globals["asset"] = asset
     return env
 
