@@ -287,10 +287,11 @@ def _unescaped(pattern: str, text: str) -> list[str]:
     return [line for line in text.splitlines() if re.search(r"(?<!\\)" + pattern, line)]
 
 
+@pytest.mark.filterwarnings("ignore:Glyph .* missing from font")     # the control characters, drawn
 def test_a_records_file_text_is_text_in_every_report(tmp_path):
     # a records file is user input: its model name, code, settings and machine reach titles, headers, cells,
     # prose and plot labels; a '$' pair made matplotlib parse a formula, and a malformed one raised
-    hostile = "m<script>x</script>|y\n# Owned [l](http://e.x) $\\frac{a$ **b**"
+    hostile = "m<script>x</script>|y\n# Owned [l](http://e.x) $\\frac{a$ **b** \x1b[2J\x9b2J"
     run = tmp_path / "run"
     records = [TrialRecord(task=task, planner=planner, model=model, trial=t, seed=t, config_hash="h",
                            outcome="valid" if valid else "planner_failure", valid=valid, stage_reached=10 if valid else 3,
@@ -302,6 +303,10 @@ def test_a_records_file_text_is_text_in_every_report(tmp_path):
                for valid in [(t + p) % 3 != 0]]
     append_records(run / "results.jsonl", records)
     paths = build_report([run], tmp_path / "out")                     # plots with the name: no mathtext
+    import xml.etree.ElementTree as ElementTree
+
+    index = paths["index"].read_text()
+    ElementTree.fromstring("<svg" + index.split("<svg", 1)[1].split("</svg>", 1)[0] + "</svg>")   # still XML
     assert "<script>" not in paths["index"].read_text()
     md = tmp_path / "r.md"
     from mltb_core.analysis.reports import write_markdown_report
@@ -316,7 +321,13 @@ def test_a_records_file_text_is_text_in_every_report(tmp_path):
                 width = line.count("|")
                 block = lines[i:next((j for j in range(i, len(lines)) if not lines[j].startswith("|")), len(lines))]
                 assert all(row.count("|") - row.count("\\|") == width for row in block), block
-    assert (tmp_path / "r-cd.svg").read_text().count("frac") == 3      # drawn as its characters
+    svg = (tmp_path / "r-cd.svg").read_text()
+    assert svg.count("frac") == 3 and "\x1b" not in svg     # drawn as its characters; XML has no ESC
+    from mltb_core.analysis.tables import build_tables, render_tables
+
+    terminal = render_tables(build_tables(records))      # what `mltb report` and pytest print
+    assert "\n# Owned" not in terminal and "x</script>|y # Owned" in terminal and "\x1b" not in terminal
+    assert "\x9b" not in terminal
     from mltb_core.analysis.reports import compare_main
 
     page = compare_main(run, run, out=tmp_path / "cmp")                # its plot labels name the model too

@@ -7,6 +7,7 @@ byte-identical, and a diff of a regenerated report shows only what changed.
 from __future__ import annotations
 
 import io
+import re
 
 __all__ = ["pyplot", "figure_svg", "inline_svg"]
 
@@ -35,7 +36,11 @@ def figure_svg(fig) -> str:
     with matplotlib.rc_context({"svg.hashsalt": SVG_SALT}):
         fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)
-    return buffer.getvalue()
+    # a label from a records file may hold control characters, which XML forbids: the file would not parse
+    return _NOT_XML.sub(" ", buffer.getvalue())
+
+
+_NOT_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 
 
 def inline_svg(text: str) -> str:

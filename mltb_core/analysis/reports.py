@@ -434,7 +434,7 @@ def section_blocks(sections: Sequence[Section], ctx: SectionContext) -> list[tup
 
 def block_markdown(block: Block, section_title: str = "") -> str:
     if isinstance(block, Table):
-        heading = "" if block.title == section_title else f"### {block.markdown_title()}\n\n"
+        heading = "" if block.title == section_title else f"### {block.title_for('github')}\n\n"
         return f"{heading}{block.render('github')}\n" + "".join(f"\n- {n}" for n in block.notes) + \
             ("\n" if block.notes else "")
     return block + "\n"

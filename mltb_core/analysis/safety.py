@@ -21,7 +21,7 @@ __all__ = ["one_line", "markdown", "html", "markdown_to_html", "markdown_line_to
 
 # CommonMark: any ASCII punctuation may be escaped; '$' opens math on GitHub
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]{}()#+!|~<>&$])")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]+")     # C0, DEL and C1 (a terminal reads \x9b as CSI)
 
 
 def one_line(text: object, limit: int = 120) -> str:

@@ -49,9 +49,10 @@ MARKDOWN_FORMATS = ("github", "pipe")
 class Table:
     """A titled table; ``key`` is a stable machine name (used for summary.json and HTML anchors).
 
-    Title, headers and cells hold plain text; what a records file or a solver supplied is declared, and escaped
-    when the table is rendered as Markdown (HTML escapes everything, the terminal needs nothing):
-    ``untrusted`` lists such columns, ``untrusted_text`` such strings inside the title and headers (model names).
+    Title, headers and cells hold plain text; what a records file or a solver supplied is declared, and made
+    safe when the table is rendered (Markdown escapes, a terminal loses control characters; HTML escapes
+    everything): ``untrusted`` lists such columns, ``untrusted_text`` such strings inside the title and headers
+    (model names).
     """
     key: str
     title: str
@@ -65,24 +66,32 @@ class Table:
         return {"key": self.key, "title": self.title, "headers": self.headers, "rows": self.rows,
                 "notes": self.notes}
 
-    def _markdown(self, text: str) -> str:
+    def _within(self, text: str, tablefmt: str) -> str:
         # one pass, longest part first: a part found again inside another's escaped form must not be escaped
         # twice (a doubled backslash would free the character after it); escaping renders the same text, so a
         # part matched where mltb's own words happen to spell it changes nothing
         parts = sorted({p for p in self.untrusted_text if p}, key=len, reverse=True)
-        if not parts:
+        if not parts or tablefmt == "html":
             return text
-        return re.sub("|".join(map(re.escape, parts)), lambda m: markdown_label(m.group()), text)
+        return re.sub("|".join(map(re.escape, parts)), lambda m: _made_safe(m.group(), tablefmt), text)
 
-    def markdown_title(self) -> str:
-        return self._markdown(self.title)
+    def title_for(self, tablefmt: str) -> str:
+        """The title as ``tablefmt`` (a tabulate format) shows it, what came from records made safe."""
+        return self._within(self.title, tablefmt)
 
     def render(self, tablefmt: str = "simple") -> str:
         rows, headers = self.rows, self.headers
-        if tablefmt in MARKDOWN_FORMATS:
-            rows = [[markdown_label(str(c)) if i in self.untrusted else c for i, c in enumerate(row)] for row in rows]
-            headers = [self._markdown(h) for h in headers]
+        if tablefmt != "html":
+            rows = [[_made_safe(str(c), tablefmt) if i in self.untrusted else c for i, c in enumerate(row)]
+                    for row in rows]
+            headers = [self._within(h, tablefmt) for h in headers]
         return tabulate(rows, headers=headers, tablefmt=tablefmt, floatfmt=".2f", disable_numparse=True)
+
+
+def _made_safe(text: str, tablefmt: str) -> str:
+    """Untrusted text for a table in ``tablefmt``: escaped for Markdown, one line without control characters
+    for a terminal (HTML is escaped by tabulate and Jinja2)."""
+    return markdown_label(text) if tablefmt in MARKDOWN_FORMATS else display_text(text, 10_000)
 
 
 def planner_rank(planner: str) -> tuple:
@@ -573,7 +582,7 @@ def render_tables(tables: list[Table], tablefmt: str = "simple", notes_once: boo
     for table in tables:
         notes = [n for n in table.notes if not (notes_once and n in shown)]
         shown.update(table.notes)
-        parts.append("\n".join([table.title, table.render(tablefmt)] + notes))
+        parts.append("\n".join([table.title_for(tablefmt), table.render(tablefmt)] + notes))
     return "\n\n".join(parts)
 
 
