@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from mltb_core.analysis.results import SYNTHETIC_LABEL, Outcome  # light (json, filelock)
+from mltb_core.analysis.results import SYNTHETIC_LABEL, Outcome, display_text  # light (json, filelock)
 from mltb_core.bench.stages import stage_label  # light (no imports)
 
 __all__ = ["main", "UsageError", "build_parser"]
@@ -444,7 +444,7 @@ def _record_lines(record) -> list[str]:
              f"outcome: {record.outcome}   valid: {record.valid}",
              f"score: {_fmt(record.score, 6)}   percentile: {_fmt(record.percentile, 2)}   "
              f"medal: {record.medal or '-'}   normalized: {_fmt(record.normalized)}",
-             f"stage reached: {stage_label(record.stage_reached, record.stage_name or '-')}; "
+             f"stage reached: {stage_label(record.stage_reached)}; "
              f"stopped: {record.stop_reason} [{record.stop_kind}]",
              f"tokens: {record.tokens_in} in / {record.tokens_out} out   cost: ${record.cost_usd:.4f}   "
              f"LLM calls: {record.llm_calls}{synthetic}   tool calls: {record.tool_calls}   "
@@ -456,7 +456,7 @@ def _record_lines(record) -> list[str]:
         lines.append(f"feedback: {record.feedback}")
     if record.error:
         lines.append(f"error: {record.error.splitlines()[0]}")
-    return lines
+    return [display_text(line, 10_000) for line in lines]    # feedback and errors quote what a model wrote
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -187,7 +187,7 @@ class ProgressReporter:
         if record is not None and self.config.getoption("verbose", 0) > 0:
             from mltb_core.bench.stages import stage_label
 
-            stage = f"stage {stage_label(record.stage_reached, record.stage_name)}"
+            stage = f"stage {stage_label(record.stage_reached)}"
             terminal.write_line(f"    mltb: {record.task} · {record.planner} · t{record.trial}: {record.outcome}, {stage}, "
                                 f"${record.cost_usd:.4f}, {record.tokens_in + record.tokens_out:,} tokens, "
                                 f"{record.wall_seconds:.1f} s")

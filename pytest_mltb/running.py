@@ -53,7 +53,7 @@ def failure_message(record) -> str:
     """A few lines: what the trial reached and why it stopped."""
     from mltb_core.bench.stages import stage_label
 
-    lines = [f"{record.outcome}: reached stage {stage_label(record.stage_reached, record.stage_name)}"
+    lines = [f"{record.outcome}: reached stage {stage_label(record.stage_reached)}"
              f"; stopped: {record.stop_reason or 'unknown'}"]
     if record.feedback:
         feedback = record.feedback.strip().splitlines()

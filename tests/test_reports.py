@@ -288,7 +288,7 @@ def _unescaped(pattern: str, text: str) -> list[str]:
 
 
 @pytest.mark.filterwarnings("ignore:Glyph .* missing from font")     # the control characters, drawn
-def test_a_records_file_text_is_text_in_every_report(tmp_path):
+def test_a_records_file_text_is_text_in_every_report(tmp_path, capsys):
     # a records file is user input: its model name, code, settings and machine reach titles, headers, cells,
     # prose and plot labels; a '$' pair made matplotlib parse a formula, and a malformed one raised
     hostile = "m<script>x</script>|y\n# Owned [l](http://e.x) $\\frac{a$ **b** \x1b[2J\x9b2J"
@@ -330,8 +330,11 @@ def test_a_records_file_text_is_text_in_every_report(tmp_path):
     assert "\x9b" not in terminal
     from mltb_core.analysis.reports import compare_main
 
+    capsys.readouterr()
     page = compare_main(run, run, out=tmp_path / "cmp")                # its plot labels name the model too
     assert "<script>" not in page.read_text()
+    printed = capsys.readouterr().out                                   # the terminal: no control characters
+    assert "x</script>|y # Owned" in printed and "\x1b" not in printed and "\x9b" not in printed
 
 
 def test_export_csv_neutralises_formulas(tmp_path):

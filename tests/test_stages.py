@@ -75,11 +75,14 @@ def test_front_ends_print_the_count_of_the_stage_list(monkeypatch):
     from mltb_core.cli import _record_lines
     from pytest_mltb.running import failure_message
 
-    assert stage_label(3, "combine_train_test") == "3/10 (combine_train_test)" and stage_label(0) == "0/10"
+    assert stage_label(3) == "3/10 (combine_train_test)" and stage_label(0) == "0/10"
+    assert stage_label(10) == "10/10 (create_submission)"
     monkeypatch.setattr(stages, "STAGE_COUNT", 12)   # a longer list shows in every front end
     assert "reached stage 3/12 (combine_train_test); stopped" in failure_message(_record())
     assert "stage reached: 3/12 (combine_train_test); stopped" in "\n".join(_record_lines(_record()))
-    assert "stage reached: 0/12 (-)" in "\n".join(_record_lines(_record(stage_reached=0, stage_name="")))
+    assert "stage reached: 0/12; stopped" in "\n".join(_record_lines(_record(stage_reached=0, stage_name="")))
+    # the stage's name is mltb's, never the record's (a records file's or a worker's text)
+    assert "reached stage 3/12 (combine_train_test);" in failure_message(_record(stage_name="\x1b[2J# forged"))
 
 
 def test_the_progress_line_prints_the_count_of_the_stage_list(monkeypatch):

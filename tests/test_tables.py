@@ -1,6 +1,8 @@
 """tables.py: the paper-shaped tables, n in every cell, honest intervals, what each aggregate is over."""
 import random
 
+import re
+
 import pytest
 
 from mltb_core.analysis.results import TrialRecord
@@ -127,6 +129,11 @@ def test_percentile_aggregate_says_which_tasks_it_is_over():
     rows = {row[0]: row[1] for row in table.rows}
     assert rows["d"] == rows["e"] == "excluded"
     assert rows["overall: median over tasks"] == "50.0 [–] (k=3 < 6 of 5)"
+    # the reason comes from a records file: its Markdown form is escaped, its terminal form one line
+    records += [trial("f", "react", i, True, None, note="<b>x</b>\n# forged") for i in range(2)]
+    table = percentile_table(records)[0]
+    assert any("f: \\<b\\>x\\</b\\> \\# forged" in note for note in table.notes_for("github"))
+    assert any("f: <b>x</b> # forged" in note for note in table.notes_for("simple"))
 
 
 def test_overall_percentile_interval_spans_the_tasks():
@@ -266,3 +273,23 @@ def test_pass_at_k_cells_show_c_and_n_and_only_the_k_some_cell_reaches():
     many = [trial("t", "react", i, i < 4, 50.0) for i in range(10)]
     (table,) = pass_at_k_table(many)
     assert table.title.startswith("pass@1/@3/@10") and table.rows[0][1] == "4/10: 0.40 / 0.83 / 1.00"
+
+
+def test_untrusted_parts_of_a_title_are_made_safe_wherever_they_overlap():
+    from mltb_core.analysis.tables import Table
+
+    # the review's case: one part ("toolset x") begins in mltb's own words and runs into another part, which
+    # re.sub had then left raw
+    evil = "x<img src=x onerror=alert(1)>\n# Owned\x1b]0;pwned\x07"
+    table = Table("t", f"Consistency · toolset {evil} · board toolset x", ["task"], [["a"]],
+                  notes=[f"(excluded: a: {evil})"], untrusted_text=(evil, "toolset x"))
+    markdown = table.title_for("github")
+    assert not re.search(r"(?<!\\)<img", markdown) and "\n" not in markdown and "\x1b" not in markdown
+    assert markdown.startswith("Consistency · toolset x\\<img") and markdown.endswith(" · board toolset x")
+    terminal = table.title_for("simple")
+    assert "\x1b" not in terminal and "\x07" not in terminal and "\n" not in terminal
+    assert not re.search(r"(?<!\\)<img", table.notes_for("github")[0]) and "\x1b" not in table.notes_for("simple")[0]
+    # a part of only spaces, or with spaces at its ends, keeps the words around it apart
+    spaced = Table("t", "model m · toolset   · board b", ["model m: n"], [["1"]], untrusted_text=(" ", "a; "))
+    assert spaced.title_for("simple") == "model m · toolset   · board b"
+    assert Table("t", "x a; b", [], [], untrusted_text=("a; ",)).title_for("github") == "x a; b"

@@ -435,7 +435,7 @@ def section_blocks(sections: Sequence[Section], ctx: SectionContext) -> list[tup
 def block_markdown(block: Block, section_title: str = "") -> str:
     if isinstance(block, Table):
         heading = "" if block.title == section_title else f"### {block.title_for('github')}\n\n"
-        return f"{heading}{block.render('github')}\n" + "".join(f"\n- {n}" for n in block.notes) + \
+        return f"{heading}{block.render('github')}\n" + "".join(f"\n- {n}" for n in block.notes_for("github")) + \
             ("\n" if block.notes else "")
     return block + "\n"
 
@@ -540,11 +540,11 @@ def compare_main(run_a: Path, run_b: Path, out: Path | None = None, seed: int = 
     a, b = load_runs([run_a]), load_runs([run_b])
     comparisons = compare_runs(a, b, seed)
     differences = run_differences(a, b)
-    print(f"{Path(run_a).name} → {Path(run_b).name}: they differ in {differences}")
+    print(f"{Path(run_a).name} → {Path(run_b).name}: they differ in {display_text(differences, 10_000)}")
     print(render_comparison(comparisons))
     warnings = _machine_warnings(a, b)
     for warning in warnings:
-        print(f"warning: {warning}")
+        print(f"warning: {display_text(warning, 10_000)}")
     if markdown is not None:
         runs = [f"- {side} = `{run}`: {len(records)} record(s), run by "
                 f"{markdown_text(trial_code(records) or 'no trial yet')}"

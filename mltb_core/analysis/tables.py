@@ -67,13 +67,27 @@ class Table:
                 "notes": self.notes}
 
     def _within(self, text: str, tablefmt: str) -> str:
-        # one pass, longest part first: a part found again inside another's escaped form must not be escaped
-        # twice (a doubled backslash would free the character after it); escaping renders the same text, so a
-        # part matched where mltb's own words happen to spell it changes nothing
-        parts = sorted({p for p in self.untrusted_text if p}, key=len, reverse=True)
+        # every occurrence of every part, overlaps included (a part may begin inside mltb's own words or inside
+        # another part), merged into spans made safe once each: a span escaped twice would be harmed (a doubled
+        # backslash frees the character after it), a span missed left raw
+        parts = {p for p in self.untrusted_text if p}
         if not parts or tablefmt == "html":
             return text
-        return re.sub("|".join(map(re.escape, parts)), lambda m: _made_safe(m.group(), tablefmt), text)
+        spans: list[list[int]] = []
+        for start, end in sorted((i, i + len(p)) for p in parts for i in _occurrences(text, p)):
+            if spans and start < spans[-1][1]:
+                spans[-1][1] = max(spans[-1][1], end)
+            else:
+                spans.append([start, end])
+        out, done = [], 0
+        for start, end in spans:
+            out += [text[done:start], _made_safe(text[start:end], tablefmt, keep_edges=True)]
+            done = end
+        return "".join(out) + text[done:]
+
+    def notes_for(self, tablefmt: str) -> list[str]:
+        """The notes as ``tablefmt`` shows them (Markdown or a terminal; HTML renders them itself)."""
+        return [self._within(note, tablefmt) for note in self.notes]
 
     def title_for(self, tablefmt: str) -> str:
         """The title as ``tablefmt`` (a tabulate format) shows it, what came from records made safe."""
@@ -88,10 +102,22 @@ class Table:
         return tabulate(rows, headers=headers, tablefmt=tablefmt, floatfmt=".2f", disable_numparse=True)
 
 
-def _made_safe(text: str, tablefmt: str) -> str:
+def _made_safe(text: str, tablefmt: str, keep_edges: bool = False) -> str:
     """Untrusted text for a table in ``tablefmt``: escaped for Markdown, one line without control characters
-    for a terminal (HTML is escaped by tabulate and Jinja2)."""
-    return markdown_label(text) if tablefmt in MARKDOWN_FORMATS else display_text(text, 10_000)
+    for a terminal (HTML is escaped by tabulate and Jinja2). ``keep_edges``: a part of a longer text keeps a
+    space at each end where it had whitespace (making it safe strips its ends)."""
+    safe = markdown_label(text) if tablefmt in MARKDOWN_FORMATS else display_text(text, 10_000)
+    if keep_edges and safe:
+        safe = (" " if text[:1].isspace() else "") + safe + (" " if text[-1:].isspace() else "")
+    return safe or (" " if keep_edges and text else "")
+
+
+def _occurrences(text: str, part: str):
+    """Where ``part`` starts in ``text``, overlapping occurrences included."""
+    at = text.find(part)
+    while at >= 0:
+        yield at
+        at = text.find(part, at + 1)
 
 
 def planner_rank(planner: str) -> tuple:
@@ -465,7 +491,8 @@ def percentile_table(records: list[TrialRecord]) -> list[Table]:
                  f"{model_label(model, synthetic)}{_settings([r for r in records if r.model == model])}; overall = median over {len(included)} of "
                  f"{len(tasks)} tasks")
         tables.append(Table(f"percentile:{model}", title, ["task"] + headers, rows, notes,
-                            untrusted_text=_title_text(model, [r for r in records if r.model == model])))
+                            untrusted_text=(*_title_text(model, [r for r in records if r.model == model]),
+                                            *excluded.values())))
     return tables
 
 
@@ -580,8 +607,8 @@ def render_tables(tables: list[Table], tablefmt: str = "simple", notes_once: boo
     earlier table is not repeated)."""
     parts, shown = [], set()
     for table in tables:
-        notes = [n for n in table.notes if not (notes_once and n in shown)]
-        shown.update(table.notes)
+        notes = [n for n in table.notes_for(tablefmt) if not (notes_once and n in shown)]
+        shown.update(notes)
         parts.append("\n".join([table.title_for(tablefmt), table.render(tablefmt)] + notes))
     return "\n\n".join(parts)
 

@@ -51,9 +51,10 @@ def stage_index(name: str) -> int:
     raise KeyError(f"unknown stage {name!r}; stages: {list(STAGE_NAMES)}")
 
 
-def stage_label(reached: int, name: str = "") -> str:
-    """How far a trial got, as every front end prints it: ``3/10`` or ``3/10 (combine_train_test)``."""
-    return f"{reached}/{STAGE_COUNT}" + (f" ({name})" if name else "")
+def stage_label(reached: int) -> str:
+    """How far a trial got, as every front end prints it: ``3/10 (combine_train_test)``, or ``0/10``. The name
+    is mltb's own, never a record's ``stage_name`` (text a records file or a worker wrote)."""
+    return f"{reached}/{STAGE_COUNT}" + (f" ({STAGE_NAMES[reached - 1]})" if 1 <= reached <= len(STAGE_NAMES) else "")
 
 
 def by_stage(table: Mapping[str, T], what: str) -> dict[str, T]:
