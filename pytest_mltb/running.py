@@ -51,15 +51,17 @@ def run_case(config: pytest.Config, case: Case, trial_config, task, run_dir: Pat
 
 def failure_message(record) -> str:
     """A few lines: what the trial reached and why it stopped."""
+    from mltb_core.analysis.results import display_text   # one line, no control characters
     from mltb_core.bench.stages import stage_label
 
+    # the stop reason, feedback and error quote what the model and the worker wrote: no terminal sequences
     lines = [f"{record.outcome}: reached stage {stage_label(record.stage_reached)}"
-             f"; stopped: {record.stop_reason or 'unknown'}"]
+             f"; stopped: {display_text(record.stop_reason or 'unknown', 300)}"]
     if record.feedback:
         feedback = record.feedback.strip().splitlines()
-        lines.append("feedback: " + " / ".join(feedback[:3])[:300])
+        lines.append("feedback: " + display_text(" / ".join(feedback[:3]), 300))
     if record.error:
-        lines.append("error: " + record.error.strip().splitlines()[-1][:300])
+        lines.append("error: " + display_text(record.error.strip().splitlines()[-1], 300))
     lines.append(f"{record.tool_calls} tool calls, {record.llm_calls} LLM calls, {record.wall_seconds:.1f}s")
     return "\n".join(lines)
 

@@ -155,7 +155,7 @@ def test_the_sensitivity_section_sets_each_model_of_the_sensitivity_run_side_by_
     for r in recs:
         r.model = r.model.replace("sim:0.5", "evil <b>|\n# HEAD $x$")
     table, _ = SECTIONS["sensitivity"].build(SectionContext(records=[], sensitivity=recs))
-    shown = table.render("github").splitlines()[0] + " ".join(table.notes)
+    shown = table.render("github").splitlines()[0] + " ".join(table.notes_for("github"))
     assert "<b>" not in shown and "\n#" not in shown and " $x$" not in shown and "evil \\<b\\>\\|" in shown
     one = SECTIONS["sensitivity"].build(SectionContext(records=[], sensitivity=recs[:3]))
     assert one == ["The sensitivity run holds 1 model(s); it needs two to compare."]

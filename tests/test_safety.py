@@ -42,3 +42,14 @@ def test_comparisons_warn_when_runs_mix_machines():
     assert _machine_warnings([record(one)], [record(one)]) == []
     assert "mix machines" in _machine_warnings([record(one)], [record(other)])[0]
     assert "do not record their machine" in _machine_warnings([record(one)], [record(None)])[0]
+
+
+def test_escaped_backticks_and_underscores_stay_text():
+    from mltb_core.analysis.safety import markdown, markdown_line_to_html
+    from mltb_core.analysis.tables import markdown_label
+
+    # a records file's text escaped for Markdown, shown in HTML: no code span, no emphasis made of it
+    assert markdown_line_to_html(markdown("`code` **big**")) == "`code` **big**"
+    assert markdown_line_to_html("mltb's `own` code") == "mltb&#39;s <code>own</code> code"
+    assert markdown_label("_x_") == "\\_x\\_" and markdown_label("org/_m") == "org/\\_m"
+    assert markdown_label("mcts_shaped@abc123 · qwen2.5-coder-1.5b") == "mcts_shaped@abc123 · qwen2.5-coder-1.5b"

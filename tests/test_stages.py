@@ -82,7 +82,10 @@ def test_front_ends_print_the_count_of_the_stage_list(monkeypatch):
     assert "stage reached: 3/12 (combine_train_test); stopped" in "\n".join(_record_lines(_record()))
     assert "stage reached: 0/12; stopped" in "\n".join(_record_lines(_record(stage_reached=0, stage_name="")))
     # the stage's name is mltb's, never the record's (a records file's or a worker's text)
-    assert "reached stage 3/12 (combine_train_test);" in failure_message(_record(stage_name="\x1b[2J# forged"))
+    shown = failure_message(_record(stage_name="\x1b[2J# forged", stop_reason="budget\x1b[2J",
+                                    feedback="fix \x1b]0;pwned\x07", error="E\nValueError: \x9b2J"))
+    assert "reached stage 3/12 (combine_train_test); stopped: budget [2J" in shown
+    assert not any(c in shown for c in "\x1b\x07\x9b")     # no terminal sequence from the worker's text
 
 
 def test_the_progress_line_prints_the_count_of_the_stage_list(monkeypatch):

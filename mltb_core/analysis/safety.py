@@ -43,7 +43,7 @@ def html(text: object) -> Markup:
     return escape(str(text if text is not None else ""))
 
 
-_CODE = re.compile(r"`([^`\n]{1,400})`")
+_CODE = re.compile(r"(?<!\\)`([^`\n]{1,400})(?<!\\)`")     # an escaped backtick is text, not a code span
 _BOLD = re.compile(r"\*\*([^*\n]{1,400})\*\*")
 _ESCAPED = re.compile(r"\\([\\`*_\[\]{}()#+!|~<>&$])")
 

@@ -318,9 +318,9 @@ def _sensitivity(ctx: SectionContext) -> list[Block]:
         rows.append(row)
     headers = ["planner"] + [f"{model}: {what}" for model in models
                              for what in ("valid/trials", "mean normalized", "mean stage rank (place)")]
-    notes = [f"the sensitivity run: {', '.join(map(markdown_label, models))} on the same {len(items)} (task, trial) items (a trial's seed "
+    notes = [f"the sensitivity run: {', '.join(models)} on the same {len(items)} (task, trial) items (a trial's seed "
              "depends on its index: the same split and seed stream under every model), trials run by "
-             f"{trial_code(ctx.sensitivity, markdown_label)}; rows in the first model's order",
+             f"{trial_code(ctx.sensitivity)}; rows in the first model's order",
              "mean stage rank: the planner's mean rank (1 = best, ties sharing a rank) of the stage each trial "
              "reached, within blocks of one task and one trial; place: its position in that model's ordering"]
     notes += [note for model in models if (note := policy_assumptions(model))]
@@ -331,7 +331,8 @@ def _sensitivity(ctx: SectionContext) -> list[Block]:
                                                                             measure="the stage each trial reached")),
                       ""]
     return [Table("sensitivity", "Each planner under each model of the sensitivity run", headers, rows,
-                  notes=notes, untrusted_text=tuple(models)), "\n".join(prose).strip()]
+                  notes=notes, untrusted_text=(*models, *{r.code for r in ctx.sensitivity if r.code})),
+            "\n".join(prose).strip()]
 
 
 def _machine(ctx: SectionContext) -> list[Block]:

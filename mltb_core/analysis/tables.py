@@ -164,13 +164,14 @@ def entry_label(records: Iterable[TrialRecord]) -> Callable[[TrialRecord], str]:
 
 # no character here is active in Markdown on its own (parentheses make a link only after an escaped ']')
 _PLAIN_LABEL = re.compile(r"[A-Za-z0-9_.@:·/ (),-]{1,200}")
+_EMPHASIS = re.compile(r"__|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")    # '_' that can open or close emphasis
 
 
 def markdown_label(label: str) -> str:
     """An entry label for Markdown: as it is when it holds only the characters planner names, hashes and plain
     model names use (no Markdown escapes to read in the common case), else escaped (a model name comes from a
     records file)."""
-    return label if _PLAIN_LABEL.fullmatch(label) and "__" not in label else markdown_text(label)
+    return label if _PLAIN_LABEL.fullmatch(label) and not _EMPHASIS.search(label) else markdown_text(label)
 
 
 def entry_order(records: Iterable[TrialRecord], label: Callable[[TrialRecord], str]) -> list[str]:
