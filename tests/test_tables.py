@@ -291,5 +291,6 @@ def test_untrusted_parts_of_a_title_are_made_safe_wherever_they_overlap():
     assert not re.search(r"(?<!\\)<img", table.notes_for("github")[0]) and "\x1b" not in table.notes_for("simple")[0]
     # a part of only spaces, or with spaces at its ends, keeps the words around it apart
     spaced = Table("t", "model m · toolset   · board b", ["model m: n"], [["1"]], untrusted_text=(" ", "a; "))
-    assert spaced.title_for("simple") == "model m · toolset   · board b"
+    assert spaced.title_for("simple") == spaced.title_for("github") == "model m · toolset   · board b"
+    assert Table("t", "a  x b", [], [], untrusted_text=(" x",)).title_for("github") == "a  x b"
     assert Table("t", "x a; b", [], [], untrusted_text=("a; ",)).title_for("github") == "x a; b"

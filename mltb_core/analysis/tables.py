@@ -106,10 +106,11 @@ def _made_safe(text: str, tablefmt: str, keep_edges: bool = False) -> str:
     """Untrusted text for a table in ``tablefmt``: escaped for Markdown, one line without control characters
     for a terminal (HTML is escaped by tabulate and Jinja2). ``keep_edges``: a part of a longer text keeps a
     space at each end where it had whitespace (making it safe strips its ends)."""
-    safe = markdown_label(text) if tablefmt in MARKDOWN_FORMATS else display_text(text, 10_000)
-    if keep_edges and safe:
-        safe = (" " if text[:1].isspace() else "") + safe + (" " if text[-1:].isspace() else "")
-    return safe or (" " if keep_edges and text else "")
+    core = text.strip() if keep_edges else text
+    safe = markdown_label(core) if tablefmt in MARKDOWN_FORMATS else display_text(core, 10_000)
+    if keep_edges:
+        safe = (" " if text[:1].isspace() else "") + safe + (" " if text[-1:].isspace() and core else "")
+    return safe
 
 
 def _occurrences(text: str, part: str):
