@@ -243,21 +243,22 @@ _TITLE_SETTINGS = ("toolset", "board")
 
 def _settings(records: list[TrialRecord]) -> str:
     """' · toolset paper · board public': the run-wide settings a reader needs next to the figures."""
-    parts = []
-    for name in _TITLE_SETTINGS:
-        values = sorted({str(getattr(r, name)) for r in records if getattr(r, name, None)})
-        if values:
-            parts.append(f"{name} {'/'.join(values)}")
+    parts = [f"{name} {'/'.join(values)}" for name, values in _setting_values(records).items() if values]
     unconfined = sum(is_unconfined(r) for r in records)
     if unconfined:   # the user opted out of Landlock: the reader must see it next to every figure
         parts.append(f"UNCONFINED tool workers in {unconfined} of {len(records)} trials (no Landlock; opted in)")
     return "".join(f" · {part}" for part in parts)
 
 
+def _setting_values(records: list[TrialRecord]) -> dict[str, list[str]]:
+    """Each title setting's values in ``records``, sorted (text a records file wrote)."""
+    return {name: sorted({str(getattr(r, name)) for r in records if getattr(r, name, None)})
+            for name in _TITLE_SETTINGS}
+
+
 def _title_text(model: str, records: list[TrialRecord]) -> tuple[str, ...]:
     """What a records file wrote into a per-model table's title: the model name and the settings' values."""
-    return (model, *sorted({str(getattr(r, name)) for r in records for name in _TITLE_SETTINGS
-                            if getattr(r, name, None)}))
+    return (model, *(value for values in _setting_values(records).values() for value in values))
 
 
 def is_unconfined(record: TrialRecord) -> bool:
