@@ -18,7 +18,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from mltb_core.analysis.results import SYNTHETIC_LABEL, Outcome, display_text  # light (json, filelock)
+from mltb_core.analysis.results import SYNTHETIC_LABEL, Outcome  # light (json, filelock)
+from mltb_core.analysis.safety import terminal_text
 from mltb_core.bench.stages import stage_label  # light (no imports)
 
 __all__ = ["main", "UsageError", "build_parser"]
@@ -456,7 +457,7 @@ def _record_lines(record) -> list[str]:
         lines.append(f"feedback: {record.feedback}")
     if record.error:
         lines.append(f"error: {record.error.splitlines()[0]}")
-    return [display_text(line, 10_000) for line in lines]    # feedback and errors quote what a model wrote
+    return [terminal_text(line) for line in lines]    # feedback and errors quote what a model wrote
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -68,8 +68,9 @@ from scipy.stats import binom as _binom
 from scipy.stats import chi2 as _chi2
 from tabulate import tabulate
 
-from mltb_core.analysis.results import (TrialRecord, counted_records, display_text, group_by, latest_records,
-                                        normalized_cell, percentile_cell)
+from mltb_core.analysis.results import (TrialRecord, counted_records, group_by, latest_records, normalized_cell,
+                                        percentile_cell)
+from mltb_core.analysis.safety import terminal_text
 from mltb_core.analysis.stats import (CI, DEFAULT_LEVEL, MAX_GATE_TRIALS, MIN_TRIALS_FOR_MEDIAN_CI, POWER, TrialSample,
                                       cluster_sign_flip, family_level, holm, median_change, median_standard_error,
                                       min_n_for_median_ci, min_n_for_shift_ci, paired_proportion_diff_ci, powered_half_width,
@@ -431,7 +432,7 @@ class Comparison:
             if d.metric == "consistency":
                 return "paired" if d.paired else "unpaired"
             return "paired: median of differences" if d.paired else "unpaired: shift (Hodges-Lehmann)"
-        rows = [[_shown(d.cell), d.metric, num(d.baseline, d.n_baseline), num(d.current, d.n_current),
+        rows = [[terminal_text(d.cell), d.metric, num(d.baseline, d.n_baseline), num(d.current, d.n_current),
                  d.change.format(2, signed=True),
                  test(d), "" if d.threshold is None else f"-{d.threshold:g}", d.verdict]
                 for d in self.deltas]
@@ -446,12 +447,12 @@ class Comparison:
                  tabulate(rows, headers=["cell", "metric", "baseline", "current", "change [CI]", "test",
                                          "max drop", "verdict"], disable_numparse=True)]
         if self.only_in_baseline:
-            lines.append("not run now (in baseline only): " + ", ".join(map(_shown, self.only_in_baseline)))
+            lines.append("not run now (in baseline only): " + ", ".join(map(terminal_text, self.only_in_baseline)))
         if self.only_in_current:
-            lines.append("new (no baseline): " + ", ".join(map(_shown, self.only_in_current)))
+            lines.append("new (no baseline): " + ", ".join(map(terminal_text, self.only_in_current)))
         if self.failed:
             lines.append(f"FAILED: {len(self.regressions)} regression(s) beyond noise: "
-                         + "; ".join(f"{_shown(d.cell)} {d.metric} {d.change.format(2, signed=True)}: a drop is shown and one beyond "
+                         + "; ".join(f"{terminal_text(d.cell)} {d.metric} {d.change.format(2, signed=True)}: a drop is shown and one beyond "
                                      f"-{d.threshold:g} is not excluded" for d in self.regressions))
         gated = [d for d in self.deltas if d.threshold is not None and d.change.estimate is not None and not d.combined]
         if self.unchanged:
@@ -475,10 +476,6 @@ class Comparison:
                          + (" (see INCONCLUSIVE above)" if self.inconclusive else ""))
         return "\n".join(lines)
 
-
-def _shown(cell: str) -> str:
-    """A cell name for the terminal: its model part (or a baseline file's name) is outside text."""
-    return display_text(cell, 10_000)
 
 
 def _trial_text(trials: list[int]) -> str:

@@ -37,8 +37,8 @@ from tabulate import tabulate
 
 from mltb_core.analysis.plots import figure_svg, inline_svg, pyplot
 from mltb_core.analysis.compare import paired_median_change
-from mltb_core.analysis.results import Outcome, TrialRecord, display_text, markdown_text
-from mltb_core.analysis.safety import html as escape_html
+from mltb_core.analysis.results import Outcome, TrialRecord, markdown_text
+from mltb_core.analysis.safety import html as escape_html, terminal_text
 from mltb_core.analysis.stats import (CI, MIN_TRIALS_FOR_MEDIAN_CI, cluster_sign_flip, holm, median_interval,
                                       paired_proportion_diff_ci, sign_test_p, t_interval)
 from mltb_core.bench.stages import REWARD_STAGES
@@ -289,7 +289,7 @@ def render_comparison(comparisons: list[ArmComparison], fmt: str = "simple") -> 
     apart from the lines around it)."""
     if not comparisons:
         return "no arm to compare: the runs share no (model, planner) and do not hold one each"
-    gap, text = ("\n\n", markdown_text) if fmt == "github" else ("\n", lambda label: display_text(label, 10_000))
+    gap, text = ("\n\n", markdown_text) if fmt == "github" else ("\n", terminal_text)
     blocks = []
     for c in comparisons:
         rows = [_rows(task, f) for task, f in c.per_task.items()] + [_combined_row(c)]

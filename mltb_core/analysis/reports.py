@@ -27,9 +27,9 @@ from mltb_core.analysis.plots import figure_svg, inline_svg, pyplot
 from mltb_core.analysis.provenance import git_commit, trial_code
 from mltb_core.analysis.runstore import RunStore
 from mltb_core.analysis.results import (SYNTHETIC_LABEL, TrialRecord, consistency_values, counted_records,
-                                        group_by, markdown_text, latest_records, model_label, normalized_values,
-                                        percentile_values)
-from mltb_core.analysis.safety import one_line as display_text
+                                        display_text, group_by, markdown_text, latest_records, model_label,
+                                        normalized_values, percentile_values)
+from mltb_core.analysis.safety import terminal_text
 from mltb_core.analysis.sections import Block, Section, SectionContext, pick_sections, read_steps
 from mltb_core.analysis.tables import (Table, planner_rank, build_tables, markdown_label, render_tables,
                                       variant_labels)
@@ -540,11 +540,11 @@ def compare_main(run_a: Path, run_b: Path, out: Path | None = None, seed: int = 
     a, b = load_runs([run_a]), load_runs([run_b])
     comparisons = compare_runs(a, b, seed)
     differences = run_differences(a, b)
-    print(f"{Path(run_a).name} → {Path(run_b).name}: they differ in {display_text(differences, 10_000)}")
+    print(f"{Path(run_a).name} → {Path(run_b).name}: they differ in {terminal_text(differences)}")
     print(render_comparison(comparisons))
     warnings = _machine_warnings(a, b)
     for warning in warnings:
-        print(f"warning: {display_text(warning, 10_000)}")
+        print(f"warning: {terminal_text(warning)}")
     if markdown is not None:
         runs = [f"- {side} = `{run}`: {len(records)} record(s), run by "
                 f"{markdown_text(trial_code(records) or 'no trial yet')}"

@@ -6,6 +6,7 @@ one function here, and the renderers call it (HTML templates escape every value 
 autoescape, :func:`html`):
 
 - :func:`one_line`: a table cell anywhere (encodable, one line, bounded);
+- :func:`terminal_text`: a whole terminal line (:func:`one_line`, bounded only against a runaway record);
 - :func:`markdown`: Markdown (every active character backslash-escaped);
 - :func:`html`: HTML (``markupsafe.escape``, what autoescape applies);
 - :func:`markdown_to_html`: our own trusted Markdown prose (report sections) as HTML: escaped first, then
@@ -17,11 +18,12 @@ import re
 
 from markupsafe import Markup, escape
 
-__all__ = ["one_line", "markdown", "html", "markdown_to_html", "markdown_line_to_html", "Markup"]
+__all__ = ["one_line", "terminal_text", "markdown", "html", "markdown_to_html", "markdown_line_to_html", "Markup"]
 
 # CommonMark: any ASCII punctuation may be escaped; '$' opens math on GitHub
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]{}()#+!|~<>&$])")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]+")     # C0, DEL and C1 (a terminal reads \x9b as CSI)
+LINE_LIMIT = 10_000     # a whole line, not a cell: long enough never to cut a real one, short enough to bound
 
 
 def one_line(text: object, limit: int = 120) -> str:
@@ -32,10 +34,16 @@ def one_line(text: object, limit: int = 120) -> str:
     return value if len(value) <= limit else value[:limit - 1] + "…"
 
 
+def terminal_text(text: object) -> str:
+    """Untrusted text inside a whole line printed to a terminal (a cell name, feedback, a warning):
+    :func:`one_line` without a cell's width."""
+    return one_line(text, LINE_LIMIT)
+
+
 def markdown(text: object) -> str:
     """Untrusted text for Markdown: :func:`one_line`, then every active character (links, images, emphasis,
     headings, table pipes, tags, entities) backslash-escaped, so it renders as the same text."""
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", one_line(text, limit=10_000))
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", one_line(text, LINE_LIMIT))
 
 
 def html(text: object) -> Markup:

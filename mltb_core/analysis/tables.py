@@ -33,6 +33,7 @@ from tabulate import tabulate
 from mltb_core.analysis.results import (QUALITY_FLOOR_NOTE, SYNTHETIC_LABEL, Outcome, PercentileCell, TrialRecord,
                                         counted_records, display_text, group_by, latest_records, markdown_text,
                                         model_label, normalized_cell, percentile_cell)
+from mltb_core.analysis.safety import terminal_text
 from mltb_core.analysis.stats import (MIN_TRIALS_FOR_MEDIAN_CI, CI, RateSample, TrialSample, clustered_ci,
                                       pass_at_k, rate_interval, reachable_k)
 
@@ -107,7 +108,7 @@ def _made_safe(text: str, tablefmt: str, keep_edges: bool = False) -> str:
     for a terminal (HTML is escaped by tabulate and Jinja2). ``keep_edges``: a part of a longer text keeps a
     space at each end where it had whitespace (making it safe strips its ends)."""
     core = text.strip() if keep_edges else text
-    safe = markdown_label(core) if tablefmt in MARKDOWN_FORMATS else display_text(core, 10_000)
+    safe = markdown_label(core) if tablefmt in MARKDOWN_FORMATS else terminal_text(core)
     if keep_edges:
         safe = (" " if text[:1].isspace() else "") + safe + (" " if text[-1:].isspace() and core else "")
     return safe
