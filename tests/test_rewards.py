@@ -252,7 +252,7 @@ def test_a_task_graded_on_probabilities_is_told_to_predict_probabilities_in_the_
 
 def test_per_class_probabilities_relabelled_by_a_conversion_are_not_offered(spaceship):
     # relabelled, column 'True' holds P(False): the grader would take the frame, so only the call that renamed
-    # several columns at once tells it apart; a conversion that keeps the names keeps the standing
+    # several columns at once tells it apart; a conversion that keeps the names (or restates them) keeps the standing
     import dataclasses
 
     import numpy as np
@@ -267,19 +267,26 @@ def test_per_class_probabilities_relabelled_by_a_conversion_are_not_offered(spac
                                   split)
     p = np.linspace(0.1, 0.9, ctx.n_test)
     proba = pd.DataFrame({"False": 1 - p, "True": p})
-    pad = Scratchpad(objects={"proba": proba, "framed": proba.copy(),
+    pad = Scratchpad(objects={"proba": proba, "framed": proba.copy(), "restated": proba.copy(),
                               "relabelled": proba.set_axis(["True", "False"], axis=1)})
     log = PathLog(frozenset({"fit_lightgbm_classifier"}), (("m", "fit_lightgbm_classifier"),))
     for call_, out in ((ToolCall("predict_target", {"model": "m", "X_data": "X_test"}, {"return_probabilities": True},
                                  "proba"), "proba"),
                        (ToolCall("convert_to_dataframe", {"data": "proba"}, {}, "framed"), "framed"),
+                       (ToolCall("convert_to_dataframe", {"data": "proba"}, {"columns": ["False", "True"]},
+                                 "restated"), "restated"),
                        (ToolCall("convert_to_dataframe", {"data": "proba"}, {"columns": ["True", "False"]},
                                  "relabelled"), "relabelled")):
-        log = log.extend(call_, True, [out])
-    assert log.predictions == {"proba", "framed"}
+        log = log.extend(call_, True, [out], before=pad)
+    # the names restated in their order rename nothing; without the data, any list of names counts as renaming
+    assert log.predictions == {"proba", "framed", "restated"}
+    blind = PathLog(predictions=frozenset({"proba"})).extend(
+        ToolCall("convert_to_dataframe", {"data": "proba"}, {"columns": ["False", "True"]}, "restated"), True,
+        ["restated"])
+    assert blind.predictions == {"proba"}
     assert ctx.saved_alone(pad.get("relabelled"))[0]
     progress, _ = advance(ctx, Progress(stage=9), pad, log, {"model": "m"})
-    assert progress.predicted and "save_dataframe_to_csv(df='framed'" in progress.feedback, progress.feedback
+    assert progress.predicted and "save_dataframe_to_csv(df='restated'" in progress.feedback, progress.feedback
 
 
 def test_a_frame_of_several_columns_without_ids_is_invalid_with_a_reason(spaceship):

@@ -268,7 +268,8 @@ class Episode:
         self.tool_seconds += facts.seconds
         self.trajectory.tool_completed(child.id, facts.ok, facts.message, facts.seconds)
         child.ok, child.written, child.cv_scores = facts.ok, tuple(facts.written), facts.cv_scores
-        # the worker's rule on the facts it answered, so both logs agree (its predictions are not read here)
+        # the worker's rule on the facts it answered, so both logs agree, but for `predictions`: telling names
+        # restated from a renaming takes the data, which stays in the worker (its stage checks alone read them)
         child.log = parent.log.extend(call, facts.ok, facts.written, facts.submission, facts.submission_check)
         child.progress = facts.progress
         child.observation = self._observation(child, facts.message)

@@ -29,11 +29,19 @@ _MODELING = stage_index("modeling")   # its reward is scaled by the cross-valida
 _KEEPS_VALUES = frozenset({"convert_to_dataframe"})
 
 
-def _relabels(call: ToolCall) -> bool:
+def _relabels(call: ToolCall, before: Scratchpad | None) -> bool:
     """Does ``call`` give several columns new names at once? Per-class predictions renamed so may hold each
-    class's values under another's name, which the grader cannot see; one column's name it judges itself."""
+    class's values under another's name, which the grader cannot see; one column's name it judges itself.
+    Names restated as they are, in their order, rename nothing; only the data tells (``before``: the
+    scratchpad the call read; without it every list of names counts as a renaming)."""
     columns = call.func_kwargs.get("columns")
-    return isinstance(columns, (list, tuple)) and len(columns) > 1
+    if not (isinstance(columns, (list, tuple)) and len(columns) > 1):
+        return False
+    data = call.bindings.get("data")
+    if before is None or data is None or data not in before:
+        return True
+    current = getattr(before.get(data), "columns", None)
+    return current is None or [str(c) for c in current] != [str(c) for c in columns]
 
 
 @dataclass
@@ -50,14 +58,15 @@ class PathLog:
     predictions: frozenset[str] = frozenset()
 
     def extend(self, call: ToolCall, ok: bool, written: list[str], submission: bytes | None = None,
-               submission_check: tuple[bool, str] | None = None) -> PathLog:
-        """The log after ``call``, which wrote ``written``; a failed call changes nothing."""
+               submission_check: tuple[bool, str] | None = None, before: Scratchpad | None = None) -> PathLog:
+        """The log after ``call``, which wrote ``written``; a failed call changes nothing. ``before``, the
+        scratchpad the call read, tells names restated as they were from a renaming (see :func:`_relabels`)."""
         if not ok:
             return self
         tool_name, new_sub = call.tool_name, submission is not None
         writes_predictions = tool_name == "predict_target" or (
             tool_name in _KEEPS_VALUES and not self.predictions.isdisjoint(call.bindings.values())
-            and not _relabels(call))
+            and not _relabels(call, before))
         predictions = (self.predictions - set(written)) | (set(written) if writes_predictions else set())
         return PathLog(self.tools_used | {tool_name},
                        self.written + tuple((n, tool_name) for n in written),

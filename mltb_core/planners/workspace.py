@@ -186,7 +186,7 @@ class LocalWorkspace:
             if snapshot is not None and len(snapshot) > MAX_SUBMISSION_BYTES:
                 raise ValueError(f"the submission file is larger than {MAX_SUBMISSION_BYTES // 2**20} MiB")
             check = check_submission(self.stage_ctx, snapshot) if snapshot is not None else None
-            log = base.log.extend(call, ok, written, snapshot, check)
+            log = base.log.extend(call, ok, written, snapshot, check, before=base.pad)
             progress, found = advance(self.stage_ctx, base.progress, pad, log, base.found)
             metric = getattr(self.tool_ctx.task, "metric", None)
             cv_scores = {n: s for n in written if (s := _cv_score(pad.get(n), metric)) is not None}
