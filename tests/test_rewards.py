@@ -289,6 +289,27 @@ def test_per_class_probabilities_relabelled_by_a_conversion_are_not_offered(spac
     assert progress.predicted and "save_dataframe_to_csv(df='restated'" in progress.feedback, progress.feedback
 
 
+def test_the_worker_tells_restated_class_names_from_relabelled_ones_on_the_scratchpad_the_call_read(spaceship):
+    # per-class probabilities (a classifier of HomePlanet's three codes) converted in place: the names restated
+    # in their order keep the standing; reordered, the object loses it, though its new names are the old ones
+    script = spaceship_pipeline(submit=False)[:-2] + [
+        call("get_features", {"df": "train_df"}, "hp", columns=["HomePlanet"]),
+        call("fit_lightgbm_classifier", {"X_train": "X_train", "y_train": "hp"}, "model", cv=3),
+        call("predict_target", {"model": "model", "X_data": "X_test"}, "proba", return_probabilities=True)]
+    ep = run_episode(spaceship, script)
+    names = list(ep.workspace._states[ep.last.state].pad.get("proba").columns)
+    assert len(names) == 3, names
+
+    def standing(columns):
+        ep = run_episode(spaceship, script + [call("convert_to_dataframe", {"data": "proba"}, "proba",
+                                                   columns=columns)])
+        assert ep.last.ok, ep.last.observation
+        return "proba" in ep.workspace._states[ep.last.state].log.predictions
+
+    assert standing(names)
+    assert not standing(names[::-1])
+
+
 def test_a_frame_of_several_columns_without_ids_is_invalid_with_a_reason(spaceship):
     script = spaceship_pipeline(submit=False) + [
         call("save_dataframe_to_csv", {"df": "X_test"}, filepath="submission.csv")]

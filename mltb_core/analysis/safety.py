@@ -5,8 +5,9 @@ written under a solver the model drives: they are hostile input for every report
 one function here, and the renderers call it (HTML templates escape every value by themselves: Jinja2's
 autoescape, :func:`html`):
 
-- :func:`one_line`: a table cell anywhere (encodable, one line, bounded);
-- :func:`terminal_text`: a whole terminal line (:func:`one_line`, bounded only against a runaway record);
+- :func:`one_line`: one line of text cut to a width (encodable, no control characters);
+- :func:`terminal_text`: text shown whole on a terminal (a line, or a cell tabulate sizes to fit):
+  :func:`one_line`, bounded only against a runaway record;
 - :func:`markdown`: Markdown (every active character backslash-escaped);
 - :func:`html`: HTML (``markupsafe.escape``, what autoescape applies);
 - :func:`markdown_to_html`: our own trusted Markdown prose (report sections) as HTML: escaped first, then
@@ -23,7 +24,7 @@ __all__ = ["one_line", "terminal_text", "markdown", "html", "markdown_to_html", 
 # CommonMark: any ASCII punctuation may be escaped; '$' opens math on GitHub
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]{}()#+!|~<>&$])")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]+")     # C0, DEL and C1 (a terminal reads \x9b as CSI)
-LINE_LIMIT = 10_000     # a whole line, not a cell: long enough never to cut a real one, short enough to bound
+LINE_LIMIT = 10_000     # text shown whole: long enough never to cut a real label, short enough to bound a hostile one
 
 
 def one_line(text: object, limit: int = 120) -> str:
@@ -35,8 +36,8 @@ def one_line(text: object, limit: int = 120) -> str:
 
 
 def terminal_text(text: object) -> str:
-    """Untrusted text inside a whole line printed to a terminal (a cell name, feedback, a warning):
-    :func:`one_line` without a cell's width."""
+    """Untrusted text shown whole on a terminal (a cell name, feedback, a warning, a table cell tabulate
+    sizes to fit): :func:`one_line` without a chosen width."""
     return one_line(text, LINE_LIMIT)
 
 
