@@ -11,7 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 MAIN_JOB = ('source .ci/llama_cpp_env.sh && python -m pip install -e ".[local]" && '
-            "pytest suites/ --planner=mcts_shaped --task=spaceship-titanic --max-llm-calls=50")
+            "pytest suites/ --planner=mcts_shaped --task=spaceship-titanic --max-llm-calls=36")
 TESTS = ('source .ci/llama_cpp_env.sh && python -m pip install -e ".[dev,local,local-smoke]" && '
          "python -m pytest tests -n 2")
 

@@ -16,7 +16,8 @@ from mltb_core import cli
 ROOT = Path(__file__).resolve().parent.parent
 PUBLISHED = ("reports/local-llm.md", "reports/local-llm-superseded-5ec1040.md", "reports/planner-comparison.md",
              "reports/main-job.md", "reports/main-job-superseded-4ae025a.md", "reports/main-job-superseded-5d5f4ac.md",
-             "reports/main-job-superseded-5062b22.md", "reports/local-llm-ablation.md")
+             "reports/main-job-superseded-5062b22.md", "reports/local-llm-ablation.md",
+             "reports/main-job-superseded-1f40a6b.md")
 
 
 def header_command(path: Path) -> list[str]:
