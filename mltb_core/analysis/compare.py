@@ -477,7 +477,6 @@ class Comparison:
         return "\n".join(lines)
 
 
-
 def _trial_text(trials: list[int]) -> str:
     if len(trials) > 2 and all(b - a == 1 for a, b in zip(trials, trials[1:])):
         return f"trials {trials[0]}..{trials[-1]}"
