@@ -4,11 +4,12 @@ Run (the long run: hours on 2 cores; interrupt it any time and continue with ``-
 
     python benchmarks/local_llm_table.py --out mltb-runs/local-llm --resume
 
-It drives the benchmark itself, ``pytest suites/ ... --mltb-out OUT --resume``, once per round: round t
-asks for ``--trials t``, so mltb's own resume machinery runs exactly one more trial of every
-(task, planner) cell per round and a partial report is always balanced across cells. After every round
-(and with ``--report-only``) it rewrites the report from ``OUT``'s records with ``mltb report --markdown``
-(the report's header gives that command); the report says PARTIAL until every planned trial is recorded.
+It drives the benchmark itself, one ``pytest suites/ ... --trials N --mltb-out OUT [--resume]`` session:
+mltb runs every cell's trial t before any cell's trial t+1, so a run stopped part-way is balanced across
+cells, and ``--resume`` skips what is recorded. (One session, not one per round of trials: 3 tasks on 2
+workers ended each round with a worker idle.) When the session ends or is interrupted (and with
+``--report-only``) it rewrites the report from ``OUT``'s records with ``mltb report --markdown`` (the
+report's header gives that command); the report says PARTIAL until every planned trial is recorded.
 Without ``--resume`` the run directory must not hold records yet (no silent mixing of two runs).
 
 Defaults: the 5 paper planners × 3 tasks of different kinds (binary, regression, multiclass, each with a
@@ -23,7 +24,7 @@ import sys
 from pathlib import Path
 from _bench import ROOT, count, mltb_at_root
 
-sys.path.insert(0, str(ROOT))  # this checkout's mltb_core, as the pytest rounds (cwd ROOT) import it
+sys.path.insert(0, str(ROOT))  # this checkout's mltb_core, as the pytest session (cwd ROOT) imports it
 PLANNERS = ("react", "lats", "mcts_outcome", "mcts_shaped", "hierarchical_mcts")
 # binary (accuracy), regression (rmse), multiclass (prior-weighted accuracy): all with a leaderboard
 TASKS = ("spaceship-titanic", "playground-series-s3e1", "forest-cover-type-kernels-only")
@@ -37,17 +38,17 @@ class RunError(RuntimeError):
     """The benchmark run could not go on (a usage error, an interrupted or crashed pytest)."""
 
 
-def pytest_command(args: argparse.Namespace, trials: int, resume: bool) -> list[str]:
-    """The benchmark command of one round: every cell up to ``trials`` trials. ``suites`` is relative: rounds
-    run in this checkout (cwd ROOT), and the report names the command the same whichever checkout writes it."""
+def pytest_command(args: argparse.Namespace) -> list[str]:
+    """The benchmark command: every cell up to ``--trials`` trials. ``suites`` is relative: the run is in
+    this checkout (cwd ROOT), and the report names the command the same whichever checkout writes it."""
     command = [sys.executable, "-m", "pytest", "suites", "-p", "no:cacheprovider", "-q",
                "--planner", ",".join(args.planners), "--task", ",".join(args.tasks), "--model", args.model,
-               "--trials", str(trials), "--max-llm-calls", str(args.max_llm_calls),
+               "--trials", str(args.trials), "--max-llm-calls", str(args.max_llm_calls),
                # the step caps as high as the call budget, so the calls are what binds: ReAct's steps are
                # min(--max-iterations, --max-depth), 40 by default, which had capped it below 60 calls
                "--max-iterations", str(args.max_llm_calls), "--max-depth", str(args.max_llm_calls),
                "--max-seconds", f"{args.max_seconds:g}", "--no-llm-cache", "--mltb-out", str(args.out)]
-    if resume:
+    if args.resume:
         command.append("--resume")
     if args.workers > 1:
         command += ["-n", str(args.workers)]
@@ -64,9 +65,9 @@ def records(out: Path) -> list:
     return latest_records(RunStore(out).read())
 
 
-def run_round(command: list[str]) -> int:
-    """One pytest round. Ctrl-C reaches pytest as well (one process group): wait while it ends its session
-    (the running trial is left unrecorded, its llama.cpp server stopped) instead of killing it, as
+def run_session(command: list[str]) -> int:
+    """The pytest session. Ctrl-C reaches pytest as well (one process group): wait while it ends its session
+    (the running trials are left unrecorded, their llama.cpp servers stopped) instead of killing it, as
     ``subprocess.call`` would, then pass the interrupt on."""
     with subprocess.Popen(command, cwd=ROOT) as process:
         try:
@@ -76,20 +77,18 @@ def run_round(command: list[str]) -> int:
             raise
 
 
-def run_rounds(args: argparse.Namespace) -> None:
-    """One pytest run per trial round; the report is rewritten after each."""
+def run_trials(args: argparse.Namespace) -> None:
+    """The benchmark session (the caller rewrites the report after it; so does a failed session)."""
     if not args.resume and records(args.out):
         raise RunError(f"{args.out} already holds trial records: continue it with --resume, or pick a new --out")
-    for trial in range(1, args.trials + 1):
-        command = pytest_command(args, trial, resume=args.resume or trial > 1)
-        print("$ " + shlex.join(command), flush=True)
-        code = run_round(command)
-        # 0: every item passed; 1: some trials failed (a planner failure is a finding, not an error)
-        if code not in (0, 1):
-            write_report(args)
-            raise RunError(f"pytest exited {code} in round {trial} (4: usage error, 2: interrupted); "
-                           f"records so far are in {args.out}; continue with --resume")
+    command = pytest_command(args)
+    print("$ " + shlex.join(command), flush=True)
+    code = run_session(command)
+    # 0: every item passed; 1: some trials failed (a planner failure is a finding, not an error)
+    if code not in (0, 1):
         write_report(args)
+        raise RunError(f"pytest exited {code} (4: usage error, 2: interrupted); records so far are in "
+                       f"{args.out}; continue with --resume")
 
 
 # ---------------------------------------------------------------------------- the report
@@ -106,7 +105,7 @@ def _shown(path: Path) -> str:
 
 def report_command(args: argparse.Namespace) -> list[str]:
     """The ``mltb report`` command that writes the report from the run directory's records (the product's
-    report: this script only drives the rounds)."""
+    report: this script only drives the session)."""
     command = ["report", _shown(args.out), "--markdown", _shown(args.report), "--title", TITLE,
                "--sections", SECTIONS]
     if args.notes and Path(args.notes).is_file():
@@ -153,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         if not args.report_only:
-            run_rounds(args)
+            run_trials(args)
         text = write_report(args)
     except RunError as exc:
         print(f"local_llm_table: error: {exc}", file=sys.stderr)

@@ -148,9 +148,11 @@ def case_marker_names(case: Case) -> tuple[str, str, str]:
 
 
 def build_cases(tasks: list, planners: list[str], models: list[ModelRef], trials: int) -> list[Case]:
-    """Every combination in a fixed order: task, planner, model, trial (as given; defaults are sorted)."""
+    """Every combination in a fixed order: trial, then task, planner, model (as given; defaults are sorted).
+    Trial outermost: every cell's trial t runs before any cell's trial t+1 (xdist hands out items in this
+    order), so a run stopped or interrupted part-way holds whole rounds and its partial table stays balanced."""
     return [Case(task.slug, planner, model, trial)
-            for task in tasks for planner in planners for model in models for trial in range(trials)]
+            for trial in range(trials) for task in tasks for planner in planners for model in models]
 
 
 def trial_config(settings: Settings, planner: str, model: ModelRef, trial: int) -> TrialConfig:

@@ -1,4 +1,4 @@
-"""benchmarks/local_llm_table.py: rounds of the real benchmark (pytest suites/ --resume), a report in the
+"""benchmarks/local_llm_table.py: the real benchmark (pytest suites/ [--resume]), a report in the
 paper's shape, PARTIAL until complete, and no silent mixing of runs. The sim stands in for the LLM: the
 script drives pytest and reads records, it does not care which backend wrote them."""
 import json
@@ -18,7 +18,7 @@ def argv(out, report, trials):
             "--trials", str(trials), "--max-llm-calls", "3", "--out", str(out), "--report", str(report)]
 
 
-def test_rounds_resume_and_the_report_says_partial_until_complete(table, tmp_path):
+def test_resume_and_the_report_says_partial_until_complete(table, tmp_path):
     out, report = tmp_path / "run", tmp_path / "local-llm.md"
     assert table.main(argv(out, report, 1)) == 0
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
@@ -39,7 +39,7 @@ def test_rounds_resume_and_the_report_says_partial_until_complete(table, tmp_pat
     assert table.main(argv(out, report, 1)) == 2
     assert len((out / "results.jsonl").read_text().splitlines()) == 2
 
-    # more trials with --resume: round 1 is recorded, only round 2 runs
+    # more trials with --resume: trial 0 is recorded, only trial 1 runs
     assert table.main([*argv(out, report, 2), "--resume"]) == 0
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert sorted((r["planner"], r["trial"]) for r in records) == \
@@ -61,7 +61,7 @@ def pytest_runtest_setup(item):
 '''
 
 
-def test_ctrl_c_ends_the_round_cleanly_and_writes_the_partial_report(tmp_path):
+def test_ctrl_c_ends_the_session_cleanly_and_writes_the_partial_report(tmp_path):
     """Ctrl-C (SIGINT to the process group, as a terminal sends it): pytest ends its session, the script
     rewrites the report from what was recorded and exits 130 with a one-line hint, no traceback."""
     import os

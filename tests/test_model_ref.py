@@ -62,6 +62,9 @@ def test_the_pytest_front_end_parses_each_model_once_and_passes_the_ref_along(co
     assert counted_parses == ["sim", "sim:0.6"]               # nothing after the options parsed again
     assert all(isinstance(c.model, ModelRef) and c.model is cfg.model for c, cfg in zip(cases, configs))
     assert ids[0] == "spaceship-titanic-react-sim-t00" and ids[-1] == "spaceship-titanic-lats-sim0.6-t01"
+    # trial outermost: every cell's first trial before any second one (a partial run stays balanced)
+    assert [c.trial for c in cases] == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert [(c.planner, str(c.model)) for c in cases[:4]] == [(c.planner, str(c.model)) for c in cases[4:]]
     assert markers[0] == ("react", "sim", "spaceship_titanic")
     # the record keeps the model as its string; its case id is the item's and the trajectory's name
     assert record.model == "sim" and json.loads(json.dumps(record.to_dict()))["model"] == "sim"

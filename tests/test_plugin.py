@@ -81,7 +81,9 @@ def test_ids_order_and_k_selection(suite, monkeypatch):
     result = run(suite, "--collect-only", "-q", "--planner=react,mcts_shaped", "--model=sim,openai:gpt-4o,sim:0.6",
                  "--trials=2")
     ids = [line.split("[", 1)[1].rstrip("]") for line in result.stdout.lines if "test_challenge[" in line]
-    assert ids[:3] == [f"{TASK}-react-sim-t00", f"{TASK}-react-sim-t01", f"{TASK}-react-openai-gpt-4o-t00"]
+    # trial outermost (a run stopped part-way is balanced across cells), then planner and model as given
+    assert ids[:3] == [f"{TASK}-react-sim-t00", f"{TASK}-react-openai-gpt-4o-t00", f"{TASK}-react-sim0.6-t00"]
+    assert ids[6] == f"{TASK}-react-sim-t01" and all(i.endswith("t00") for i in ids[:6])
     assert f"{TASK}-mcts_shaped-sim0.6-t01" in ids and len(ids) == 12
     again = run(suite, "--collect-only", "-q", "--planner=react,mcts_shaped", "--model=sim,openai:gpt-4o,sim:0.6",
                 "--trials=2")
@@ -177,15 +179,16 @@ def test_infra_error_is_an_error_and_not_counted(suite, tmp_path, monkeypatch):
 
 def test_resume_after_interrupt_loses_and_duplicates_nothing(suite, tmp_path, monkeypatch):
     args = ["--planner=react,lats", "--trials=2", f"--mltb-out={tmp_path}"]
-    monkeypatch.setenv("MLTB_FAKE_INTERRUPT", f"{TASK}-lats-0")
+    monkeypatch.setenv("MLTB_FAKE_INTERRUPT", f"{TASK}-lats-1")
     interrupted = run(suite, *args)
     assert interrupted.ret == pytest.ExitCode.INTERRUPTED
     first = list(read_records(tmp_path / "results.jsonl"))
-    assert len(first) == 2  # the react trials finished before the interrupt
+    # trial outermost: both planners' trial 0, then react's trial 1, finished before the interrupt
+    assert sorted((r.planner, r.trial) for r in first) == [("lats", 0), ("react", 0), ("react", 1)]
     monkeypatch.delenv("MLTB_FAKE_INTERRUPT")
     resumed = run(suite, *args, "--resume")
-    assert "2 trial(s) already recorded" in resumed.stdout.str()
-    assert "2 deselected" in resumed.stdout.str()
+    assert "3 trial(s) already recorded" in resumed.stdout.str()
+    assert "3 deselected" in resumed.stdout.str()
     records = list(read_records(tmp_path / "results.jsonl"))
     keys = [(r.planner, r.trial) for r in records]
     assert sorted(keys) == [("lats", 0), ("lats", 1), ("react", 0), ("react", 1)]
