@@ -196,13 +196,20 @@ def test_predictions_the_grader_refuses_are_not_offered_for_saving(spaceship):
     regressor = script[:-2] + [call("fit_lightgbm_regressor", {"X_train": "X_train", "y_train": "y_train"}, "model",
                                     cv=3),
                                call("predict_target", {"model": "model", "X_data": "X_test"}, "preds")]
+    # fitted, not yet predicted: predicting with the regressor cannot finish, so the first advice is the refit
+    fitted = run_script(spaceship, regressor[:-1])[-1].progress.feedback
+    assert fitted.startswith("No submission written yet: fit a model of the task's kind: fit_lightgbm_classifier(")
+    assert "predict_target(model='model'" not in fitted
     for tail in ([], [call("save_dataframe_to_csv", {"df": "preds"}, filepath="submission.csv")]):
         final = run_script(spaceship, regressor + tail)[-1]
         assert final.progress.stage == 9 and not final.progress.predicted
         feedback = final.progress.feedback
-        assert "the predictions 'preds' cannot be the submission" in feedback and "not booleans" in feedback
         assert "fit a model of the task's kind: fit_lightgbm_classifier(" in feedback
         assert "save_dataframe_to_csv(df='preds'" not in feedback
+        # the refusal's reason said once: for the predictions, or for the saved file refused alike
+        assert feedback.count("not booleans") == 1
+        assert ("the predictions 'preds' cannot be the submission" in feedback) == (not tail)
+        assert feedback.startswith("The submission is invalid: ") == bool(tail)
     # a classifier's probabilities on a task graded on labels: predict labels with the same model
     probabilities = script[:-1] + [call("predict_target", {"model": "model", "X_data": "X_test"}, "proba",
                                         return_probabilities=True)]

@@ -567,14 +567,19 @@ class _Checker:
     def stage10(self) -> tuple[bool, str]:
         predictions = self.predictions = self._test_predictions()
         save = f"save_dataframe_to_csv(df={predictions or '<the predictions>'!r}, filepath={SUBMISSION_FILE!r})"
+        submitted = self.log.submission_check if self.log.submission is not None else None
         if predictions is not None:
             finish = save
         elif self.unsubmittable is not None:
             name, reason = self.unsubmittable
             remedy = self._renamed_back(name) or self._remedy(save)
-            finish = f"the predictions {name!r} cannot be the submission ({reason}). To finish, {remedy}"
+            # the saved file refused for the same reason as the predictions: the reason once, then the remedy
+            finish = (remedy if submitted is not None and submitted[1] == reason else
+                      f"the predictions {name!r} cannot be the submission ({reason}). To finish, {remedy}")
         else:
-            finish = f"predict the test features with {self._predict_call(self._name('model', 'model'))}, then {save}"
+            # a model of the other kind than the task's cannot give what the grader takes: no call on predicting it
+            finish = (self._other_kind_refit(save) or
+                      f"predict the test features with {self._predict_call(self._name('model', 'model'))}, then {save}")
         from mltb_core.bench import grading
 
         columns = grading.submission_columns(self.task, self.ctx.classes() or [])
@@ -600,21 +605,29 @@ class _Checker:
         is replaced by one of the task's kind; a model of the right kind whose values still do not fit (a
         classifier fitted on another target, a regressor's negative values for RMSLE) by a fit on the train
         target with a tree ensemble, whose predictions stay within that target's range."""
-        from sklearn.base import is_classifier
-
         name = self._name("model", "model")
         model = self.pad.get(name) if name in self.pad else None
         classification = self.task.problem_type != "regression"
-        if model is not None and classification and is_classifier(model) and self.ctx.takes_classes(model):
+        if classification and _model_kind(model) == "classifier" and self.ctx.takes_classes(model):
             what = "probabilities" if self.ctx.graded_on_probabilities() else "labels"
             return f"predict {what}: {self._predict_call(name, explicit=True)}, then {save}"
-        if model is not None and is_classifier(model) != classification:
-            return (f"fit a model of the task's kind: {self._fit_call()}, then predict with it "
-                    f"({self._predict_call('<the new model>')}) and {save}")
+        if other_kind := self._other_kind_refit(save):
+            return other_kind
         kind = "classifier" if classification else "regressor"
         return (f"fit on the train target with a tree ensemble, whose predictions stay within the target's values: "
                 f"fit_random_forest_{kind}(X_train={self._name('X_train', 'X_train')!r}, "
                 f"y_train={self._name('y_train', 'y_train')!r}), then predict with it "
+                f"({self._predict_call('<the new model>')}) and {save}")
+
+    def _other_kind_refit(self, save: str) -> str | None:
+        """When the path's model is a regressor on a classification task or a classifier on a regression task:
+        a fit of the task's kind, then its predictions and the save (none of the model's own predictions can be
+        the submission)."""
+        name = self._name("model", "model")
+        kind = _model_kind(self.pad.get(name) if name in self.pad else None)
+        if kind is None or (kind == "classifier") == (self.task.problem_type != "regression"):
+            return None
+        return (f"fit a model of the task's kind: {self._fit_call()}, then predict with it "
                 f"({self._predict_call('<the new model>')}) and {save}")
 
     def _renamed_back(self, name: str) -> str | None:
@@ -642,6 +655,19 @@ class _Checker:
             if ok:
                 return name
             self.unsubmittable = self.unsubmittable or (name, reason)
+        return None
+
+
+def _model_kind(model: Any) -> str | None:
+    """'classifier' or 'regressor' as scikit-learn tells estimators apart; None for anything else (a plug-in
+    tool's own model object), whose kind no advice may rest on."""
+    from sklearn.base import is_classifier, is_regressor
+
+    if model is None:
+        return None
+    try:   # scikit-learn >= 1.6 raises on an object without estimator tags
+        return "classifier" if is_classifier(model) else "regressor" if is_regressor(model) else None
+    except AttributeError:
         return None
 
 
