@@ -295,7 +295,20 @@ class Controller:
                                 f"configuration are recorded (exit 0)", bold=True)
         # compact unless -v: consistency and the funnel; every table with -v, or in `mltb report`
         compact = self.config.getoption("verbose", 0) <= 0
-        terminal.write_line(render_summary(records, compact=compact))
+        terminal.write_line(render_summary(records, compact=compact, run_dir=_as_typed(self.run_dir)))
         if self.report_paths:
             terminal.write_line(f"report: {self.report_paths['index']}")
         self.gate.summary(terminal)
+
+
+def _as_typed(path: Path) -> str:
+    """A run directory as a command line names it: relative to the working directory when inside it, quoted
+    for a shell."""
+    import shlex
+
+    path = Path(path).resolve()
+    try:
+        path = path.relative_to(Path.cwd())
+    except ValueError:
+        pass
+    return shlex.quote(str(path))

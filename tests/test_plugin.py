@@ -188,6 +188,7 @@ def test_resume_after_interrupt_loses_and_duplicates_nothing(suite, tmp_path, mo
     monkeypatch.delenv("MLTB_FAKE_INTERRUPT")
     resumed = run(suite, *args, "--resume")
     assert "3 trial(s) already recorded" in resumed.stdout.str()
+    assert f"mltb report {tmp_path} writes them" in resumed.stdout.str()   # the run's own report command
     assert "3 deselected" in resumed.stdout.str()
     records = list(read_records(tmp_path / "results.jsonl"))
     keys = [(r.planner, r.trial) for r in records]

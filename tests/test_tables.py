@@ -215,6 +215,8 @@ def test_the_compact_summary_shows_consistency_the_funnel_and_infra_errors_with_
     assert "Stage funnel" in compact and "Infrastructure errors" in compact
     assert "Cost per planner" not in compact and "Median normalized" not in compact and "pass@1" not in compact
     assert compact.endswith("mltb report RUN_DIR writes them with plots and the search trees")
+    named = render_summary(records, compact=True, run_dir="mltb-runs/first")
+    assert named.endswith("mltb report mltb-runs/first writes them with plots and the search trees")
     assert "Cost per planner" in full and "Median normalized" in full
     for text in (compact, full):
         notes = [line for line in text.splitlines() if line.startswith("(synthetic policy, not an LLM): figures")]

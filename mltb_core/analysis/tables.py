@@ -620,16 +620,17 @@ def render_tables(tables: list[Table], tablefmt: str = "simple", notes_once: boo
 # The compact terminal summary's tables (by key prefix): whether trials submit, and where the others stopped.
 COMPACT_TABLES = ("consistency:", "funnel", "infra")
 COMPACT_HINT = ("more: pytest -v prints every table (pass@k, normalized score, leaderboard percentile, cost); "
-                "mltb report RUN_DIR writes them with plots and the search trees")
+                "mltb report {run_dir} writes them with plots and the search trees")
 
 
-def render_summary(records: Iterable[TrialRecord], compact: bool = False) -> str:
+def render_summary(records: Iterable[TrialRecord], compact: bool = False, run_dir: str = "RUN_DIR") -> str:
     """The terminal summary: every table (``compact``: consistency, the stage funnel and infrastructure
-    errors, with a line naming the rest), each note once; a one-line note when there are no records."""
+    errors, with a line naming the rest and the ``mltb report`` command for ``run_dir``), each note once; a
+    one-line note when there are no records."""
     tables = build_tables(records)
     if not tables:
         return "no trial records"
     if not compact:
         return render_tables(tables, notes_once=True)
     shown = [t for t in tables if t.key.startswith(COMPACT_TABLES)]
-    return render_tables(shown, notes_once=True) + "\n\n" + COMPACT_HINT
+    return render_tables(shown, notes_once=True) + "\n\n" + COMPACT_HINT.format(run_dir=run_dir)
