@@ -149,8 +149,9 @@ def case_marker_names(case: Case) -> tuple[str, str, str]:
 
 def build_cases(tasks: list, planners: list[str], models: list[ModelRef], trials: int) -> list[Case]:
     """Every combination in a fixed order: trial, then task, planner, model (as given; defaults are sorted).
-    Trial outermost: every cell's trial t runs before any cell's trial t+1 (xdist hands out items in this
-    order), so a run stopped or interrupted part-way holds whole rounds and its partial table stays balanced."""
+    Trial outermost: every cell's trial t is started before any cell's trial t+1, so a run stopped part-way is
+    nearly balanced across cells (under xdist a worker holds queued items, so a cell can lag by a trial or
+    two while another worker runs later ones; ``--resume`` fills such gaps by case id)."""
     return [Case(task.slug, planner, model, trial)
             for trial in range(trials) for task in tasks for planner in planners for model in models]
 

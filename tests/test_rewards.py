@@ -227,6 +227,14 @@ def test_predictions_the_grader_refuses_are_not_offered_for_saving(spaceship):
     feedback = run_script(spaceship, other)[-1].progress.feedback
     assert "the predictions 'codes' cannot be the submission" in feedback and "predict labels" not in feedback
     assert "fit_random_forest_classifier(X_train='X_train', y_train='y_train')" in feedback
+    # ... and before it predicts, the feedback does not send it to predict those codes first
+    fitted = run_script(spaceship, other[:-1])[-1].progress.feedback
+    assert "predict_target(model='model'" not in fitted and "fit_random_forest_classifier(" in fitted
+    # a classifier fitted after the regressor is the one to predict with, not another fit
+    refit = run_script(spaceship, regressor[:-1] + [
+        call("fit_lightgbm_classifier", {"X_train": "X_train", "y_train": "y_train"}, "clf", cv=3)])[-1]
+    assert "predict with the fitted model 'clf': predict_target(model='clf', X_data='X_test')" \
+        in refit.progress.feedback and "fit a model of the task's kind" not in refit.progress.feedback
     # a valid prediction made after it is offered again
     fixed = regressor + [call("fit_lightgbm_classifier", {"X_train": "X_train", "y_train": "y_train"}, "clf", cv=3),
                          call("predict_target", {"model": "clf", "X_data": "X_test"}, "labels")]

@@ -577,8 +577,8 @@ class _Checker:
             finish = (remedy if submitted is not None and submitted[1] == reason else
                       f"the predictions {name!r} cannot be the submission ({reason}). To finish, {remedy}")
         else:
-            # a model of the other kind than the task's cannot give what the grader takes: no call on predicting it
-            finish = (self._other_kind_refit(save) or
+            # a model whose labels the grader cannot take: no call on predicting with it
+            finish = (self._label_model_fix(save) or
                       f"predict the test features with {self._predict_call(self._name('model', 'model'))}, then {save}")
         from mltb_core.bench import grading
 
@@ -601,19 +601,50 @@ class _Checker:
     def _remedy(self, save: str) -> str:
         """What gives a submission when the path's newest test predictions cannot be one. Saving them again,
         or predicting with a model that gives the same values, cannot finish: a classifier whose classes the
-        grader takes predicts them (labels, or probabilities where graded on them); a model of the wrong kind
-        is replaced by one of the task's kind; a model of the right kind whose values still do not fit (a
-        classifier fitted on another target, a regressor's negative values for RMSLE) by a fit on the train
-        target with a tree ensemble, whose predictions stay within that target's range."""
+        grader takes predicts them (labels, or probabilities where graded on them); a model whose labels the
+        grader cannot take gives way as :meth:`_label_model_fix` says; a model of the wrong kind is replaced by
+        one of the task's kind; a model of the right kind whose values still do not fit (a regressor's negative
+        values for RMSLE) by a fit on the train target with a tree ensemble, whose predictions stay within that
+        target's range."""
         name = self._name("model", "model")
         model = self.pad.get(name) if name in self.pad else None
         classification = self.task.problem_type != "regression"
         if classification and _model_kind(model) == "classifier" and self.ctx.takes_classes(model):
             what = "probabilities" if self.ctx.graded_on_probabilities() else "labels"
             return f"predict {what}: {self._predict_call(name, explicit=True)}, then {save}"
-        if other_kind := self._other_kind_refit(save):
-            return other_kind
-        kind = "classifier" if classification else "regressor"
+        if fix := self._label_model_fix(save) or self._other_kind_refit(save):
+            return fix
+        return self._ensemble_refit(save)
+
+    def _label_problem(self, model: Any) -> str | None:
+        """Why ``model`` cannot give labels the grader takes, on a classification task graded on labels: a
+        regressor's values are not classes ("kind"), a classifier fitted on another column predicts other
+        classes ("classes"). None where predicting with it may finish: a regression task, probabilities (a
+        regressor's values can be in range), a model whose kind scikit-learn cannot tell."""
+        if self.task.problem_type == "regression" or self.ctx.graded_on_probabilities():
+            return None
+        kind = _model_kind(model)
+        if kind == "regressor":
+            return "kind"
+        return "classes" if kind == "classifier" and not self.ctx.takes_classes(model) else None
+
+    def _label_model_fix(self, save: str) -> str | None:
+        """When the path's model cannot give labels the grader takes (:meth:`_label_problem`): predicting with a
+        newer fitted model that can, if the path has one, else the fit that gives one."""
+        name = self._name("model", "model")
+        problem = self._label_problem(self.pad.get(name) if name in self.pad else None)
+        if problem is None:
+            return None
+        for newer in self.log.latest():
+            obj = self.pad.get(newer) if newer != name and newer in self.pad else None
+            if obj is not None and self._holds("model", obj) and self._label_problem(obj) is None:
+                return f"predict with the fitted model {newer!r}: {self._predict_call(newer)}, then {save}"
+        return self._other_kind_refit(save) if problem == "kind" else self._ensemble_refit(save)
+
+    def _ensemble_refit(self, save: str) -> str:
+        """A fit on the train target with a tree ensemble (its predictions stay within the target's values),
+        then its predictions and the save."""
+        kind = "classifier" if self.task.problem_type != "regression" else "regressor"
         return (f"fit on the train target with a tree ensemble, whose predictions stay within the target's values: "
                 f"fit_random_forest_{kind}(X_train={self._name('X_train', 'X_train')!r}, "
                 f"y_train={self._name('y_train', 'y_train')!r}), then predict with it "
@@ -621,8 +652,7 @@ class _Checker:
 
     def _other_kind_refit(self, save: str) -> str | None:
         """When the path's model is a regressor on a classification task or a classifier on a regression task:
-        a fit of the task's kind, then its predictions and the save (none of the model's own predictions can be
-        the submission)."""
+        a fit of the task's kind, then its predictions and the save."""
         name = self._name("model", "model")
         kind = _model_kind(self.pad.get(name) if name in self.pad else None)
         if kind is None or (kind == "classifier") == (self.task.problem_type != "regression"):
