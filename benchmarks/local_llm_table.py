@@ -6,11 +6,11 @@ Run (the long run: hours on 2 cores; interrupt it any time and continue with ``-
 
 It drives the benchmark itself, one ``pytest suites/ ... --trials N --mltb-out OUT [--resume]`` session:
 mltb starts every cell's trial t before any cell's trial t+1, so a run stopped part-way is nearly balanced
-across cells (xdist's queued items can leave a cell a trial or two behind), and ``--resume`` runs what is
-not recorded. (One session, not one per round of trials: 3 tasks on 2
-workers ended each round with a worker idle.) When the session ends or is interrupted (and with
-``--report-only``, for a report mid-run) it rewrites the report from ``OUT``'s records with ``mltb report --markdown`` (the
-report's header gives that command); the report says PARTIAL until every planned trial is recorded.
+across cells (xdist's queued items can leave a cell a trial or two behind), and ``--resume`` runs what is not
+recorded. (One session, not one per round of trials: 3 tasks on 2 workers ended each round with a worker
+idle.) When the session ends or is interrupted (and with ``--report-only``, for a report mid-run) it rewrites
+the report from ``OUT``'s records with ``mltb report --markdown`` (the report's header gives that command);
+the report says PARTIAL until every planned trial is recorded.
 Without ``--resume`` the run directory must not hold records yet (no silent mixing of two runs).
 
 Defaults: the 5 paper planners × 3 tasks of different kinds (binary, regression, multiclass, each with a
