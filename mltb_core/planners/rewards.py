@@ -606,8 +606,7 @@ class _Checker:
         one of the task's kind; a model of the right kind whose values still do not fit (a regressor's negative
         values for RMSLE) by a fit on the train target with a tree ensemble, whose predictions stay within that
         target's range."""
-        name = self._name("model", "model")
-        model = self.pad.get(name) if name in self.pad else None
+        name, model = self._path_model()
         classification = self.task.problem_type != "regression"
         if classification and _model_kind(model) == "classifier" and self.ctx.takes_classes(model):
             what = "probabilities" if self.ctx.graded_on_probabilities() else "labels"
@@ -615,6 +614,12 @@ class _Checker:
         if fix := self._label_model_fix(save) or self._other_kind_refit(save):
             return fix
         return self._ensemble_refit(save)
+
+    def _path_model(self) -> tuple[str, Any]:
+        """The path's fitted model as the feedback names it (stage 9's, or the newest remade one) and the object
+        on the scratchpad under that name (None when there is none)."""
+        name = self._name("model", "model")
+        return name, self.pad.get(name) if name in self.pad else None
 
     def _label_problem(self, model: Any) -> str | None:
         """Why ``model`` cannot give labels the grader takes, on a classification task graded on labels: a
@@ -631,8 +636,8 @@ class _Checker:
     def _label_model_fix(self, save: str) -> str | None:
         """When the path's model cannot give labels the grader takes (:meth:`_label_problem`): predicting with a
         newer fitted model that can, if the path has one, else the fit that gives one."""
-        name = self._name("model", "model")
-        problem = self._label_problem(self.pad.get(name) if name in self.pad else None)
+        name, model = self._path_model()
+        problem = self._label_problem(model)
         if problem is None:
             return None
         for newer in self.log.latest():
@@ -653,8 +658,7 @@ class _Checker:
     def _other_kind_refit(self, save: str) -> str | None:
         """When the path's model is a regressor on a classification task or a classifier on a regression task:
         a fit of the task's kind, then its predictions and the save."""
-        name = self._name("model", "model")
-        kind = _model_kind(self.pad.get(name) if name in self.pad else None)
+        kind = _model_kind(self._path_model()[1])
         if kind is None or (kind == "classifier") == (self.task.problem_type != "regression"):
             return None
         return (f"fit a model of the task's kind: {self._fit_call()}, then predict with it "
