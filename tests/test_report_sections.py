@@ -26,8 +26,17 @@ def test_where_trials_ended_counts_stop_kinds_and_names_the_stage_not_passed():
             record(2, 1, StopKind.MODEL_ENDED_TURN, reason="the model ended its turn without a valid submission"),
             record(3, 10, StopKind.VALID_SUBMISSION, valid=True, outcome=Outcome.VALID),
             record(4, 0, StopKind.ERROR, outcome=Outcome.INFRA_ERROR)]
+    (unmeasured,) = build("stop_kinds", recs)        # records from before mltb measured the load: no column
+    assert len(unmeasured.headers) == 6 and not any("load" in note for note in unmeasured.notes)
+    recs[0].load_per_core, recs[1].load_per_core, recs[3].load_per_core = 1.9, 1.1, 0.98
     (table,) = build("stop_kinds", recs)
-    rows = [row[2:] for row in table.rows]
+    # the machine's load beside each stop (median, max over the row's trials), so a reader can tell a time
+    # limit the machine's load brought on; records from before mltb measured it say so
+    assert [row[6] for row in table.rows] == ["0.98, 0.98", "1.50, 1.90", "not recorded"]
+    assert "above 1 the trials' threads waited for a core" in table.notes[-1]
+    (seconds,) = build("seconds", recs)
+    assert seconds.rows[0][-1] == "1.10, 1.90 (3 of 4)"      # one cell: 3 of its 4 counted trials measured
+    rows = [row[2:6] for row in table.rows]
     assert rows[0] == ["1", "10 create_submission", "– (valid submission)", "valid_submission"]
     assert ["2", "1 train_data_loading", "2 test_data_loading", "context_full"] in rows   # alike stops: one row
     assert ["1", "1 train_data_loading", "2 test_data_loading", "model_ended_turn"] in rows   # not "valid"

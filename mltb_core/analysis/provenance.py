@@ -6,14 +6,16 @@ later sessions add trials to it, and the config hash says which settings a trial
 from __future__ import annotations
 
 import functools
+import os
 import subprocess
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 __all__ = ["git_commit", "code_version", "trial_code", "NOT_RECORDED", "machine_facts", "machine_label",
-           "machine_counts"]
+           "machine_counts", "LoadMeter"]
 
 NOT_RECORDED = "not recorded"   # records written before mltb stamped its code on them
 # What a run may rewrite in its own checkout without changing the code that runs: the reports it writes
@@ -101,3 +103,55 @@ def trial_code(records: Iterable[Any], markup: Callable[[str], str] = str) -> st
     ``markup`` makes each record's ``code`` (a records file's text) safe for the output format."""
     counts = Counter(record.code or NOT_RECORDED for record in records)
     return ", ".join(f"{markup(code)} ({n})" for code, n in counts.most_common())
+
+
+class LoadMeter:
+    """How busy the machine was while a trial ran: the 1-minute load average per core, sampled at the start,
+    every ``every`` seconds and when read. Above 1 the machine had more runnable threads than cores, so
+    every trial's threads waited for one: its seconds, and a stop by the time limit (``--max-seconds``),
+    may be the machine's rather than the planner's. A thread, not the planner's own steps, samples it:
+    one LLM call can take minutes. ``read`` is where the load comes from (``os.getloadavg``)."""
+
+    def __init__(self, every: float = 30.0, read: Callable[[], tuple[float, float, float]] = os.getloadavg,
+                 cores: int | None = None):
+        self._read, self._every = read, every
+        self._cores = cores or os.cpu_count() or 1
+        self._samples: list[float] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _sample(self) -> None:
+        try:
+            value = self._read()[0] / self._cores
+        except OSError:   # no load average on this system: the record says "not recorded"
+            return
+        with self._lock:
+            self._samples.append(value)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._every):
+            self._sample()
+
+    def start(self) -> LoadMeter:
+        self._sample()
+        self._thread = threading.Thread(target=self._run, name="mltb-load-meter", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def __enter__(self) -> LoadMeter:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def mean(self) -> float | None:
+        """The mean load per core so far (a sample taken now included), 2 decimals; None without samples."""
+        self._sample()
+        with self._lock:
+            return round(sum(self._samples) / len(self._samples), 2) if self._samples else None

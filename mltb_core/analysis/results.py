@@ -148,6 +148,9 @@ class TrialRecord:
     code: str | None = None
     # the machine that ran the trial (provenance.machine_facts); None in records before schema 2
     machine: dict[str, Any] | None = None
+    # the machine's mean 1-minute load average per core while the trial ran (provenance.LoadMeter); None
+    # where the system has none, and in records written before mltb measured it
+    load_per_core: float | None = None
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:

@@ -12,8 +12,9 @@ picks and orders them by name.
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -188,6 +189,30 @@ def _model_facts(model: str) -> str:
             f"SHA-256 `{named.sha256}`")
 
 
+def _load(records: list[TrialRecord]) -> str:
+    """The trials' machine load per core (provenance.LoadMeter), median and maximum over the trials that
+    recorded it."""
+    loads = [r.load_per_core for r in records if r.load_per_core is not None and math.isfinite(r.load_per_core)]
+    if not loads:
+        return NOT_RECORDED
+    return f"{statistics.median(loads):.2f}, {max(loads):.2f}" + ("" if len(loads) == len(records)
+                                                                  else f" ({len(loads)} of {len(records)})")
+
+
+def _load_table(name: str, title: str, columns: list[str], rows: list[list[str]], notes: list[str],
+                records: list[TrialRecord], untrusted: tuple[int, ...]) -> Table:
+    """A table whose last column is :func:`_load`, with :data:`LOAD_NOTE`; without that column and note when
+    no counted trial recorded its machine's load (records written before mltb measured it)."""
+    if any(r.load_per_core is not None for r in counted_records(records)):
+        return Table(name, title, columns, rows, notes=[*notes, LOAD_NOTE], untrusted=untrusted)
+    return Table(name, title, columns[:-1], [row[:-1] for row in rows], notes=notes, untrusted=untrusted)
+
+
+LOAD_NOTE = ("load per core: the machine's 1-minute load average per core while each trial ran, median and "
+             "maximum over the trials; above 1 the trials' threads waited for a core, so their seconds, and a "
+             "stop by the time limit, may be the machine's rather than the planner's")
+
+
 def _seconds(ctx: SectionContext) -> list[Block]:
     rows = []
     for (planner, task), cell in _cells(ctx.records):
@@ -196,13 +221,15 @@ def _seconds(ctx: SectionContext) -> list[Block]:
                      f"{statistics.median(wall):.0f} ({min(wall):.0f}–{max(wall):.0f})",
                      f"{statistics.median(r.llm_seconds for r in cell):.0f}",
                      f"{statistics.median(r.llm_calls for r in cell):g}",
-                     f"{statistics.median(r.stage_reached for r in cell):g}, {max(r.stage_reached for r in cell)}"])
+                     f"{statistics.median(r.stage_reached for r in cell):g}, {max(r.stage_reached for r in cell)}",
+                     _load(cell)])
     if not rows:
         return []
-    return [Table("seconds", "Seconds per trial", ["planner", "task", "n", "wall s per trial (median, min–max)",
-                                                    "LLM s per trial", "LLM calls", "stage reached (median, max)"],
-                  rows, notes=["counted trials only; wall seconds depend on the machine (see Machine) and its load"],
-                  untrusted=(0,))]
+    return [_load_table("seconds", "Seconds per trial",
+                        ["planner", "task", "n", "wall s per trial (median, min–max)", "LLM s per trial", "LLM calls",
+                         "stage reached (median, max)", "load per core (median, max)"], rows,
+                        ["counted trials only; wall seconds depend on the machine (see Machine) and its load"],
+                        ctx.records, untrusted=(0,))]
 
 
 def _stop_kinds(ctx: SectionContext) -> list[Block]:
@@ -212,21 +239,24 @@ def _stop_kinds(ctx: SectionContext) -> list[Block]:
     names = {s.number: s.name for s in REWARD_STAGES}    # mltb's names, never the record's stage_name
     rows = []
     for (planner, task), cell in _cells(ctx.records):
-        stops = Counter((r.valid, r.stage_reached, str(r.stop_kind)) for r in cell)
-        for (valid, stage, kind), n in sorted(stops.items(), key=lambda kv: (-kv[0][1], kv[0][2])):
+        stops: dict[tuple[bool, int, str], list[TrialRecord]] = defaultdict(list)
+        for r in cell:
+            stops[(r.valid, r.stage_reached, str(r.stop_kind))].append(r)
+        for (valid, stage, kind), ended in sorted(stops.items(), key=lambda kv: (-kv[0][1], kv[0][2])):
             reached = f"{stage} {names[stage]}" if stage in names else str(stage)
             blocked = ("– (valid submission)" if valid else
                        f"{stage + 1} {names[stage + 1]}" if stage + 1 in names else "–")
-            rows.append([planner, task, str(n), reached, blocked, kind])
+            rows.append([planner, task, str(len(ended)), reached, blocked, kind, _load(ended)])
     if not rows:
         return []
     used = sorted({row[5] for row in rows})
     meanings = "; ".join(f"{k}: {STOP_KIND_MEANINGS[k]}" for k in used if k in STOP_KIND_MEANINGS)
-    return [Table("stop_kinds", "Where trials ended", ["planner", "task", "trials", "stage reached", "not passed",
-                                                       "why the search ended (stop kind)"], rows,
-                  notes=[f"stop kinds (the planner's, mltb_core/bench/stops.py): {meanings}",
+    return [_load_table("stop_kinds", "Where trials ended",
+                        ["planner", "task", "trials", "stage reached", "not passed",
+                         "why the search ended (stop kind)", "load per core (median, max)"], rows,
+                        [f"stop kinds (the planner's, mltb_core/bench/stops.py): {meanings}",
                          "records written before stop kinds (schema 1) got theirs from their stop reason when read"],
-                  untrusted=(0, 5))]
+                        ctx.records, untrusted=(0, 5))]
 
 
 def _stage_comparison(ctx: SectionContext) -> list[Block]:

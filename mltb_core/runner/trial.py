@@ -16,6 +16,7 @@ from typing import Any
 
 from mltb_core.llm import prompts
 from mltb_core.config import TrialConfig, case_id
+from mltb_core.analysis.provenance import LoadMeter
 from mltb_core.analysis.results import Outcome, TrialRecord
 from mltb_core.analysis.runstore import RunStore, TrialFiles
 from mltb_core.bench.stages import STAGE_COUNT
@@ -97,9 +98,12 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
     llm = episode = None
     extra: dict[str, Any] = {"leaderboard": task.has_leaderboard}   # every front end's records carry it
 
+    load = LoadMeter().start()   # stopped in the finally below
+
     def record(outcome: Outcome, **fields: Any) -> TrialRecord:
         return TrialRecord.for_config(task.slug, config, outcome, wall_seconds=time.monotonic() - started,
-                                      trajectory=str(trajectory_path), **fields, extra=extra)
+                                      trajectory=str(trajectory_path), load_per_core=load.mean(), **fields,
+                                      extra=extra)
 
     def spent(stop_reason: str, stop_kind: StopKind) -> dict[str, Any]:
         """A record's counters when the trial ended early: what was spent still counts (calls, tokens, cost;
@@ -164,6 +168,7 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
         return record(Outcome.INFRA_ERROR, **spent("internal error", StopKind.ERROR),
                       error=f"internal error {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=6)}")
     finally:
+        load.stop()
         writer.close()
         if llm is not None:
             llm.close()
