@@ -81,52 +81,70 @@ def test_a_record_made_for_a_config_carries_the_code_that_made_it():
         assert code_version().split(" @ ")[1].split(" ")[0] == _git(ROOT, "rev-parse", "--short=12", "HEAD")
 
 
-def test_the_load_meter_averages_the_load_per_core_over_the_trial():
+def test_the_load_meter_averages_the_load_per_core_over_the_trial(monkeypatch):
     import itertools
+    import os
     import threading
 
-    from mltb_core.analysis.provenance import LoadMeter
+    from mltb_core.analysis.provenance import LoadMeter, machine_facts
 
-    values = itertools.chain([3.0, 5.0], itertools.repeat(1.0))   # 1-minute load averages, 2 cores
+    cores = machine_facts()["cores"]
+    values = itertools.chain([3.0, 5.0], itertools.repeat(1.0))   # 1-minute load averages
     returned: list[float] = []
     sampled = threading.Event()
 
-    def read():
+    def getloadavg():
         returned.append(next(values))
         if len(returned) == 2:
             sampled.set()
         return (returned[-1], 0.0, 0.0)
 
-    meter = LoadMeter(every=0.01, read=read, cores=2).start()
+    monkeypatch.setattr(os, "getloadavg", getloadavg)
+    meter = LoadMeter(every=0.01).start()
     assert sampled.wait(10)                  # the thread samples between the start and the read
     meter.stop()
     mean = meter.mean()                      # the read samples too
     assert returned[:2] == [3.0, 5.0] and len(returned) >= 3
-    assert mean == round(sum(returned) / 2 / len(returned), 2)
+    assert mean == round(sum(returned) / cores / len(returned), 2)
     calls = len(returned)
     assert meter.mean() is not None and len(returned) == calls + 1   # stopped: only the read samples
 
     def unavailable():
         raise OSError("no load average here")
 
-    with LoadMeter(read=unavailable) as meter:
+    monkeypatch.setattr(os, "getloadavg", unavailable)
+    with LoadMeter() as meter:
         assert meter.mean() is None          # "not recorded", never a made-up 0
-    with LoadMeter() as meter:               # this machine's own figure
-        load = meter.mean()
-    assert load is not None and load >= 0
+    monkeypatch.delattr(os, "getloadavg")    # a system without one at all
+    with LoadMeter() as meter:
+        assert meter.mean() is None
 
 
-def test_a_trial_record_says_how_busy_the_machine_was(tmp_path):
+def test_a_trial_record_says_how_busy_the_machine_was(tmp_path, monkeypatch):
+    import os
+    import threading
+
     from mltb_core.bench.tasks import get_task
     from mltb_core.runner.trial import run_trial
 
+    monkeypatch.setattr(os, "getloadavg", lambda: (7.0, 0.0, 0.0))   # every sample: 7 runnable threads
     record = run_trial(get_task("spaceship-titanic"), TrialConfig(planner="react", model="sim", max_llm_calls=2),
                        tmp_path)
-    assert record.load_per_core is not None and record.load_per_core >= 0
+    assert record.load_per_core == round(7.0 / os.cpu_count(), 2)
+    assert not any(t.name == "mltb-load-meter" for t in threading.enumerate())   # stopped with the trial
     assert TrialRecord.from_dict(json.loads(json.dumps(record.to_dict()))).load_per_core == record.load_per_core
-    old = record.to_dict()
+    old = {**record.to_dict(), "schema_version": 2}
     del old["load_per_core"]                 # a record written before mltb measured it
     assert TrialRecord.from_dict(old).load_per_core is None
+
+
+@pytest.mark.parametrize("field, value, says", [
+    ("load_per_core", -1.5, "not a load"), ("load_per_core", float("nan"), "not a finite number"),
+    ("wall_seconds", float("inf"), "not a finite number"), ("wall_seconds", 10 ** 400, "not a finite number")])
+def test_a_record_refuses_a_number_no_trial_could_have_written(field, value, says):
+    record = TrialRecord.for_config("spaceship-titanic", TrialConfig(planner="react", model="sim"), "valid")
+    with pytest.raises(ValueError, match=f"field '{field}' is .*{says}"):
+        TrialRecord.from_dict({**record.to_dict(), field: value})
 
 
 def test_records_older_than_the_stamp_load_and_say_so(tmp_path):

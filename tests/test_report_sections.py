@@ -33,7 +33,7 @@ def test_where_trials_ended_counts_stop_kinds_and_names_the_stage_not_passed():
     # the machine's load beside each stop (median, max over the row's trials), so a reader can tell a time
     # limit the machine's load brought on; records from before mltb measured it say so
     assert [row[6] for row in table.rows] == ["0.98, 0.98", "1.50, 1.90", "not recorded"]
-    assert "above 1 the trials' threads waited for a core" in table.notes[-1]
+    assert "a stop by the time limit (--max-seconds) may be the machine's" in table.notes[-1]
     (seconds,) = build("seconds", recs)
     assert seconds.rows[0][-1] == "1.10, 1.90 (3 of 4)"      # one cell: 3 of its 4 counted trials measured
     rows = [row[2:6] for row in table.rows]

@@ -106,16 +106,14 @@ def trial_code(records: Iterable[Any], markup: Callable[[str], str] = str) -> st
 
 
 class LoadMeter:
-    """How busy the machine was while a trial ran: the 1-minute load average per core, sampled at the start,
-    every ``every`` seconds and when read. Above 1 the machine had more runnable threads than cores, so
-    every trial's threads waited for one: its seconds, and a stop by the time limit (``--max-seconds``),
-    may be the machine's rather than the planner's. A thread, not the planner's own steps, samples it:
-    one LLM call can take minutes. ``read`` is where the load comes from (``os.getloadavg``)."""
+    """How busy the machine was while a trial ran: the mean of its 1-minute load average per core, sampled
+    at the start, every ``every`` seconds and when :meth:`mean` is read (:data:`mltb_core.analysis.sections.
+    LOAD_NOTE` says how to read it). A thread samples, not the planner's own steps: one LLM call can take
+    minutes. No figure (None) where the system has no load average."""
 
-    def __init__(self, every: float = 30.0, read: Callable[[], tuple[float, float, float]] = os.getloadavg,
-                 cores: int | None = None):
-        self._read, self._every = read, every
-        self._cores = cores or os.cpu_count() or 1
+    def __init__(self, every: float = 30.0):
+        self._every = every
+        self._cores = machine_facts()["cores"] or 1
         self._samples: list[float] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -123,8 +121,8 @@ class LoadMeter:
 
     def _sample(self) -> None:
         try:
-            value = self._read()[0] / self._cores
-        except OSError:   # no load average on this system: the record says "not recorded"
+            value = os.getloadavg()[0] / self._cores   # looked up here: some systems have none
+        except (OSError, AttributeError):
             return
         with self._lock:
             self._samples.append(value)
@@ -151,7 +149,7 @@ class LoadMeter:
         self.stop()
 
     def mean(self) -> float | None:
-        """The mean load per core so far (a sample taken now included), 2 decimals; None without samples."""
+        """The mean load per core so far, 2 decimals, after one more sample (now); None without samples."""
         self._sample()
         with self._lock:
             return round(sum(self._samples) / len(self._samples), 2) if self._samples else None

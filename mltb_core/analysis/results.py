@@ -14,6 +14,7 @@ not UTF-8, not an object, a field of the wrong type) with a warning naming
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import time
@@ -49,7 +50,8 @@ __all__ = ["TrialRecord", "Outcome", "append_records", "read_records", "record_k
 # (--resume, --compare and mltb report read runs of any age) and never pass for the new meaning.
 #   1 (no schema_version field): the records before it
 #   2: schema_version, stop_kind (bench/stops.py), machine (provenance.machine_facts)
-SCHEMA_VERSION = 2
+#   3: load_per_core (provenance.LoadMeter)
+SCHEMA_VERSION = 3
 
 # Shown wherever a synthetic (sim) model's figures appear, so nobody mistakes them for an LLM's.
 SYNTHETIC_LABEL = "(synthetic policy, not an LLM)"
@@ -72,6 +74,14 @@ _JSON_TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "Outcome": (str,), "S
                                             "bool": (bool,),
                                             "None": (type(None),), "dict[str, Any]": (dict,),
                                             "list": (list,)}
+
+
+def _finite(value: int | float) -> bool:
+    """A number a float field can hold: finite, and an integer small enough to be a float."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _json_types(annotation: str) -> tuple[type, ...]:
@@ -202,7 +212,12 @@ class TrialRecord:
             if isinstance(value, list) and not all(v is None or (isinstance(v, (int, float))
                                                                  and not isinstance(v, bool)) for v in value):
                 raise ValueError(f"field {f.name!r} holds a non-number")
+            if float in allowed and isinstance(value, (int, float)) and not _finite(value):
+                raise ValueError(f"field {f.name!r} is {str(value)[:40]}, not a finite number")
             values[f.name] = value
+        load = values.get("load_per_core")
+        if isinstance(load, (int, float)) and load < 0:
+            raise ValueError(f"field 'load_per_core' is {load!r}, not a load (>= 0)")
         # Paths (trajectories, report pages) are built from these three.
         if not is_slug(values["task"]):
             raise ValueError(f"field 'task' is {values['task']!r}, not a task slug")
@@ -267,7 +282,11 @@ def _from_1(data: dict[str, Any]) -> dict[str, Any]:
 
 
 # version n → the step that makes a record of version n one of version n + 1
-_MIGRATIONS = {1: _from_1}
+def _from_2(data: dict[str, Any]) -> dict[str, Any]:
+    return {**data, "load_per_core": None}
+
+
+_MIGRATIONS = {1: _from_1, 2: _from_2}
 
 
 def migrate(data: dict[str, Any]) -> dict[str, Any]:

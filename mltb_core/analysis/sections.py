@@ -189,10 +189,14 @@ def _model_facts(model: str) -> str:
             f"SHA-256 `{named.sha256}`")
 
 
+def _loads(records: list[TrialRecord]) -> list[float]:
+    return [r.load_per_core for r in records if r.load_per_core is not None and math.isfinite(r.load_per_core)]
+
+
 def _load(records: list[TrialRecord]) -> str:
-    """The trials' machine load per core (provenance.LoadMeter), median and maximum over the trials that
-    recorded it."""
-    loads = [r.load_per_core for r in records if r.load_per_core is not None and math.isfinite(r.load_per_core)]
+    """The trials' mean machine load per core (provenance.LoadMeter): median and maximum over the trials
+    that recorded it."""
+    loads = _loads(records)
     if not loads:
         return NOT_RECORDED
     return f"{statistics.median(loads):.2f}, {max(loads):.2f}" + ("" if len(loads) == len(records)
@@ -203,14 +207,19 @@ def _load_table(name: str, title: str, columns: list[str], rows: list[list[str]]
                 records: list[TrialRecord], untrusted: tuple[int, ...]) -> Table:
     """A table whose last column is :func:`_load`, with :data:`LOAD_NOTE`; without that column and note when
     no counted trial recorded its machine's load (records written before mltb measured it)."""
-    if any(r.load_per_core is not None for r in counted_records(records)):
+    if _loads(counted_records(records)):
         return Table(name, title, columns, rows, notes=[*notes, LOAD_NOTE], untrusted=untrusted)
     return Table(name, title, columns[:-1], [row[:-1] for row in rows], notes=notes, untrusted=untrusted)
 
 
-LOAD_NOTE = ("load per core: the machine's 1-minute load average per core while each trial ran, median and "
-             "maximum over the trials; above 1 the trials' threads waited for a core, so their seconds, and a "
-             "stop by the time limit, may be the machine's rather than the planner's")
+# How to read a record's load_per_core (provenance.LoadMeter); the docs point here.
+LOAD_NOTE = ("load per core: each trial's mean of the machine's 1-minute load average per core, sampled at its "
+             "start, every 30 s and its end (median and maximum over the trials). The load counts the threads "
+             "running or waiting for a core or for I/O, the trial's own model server and tool worker included, "
+             "and a 1-minute average lags by about a minute. Well above what the run's own workers make (about 1 "
+             "per core with one llama.cpp thread per core), the trials shared the cores with other work: their "
+             "seconds stretched, and a stop by the time limit (--max-seconds) may be the machine's, not the "
+             "planner's. A mean hides a shorter overload within a long trial")
 
 
 def _seconds(ctx: SectionContext) -> list[Block]:
@@ -227,7 +236,7 @@ def _seconds(ctx: SectionContext) -> list[Block]:
         return []
     return [_load_table("seconds", "Seconds per trial",
                         ["planner", "task", "n", "wall s per trial (median, min–max)", "LLM s per trial", "LLM calls",
-                         "stage reached (median, max)", "load per core (median, max)"], rows,
+                         "stage reached (median, max)", "mean load per core (median, max)"], rows,
                         ["counted trials only; wall seconds depend on the machine (see Machine) and its load"],
                         ctx.records, untrusted=(0,))]
 
@@ -253,7 +262,7 @@ def _stop_kinds(ctx: SectionContext) -> list[Block]:
     meanings = "; ".join(f"{k}: {STOP_KIND_MEANINGS[k]}" for k in used if k in STOP_KIND_MEANINGS)
     return [_load_table("stop_kinds", "Where trials ended",
                         ["planner", "task", "trials", "stage reached", "not passed",
-                         "why the search ended (stop kind)", "load per core (median, max)"], rows,
+                         "why the search ended (stop kind)", "mean load per core (median, max)"], rows,
                         [f"stop kinds (the planner's, mltb_core/bench/stops.py): {meanings}",
                          "records written before stop kinds (schema 1) got theirs from their stop reason when read"],
                         ctx.records, untrusted=(0, 5))]

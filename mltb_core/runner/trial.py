@@ -98,7 +98,7 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
     llm = episode = None
     extra: dict[str, Any] = {"leaderboard": task.has_leaderboard}   # every front end's records carry it
 
-    load = LoadMeter().start()   # stopped in the finally below
+    load = LoadMeter()   # started in the try below, stopped in its finally
 
     def record(outcome: Outcome, **fields: Any) -> TrialRecord:
         return TrialRecord.for_config(task.slug, config, outcome, wall_seconds=time.monotonic() - started,
@@ -134,6 +134,7 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
                 result.best.log.submission)
 
     try:
+        load.start()
         split = split or prepare_split(task, seed=config.seed)
         data_dir = prepare_agent_data(split, out_dir)
         llm = make_backend(config.model, seed=config.trial_seed, cache=True if config.llm_cache else None)
