@@ -281,11 +281,11 @@ def _from_1(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "stop_kind": _legacy_stop_kind(data).value, "machine": None}
 
 
-# version n → the step that makes a record of version n one of version n + 1
 def _from_2(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "load_per_core": None}
 
 
+# version n → the step that makes a record of version n one of version n + 1
 _MIGRATIONS = {1: _from_1, 2: _from_2}
 
 
