@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["git_commit", "code_version", "trial_code", "NOT_RECORDED", "machine_facts", "machine_label",
-           "machine_counts", "LoadMeter"]
+           "machine_counts", "LoadMeter", "LOAD_SAMPLE_SECONDS"]
 
 NOT_RECORDED = "not recorded"   # records written before mltb stamped its code on them
 # What a run may rewrite in its own checkout without changing the code that runs: the reports it writes
@@ -105,13 +105,16 @@ def trial_code(records: Iterable[Any], markup: Callable[[str], str] = str) -> st
     return ", ".join(f"{markup(code)} ({n})" for code, n in counts.most_common())
 
 
+LOAD_SAMPLE_SECONDS = 30.0   # how often a LoadMeter samples the load average between a trial's start and end
+
+
 class LoadMeter:
     """How busy the machine was while a trial ran: the mean of its 1-minute load average per core, sampled
     at the start, every ``every`` seconds and when :meth:`mean` is read (:data:`mltb_core.analysis.sections.
     LOAD_NOTE` says how to read it). A thread samples, not the planner's own steps: one LLM call can take
     minutes. No figure (None) where the system has no load average."""
 
-    def __init__(self, every: float = 30.0):
+    def __init__(self, every: float = LOAD_SAMPLE_SECONDS):
         self._every = every
         self._cores = machine_facts()["cores"] or 1
         self._samples: list[float] = []

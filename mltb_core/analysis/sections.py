@@ -12,7 +12,6 @@ picks and orders them by name.
 from __future__ import annotations
 
 import dataclasses
-import math
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
@@ -20,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
-from mltb_core.analysis.provenance import NOT_RECORDED, machine_counts, machine_label, trial_code
+from mltb_core.analysis.provenance import (LOAD_SAMPLE_SECONDS, NOT_RECORDED, machine_counts, machine_label,
+                                           trial_code)
 from mltb_core.analysis.results import TrialRecord, counted_records
 from mltb_core.analysis.safety import markdown
 from mltb_core.analysis.tables import Table, build_tables, entry_label, entry_order, markdown_label, variant_labels
@@ -190,7 +190,7 @@ def _model_facts(model: str) -> str:
 
 
 def _loads(records: list[TrialRecord]) -> list[float]:
-    return [r.load_per_core for r in records if r.load_per_core is not None and math.isfinite(r.load_per_core)]
+    return [r.load_per_core for r in records if r.load_per_core is not None]   # finite: records refuse others
 
 
 def _load(records: list[TrialRecord]) -> str:
@@ -214,7 +214,8 @@ def _load_table(name: str, title: str, columns: list[str], rows: list[list[str]]
 
 # How to read a record's load_per_core (provenance.LoadMeter); the docs point here.
 LOAD_NOTE = ("load per core: each trial's mean of the machine's 1-minute load average per core, sampled at its "
-             "start, every 30 s and its end (median and maximum over the trials). The load counts the threads "
+             f"start, every {LOAD_SAMPLE_SECONDS:g} s and its end (median and maximum over the trials). The load "
+             "counts the threads "
              "running or waiting for a core or for I/O, the trial's own model server and tool worker included, "
              "and a 1-minute average lags by about a minute. Well above what the run's own workers make (about 1 "
              "per core with one llama.cpp thread per core), the trials shared the cores with other work: their "
