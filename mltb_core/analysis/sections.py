@@ -215,12 +215,11 @@ def _load_table(name: str, title: str, columns: list[str], rows: list[list[str]]
 # How to read a record's load_per_core (provenance.LoadMeter); the docs point here.
 LOAD_NOTE = ("load per core: each trial's mean of the machine's 1-minute load average per core, sampled at its "
              f"start, every {LOAD_SAMPLE_SECONDS:g} s and its end (median and maximum over the trials). The load "
-             "counts the threads "
-             "running or waiting for a core or for I/O, the trial's own model server and tool worker included, "
-             "and a 1-minute average lags by about a minute. Well above what the run's own workers make (about 1 "
-             "per core with one llama.cpp thread per core), the trials shared the cores with other work: their "
-             "seconds stretched, and a stop by the time limit (--max-seconds) may be the machine's, not the "
-             "planner's. A mean hides a shorter overload within a long trial")
+             "counts the threads running or waiting for a core or for I/O, the trial's own model server and tool "
+             "worker included, and a 1-minute average lags by about a minute. Well above what the run's own "
+             "workers make (about 1 per core with one llama.cpp thread per core), the trials shared the cores "
+             "with other work: their seconds stretched, and a stop by the time limit (--max-seconds) may be the "
+             "machine's, not the planner's. A mean hides a shorter overload within a long trial")
 
 
 def _seconds(ctx: SectionContext) -> list[Block]:
