@@ -16,8 +16,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.parametrize("paths, planners", [
     (["mltb_core/planners/react.py"], "react"),
-    (["mltb_core/planners/mcts.py", "docs/architecture.md"], "mcts_outcome,mcts_shaped"),  # one module, two planners
-    (["mltb_core/planners/lats.py", "mltb_core/planners/react.py"], "lats,react"),
+    # mcts.py defines the two MCTS planners and TreeSearch, the base of LATS and Hierarchical MCTS
+    (["mltb_core/planners/mcts.py", "docs/architecture.md"], "lats,mcts_outcome,mcts_shaped,hierarchical_mcts"),
+    (["mltb_core/planners/hierarchical.py"], "hierarchical_mcts"),      # a subclass's own module: itself alone
+    (["mltb_core/planners/lats.py", "mltb_core/planners/react.py"], "react,lats"),   # in the tables' order
+    (["mltb_core/planners/automind.py"], "automind,mle_star"),           # SolutionSearch is MLE-STAR's base too
+    (["mltb_core/planners/base.py"], "all"),                             # Planner: every planner's base
     (["mltb_core/planners/react.py", "mltb_core/planners/tree.py"], "all"),    # shared search code
     (["mltb_core/toolkit/tools/modeling.py"], "all"),
     (["fixtures/tasks/spaceship-titanic.toml"], "all"),
