@@ -313,6 +313,9 @@ GATE_PRESETS: dict[str, dict[str, str]] = {
            "task": "spaceship-titanic,playground-series-s3e1,costa-rican-household-poverty-prediction",
            "trials": "2", "seed": "0", "max_llm_calls": str(MATCHED_LLM_CALLS)},
 }
+# The share of a planner's baseline level (valid submissions, median score) over its synthetic-policy cells whose
+# loss on the paired seeds is a REGRESSION at any n (--gate-lost-share; mltb_core.analysis.compare._behaviour).
+GATE_LOST_SHARE = 0.5
 
 # Session-level settings: how a run is organised, not what a trial does (never hashed).
 SESSION_SETTINGS: tuple[Setting, ...] = (
@@ -350,6 +353,12 @@ SESSION_SETTINGS: tuple[Setting, ...] = (
     Setting("compare", "compare the run with a baseline FILE", front_ends=PYTEST_ONLY),
     Setting("fail_on_regression", "fail on a drop beyond noise, e.g. 'consistency:-0.05,percentile:-2' "
                                   "(needs --compare)", front_ends=PYTEST_ONLY),
+    # docs/gating.md: a synthetic-policy cell is deterministic per seed, so what its paired trials show is a fact
+    Setting("gate_lost_share", "with --compare, a planner whose paired synthetic-policy trials over the tasks keep "
+                               "at most (1 - this share) of the baseline's valid submissions, or of its median "
+                               "percentile or normalized score, is a REGRESSION at any n (a behaviour check for "
+                               "the seeds run; a cell regresses when it keeps none)",
+            default=GATE_LOST_SHARE, range=Range(float, 0, 1, low_open=True), front_ends=PYTEST_ONLY),
 )
 
 # Every setting, session ones first, then the planners' knobs as planners register (declare_knobs); names

@@ -42,7 +42,7 @@ class Range:
     kind: type
     low: float | None = None
     high: float | None = None
-    low_open: bool = False        # low itself excluded (a budget of 0 seconds makes no sense); no high then
+    low_open: bool = False        # low itself excluded (a budget of 0 seconds makes no sense)
     why: str = ""                 # shown with the range when the reason is not obvious
 
     def describe(self) -> str:
@@ -51,7 +51,8 @@ class Range:
 
         kind = "an integer" if self.kind is int else "a number"
         if self.low is not None and self.high is not None:
-            text = f"{kind} from {num(self.low)} to {num(self.high)}"
+            text = (f"{kind} > {num(self.low)} and <= {num(self.high)}" if self.low_open
+                    else f"{kind} from {num(self.low)} to {num(self.high)}")
         elif self.low is not None:
             text = f"{kind} {'>' if self.low_open else '>='} {num(self.low)}"
         else:
