@@ -311,7 +311,7 @@ TRIAL_SETTINGS: tuple[Setting, ...] = _trial_settings()
 GATE_PRESETS: dict[str, dict[str, str]] = {
     "ci": {"model": "sim", "planner": "all",
            "task": "spaceship-titanic,playground-series-s3e1,costa-rican-household-poverty-prediction",
-           "trials": "2", "seed": "0", "max_llm_calls": str(MATCHED_LLM_CALLS)},
+           "trials": "4", "seed": "0", "max_llm_calls": str(MATCHED_LLM_CALLS)},
 }
 # The share of a planner's baseline level (valid submissions, median score) over its synthetic-policy cells whose
 # loss on the paired seeds is a REGRESSION at any n (--gate-lost-share; mltb_core.analysis.compare._behaviour).
