@@ -14,14 +14,15 @@ import pytest
 from mltb_core import cli
 
 ROOT = Path(__file__).resolve().parent.parent
-PUBLISHED = ("reports/local-llm.md", "reports/local-llm-superseded-5ec1040.md", "reports/planner-comparison.md",
-             "reports/main-job.md", "reports/main-job-superseded-4ae025a.md", "reports/main-job-superseded-5d5f4ac.md",
-             "reports/main-job-superseded-5062b22.md", "reports/local-llm-ablation.md",
-             "reports/main-job-superseded-1f40a6b.md")
+PUBLISHED = ("reports/local-llm.md", "reports/local-llm-ablation.md", "reports/main-job.md",
+             "reports/planner-comparison.md", "reports/archive/local-llm-superseded-5ec1040.md",
+             "reports/archive/main-job-superseded-4ae025a.md", "reports/archive/main-job-superseded-5d5f4ac.md",
+             "reports/archive/main-job-superseded-5062b22.md", "reports/archive/main-job-superseded-1f40a6b.md")
+HEADER = re.compile(r"^Written by `(mltb report [^`]+)`", re.M)
 
 
 def header_command(path: Path) -> list[str]:
-    match = re.search(r"^Written by `(mltb report [^`]+)`", path.read_text(encoding="utf-8"), re.M)
+    match = HEADER.search(path.read_text(encoding="utf-8"))
     assert match, f"{path} does not say which `mltb report` command wrote it"
     return shlex.split(match.group(1))
 
@@ -48,4 +49,5 @@ def test_no_published_report_is_rendered_outside_the_product():
     for driver in ("local_llm_table.py", "planner_comparison.py"):
         text = (ROOT / "benchmarks" / driver).read_text()
         assert "tabulate" not in text and "build_tables" not in text and '"report"' in text
-    assert os.path.isdir(ROOT / "reports" / "local-llm-superseded-5ec1040" / "trajectories")
+    assert os.path.isdir(ROOT / "reports" / "archive" / "local-llm-superseded-5ec1040" / "trajectories")
+
