@@ -19,6 +19,7 @@ PUBLISHED = ("reports/local-llm.md", "reports/local-llm-ablation.md", "reports/m
              "reports/archive/main-job-superseded-4ae025a.md", "reports/archive/main-job-superseded-5d5f4ac.md",
              "reports/archive/main-job-superseded-5062b22.md", "reports/archive/main-job-superseded-1f40a6b.md")
 HEADER = re.compile(r"^Written by `(mltb report [^`]+)`", re.M)
+INDEX = ROOT / "reports" / "README.md"
 
 
 def header_command(path: Path) -> list[str]:
@@ -50,4 +51,26 @@ def test_no_published_report_is_rendered_outside_the_product():
         text = (ROOT / "benchmarks" / driver).read_text()
         assert "tabulate" not in text and "build_tables" not in text and '"report"' in text
     assert os.path.isdir(ROOT / "reports" / "archive" / "local-llm-superseded-5ec1040" / "trajectories")
+
+
+def test_every_report_written_by_mltb_report_is_regenerated_here():
+    written = {str(p.relative_to(ROOT)) for p in (ROOT / "reports").rglob("*.md")
+               if HEADER.search(p.read_text(encoding="utf-8"))}
+    assert written == set(PUBLISHED)
+
+
+def test_the_reports_index_names_every_report_and_its_command():
+    """reports/README.md (issue 61): each entry of reports/ and reports/archive/ has its line there, a report
+    written by `mltb report` with the command of its own header, and no superseded or void run sits on top."""
+    index = INDEX.read_text(encoding="utf-8")
+    entries = [p for p in (ROOT / "reports").iterdir() if p.name not in ("README.md", "archive")]
+    entries += list((ROOT / "reports" / "archive").iterdir())
+    unnamed = sorted(str(p.relative_to(ROOT)) for p in entries
+                     if not re.search(rf"(?<![\w/.-]){re.escape(str(p.relative_to(ROOT)))}(?![\w.-])", index))
+    assert not unnamed, f"reports/README.md does not name {unnamed}"
+    for published in PUBLISHED:
+        command = HEADER.search((ROOT / published).read_text(encoding="utf-8")).group(1)
+        assert f"`{command}`" in index, f"reports/README.md does not give the command of {published}"
+    on_top = sorted(p.name for p in (ROOT / "reports").iterdir() if re.search(r"-(superseded|void)-", p.name))
+    assert not on_top, f"superseded or void runs belong in reports/archive/: {on_top}"
 
