@@ -74,3 +74,15 @@ def test_the_reports_index_names_every_report_and_its_command():
     on_top = sorted(p.name for p in (ROOT / "reports").iterdir() if re.search(r"-(superseded|void)-", p.name))
     assert not on_top, f"superseded or void runs belong in reports/archive/: {on_top}"
 
+
+
+def test_every_reports_path_the_docs_name_exists():
+    """A report moved (to reports/archive/, say) leaves no dangling path in the prose that cites it."""
+    texts = [ROOT / "README.md", ROOT / "CHANGELOG.md", *(ROOT / "docs").rglob("*.md"), *(ROOT / "reports").rglob("*.md")]
+    missing = set()
+    for text in texts:
+        for named in re.findall(r"`(reports/[\w./*-]+)`", text.read_text(encoding="utf-8")):
+            named = named.rstrip(".")
+            if not (list(ROOT.glob(named)) if "*" in named else (ROOT / named).exists()):
+                missing.add(f"{text.relative_to(ROOT)}: {named}")
+    assert not missing, sorted(missing)
