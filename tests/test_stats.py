@@ -274,8 +274,14 @@ def test_interval_ends_are_rounded_outward():
     assert rate_interval(249, 250).format() == "1.00 [0.97, 1.00]"    # the estimate stays inside the bounds
     assert CI(0.3, 0.3, 0.7, 3).format() == "0.30 [0.30, 0.70]"       # exact decimals stay as they are
     assert CI(-0.1, -0.25, 0.051, 3).format(signed=True) == "-0.10 [-0.25, +0.06]"
-    assert CI(-0.5, -0.7, -0.000001, 3).format(signed=True) == "-0.50 [-0.70, +0.00]"   # never "-0.00"
-    assert CI(50.0, 0.04, 99.97, 3).format(1) == "50.0 [0.0, 100.0]"                  # percentiles alike
+    # a non-zero end never prints as 0 (issue 57): it says which side of 0 it lies on, so a REGRESSION's upper
+    # bound below 0 prints below 0, and Clopper-Pearson's 1/3 lower bound 0.0084 prints 0.008, not 0.00
+    assert rate_interval(1, 3).format() == "0.33 [0.008, 0.91]"
+    assert CI(-0.5, -0.7, -0.003, 3).format(signed=True) == "-0.50 [-0.70, -0.003]"
+    assert CI(-0.5, -0.7, -0.000001, 3).format(signed=True) == "-0.50 [-0.70, -0.000001]"
+    assert CI(-0.5, -0.7, -1e-9, 3).format(signed=True) == "-0.50 [-0.70, +0.00]"   # float noise; never "-0.00"
+    assert CI(50.0, 0.04, 99.97, 3).format(1) == "50.0 [0.04, 100.0]"                 # percentiles alike
+    assert CI(50.0, 0.0, 99.97, 3).format(1) == "50.0 [0.0, 100.0]"
     assert CI(0.5, None, None, 2).format() == "0.50 [–]" and CI(None, None, None, 0).format() == "n/a"
     with pytest.raises(ValueError, match="finite number, got nan"):
         CI(0.5, float("nan"), 0.9, 3).format()
