@@ -500,3 +500,25 @@ def test_pooled_rate_check_catches_a_wider_interval():
     assert any(missed), missed
     narrower = pooled_coverage("all-or-nothing (0.29)", scaled(clustered_rate_interval, 0.8))[0]
     assert 0.95 <= narrower < STATED["korn-graubard, 3 x 3, all-or-nothing (0.29) task rates"], narrower
+
+
+@pytest.mark.parametrize("factor", WIDTHS)
+def test_bradley_terry_check_catches_a_rescaled_interval(factor, monkeypatch):
+    """The jackknife's half-width is t(k-1) * se: with the t factor scaled (and so every jackknife end), the
+    joint coverage at 10 tasks leaves the band the coverage test holds it to. At 3 tasks that band (1,000 runs:
+    1.5 points plus three standard errors) holds 0.8x (0.931) and 1.3x (0.969) too: docs/statistics.md says so."""
+    tasks = 10
+    from mltb_core.analysis import stats as stats_module
+
+    real = stats_module._scipy_stats.t
+
+    class ScaledT:
+        @staticmethod
+        def ppf(q, df):
+            return factor * real.ppf(q, df)
+
+    monkeypatch.setattr(stats_module._scipy_stats, "t", ScaledT)
+    covered, _ = bt_family_coverage("normal", 1.0, tasks, BT_RUNS)
+    stated = BT_STATED[("normal", 1.0, tasks)]
+    assert abs(covered - stated) > 3 * np.sqrt(stated * (1 - stated) / BT_RUNS), covered
+    assert abs(covered - 0.95) > TOLERANCE + 3 * np.sqrt(0.05 * 0.95 / BT_RUNS), covered
