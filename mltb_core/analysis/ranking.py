@@ -160,7 +160,10 @@ def friedman_text(result: FriedmanResult, names: dict[str, str], blocks: str = "
     if result.tied:
         return [f"Friedman test over {n} {blocks} × {k} planners on {measure}: every planner tied in every block, "
                 f"so there is no difference to test (p = 1). Mean ranks: {ranks}."]
-    if result.permutation_p is None or not result.permutations:
+    if result.permutation_p is not None and result.exact:
+        permutation = (f"; exact permutation p = {result.permutation_p:.3g} (every arrangement of the ranks within "
+                       "each block enumerated; valid however few the blocks)")
+    elif result.permutation_p is None or not result.permutations:
         permutation = ""
     else:
         floor = 1 / (result.permutations + 1)

@@ -27,6 +27,7 @@ print n and "–").
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -38,7 +39,7 @@ __all__ = ["CI", "containing", "bootstrap_ci", "rate_interval", "median_interval
            "paired_proportion_diff_ci", "newcombe_interval", "paired_newcombe_interval", "NEWCOMBE_MIN_TRIALS", "paired_rate_change_exact", "TrialSample", "RateSample", "clustered_ci", "z_value",
            "trials_needed_for_rate_drop", "median_standard_error", "cluster_sign_flip", "t_interval", "trials_needed_for_rate_gate", "rate_gate_probabilities", "powered_half_width", "POWER", "MIN_TRIALS_FOR_MEDIAN_CI",
            "DEFAULT_LEVEL", "DEFAULT_RESAMPLES", "PASS_AT_K", "pass_at_k", "Rating", "pairwise_outcomes",
-           "bradley_terry_ratings", "MIN_TASKS_FOR_RATING_CI", "FriedmanResult", "POSTHOC_TESTS", "outward", "reachable_k", "friedman_test", "friedman_permutation_p", "holm",
+           "bradley_terry_ratings", "MIN_TASKS_FOR_RATING_CI", "FriedmanResult", "POSTHOC_TESTS", "outward", "reachable_k", "friedman_test", "friedman_permutation_p", "friedman_exact_p", "holm",
            "FRIEDMAN_PERMUTATIONS", "family_level", "sign_test_p", "median_change", "clustered_rate_interval",
            "shift_interval", "shift_rank", "min_n_for_shift_ci"]
 
@@ -934,6 +935,7 @@ class FriedmanResult:
     # exact two-sided floor of the sign test and of Wilcoxon alike), taken over the pairs
     posthoc_floor: float = 1.0
     tied: bool = False                         # every planner tied in every block: nothing was tested
+    exact: bool = False                        # permutation_p enumerated over every arrangement (permutations 0)
 
     def significant_pairs(self) -> list[tuple[str, str]]:
         return [pair for pair, p in self.posthoc.items() if p < self.alpha]
@@ -960,8 +962,9 @@ def friedman_test(scores: dict[str, dict[str, float]], alpha: float = 0.05,
     """Friedman test across the tasks on which every planner has a score (higher is better).
 
     scipy.stats.friedmanchisquare needs at least 3 planners; with fewer, only the mean ranks are given. Its p
-    is the χ² approximation, loose with few blocks, so the result also carries a permutation p
-    (:func:`friedman_permutation_p`), which holds at any number of blocks.
+    is the χ² approximation, loose with few blocks, so the result also carries a permutation p, which holds at
+    any number of blocks: exact where the arrangements can be enumerated (:func:`friedman_exact_p`), else Monte
+    Carlo (:func:`friedman_permutation_p`).
     The post-hoc is a paired test per pair with Holm's step-down adjustment (Benavoli et al. 2016 recommend
     paired tests over rank-based post-hocs): Wilcoxon signed-rank, or with ``ordinal`` scores (only their
     order means anything) the exact sign test. The Nemenyi critical difference (Demšar 2006, q from
@@ -976,6 +979,7 @@ def friedman_test(scores: dict[str, dict[str, float]], alpha: float = 0.05,
     ranks = np.vstack([_scipy_stats.rankdata(-row) for row in table])    # 1 = best, ties averaged
     mean_ranks = {p: float(ranks[:, j].mean()) for j, p in enumerate(planners)}
     statistic = p_value = cd = perm_p = None
+    exact = False
     tied = bool(np.all(table == table[:, :1]))
     if k >= 3 and n >= 2:
         if tied:
@@ -983,7 +987,10 @@ def friedman_test(scores: dict[str, dict[str, float]], alpha: float = 0.05,
         else:
             res = _scipy_stats.friedmanchisquare(*table.T)
             statistic, p_value = float(res.statistic), float(res.pvalue)
-            perm_p = friedman_permutation_p(ranks, permutations, seed)
+            perm_p = friedman_exact_p(ranks) if permutations else None    # permutations=0: none asked for
+            exact = perm_p is not None
+            if not exact:
+                perm_p = friedman_permutation_p(ranks, permutations, seed)
         q = _scipy_stats.studentized_range.ppf(1 - alpha, k, np.inf) / math.sqrt(2.0)
         cd = float(q * math.sqrt(k * (k + 1) / (6.0 * n)))
     raw: dict[tuple[str, str], float] = {}
@@ -1000,8 +1007,35 @@ def friedman_test(scores: dict[str, dict[str, float]], alpha: float = 0.05,
             else:
                 raw[(a, planners[j])] = float(_scipy_stats.wilcoxon(diff).pvalue)
     return FriedmanResult(tuple(planners), tuple(tasks), mean_ranks, statistic, p_value, cd, holm(raw), alpha,
-                          perm_p, permutations if perm_p is not None and not tied else 0,
-                          "sign" if ordinal else "wilcoxon", floor, tied)
+                          perm_p, permutations if perm_p is not None and not tied and not exact else 0,
+                          "sign" if ordinal else "wilcoxon", floor, tied, exact)
+
+
+# Candidate states (rank-sum multisets times a block's arrangements) beyond which Friedman's permutation p is
+# Monte Carlo instead of enumerated
+MAX_EXACT_FRIEDMAN_STATES = 2_000_000
+
+
+def friedman_exact_p(ranks: np.ndarray) -> float | None:
+    """The exact p of Friedman's statistic under its null (within each block every arrangement of its ranks among
+    the planners equally likely), enumerated over all (k!)^n arrangements by a recursion over blocks on the
+    planners' rank sums. The future is the same for every relabelling of the planners, so a state is the sorted
+    vector of rank sums; ranks are doubled to integers (ties share half ranks). None when the states would exceed
+    ``MAX_EXACT_FRIEDMAN_STATES`` (then :func:`friedman_permutation_p` samples them)."""
+    doubled = np.rint(np.asarray(ranks, dtype=float) * 2).astype(np.int64)
+    n, k = doubled.shape
+    orders = np.array(list(itertools.permutations(range(k))))
+    states, weights = np.zeros((1, k), dtype=np.int64), np.ones(1)
+    for row in doubled:
+        arrangements, counts = np.unique(row[orders], axis=0, return_counts=True)
+        if len(states) * len(arrangements) > MAX_EXACT_FRIEDMAN_STATES:
+            return None
+        grown = np.sort((states[:, None, :] + arrangements[None, :, :]).reshape(-1, k), axis=1)
+        chances = (weights[:, None] * (counts / len(orders))[None, :]).ravel()
+        states, inverse = np.unique(grown, axis=0, return_inverse=True)
+        weights = np.bincount(inverse.ravel(), weights=chances, minlength=len(states))
+    observed = int((doubled.sum(axis=0) ** 2).sum())
+    return float(min(1.0, weights[(states ** 2).sum(axis=1) >= observed].sum()))
 
 
 def friedman_permutation_p(ranks: np.ndarray, permutations: int = FRIEDMAN_PERMUTATIONS, seed: int = 0) -> float:
