@@ -20,6 +20,11 @@ Sources of noise and where each is handled:
   each task's figure, trials and split included, is one independent draw, so a different task list and a
   rerun of the trials are both inside it.
 
+Changes of a rate (the gate, ``mltb compare``) get Newcombe's score intervals, which are approximate: printed
+only from ``NEWCOMBE_MIN_TRIALS``, where their exact coverage averages about 95 % over true rates
+(:mod:`mltb_core.analysis.coverage`); the gate's paired change below that uses the exact
+:func:`paired_rate_change_exact`.
+
 Every interval contains its own estimate (a bound that would exclude it is moved to it), and a
 statistic whose sample is too small for an honest interval gets none (``low``/``high`` None; tables
 print n and "–").
