@@ -79,7 +79,8 @@ from mltb_core.analysis.results import (TrialRecord, counted_records, group_by, 
 from mltb_core.analysis.safety import terminal_text
 from mltb_core.analysis.stats import (CI, DEFAULT_LEVEL, MAX_GATE_TRIALS, MIN_TRIALS_FOR_MEDIAN_CI, POWER, TrialSample,
                                       cluster_sign_flip, family_level, holm, median_change, median_standard_error,
-                                      min_n_for_median_ci, min_n_for_shift_ci, paired_proportion_diff_ci, powered_half_width,
+                                      min_n_for_median_ci, min_n_for_shift_ci, NEWCOMBE_MIN_TRIALS, paired_proportion_diff_ci,
+                                      paired_rate_change_exact, powered_half_width,
                                       proportion_diff_ci, rate_interval, t_interval, trials_needed_for_rate_gate,
                                       z_value)
 from mltb_core.bench.documents import read_document
@@ -382,7 +383,11 @@ def _consistency_delta(name: str, base: list[TrialRecord], cur: list[TrialRecord
     base_valid, cur_valid = sum(base_by_seed.values()), sum(cur_by_seed.values())
     unchanged = paired and all(base_by_seed[s] == cur_by_seed[s] for s in base_by_seed)
     if paired:
-        change = paired_proportion_diff_ci([(base_by_seed[s], cur_by_seed[s]) for s in sorted(base_by_seed)], level)
+        pairs = [(base_by_seed[s], cur_by_seed[s]) for s in sorted(base_by_seed)]
+        # below the pairs where Newcombe's interval covers ~95 % (it prints none there), the exact interval whose
+        # upper end is below 0 exactly when McNemar's exact test shows a drop
+        change = (paired_proportion_diff_ci(pairs, level) if len(pairs) >= NEWCOMBE_MIN_TRIALS["paired"]
+                  else paired_rate_change_exact(pairs, level))
     else:
         change = proportion_diff_ci(cur_valid, len(cur), base_valid, len(base), level)
     needed = None
