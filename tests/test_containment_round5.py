@@ -49,7 +49,6 @@ BREAKS = {
     "a candidate error that is a number": {"step_type": "llm_call", "node_id": 1, "purpose": "propose",
                                            "candidates": [{"text": "", "error": 5}]},
     "a trial_start config that is a list": {"step_type": "trial_start", "config": [1]},
-    "no step_type": {"node_id": 1},
     "a step_type that is a list": {"step_type": ["llm_call"]},
     "not an object": [1, 2],
 }
