@@ -144,9 +144,9 @@ def _files_intact(directory: Path, names: tuple[str, ...] = (TRAIN_FILE, TEST_FI
     return True
 
 
-def _say_rebuilding(task: Task, seed: int, directory: Path) -> None:
-    print(f"mltb: split {task.slug} seed {seed}: a file in {directory} does not match the SHA-256 its "
-          f"{META_FILE} recorded (or {META_FILE} is damaged); rebuilding the split from the source data",
+def _say_rebuilding(task: Task, seed: int, directory: Path,
+                    problem: str = "a file there does not match its recorded SHA-256") -> None:
+    print(f"mltb: split {task.slug} seed {seed} in {directory}: {problem}; rebuilding the split from the source data",
           file=sys.stderr)
 
 
@@ -155,7 +155,7 @@ def _is_complete(directory: Path, source: str, task: Task | None = None, announc
     meta = _read_meta(directory)
     if meta is None:
         if announce and task is not None and (directory / META_FILE).exists():
-            _say_rebuilding(task, -1, directory)
+            _say_rebuilding(task, -1, directory, problem=f"{META_FILE} is damaged")
         return False
     if task is not None and source != "kaggle" and meta.get("source_hash") != source_fingerprint(task, source):
         return False
