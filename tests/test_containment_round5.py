@@ -49,6 +49,8 @@ BREAKS = {
     "a candidate error that is a number": {"step_type": "llm_call", "node_id": 1, "purpose": "propose",
                                            "candidates": [{"text": "", "error": 5}]},
     "a trial_start config that is a list": {"step_type": "trial_start", "config": [1]},
+    "prompt tokens of 1e300": {"step_type": "llm_call", "node_id": 1, "purpose": "propose",
+                               "usage": {"prompt_tokens": 1e300}},
     "a step_type that is a list": {"step_type": ["llm_call"]},
     "not an object": [1, 2],
 }

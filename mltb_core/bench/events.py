@@ -38,7 +38,7 @@ MAX_EVENT_COUNT = 10**15     # tokens, counts and lengths of one event
 
 @dataclass(frozen=True)
 class Shape:
-    """What one JSON value may be: its types, an integer's range, a list's item shape, an object's fields
+    """What one JSON value may be: its types, a number's range, a list's item shape, an object's fields
     (``required`` among them), a map's value shape; ``optional`` admits null."""
     types: tuple[type, ...]
     low: int | None = None
@@ -57,7 +57,7 @@ class Shape:
             return f"{where} is a JSON {_json_name(value)}, not {' or '.join(map(_json_name_of, self.types))}"
         if isinstance(value, float) and not math.isfinite(value):
             return f"{where} is not a finite number"
-        if isinstance(value, int) and not isinstance(value, bool) and (
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and (
                 (self.low is not None and value < self.low) or (self.high is not None and value > self.high)):
             return f"{where} is {_short(value)}, not from {self.low} to {self.high}"
         if isinstance(value, list) and self.items is not None:
