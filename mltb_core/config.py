@@ -23,7 +23,7 @@ from mltb_core.llm.backends import DEFAULT_MODEL, ModelRef, as_model_ref, builti
 from mltb_core.environment import (ENVIRONMENT, PATH, PATH_LIST, EnvironmentVariable, Range, absolute_path, absolute_paths,
                                    parse_bool)
 
-__all__ = ["TrialConfig", "trial_seed", "Range", "OptionValueError", "FIELD_RANGES", "RUN_RANGES",
+__all__ = ["TrialConfig", "trial_seed", "MAX_TRIAL", "SEED_RANGE", "Range", "OptionValueError", "FIELD_RANGES", "RUN_RANGES",
            "OPTION_FIELDS", "option_range", "parse_option", "check_option", "EnvironmentValueError",
            "check_environment", "Setting", "SettingValueError", "option", "SETTINGS", "TRIAL_SETTINGS",
            "SESSION_SETTINGS", "SETTINGS_BY_NAME", "settings_for", "add_settings", "read_environment",
@@ -175,6 +175,9 @@ def option(default: Any = MISSING, help: str = "", *, range: Range | None = None
 SETTING_META, HASHED_META = "mltb_setting", "mltb_hashed"
 _AT_LEAST_1 = Range(int, 1)
 _AT_LEAST_0 = Range(int, 0)
+# Trial numbers stay small enough for a file name (case_id) and a record's range (analysis/results.py).
+MAX_TRIAL = 99_999
+SEED_RANGE = Range(int, 0, 2**32 - 1, why="seeds numpy's generators")
 _POSITIVE = Range(float, 0, low_open=True)
 _UNLIMITED = "unlimited"
 _PLANNERS_OWN = "the planner's own"
@@ -189,9 +192,8 @@ class TrialConfig:
     of ``pytest`` and ``mltb run`` (flag, ini key, environment variable, range, help): one entry each."""
     planner: str
     model: ModelRef    # a model string is parsed here (library callers); the front ends pass a parsed one
-    seed: int = option(0, "base seed of the run (each trial derives its own)",
-                       range=Range(int, 0, 2**32 - 1, why="seeds numpy's generators"))
-    trial: int = option(0, "trial number", range=_AT_LEAST_0, front_ends=RUN_ONLY)
+    seed: int = option(0, "base seed of the run (each trial derives its own)", range=SEED_RANGE)
+    trial: int = option(0, "trial number", range=Range(int, 0, MAX_TRIAL), front_ends=RUN_ONLY)
     # search budgets (None = unlimited); a budget hit ends the search cleanly
     max_iterations: int = option(40, "search iterations / ReAct steps per trial", range=_AT_LEAST_1)
     max_depth: int = option(40, "max tool calls on one path", range=_AT_LEAST_1)
@@ -341,7 +343,8 @@ SESSION_SETTINGS: tuple[Setting, ...] = (
     # mltb's subcommands share their own repeatable --tasks-dir (same spelling, a list)
     Setting("tasks_dir", "extra directories of task specs (an os.pathsep list, like MLTB_TASKS_DIR)",
             front_ends=PYTEST_ONLY, path=PATH_LIST),
-    Setting("trials", "trials per (task, planner, model)", default=1, range=_AT_LEAST_1, front_ends=PYTEST_ONLY),
+    Setting("trials", "trials per (task, planner, model)", default=1, range=Range(int, 1, MAX_TRIAL + 1),
+            front_ends=PYTEST_ONLY),
     Setting("out", "run directory (with --resume: the newest one under mltb-runs)",
             flag_name="--mltb-out", unset_text="mltb-runs/<timestamp>", path=PATH),
     Setting("run_max_cost", "dollars for the whole run: no new trial starts after it is spent",

@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 from mltb_core.analysis.compare import cell_figures
 from mltb_core.analysis.plots import figure_svg, inline_svg, pyplot
 from mltb_core.analysis.provenance import code_note, git_commit, trial_code
-from mltb_core.analysis.runstore import RunStore
+from mltb_core.analysis.runstore import RunStore, bounded_file_name
 from mltb_core.analysis.results import (SYNTHETIC_LABEL, TrialRecord, consistency_values, counted_records,
                                         display_text, group_by, markdown_text, latest_records, model_label,
                                         normalized_values, percentile_values)
@@ -65,7 +65,7 @@ def default_out_dir(run_dirs: Sequence[Path | str]) -> Path:
 
 
 def trial_page_name(record: TrialRecord) -> str:
-    return f"{record.case_id}-{record.config_hash}.html"
+    return bounded_file_name(f"{record.case_id}-{record.config_hash}", ".html")   # a model string may be long
 
 
 def task_page_name(task: str) -> str:

@@ -24,7 +24,7 @@ from mltb_core.analysis.provenance import (LOAD_SAMPLE_SECONDS, NOT_RECORDED, ma
 from mltb_core.analysis.results import TrialRecord, counted_records
 from mltb_core.analysis.safety import markdown
 from mltb_core.analysis.tables import Table, build_tables, entry_label, entry_order, markdown_label, variant_labels
-from mltb_core.bench.documents import json_lines
+from mltb_core.bench.events import TrajectoryRead, read_events
 from mltb_core.plugins import NameClashError, Registry, RegistryError, origin_of
 
 __all__ = ["Section", "SectionContext", "Block", "SECTIONS", "ENTRY_POINT_GROUP", "register_section",
@@ -108,20 +108,25 @@ def pick_sections(names: Sequence[str] | None) -> list[Section]:
 
 
 def read_steps(record: TrialRecord) -> tuple[list[dict], str]:
-    """The trajectory lines of a trial and a note on what could not be read ('' when all was)."""
-    if not record.trajectory or not Path(record.trajectory).is_file():
+    """The well-formed events of a trial's trajectory (:func:`mltb_core.bench.events.read_events`: each
+    checked against its kind's declared fields) and a note on what could not be read ('' when all was)."""
+    read = read_trajectory_of(record)
+    if read is None:
         return [], "no trajectory file recorded for this trial"
-    steps, bad = [], 0
+    if isinstance(read, str):
+        return [], read
+    return read.events, read.note()
+
+
+def read_trajectory_of(record: TrialRecord) -> TrajectoryRead | str | None:
+    """A trial's trajectory as read: its events and skipped lines; None when it has no file, a sentence
+    when the file cannot be read at all."""
     try:
-        lines = list(json_lines(record.trajectory))   # bounded: depth, size, the integer digit limit
-    except (OSError, ValueError) as exc:
-        return [], f"the trajectory file cannot be read: {exc}"
-    for _, step, reason in lines:
-        if reason is None and isinstance(step, dict):
-            steps.append(step)
-        else:
-            bad += 1
-    return steps, (f"{bad} trajectory line(s) were not JSON objects and are not shown" if bad else "")
+        if not record.trajectory or not Path(record.trajectory).is_file():
+            return None
+        return read_events(record.trajectory)   # bounded: depth, size, the integer digit limit
+    except (OSError, ValueError) as exc:      # a path too long for the system is an OSError too
+        return f"the trajectory file cannot be read: {exc}"
 
 
 def _cells(records: list[TrialRecord]) -> list[tuple[tuple, list[TrialRecord]]]:
