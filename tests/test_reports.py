@@ -536,3 +536,23 @@ def test_no_rating_from_one_task_and_a_rating_from_several():
     three, _ = ranking_markdown([_scored(t, p, s) for t in tasks for p, s in (("react", 0.6), ("lats", 0.5))])
     rating = three.split("### Rating", 1)[1].split("###", 1)[0]
     assert RATING_NOTE in rating and "| react " in rating and "No rating" not in rating
+
+
+def _spent(task: str, planner: str, llm_calls: int) -> TrialRecord:
+    return TrialRecord(task=task, planner=planner, model="sim", trial=0, seed=0, config_hash=planner[:4],
+                       outcome="valid", valid=True, stage_reached=10, llm_calls=llm_calls, tool_calls=llm_calls,
+                       synthetic=True)
+
+
+def test_the_compute_mark_singles_out_cells_or_is_said_once():
+    """A one-trial run of two planners that spent differently put ‡ on every cell: a mark on every cell marks
+    nothing, so the table says it once instead; a mark that singles a cell out stays."""
+    from mltb_core.analysis.tables import CALLS_MARK, EVERY_CELL_NOTE, consistency_table
+
+    (both,) = consistency_table([_spent("spaceship-titanic", "react", 20), _spent("spaceship-titanic", "lats", 26)])
+    assert not any(CALLS_MARK in cell for cell in both.rows[0]) and EVERY_CELL_NOTE in both.notes
+    assert CALLS_MARK in both.rows[2][1]              # the per-trial rows keep the means' marks
+    (three,) = consistency_table([_spent("spaceship-titanic", p, n) for p, n in (("react", 20), ("lats", 21),
+                                                                                  ("mcts_shaped", 40))])
+    assert [CALLS_MARK in cell for cell in three.rows[0][1:]] == [False, False, True]
+    assert EVERY_CELL_NOTE not in three.notes

@@ -282,7 +282,7 @@ def consistency_table(records: list[TrialRecord]) -> list[Table]:
     """Consistency (valid / counted trials) per task × planner, one table per model."""
     tables = []
     for model, synthetic, tasks, variants, headers, cells in _per_model(records):
-        marks = _calls_marks(tasks, variants, cells)
+        marks, mark_notes = _calls_marks(tasks, variants, cells)
         rows = []
         for task in tasks:
             row = [task]
@@ -304,7 +304,7 @@ def consistency_table(records: list[TrialRecord]) -> list[Table]:
         notes = _notes(model, synthetic,
                        "cells: valid/counted trials (infra errors not counted), consistency and its exact 95% "
                        "Clopper-Pearson interval",
-                       _OVERALL_NOTE, COMPUTE_NOTE)
+                       _OVERALL_NOTE, COMPUTE_NOTE, *mark_notes)
         tables.append(Table(f"consistency:{model}",
                             f"Consistency (valid trials / trials) — model {model_label(model, synthetic)}"
                             f"{_settings([r for r in records if r.model == model])}",
@@ -361,15 +361,25 @@ def _off_median(means: dict) -> set:
     return {k for k, m in means.items() if m is not None and abs(m - middle) > CALLS_TOLERANCE * max(middle, 1e-9)}
 
 
-def _calls_marks(tasks: list[str], variants: list, cells: dict) -> dict[tuple, str]:
-    """(task, variant) → CALLS_MARK where the cell's mean LLM or tool calls differ from its row's median by > 10 %."""
+# Said instead of a mark on every cell (two planners that spent differently are both off their median).
+EVERY_CELL_NOTE = (f"{CALLS_MARK} is left off the task cells: every one of them would carry it (on every task each "
+                   "planner's compute differs so from the row's median; the per-trial rows give the means), so it would "
+                   "single out none. Compare these planners with care")
+
+
+def _calls_marks(tasks: list[str], variants: list, cells: dict) -> tuple[dict[tuple, str], list[str]]:
+    """(task, variant) → CALLS_MARK where the cell's mean LLM or tool calls differ from its row's median by > 10 %,
+    and the table's extra notes: none on the cells, and :data:`EVERY_CELL_NOTE`, when every cell would carry one."""
     marks: dict[tuple, str] = {}
     for task in tasks:
         for name, measure, _ in COMPUTE_MEASURES:
             if name in _MATCHED:
                 for v in _off_median({v: _mean(cells.get((task, *v), []), measure) for v in variants}):
                     marks[(task, v)] = f" {CALLS_MARK}"
-    return marks
+    filled = {(task, v) for task in tasks for v in variants if counted_records(cells.get((task, *v), []))}
+    if marks and set(marks) == filled:
+        return {}, [EVERY_CELL_NOTE]
+    return marks, []
 
 
 def compute_rows(groups: list[list[TrialRecord]]) -> list[list[str]]:
@@ -412,7 +422,7 @@ def normalized_table(records: list[TrialRecord]) -> list[Table]:
     tables = []
     for model, synthetic, tasks, variants, headers, cells in _per_model(records):
         figures = {(task, v): normalized_cell(cells.get((task, *v), [])) for task in tasks for v in variants}
-        marks = _calls_marks(tasks, variants, cells)
+        marks, mark_notes = _calls_marks(tasks, variants, cells)
         rows = []
         for task in tasks:
             row = [task]
@@ -432,7 +442,7 @@ def normalized_table(records: list[TrialRecord]) -> list[Table]:
         rows += [overall, *_calls_row(variants, cells)]
         baselines = task_baselines(tasks)
         notes = _notes(model, synthetic, QUALITY_FLOOR_NOTE + "; cells: median over n counted trials", _MEDIAN_NOTE,
-                       _OVERALL_NOTE, COMPUTE_NOTE,
+                       _OVERALL_NOTE, COMPUTE_NOTE, *mark_notes,
                        "baseline (score 0) per task: " + "; ".join(f"{t}: {b or 'unknown task'}"
                                                                      for t, b in baselines.items()))
         title = (f"Median normalized score (0 = trivial baseline, 1 = perfect; failed trials count 0) — model "
@@ -448,7 +458,7 @@ def percentile_table(records: list[TrialRecord]) -> list[Table]:
     tables = []
     for model, synthetic, tasks, variants, headers, cells in _per_model(records):
         figures = {(task, v): percentile_cell(cells.get((task, *v), [])) for task in tasks for v in variants}
-        marks = _calls_marks(tasks, variants, cells)
+        marks, mark_notes = _calls_marks(tasks, variants, cells)
         # a task is excluded when no planner has a comparable percentile for it
         excluded = {}
         for task in tasks:
@@ -484,7 +494,7 @@ def percentile_table(records: list[TrialRecord]) -> list[Table]:
         notes = _notes(model, synthetic, scope,
                        "cells: median percentile over n counted trials, a trial without a valid submission "
                        "counting as 0 (as in the paper); a score tying board entries beats half of them (mid-rank)",
-                       _MEDIAN_NOTE, _OVERALL_NOTE, CELL_COMPUTE_NOTE,
+                       _MEDIAN_NOTE, _OVERALL_NOTE, CELL_COMPUTE_NOTE, *mark_notes,
                        "the last row is the normalized score's overall over every task, for comparison across the "
                        "whole benchmark",
                        "held-out rows: every trial of a task is graded on the same held-out split, so a percentile "
