@@ -471,7 +471,8 @@ def test_each_note_is_given_once_per_page_and_the_tables_keep_theirs(tmp_path):
 
     paths = first_screen_run(tmp_path / "run")
     index, markdown = paths["index"].read_text().replace("&#39;", "'"), paths["leaderboard"].read_text()
-    for page in (index, markdown):
+    task_page = (tmp_path / "run" / "report" / "tasks" / task_page_name("spaceship-titanic")).read_text()
+    for page in (index, markdown, task_page.replace("&#39;", "'")):
         assert page.count("sim's rates that can order planners") == 1       # was under each of four tables
         assert page.count("overall: median over the k tasks with a figure") == 1
         assert page.count(COMPUTE_NOTE) == 1

@@ -332,10 +332,10 @@ def _task_page(task: str, records: list[TrialRecord], all_records: list[TrialRec
                                    {"outcome": str(r.outcome), "page": trial_page_name(r), "stage": r.stage_reached,
                                     "percentile": r.percentile, "nodes": r.tree_nodes} for c in columns]}
             for t in sorted({r.trial for r in records})]
+    figures = [t for t in build_tables(records) if t.key.split(":")[0] in ("consistency", "normalized", "percentile")]
     return render("task.html", title=f"{task} — mltb", task=task, prov=prov, synthetic=any(r.synthetic for r in records),
                   synthetic_banner=SYNTHETIC_BANNER, columns=[{"label": labels[c], "model": c[0]} for c in columns],
-                  rows=rows, tables=[t for t in build_tables(records)
-                                     if t.key.split(":")[0] in ("consistency", "normalized", "percentile")])
+                  rows=rows, tables=[t for _, shown in once_per_page([(task, figures)]) for t in shown])
 
 
 _RECORD_FIELDS = ("outcome", "valid", "score", "percentile", "medal", "normalized", "stage_reached", "stage_name",
