@@ -467,7 +467,7 @@ def test_the_index_opens_with_the_summary_then_the_trial_list(tmp_path):
 
 def test_each_note_is_given_once_per_page_and_the_tables_keep_theirs(tmp_path):
     from mltb_core.analysis.reports import NOTES_ABOVE
-    from mltb_core.analysis.tables import COMPUTE_NOTE
+    from mltb_core.analysis.tables import CALLS_MARK, COMPUTE_NOTE
 
     paths = first_screen_run(tmp_path / "run")
     index, markdown = paths["index"].read_text().replace("&#39;", "'"), paths["leaderboard"].read_text()
@@ -475,7 +475,7 @@ def test_each_note_is_given_once_per_page_and_the_tables_keep_theirs(tmp_path):
     for page in (index, markdown, task_page.replace("&#39;", "'")):
         assert page.count("sim's rates that can order planners") == 1       # was under each of four tables
         assert page.count("overall: median over the k tasks with a figure") == 1
-        assert page.count(COMPUTE_NOTE) == 1
+        assert page.count(COMPUTE_NOTE) == 1 and page.count(f"{CALLS_MARK}:") == 1   # the mark defined once
         assert NOTES_ABOVE in page
     summary = json.loads(paths["summary"].read_text())
     assert all(COMPUTE_NOTE in t["notes"] for t in summary["tables"] if t["key"].startswith(("consistency", "normalized")))

@@ -32,7 +32,7 @@ from mltb_core.analysis.results import (SYNTHETIC_BANNER, TrialRecord, consisten
                                         normalized_values, percentile_values)
 from mltb_core.analysis.safety import terminal_text
 from mltb_core.analysis.sections import Block, Section, SectionContext, pick_sections, read_steps
-from mltb_core.analysis.tables import (Table, planner_rank, build_tables, markdown_label, render_tables,
+from mltb_core.analysis.tables import (CALLS_MARK, Table, planner_rank, build_tables, markdown_label, render_tables,
                                       variant_labels)
 from mltb_core.analysis.templating import render
 from mltb_core.analysis.treeview import embed_json, tree_from_steps
@@ -455,9 +455,14 @@ def section_blocks(sections: Sequence[Section], ctx: SectionContext) -> list[tup
 NOTES_ABOVE = "notes given under an earlier table on this page are not repeated here"
 
 
+def _note_key(note: str) -> str:
+    """What a note says, for once_per_page: a mark's definition ('‡: ...', worded for its table) defines the mark."""
+    return CALLS_MARK if note.startswith(f"{CALLS_MARK}:") else note
+
+
 def once_per_page(sections: Sequence[tuple[Any, Sequence[Block]]]) -> list[tuple[Any, list[Block]]]:
     """The blocks as one page shows them: each table note in full the first time only, a later table saying
-    :data:`NOTES_ABOVE` instead; a prose paragraph that restates a note already given (the policy's assumptions
+    :data:`NOTES_ABOVE` instead (a footnote mark is defined once); a prose paragraph that restates a note already given (the policy's assumptions
     under the ranking) is left out. The tables themselves (summary.json) keep all their notes."""
     seen: set[str] = set()
     out: list[tuple[Any, list[Block]]] = []
@@ -465,10 +470,10 @@ def once_per_page(sections: Sequence[tuple[Any, Sequence[Block]]]) -> list[tuple
         shown: list[Block] = []
         for block in blocks:
             if isinstance(block, Table):
-                notes = [n for n in block.notes if n not in seen]
+                notes = [n for n in block.notes if _note_key(n) not in seen]
                 if len(notes) < len(block.notes):
                     notes.append(NOTES_ABOVE)
-                seen.update(block.notes)
+                seen.update(map(_note_key, block.notes))
                 shown.append(dataclasses.replace(block, notes=notes))
             else:
                 paragraphs = [p for p in block.split("\n\n") if not {p.strip(), p.strip().rstrip(".")} & seen]
