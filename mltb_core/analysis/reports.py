@@ -1,11 +1,12 @@
 """``mltb report RUN_DIR... [--out DIR]``: merge runs into a leaderboard a researcher can read.
 
 Writes ``leaderboard.md`` (the summary tables), ``summary.json`` (tables, per-cell figures with their raw
-values, provenance and the configuration legend), a self-contained ``index.html`` (provenance, the
-legend of configurations, plots, tables, extra sections, the trial list), ``tasks/<task>.html`` (one
-drill-down page per task: trials × planners) and ``trials/<id>.html`` (one page per trial: its record,
-prompt and the search-tree viewer of :mod:`mltb_core.analysis.treeview`). Without ``--out`` the report
-goes to ``<first run>/report/``, never into tracked files.
+values, provenance and the configuration legend), a self-contained ``index.html`` (provenance, the summary
+with the stage funnel and consistency plots, the trial list, the other plots, the legend of configurations,
+the sections, each table note once), ``tasks/<task>.html`` (one drill-down page per task: trials ×
+planners) and ``trials/<id>.html`` (one page per trial: its record, prompt and the search-tree viewer of
+:mod:`mltb_core.analysis.treeview`). Without ``--out`` the report goes to ``<first run>/report/``, never
+into tracked files.
 
 Plots and tables share one column label per (model, planner, config hash) (:func:`variant_labels`),
 so they always agree; when several hashes exist the legend gives each hash's full configuration and
@@ -423,7 +424,7 @@ def build_report(run_dirs: Sequence[Path | str], out_dir: Path | str | None = No
     page = render("index.html", title="mltb leaderboard", prov=prov, synthetic=synthetic, synthetic_banner=SYNTHETIC_BANNER,
                   records=bool(records), tasks=[{"name": t, "page": task_page_name(t)} for t in sorted({r.task for r in records})],
                   **_legend_context(legend), key_plots=key_plots, plots=plots, distribution_note=DISTRIBUTION_NOTE,
-                  # the summary first, then plots and the trials; the other sections after them
+                  # the summary first, then the trial list and the plots; the other sections after them
                   summary=[(s, b) for s, b in shown if s.name == SUMMARY_SECTION],
                   sections=[(s, b) for s, b in shown if s.name != SUMMARY_SECTION], extra=shown_extra,
                   trial_rows=_trial_rows(records, labels), trials_open=len(records) <= OPEN_TRIAL_LIST, prefix="")
@@ -462,8 +463,9 @@ def _note_key(note: str) -> str:
 
 def once_per_page(sections: Sequence[tuple[Any, Sequence[Block]]]) -> list[tuple[Any, list[Block]]]:
     """The blocks as one page shows them: each table note in full the first time only, a later table saying
-    :data:`NOTES_ABOVE` instead (a footnote mark is defined once); a prose paragraph that restates a note already given (the policy's assumptions
-    under the ranking) is left out. The tables themselves (summary.json) keep all their notes."""
+    :data:`NOTES_ABOVE` instead (a footnote mark is defined once); a prose paragraph that restates a note already
+    given (the policy's assumptions under the ranking) is left out. The tables themselves (summary.json) keep all
+    their notes."""
     seen: set[str] = set()
     out: list[tuple[Any, list[Block]]] = []
     for section, blocks in sections:
