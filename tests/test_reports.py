@@ -466,8 +466,7 @@ def test_the_index_opens_with_the_summary_then_the_trial_list(tmp_path):
 
 
 def test_each_note_is_given_once_per_page_and_the_tables_keep_theirs(tmp_path):
-    from mltb_core.analysis.reports import NOTES_ABOVE
-    from mltb_core.analysis.tables import CALLS_MARK, COMPUTE_NOTE
+    from mltb_core.analysis.tables import CALLS_MARK, COMPUTE_NOTE, NOTES_ABOVE
 
     paths = first_screen_run(tmp_path / "run")
     index, markdown = paths["index"].read_text().replace("&#39;", "'"), paths["leaderboard"].read_text()

@@ -16,7 +16,6 @@ commit, date, runs). Extra sections (e.g. pass@k or ratings) are passed to :func
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import statistics
 from dataclasses import dataclass
@@ -33,8 +32,8 @@ from mltb_core.analysis.results import (SYNTHETIC_BANNER, TrialRecord, consisten
                                         normalized_values, percentile_values)
 from mltb_core.analysis.safety import terminal_text
 from mltb_core.analysis.sections import Block, Section, SectionContext, pick_sections, read_steps
-from mltb_core.analysis.tables import (CALLS_MARK, Table, planner_rank, build_tables, markdown_label, render_tables,
-                                      variant_labels)
+from mltb_core.analysis.tables import (Table, planner_rank, build_tables, markdown_label, notes_not_given,
+                                      render_tables, variant_labels)
 from mltb_core.analysis.templating import render
 from mltb_core.analysis.treeview import embed_json, tree_from_steps
 from mltb_core.bench.stages import REWARD_STAGES
@@ -452,33 +451,19 @@ def section_blocks(sections: Sequence[Section], ctx: SectionContext) -> list[tup
     return out
 
 
-# Said where a table's notes were already given under an earlier table of the same page (mltb's own words).
-NOTES_ABOVE = "notes given under an earlier table on this page are not repeated here"
-
-
-def _note_key(note: str) -> str:
-    """What a note says, for once_per_page: a mark's definition ('‡: ...', worded for its table) defines the mark."""
-    return CALLS_MARK if note.startswith(f"{CALLS_MARK}:") else note
-
-
 def once_per_page(sections: Sequence[tuple[Any, Sequence[Block]]]) -> list[tuple[Any, list[Block]]]:
-    """The blocks as one page shows them: each table note in full the first time only, a later table saying
-    :data:`NOTES_ABOVE` instead (a footnote mark is defined once); a prose paragraph that restates a note already
-    given (the policy's assumptions under the ranking) is left out. The tables themselves (summary.json) keep all
-    their notes."""
-    seen: set[str] = set()
+    """The blocks as one page shows them: each table note in full the first time only (:func:`notes_not_given`);
+    a prose paragraph that restates a note already given (the policy's assumptions under the ranking) is left
+    out. The tables themselves (summary.json) keep all their notes."""
+    given: set[str] = set()
     out: list[tuple[Any, list[Block]]] = []
     for section, blocks in sections:
         shown: list[Block] = []
         for block in blocks:
             if isinstance(block, Table):
-                notes = [n for n in block.notes if _note_key(n) not in seen]
-                if len(notes) < len(block.notes):
-                    notes.append(NOTES_ABOVE)
-                seen.update(map(_note_key, block.notes))
-                shown.append(dataclasses.replace(block, notes=notes))
+                shown.append(notes_not_given(block, given))
             else:
-                paragraphs = [p for p in block.split("\n\n") if not {p.strip(), p.strip().rstrip(".")} & seen]
+                paragraphs = [p for p in block.split("\n\n") if not {p.strip(), p.strip().rstrip(".")} & given]
                 if any(p.strip() for p in paragraphs):
                     shown.append("\n\n".join(paragraphs))
         if shown:

@@ -24,6 +24,7 @@ Definitions (the paper's, Section 5), and what every printed number is computed 
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
@@ -41,7 +42,7 @@ __all__ = ["Table", "planner_rank", "build_tables", "render_tables", "render_sum
            "consistency_table", "pass_at_k_table", "percentile_table", "normalized_table", "median_cell_text",
            "overall_text", "task_baselines", "cost_table", "funnel_table", "infra_table",
            "variant_labels", "entry_label", "entry_order", "markdown_label", "compute_rows", "COMPUTE_MEASURES", "COMPUTE_NOTE",
-           "policy_assumptions"]
+           "policy_assumptions", "NOTES_ABOVE", "notes_not_given", "note_key"]
 
 MARKDOWN_FORMATS = ("github", "pipe")
 
@@ -235,7 +236,7 @@ def policy_assumptions(model: str) -> str | None:
 
 def _notes(model: str, synthetic: bool, *notes: str) -> list[str]:
     assumptions = policy_assumptions(model) if synthetic else None
-    return list(notes) + ([f"{SYNTHETIC_LABEL}: figures measure the harness, not a language model"]
+    return list(notes) + ([f"{SYNTHETIC_LABEL.strip('()')}: figures measure the harness, not a language model"]
                           if synthetic else []) + ([assumptions] if assumptions else [])
 
 
@@ -616,14 +617,34 @@ def build_tables(records: Iterable[TrialRecord]) -> list[Table]:
     return tables
 
 
+# Said where a table's notes were already given under an earlier table of the same page (mltb's own words).
+NOTES_ABOVE = "notes given under an earlier table on this page are not repeated here"
+
+
+def note_key(note: str) -> str:
+    """What a note says, for :func:`notes_not_given`: a mark's definition ('‡: ...', worded for its table) defines
+    the mark, so the mark is defined once."""
+    return CALLS_MARK if note.startswith(f"{CALLS_MARK}:") else note
+
+
+def notes_not_given(table: Table, given: set[str]) -> Table:
+    """``table`` with the notes already ``given`` on its page left out (:data:`NOTES_ABOVE` said instead); its
+    notes join ``given``. Every page (terminal, Markdown, HTML) gives each note once this way."""
+    notes = [n for n in table.notes if note_key(n) not in given]
+    if len(notes) < len(table.notes):
+        notes.append(NOTES_ABOVE)
+    given.update(map(note_key, table.notes))
+    return dataclasses.replace(table, notes=notes)
+
+
 def render_tables(tables: list[Table], tablefmt: str = "simple", notes_once: bool = False) -> str:
     """Tables as text, each under its title, notes below (``notes_once``: a note already printed under an
-    earlier table is not repeated)."""
-    parts, shown = [], set()
+    earlier table is not repeated, :func:`notes_not_given`)."""
+    parts: list[str] = []
+    given: set[str] = set()
     for table in tables:
-        notes = [n for n in table.notes_for(tablefmt) if not (notes_once and n in shown)]
-        shown.update(notes)
-        parts.append("\n".join([table.title_for(tablefmt), table.render(tablefmt)] + notes))
+        table = notes_not_given(table, given) if notes_once else table
+        parts.append("\n".join([table.title_for(tablefmt), table.render(tablefmt)] + table.notes_for(tablefmt)))
     return "\n\n".join(parts)
 
 
