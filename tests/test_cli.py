@@ -472,7 +472,8 @@ def test_the_grading_commands_take_board_tasks_dir_and_seed_from_the_settings_ta
 
     parser = cli.build_parser()
     args = parser.parse_args(["score", "--tasks-dir", f"a{os.pathsep}b", "--tasks-dir", "c", TASK, "s.csv"])
-    assert args.tasks_dir == ["a", "b", "c"]
+    # made absolute where they are read, as the setting's values are (issue 59)
+    assert args.tasks_dir == [os.path.join(os.getcwd(), name) for name in "abc"]
     assert args.board == SETTINGS_BY_NAME["board"].default and args.seed == SETTINGS_BY_NAME["seed"].default
     code, _, err = run(capsys, "score", "--board", "final", TASK, "s.csv")
     assert code == 2 and "'final'" in err and "public" in err

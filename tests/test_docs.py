@@ -52,6 +52,58 @@ def test_every_path_the_readme_names_exists():
     assert not missing, missing
 
 
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+MODULE_PATH = re.compile(r"(?<![\w./-])((?:mltb_core|pytest_mltb)(?:/[\w*-][\w.*-]*)*/?)")
+MODULE_NAME = re.compile(r"(?<![\w./-])((?:mltb_core|pytest_mltb)(?:\.\w+)+)")
+
+
+def _named(pattern: re.Pattern) -> dict[str, set[str]]:
+    named: dict[str, set[str]] = {}
+    for doc in DOCS:
+        for match in pattern.finditer(doc.read_text(encoding="utf-8")):
+            named.setdefault(match.group(1).rstrip("."), set()).add(doc.name)
+    return named
+
+
+def test_every_module_path_the_docs_name_exists():
+    """Issue 59: docs/local-model.md named mltb_core/llm/local.py after it had become a package."""
+    named = _named(MODULE_PATH)
+    assert "mltb_core/llm/sim.py" in named and "pytest_mltb/options.py" in named
+    missing = {path: sorted(docs) for path, docs in named.items() if "*" not in path and not (ROOT / path).exists()}
+    assert not missing, missing
+
+
+def test_every_dotted_module_name_the_docs_name_exists():
+    """``mltb_core.bench.metrics.METRICS`` and the like: the longest module found (not imported: a module whose
+    optional dependency is missing still exists), then its attributes."""
+    import importlib
+    import importlib.util
+
+    def exists(name: str) -> bool:
+        parts = name.split(".")
+        for cut in range(len(parts), 0, -1):
+            try:
+                spec = importlib.util.find_spec(".".join(parts[:cut]))
+            except ModuleNotFoundError:   # a parent is a module, not a package
+                spec = None
+            if spec is None:
+                continue
+            if cut == len(parts):
+                return True
+            found = importlib.import_module(".".join(parts[:cut]))
+            for attr in parts[cut:]:
+                if not hasattr(found, attr):
+                    return False
+                found = getattr(found, attr)
+            return True
+        return False
+
+    named = _named(MODULE_NAME)
+    assert "mltb_core.bench.metrics.METRICS" in named
+    missing = {name: sorted(docs) for name, docs in named.items() if not exists(name)}
+    assert not missing, missing
+
+
 def test_the_generated_references_are_up_to_date():
     done = subprocess.run([sys.executable, "docs/generate.py", "--check"], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

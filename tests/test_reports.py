@@ -371,7 +371,7 @@ def test_compare_names_the_one_option_two_runs_differ_in(tmp_path, capsys):
     a, b, c = (load_runs([tmp_path / name]) for name in "abc")
     assert run_differences(a, b) == "max_llm_calls: 12 → 40"
     assert run_differences(a, c) == 'k: 1 → 2; planner: "react" → "mcts_shaped"'   # a planner's knob by its name
-    assert run_differences(a, a) == "nothing: both ran the same recorded configuration"
+    assert run_differences(a, a) == "nothing: both ran the same recorded configuration (their code is not recorded)"
     out = compare_main(tmp_path / "a", tmp_path / "b", tmp_path / "cmp.html")
     assert "a → b: they differ in max_llm_calls: 12 → 40" in capsys.readouterr().out
     assert "The runs differ in max_llm_calls: 12 → 40." in out.read_text()

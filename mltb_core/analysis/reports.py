@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 
 from mltb_core.analysis.compare import cell_figures
 from mltb_core.analysis.plots import figure_svg, inline_svg, pyplot
-from mltb_core.analysis.provenance import git_commit, trial_code
+from mltb_core.analysis.provenance import code_note, git_commit, trial_code
 from mltb_core.analysis.runstore import RunStore
 from mltb_core.analysis.results import (SYNTHETIC_BANNER, TrialRecord, consistency_values, counted_records,
                                         display_text, group_by, markdown_text, latest_records, model_label,
@@ -117,8 +117,21 @@ def _differing(configs: Sequence[dict]) -> list[str]:
 
 
 def run_differences(a: list[TrialRecord], b: list[TrialRecord]) -> str:
-    """One line for ``mltb compare``: what differs between two runs' configurations, e.g.
-    ``planner: react → mcts_shaped; max_llm_calls: 12 → 40`` (the model too, when it differs)."""
+    """One line for ``mltb compare``: what differs between two runs' configurations and code, e.g.
+    ``planner: react → mcts_shaped; max_llm_calls: 12 → 40`` (the model too, when it differs), with the
+    code each ran on when that differs (:func:`~mltb_core.analysis.provenance.code_difference`)."""
+    from mltb_core.analysis.provenance import code_difference, code_recorded
+
+    code = code_difference(a, b)
+    settings = _setting_differences(a, b)
+    if code is None:
+        return settings or ("nothing: both ran the same recorded configuration and code" if code_recorded(a + b)
+                            else "nothing: both ran the same recorded configuration (their code is not recorded)")
+    return f"{settings}; {code}" if settings else f"{code} (the same recorded configuration)"
+
+
+def _setting_differences(a: list[TrialRecord], b: list[TrialRecord]) -> str:
+    """The settings part of :func:`run_differences` ("" when the configurations are the same)."""
     def known(records: list[TrialRecord]) -> list[dict]:
         return [{**c, "model": r.model} for r in records if (c := _config_of(r)) is not None]
 
@@ -132,7 +145,7 @@ def run_differences(a: list[TrialRecord], b: list[TrialRecord]) -> str:
             changes.append(f"{key}: varies within a run")
         else:
             changes.append(f"{key}: {json.dumps(configs_a[0].get(key))} → {json.dumps(configs_b[0].get(key))}")
-    return "; ".join(changes) if changes else "nothing: both ran the same recorded configuration"
+    return "; ".join(changes)
 
 
 def config_legend(records: list[TrialRecord]) -> dict[str, Any]:
@@ -149,7 +162,7 @@ def config_legend(records: list[TrialRecord]) -> dict[str, Any]:
     differing = _differing([c for c in configs.values() if c])
     return {"hashes": {h: {"config": c, "labels": sorted({lab for (m, p, hh), lab in labels.items() if hh == h})}
                        for h, c in configs.items()},
-            "differing": differing}
+            "differing": differing, "code": code_note(records)}
 
 
 def _legend_context(legend: dict[str, Any]) -> dict[str, Any]:
@@ -165,6 +178,8 @@ def _legend_context(legend: dict[str, Any]) -> dict[str, Any]:
     lead = (f"{len(hashes)} configurations; they differ in: {', '.join(differing) or 'settings not recorded'}. "
             "Tables and plots label a planner run under several configurations planner@hash."
             if len(hashes) > 1 else "One configuration (every column uses it).")
+    if legend.get("code"):   # the settings agree, the code may not (provenance.code_note)
+        lead += " " + legend["code"]
     return {"legend_rows": rows, "legend_lead": lead}
 
 
@@ -574,12 +589,13 @@ def compare_main(run_a: Path, run_b: Path, out: Path | None = None, seed: int = 
     """``mltb compare A B``: print the paired comparison and write ``compare.html`` (default: under A's
     report directory), or with ``markdown`` that Markdown document instead (the published form: it depends on
     the records alone, and names ``command``, which rewrites it); returns the written path."""
-    from mltb_core.analysis.compare_runs import compare_runs, comparison_html, render_comparison
+    from mltb_core.analysis.compare_runs import compare_runs, comparison_html, outcome_change, render_comparison
 
     a, b = load_runs([run_a]), load_runs([run_b])
     comparisons = compare_runs(a, b, seed)
-    differences = run_differences(a, b)
+    differences, outcomes = run_differences(a, b), outcome_change(comparisons)
     print(f"{Path(run_a).name} → {Path(run_b).name}: they differ in {terminal_text(differences)}")
+    print(f"outcomes: {terminal_text(outcomes)}")
     print(render_comparison(comparisons))
     warnings = _machine_warnings(a, b)
     for warning in warnings:
@@ -591,6 +607,7 @@ def compare_main(run_a: Path, run_b: Path, out: Path | None = None, seed: int = 
         lines = [f"# Run comparison: {markdown_text(Path(run_a).name)} → {markdown_text(Path(run_b).name)}", "",
                  f"Written by `{command}` from the trial records in `{run_a}` and `{run_b}`; the same command "
                  "rewrites it.", "", *runs, f"- They differ in: {markdown_text(differences)}",
+                 f"- Outcomes: {markdown_text(outcomes)}",
                  *[f"- WARNING: {markdown_text(w)}" for w in warnings], "", render_comparison(comparisons, fmt="github"),
                  ""]
         markdown = Path(markdown)
@@ -602,7 +619,7 @@ def compare_main(run_a: Path, run_b: Path, out: Path | None = None, seed: int = 
     out.parent.mkdir(parents=True, exist_ok=True)
     prov = provenance([run_a, run_b], a + b)
     out.write_text(render("compare.html", title="mltb run comparison", prov=prov, warnings=warnings,
-                          differences=differences,
+                          differences=differences, outcomes=outcomes,
                           comparison=comparison_html(comparisons, Path(run_a), Path(run_b))), encoding="utf-8")
     print(f"comparison: {out}")
     return out

@@ -394,8 +394,13 @@ def _check_columns(frame: pd.DataFrame, task, origin: str) -> pd.DataFrame:
             raise DataSourceError(f"{origin}: column {column!r} named by field '{field_name}' of {task.spec_path} "
                                   f"is not in the data; available columns: {', '.join(map(str, columns[:60]))}"
                                   + (f" ... ({len(columns)} in all)" if len(columns) > 60 else ""))
-    if frame[task.id_column].duplicated().any():
-        raise DataSourceError(f"{origin}: id column {task.id_column!r} has duplicate values")
+    repeated = frame[task.id_column].duplicated()
+    if repeated.any():
+        # the grader matches a submission's rows to the held-out rows by id: each row needs its own
+        examples = ", ".join(repr(v)[:40] for v in frame.loc[repeated, task.id_column].drop_duplicates().head(3).tolist())
+        raise DataSourceError(f"{origin}: id column {task.id_column!r} must be unique (one row per id, the grader "
+                              f"matches submissions by it), but {int(repeated.sum()):,} rows repeat an earlier row's "
+                              f"id (duplicates), e.g. {examples}")
     if frame[task.target].isna().any():
         frame = frame[frame[task.target].notna()].reset_index(drop=True)  # unlabelled rows cannot be graded
     if frame.empty:
