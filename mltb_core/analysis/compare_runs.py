@@ -42,7 +42,7 @@ from mltb_core.analysis.compare import paired_median_change
 from mltb_core.analysis.provenance import code_difference, trial_code
 from mltb_core.analysis.results import Outcome, TrialRecord, markdown_text
 from mltb_core.analysis.safety import html as escape_html, terminal_text
-from mltb_core.analysis.stats import (CI, MIN_TRIALS_FOR_MEDIAN_CI, cluster_sign_flip, holm, median_interval,
+from mltb_core.analysis.stats import (CI, MIN_TRIALS_FOR_MEDIAN_CI, NEWCOMBE_MIN_TRIALS, cluster_sign_flip, holm, median_interval,
                                       paired_proportion_diff_ci, sign_test_p, t_interval)
 from mltb_core.bench.stages import REWARD_STAGES
 
@@ -297,12 +297,13 @@ def _combined_row(c: ArmComparison) -> list[str]:
     return row
 
 
-HEADERS = ["task", "pairs", "valid A → B", "Δ validity B−A [95% CI]", "Holm p (McNemar exact; all: task sign-flip)",
+HEADERS = ["task", "pairs", "valid A → B", "Δ validity B−A [≈ 95% CI]", "Holm p (McNemar exact; all: task sign-flip)",
            "median Δ normalized [95% CI]", "Holm p (sign test; all: sign-flip)", "median Δ percentile [95% CI]",
            "Holm p (sign test; all: sign-flip)", "median Δ stage reached [95% CI]", "Holm p (sign test; all: sign-flip)"]
-FOOTNOTE = ("Per task: Newcombe paired score interval (validity; its coverage averaged over true rates is about "
-            "95 %, 97 % for correlated pairs, and dips below 90 % near rates of 0 or 1 with few pairs: "
-            "docs/statistics.md); the median of the paired per-trial deltas with "
+FOOTNOTE = ("Per task: Newcombe paired score interval (validity; approximate, '≈ 95 %': printed from {pairs} pairs, "
+            "where its coverage averaged over true rates is within 1.5 points of 95 % for independent and for "
+            "correlated pairs; its least, 0.88, near rates of 0 or 1: docs/statistics.md; fewer pairs print '–' "
+            "beside the exact McNemar p); the median of the paired per-trial deltas with "
             "its exact order-statistic interval, none below {min} pairs (normalized score: every task; percentile: "
             "tasks with a comparable board), the same change the regression gate reports, and its exact sign "
             "test. Failed trials count 0. Stage reached (0-10, a valid submission 10): the same median and sign "
@@ -314,7 +315,7 @@ FOOTNOTE = ("Per task: Newcombe paired score interval (validity; its coverage av
             "tasks; with k tasks no p below 2^(1-k)). p-values are Holm-adjusted: the per-task tests of every "
             "row and column as one family, the 'all tasks' rows as another; intervals are 95 % per row, not "
             "simultaneous. 'unchanged': every pair gave the same validity and figures (a fact for the seeds "
-            "run).").format(min=MIN_TRIALS_FOR_MEDIAN_CI)
+            "run).").format(min=MIN_TRIALS_FOR_MEDIAN_CI, pairs=NEWCOMBE_MIN_TRIALS["paired"])
 
 
 def render_comparison(comparisons: list[ArmComparison], fmt: str = "simple") -> str:

@@ -331,7 +331,7 @@ def _stage_comparison(ctx: SectionContext) -> list[Block]:
                      f"{fitted}/{len(stages)} {ci.bounds(2)}"])
     table = Table("stage_comparison", "Stage reached per planner",
                   ["planner", "trials", "stage reached (median, min–max)",
-                   f"fitted a model (stage ≥ {modeling}) [95 % CI]"], rows, untrusted=(0,),
+                   f"fitted a model (stage ≥ {modeling}) [≥ 95 % CI, conservative]"], rows, untrusted=(0,),
                   notes=["stage and rate: over the planner's trials pooled, so a task with more trials weighs more "
                          "(the tasks weigh alike once every cell has its planned trials)",
                          "interval: cluster-aware exact interval (Korn-Graubard) with the tasks as units, since trials of "
