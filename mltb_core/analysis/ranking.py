@@ -15,8 +15,8 @@ from tabulate import tabulate
 from mltb_core.analysis.plots import figure_svg, pyplot
 from mltb_core.analysis.results import TrialRecord, counted_records, quality_value
 from mltb_core.analysis.tables import entry_label, markdown_label, policy_assumptions
-from mltb_core.analysis.stats import (MIN_TASKS_FOR_RATING_CI, POSTHOC_TESTS, FriedmanResult, Rating,
-                                      bradley_terry_ratings, friedman_test,
+from mltb_core.analysis.stats import (MIN_TASKS_FOR_RATING, MIN_TASKS_FOR_RATING_CI, POSTHOC_TESTS, FriedmanResult,
+                                      Rating, bradley_terry_ratings, friedman_test,
                                       outward, pass_at_k, rate_interval, reachable_k)
 
 __all__ = ["task_scores", "task_trials", "medal_rows", "pass_at_k_rows", "cd_diagram_svg", "ranking_markdown",
@@ -259,9 +259,18 @@ def ranking_markdown(records: Iterable[TrialRecord], key: Callable[[TrialRecord]
     lines += ([tabulate(medals, headers=["task", "planner", "n", "any medal [95 % CI]", "gold [95 % CI]"],
                         tablefmt="github"), "", "Tasks graded against a bundled Kaggle leaderboard only."]
               if medals else ["No task in these records has a leaderboard, so no medals."])
-    lines += ["", "### Rating", "", RATING_NOTE, ""]
-    lines += [tabulate(_rating_rows(ratings, names), headers=["planner", "rating", "simultaneous ≈ 95 % CI", "wins/games"],
-                       tablefmt="github")] if ratings else ["No scores to rate."]
+    rated_tasks = max((r.tasks for r in ratings), default=0)
+    lines += ["", "### Rating", ""]
+    if not ratings:
+        lines += ["No scores to rate."]
+    elif rated_tasks < MIN_TASKS_FOR_RATING:
+        lines += [f"No rating: the planners played on {rated_tasks} task(s), and a Bradley-Terry rating needs games on "
+                  f"at least {MIN_TASKS_FOR_RATING} (from one task it only restates which planner scored higher there; "
+                  "the normalized-score table gives that)."]
+    else:
+        lines += [RATING_NOTE, "", tabulate(_rating_rows(ratings, names),
+                                            headers=["planner", "rating", "simultaneous ≈ 95 % CI", "wins/games"],
+                                            tablefmt="github")]
     # a PARTIAL report draws no diagram either: its groups are Nemenyi's test at α, read at every round
     figure = cd_diagram_svg(result, plain) if interim is None else None
     shown = figure is not None and cd_link is not None

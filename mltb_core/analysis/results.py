@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = ["TrialRecord", "Outcome", "append_records", "read_records", "record_key", "sort_records",
            "latest_records", "counted_records", "consistency_values", "percentile_values", "normalized_values",
-           "group_by", "RESULTS_FILE", "TRAJECTORY_DIR", "SYNTHETIC_LABEL", "model_label",
+           "group_by", "RESULTS_FILE", "TRAJECTORY_DIR", "SYNTHETIC_LABEL", "SYNTHETIC_BANNER", "model_label",
            "ResultsFileError", "ResultsFileWarning", "UnreadableLine", "scan_records", "problem_lines",
            "check_results_file", "MAX_REPORTED_PROBLEMS", "record_json", "PercentileCell", "percentile_cell",
            "percentile_exclusion", "NO_LEADERBOARD", "NOT_COMPARABLE", "quality_value", "normalized_cell",
@@ -58,6 +58,9 @@ SCHEMA_VERSION = 3
 
 # Shown wherever a synthetic (sim) model's figures appear, so nobody mistakes them for an LLM's.
 SYNTHETIC_LABEL = "(synthetic policy, not an LLM)"
+# The banner of every report page that holds sim rows (a sentence; the label above is a suffix to a model name).
+SYNTHETIC_BANNER = ("Rows for sim models come from a synthetic policy, not an LLM: their figures measure the harness, "
+                    "not a language model.")
 
 
 

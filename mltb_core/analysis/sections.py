@@ -12,6 +12,7 @@ picks and orders them by name.
 from __future__ import annotations
 
 import dataclasses
+import re
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
@@ -21,7 +22,7 @@ from typing import Any, Union
 
 from mltb_core.analysis.provenance import (LOAD_SAMPLE_SECONDS, NOT_RECORDED, machine_counts, machine_label,
                                            trial_code)
-from mltb_core.analysis.results import TrialRecord, counted_records
+from mltb_core.analysis.results import QUALITY_FLOOR_NOTE, TrialRecord, counted_records
 from mltb_core.analysis.safety import markdown
 from mltb_core.analysis.tables import Table, build_tables, entry_label, entry_order, markdown_label, variant_labels
 from mltb_core.bench.events import TrajectoryRead, read_events
@@ -142,6 +143,44 @@ def _cells(records: list[TrialRecord]) -> list[tuple[tuple, list[TrialRecord]]]:
 
 
 # ---- built-in sections ---------------------------------------------------------------------------------
+def _summary(ctx: SectionContext) -> list[Block]:
+    """The figures a reader wants first, one row per entry: how many trials ended in a valid submission and
+    how far they got (the stage funnel in two numbers), the normalized score, the compute spent."""
+    from mltb_core.analysis.results import quality_value
+    from mltb_core.bench.stages import REWARD_STAGES, stage_index
+
+    counted = counted_records(ctx.records)
+    if not counted:
+        return []
+    label = entry_label(ctx.records)
+    modeling, last = stage_index("modeling"), len(REWARD_STAGES)
+    rows = []
+    for entry in entry_order(counted, label):
+        mine = [r for r in counted if label(r) == entry]
+        stages = [r.stage_reached for r in mine]
+        quality = [q for q in map(quality_value, mine) if q is not None]
+        rows.append([entry, str(len({r.task for r in mine})), str(len(mine)),
+                     f"{sum(r.valid for r in mine)}/{len(mine)}",
+                     f"{statistics.median(stages):g} ({min(stages)}–{max(stages)})",
+                     f"{sum(s >= modeling for s in stages)}/{len(mine)}",
+                     f"{statistics.median(quality):.2f}" if quality else "–",
+                     f"{statistics.fmean(r.llm_calls for r in mine):.1f}"])
+    infra = len(ctx.records) - len(counted)
+    tasks, models = sorted({r.task for r in counted}), sorted({r.model for r in counted})
+    lead = (f"{len(counted)} counted trial(s)" + (f" ({infra} infrastructure error(s) apart, never counted)" if infra
+                                                 else "")
+            + f" on {len(tasks)} task(s)" + (f" ({', '.join(markdown(t) for t in tasks)})" if len(tasks) <= 6 else "")
+            + f" with model(s) {', '.join(markdown(m) for m in models)}.")
+    return [lead, Table("summary", "Summary", ["planner", "tasks", "trials", "valid submissions",
+                                               "stage reached (median, min–max)",
+                                               f"fitted a model (stage ≥ {modeling})", "median normalized score",
+                                               "LLM calls per trial (mean)"], rows, untrusted=(0,),
+                        notes=[f"every counted trial of a planner pooled over its tasks, so a task with more trials "
+                               f"weighs more; stages 1–{last} as in the stage funnel; point figures only: the "
+                               "tables below give each task's figures and their intervals",
+                               QUALITY_FLOOR_NOTE])]
+
+
 def _tables(ctx: SectionContext) -> list[Block]:
     return list(build_tables(ctx.records))
 
@@ -397,9 +436,18 @@ def _machine(ctx: SectionContext) -> list[Block]:
                                          "llama.cpp (llama-cpp-python)"], rows, notes=notes, untrusted=(0, 2, 3, 4))]
 
 
-def _synthetic_policy(ctx: SectionContext) -> list[Block]:
-    import re
+# reStructuredText a docstring may hold, as the report's Markdown writes it: a role (:data:`X`) and a
+# literal (``x``) become a code span
+_REST_ROLE = re.compile(r":[a-z]{1,12}:`([^`\n]{1,200})`")
+_REST_LITERAL = re.compile(r"``([^`\n]{1,200})``")
 
+
+def rest_to_markdown(text: str) -> str:
+    """mltb's own reST docstring text as the report's Markdown (roles and literals as code spans)."""
+    return _REST_LITERAL.sub(r"`\1`", _REST_ROLE.sub(r"`\1`", text))
+
+
+def _synthetic_policy(ctx: SectionContext) -> list[Block]:
     from mltb_core.llm import sim
 
     if not any(r.synthetic for r in ctx.records):
@@ -409,7 +457,8 @@ def _synthetic_policy(ctx: SectionContext) -> list[Block]:
         raise ValueError("mltb_core/llm/sim.py's docstring has no 'Assumptions' section")
     return ["**The `sim` models are a synthetic policy, not an LLM.** Their figures show how the planners use a "
             "fixed, planner-agnostic policy under the assumptions below; they say nothing about how they use a "
-            "real model. Verbatim from `mltb_core/llm/sim.py`:", match.group(1).strip()]
+            "real model. The assumptions, as the docstring of `mltb_core/llm/sim.py` states them:",
+            rest_to_markdown(match.group(1).strip())]
 
 
 def _trajectories(ctx: SectionContext) -> list[Block]:
@@ -420,9 +469,10 @@ def _trajectories(ctx: SectionContext) -> list[Block]:
     return ["\n".join(trajectory_findings(ctx.records))]
 
 
-DEFAULT_SECTIONS = ("synthetic_policy", "run", "models", "tables", "ranking", "seconds", "stop_kinds",
+DEFAULT_SECTIONS = ("summary", "synthetic_policy", "run", "models", "tables", "ranking", "seconds", "stop_kinds",
                     "stage_comparison", "sensitivity", "trajectories", "machine")
-for _section in (Section("synthetic_policy", "What the synthetic policy assumes", _synthetic_policy),
+for _section in (Section("summary", "Summary", _summary),
+                 Section("synthetic_policy", "What the synthetic policy assumes", _synthetic_policy),
                  Section("run", "Run", _run),
                  Section("models", "Models", _models),
                  Section("tables", "Tables", _tables),

@@ -44,7 +44,7 @@ __all__ = ["CI", "containing", "bootstrap_ci", "rate_interval", "median_interval
            "paired_proportion_diff_ci", "newcombe_interval", "paired_newcombe_interval", "NEWCOMBE_MIN_TRIALS", "paired_rate_change_exact", "TrialSample", "RateSample", "clustered_ci", "z_value",
            "trials_needed_for_rate_drop", "median_standard_error", "cluster_sign_flip", "t_interval", "trials_needed_for_rate_gate", "rate_gate_probabilities", "powered_half_width", "POWER", "MIN_TRIALS_FOR_MEDIAN_CI",
            "DEFAULT_LEVEL", "DEFAULT_RESAMPLES", "PASS_AT_K", "pass_at_k", "Rating", "pairwise_outcomes",
-           "bradley_terry_ratings", "MIN_TASKS_FOR_RATING_CI", "FriedmanResult", "POSTHOC_TESTS", "outward", "reachable_k", "friedman_test", "friedman_permutation_p", "friedman_exact_p", "holm",
+           "bradley_terry_ratings", "MIN_TASKS_FOR_RATING_CI", "MIN_TASKS_FOR_RATING", "FriedmanResult", "POSTHOC_TESTS", "outward", "reachable_k", "friedman_test", "friedman_permutation_p", "friedman_exact_p", "holm",
            "FRIEDMAN_PERMUTATIONS", "family_level", "sign_test_p", "median_change", "clustered_rate_interval",
            "shift_interval", "shift_rank", "min_n_for_shift_ci"]
 
@@ -774,6 +774,9 @@ def pass_at_k(n: int, c: int, k: int) -> float | None:
 # Fewer tasks print no rating interval: the jackknife's spread over k tasks has k - 1 degrees of freedom,
 # and at k = 2 its t factor at the Bonferroni tail of 8 planners is about 100 (every interval spans any rating).
 MIN_TASKS_FOR_RATING_CI = 3
+# Fewer tasks with a game print no rating at all: from one task a rating only restates which planner scored higher
+# there, dressed as a strength.
+MIN_TASKS_FOR_RATING = 2
 
 
 @dataclass(frozen=True)
