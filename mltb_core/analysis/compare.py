@@ -537,9 +537,9 @@ class Comparison:
                  f"{self.family} gated comparisons not unchanged, so all cover at once with >= "
                  f"{DEFAULT_LEVEL:.0%}); n = counted trials; 'all tasks' rows: mean over tasks of the per-task "
                  "change, n = tasks, 95% t interval per row, sign-flip p Holm-adjusted over those rows, informative "
-                 "unless a behaviour loss; REGRESSION (behaviour): a synthetic-policy cell that kept none of its "
-                 "valid submissions or median, or a planner that kept at most 1 - the lost share over the tasks, on "
-                 "the paired seeds)",
+                 "unless a behaviour loss; behaviour check: a synthetic-policy cell that kept none of its valid "
+                 "submissions or median, or a planner that kept at most 1 - the lost share over the tasks, on the "
+                 "paired seeds, is a regression at any n)",
                  tabulate(rows, headers=["cell", "metric", "baseline", "current", "change [CI]", "test",
                                          "max drop", "verdict"], disable_numparse=True)]
         if self.only_in_baseline:
