@@ -258,6 +258,18 @@ def test_a_json_format_puts_the_catalogue_in_the_prompt_and_holds_the_reply_to_t
         assert sent["response_format"] == {"type": "json_object", "schema": call_schema(TOOLS)}
 
 
+def test_each_call_format_has_its_own_cached_replies(server, tmp_path):
+    from mltb_core.llm.cache import ResponseCache
+
+    cache = ResponseCache(tmp_path)
+    server.enqueue(content_reply("native"), content_reply("json"))
+    first = backend_for(server, call_format="tools", cache=cache).complete(CHAT, TOOLS)
+    other = backend_for(server, call_format="json_object", cache=cache).complete(CHAT, TOOLS)
+    again = backend_for(server, call_format="tools", cache=cache).complete(CHAT, TOOLS)
+    assert [first.candidates[0].text, other.candidates[0].text] == ["native", "json"] and not other.cached
+    assert again.cached and again.candidates[0].text == "native" and len(server.requests) == 2
+
+
 def test_a_reply_a_json_format_could_not_hold_is_the_models_failure(server):
     # a server that accepts the format but does not apply it: whatever comes back is the model's reply
     server.enqueue(content_reply('{"tool_name": "read_data", "tool_args": {"bindings": '))

@@ -200,6 +200,12 @@ class OpenAIBackend(LLMBackend):
         return self.supports_n is not True
 
     @property
+    def response_identity(self) -> str:
+        # Another call format sends another request for the same chat: its replies are not the default's
+        # (whose keys stay as they were).
+        return self.name if self.call_format == "tools" else f"{self.name}|calls={self.call_format}"
+
+    @property
     def constrains_by_default(self) -> bool:
         # A JSON call format keeps one catalogue in the prompt and narrows each call by its schema alone, as the
         # embedded model does; native tools change the prompt with the offered tools (docs/local-model.md).
