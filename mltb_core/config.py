@@ -577,6 +577,7 @@ def _check_data_source() -> None:
 # the toolkit (pandas, scikit-learn), which `mltb --version`, `--help`, `tasks` and `models` must not pay.
 _ENVIRONMENT_CHECKS = (("mltb_core.toolkit.limits", "tool_memory_limit"), ("mltb_core.toolkit.limits", "sandbox_quota"),
                        ("mltb_core.llm.openai_backend", "check_retry_env"),
+                       ("mltb_core.llm.openai_backend", "check_server_env"),
                        ("mltb_core.llm.local.backend", "draft_tokens_override"),
                        ("mltb_core.llm.local.backend", "fast_forward_setting"),
                        ("mltb_core.llm.local.backend", "prefix_store_bytes"), (__name__, "_check_data_source"))

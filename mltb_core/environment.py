@@ -138,6 +138,15 @@ ENVIRONMENT: tuple[EnvironmentVariable, ...] = (
     EnvironmentVariable("MLTB_LLM_TIMEOUT", "seconds per OpenAI request", "60", ("mltb_core.llm.openai_backend",)),
     EnvironmentVariable("MLTB_LLM_BACKOFF", "base seconds of the retry backoff", "1",
                         ("mltb_core.llm.openai_backend",)),
+    EnvironmentVariable("MLTB_OPENAI_CALLS", "how an openai: request asks for a tool call: tools (native tools), "
+                                             "required (native tools, tool_choice required), json_schema or "
+                                             "json_object (mltb's catalogue in the prompt, the reply held to the "
+                                             "call's schema); per server: docs/local-model.md", "tools",
+                        ("mltb_core.llm.openai_backend",)),
+    EnvironmentVariable("MLTB_OPENAI_N", "whether the openai: server returns n choices per request: on, off (one "
+                                         "request per candidate) or auto (on for OpenAI's API; another server "
+                                         "shows it on its first request for several)", "auto",
+                        ("mltb_core.llm.openai_backend",)),
     # Names other tools define; mltb reads them too.
     EnvironmentVariable("OPENAI_API_KEY", "API key of openai: models (a custom server started without one "
                                           "needs none; no key and no custom server: a usage error up front)",

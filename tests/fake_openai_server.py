@@ -44,6 +44,7 @@ class Step:
     completion_tokens: int = 5
     cached_tokens: int | None = None          # usage.prompt_tokens_details.cached_tokens (OpenAI)
     timings: dict[str, Any] | None = None     # llama.cpp's non-standard top-level "timings"
+    usage_extra: dict[str, Any] | None = None  # more usage fields, as other servers name them
     finish_reason: str | None = None          # every choice's, instead of "tool_calls"/"stop" (e.g. "length")
 
     def body(self, request: dict[str, Any]) -> str:
@@ -60,6 +61,7 @@ class Step:
                                  "total_tokens": self.prompt_tokens + self.completion_tokens}
         if self.cached_tokens is not None:
             usage["prompt_tokens_details"] = {"cached_tokens": self.cached_tokens}
+        usage.update(self.usage_extra or {})
         body: dict[str, Any] = {"id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
                                 "model": request.get("model", "fake"), "choices": choices, "usage": usage}
         if self.timings is not None:
@@ -76,7 +78,7 @@ def tool_call_reply(name: str, arguments: dict[str, Any] | str, *, content: str 
     return Step(choices=[message], **usage)
 
 
-def content_reply(*texts: str, fill_n: bool = True, **usage: int) -> Step:
+def content_reply(*texts: str, fill_n: bool = True, **usage: Any) -> Step:
     """Plain text replies (one choice per text), e.g. JSON tool calls written in the content."""
     return Step(choices=[{"content": t} for t in texts], fill_n=fill_n, **usage)
 

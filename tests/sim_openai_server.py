@@ -24,10 +24,11 @@ from mltb_core.llm.sim import SimPolicy
 __all__ = ["SimOpenAIServer", "completion_body"]
 
 
-def completion_body(request: dict[str, Any], skill: float, seed: int) -> dict[str, Any]:
-    """The Chat Completions response body SimPolicy gives for ``request``."""
+def completion_body(request: dict[str, Any], skill: float, seed: int, ignores_n: bool = False) -> dict[str, Any]:
+    """The Chat Completions response body SimPolicy gives for ``request`` (one choice whatever its ``n`` with
+    ``ignores_n``, as llama_cpp.server and Ollama answer)."""
     policy = SimPolicy(skill, seed)
-    n = int(request.get("n") or 1)
+    n = 1 if ignores_n else int(request.get("n") or 1)
     response = policy.complete(request.get("messages") or [], request.get("tools") or [], n=n,
                                temperature=float(request.get("temperature", 0.7)), seed=request.get("seed"))
     choices = []
@@ -80,25 +81,27 @@ class _Handler(BaseHTTPRequestHandler):
             return
         with self.server.lock:
             self.server.requests += 1
-        self._send(200, completion_body(request, self.server.skill, self.server.seed))
+        self._send(200, completion_body(request, self.server.skill, self.server.seed, self.server.ignores_n))
 
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, skill: float, seed: int):
+    def __init__(self, skill: float, seed: int, ignores_n: bool):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.skill = skill
         self.seed = seed
+        self.ignores_n = ignores_n
         self.requests = 0
         self.lock = threading.Lock()
 
 
 class SimOpenAIServer:
-    """SimPolicy behind ``http://127.0.0.1:<free port>/v1`` in a background thread."""
+    """SimPolicy behind ``http://127.0.0.1:<free port>/v1`` in a background thread (``ignores_n``: one
+    choice per request, whatever its ``n``)."""
 
-    def __init__(self, skill: float = 0.7, seed: int = 0):
-        self._server = _Server(skill, seed)
+    def __init__(self, skill: float = 0.7, seed: int = 0, ignores_n: bool = False):
+        self._server = _Server(skill, seed, ignores_n)
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), name="sim-openai", daemon=True)
 
     @property

@@ -169,7 +169,11 @@ def test_openai_server_receives_state_aware_function_parameters():
 
 def test_the_flag_defaults_by_backend_and_is_hashed_only_when_set():
     base = TrialConfig(planner="react", model="local")
-    assert LocalBackend.constrains_by_default and not OpenAIBackend.constrains_by_default
+    assert LocalBackend.constrains_by_default
+    # openai: with native tools sends them unconstrained unless asked; a JSON call format, like the local model,
+    # keeps one catalogue in the prompt and narrows each call by its schema
+    assert not OpenAIBackend("gpt-4o", api_key="k", call_format="tools").constrains_by_default
+    assert OpenAIBackend("gpt-4o", api_key="k", call_format="json_schema").constrains_by_default
     assert base.config_hash() == base.with_(constrained_calls=None).config_hash()
     hashes = {base.config_hash(), base.with_(constrained_calls=True).config_hash(),
               base.with_(constrained_calls=False).config_hash()}

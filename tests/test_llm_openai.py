@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -145,10 +146,135 @@ def test_unseeded_requests_carry_seeds_drawn_from_the_trial_seed(server):
 
 
 def test_server_returning_fewer_choices_is_topped_up(server):
-    server.enqueue(content_reply("one", fill_n=False), content_reply("two", fill_n=False))
-    response = backend_for(server).complete(MESSAGES, [], n=2)
+    server.enqueue(content_reply("one", fill_n=False), content_reply("two", fill_n=False),
+                   content_reply("three", fill_n=False), content_reply("four", fill_n=False))
+    backend = backend_for(server)
+    # a self-hosted server has not shown yet whether it honours n: each candidate may cost a call (the
+    # budget caps a request at the calls left, so the top-up below stays within it)
+    assert backend.supports_n is None and backend.calls_per_candidate
+    response = backend.complete(MESSAGES, [], n=2)
     assert [c.text for c in response.candidates] == ["one", "two"]
     assert [r.get("n") for r in server.requests] == [2, None]
+    assert response.usage.calls == 2
+    # it ignores n: the rest of the trial asks one candidate per request
+    assert backend.supports_n is False and backend.calls_per_candidate
+    backend.complete(MESSAGES + [{"role": "user", "content": "more"}], [], n=2)
+    assert [r.get("n") for r in server.requests] == [2, None, None, None]
+
+
+def test_a_server_that_returns_n_choices_settles_n_on(server):
+    backend = backend_for(server)
+    backend.complete(MESSAGES, [], n=3)   # fill_n: the fake server returns as many as asked
+    assert backend.supports_n is True and not backend.calls_per_candidate
+    assert [r.get("n") for r in server.requests] == [3]
+
+
+def test_n_declared_on_but_ignored_is_an_infra_error_naming_the_fix(server, monkeypatch):
+    monkeypatch.setenv("MLTB_OPENAI_N", "on")
+    server.enqueue(content_reply("one", fill_n=False))
+    backend = backend_for(server)
+    assert backend.supports_n is True and not backend.calls_per_candidate
+    with pytest.raises(InfraError, match="1 of the 3 choices.*MLTB_OPENAI_N=off"):
+        backend.complete(MESSAGES, [], n=3)
+    assert len(server.requests) == 1   # no top-up the budget did not allow for
+
+
+@pytest.mark.parametrize("mode, base_url, expected", [
+    ("auto", None, True), ("auto", "https://api.openai.com/v1", True), ("auto", "http://127.0.0.1:8080/v1", None),
+    ("on", "http://127.0.0.1:8080/v1", True), ("off", None, False), ("OFF", "http://127.0.0.1:8080/v1", False),
+])
+def test_n_handling_is_declared_per_endpoint(monkeypatch, mode, base_url, expected):
+    monkeypatch.setenv("MLTB_OPENAI_N", mode)
+    backend = OpenAIBackend("gpt-4o", base_url=base_url, api_key="k")
+    assert backend.supports_n is expected
+
+
+@pytest.mark.parametrize("variable, value", [("MLTB_OPENAI_N", "sometimes"), ("MLTB_OPENAI_CALLS", "grammar")])
+def test_a_bad_server_shape_variable_is_refused_naming_it(monkeypatch, variable, value):
+    from mltb_core.config import EnvironmentValueError, check_environment
+
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(EnvironmentValueError, match=f"{variable}='{value}'"):
+        check_environment()
+
+
+def test_max_tokens_is_always_sent(server):
+    from mltb_core.llm.local.models import REPLY_TOKENS
+
+    backend_for(server).complete(MESSAGES, [])
+    assert server.requests[0]["max_tokens"] == REPLY_TOKENS
+    with pytest.raises(ValueError, match="max_tokens"):
+        backend_for(server, max_tokens=0)
+
+
+TOOLS = [{"type": "function", "function": {"name": "read_data", "description": "Read a file",
+                                           "parameters": {"type": "object"}}},
+         {"type": "function", "function": {"name": "describe", "description": "Summarise a frame",
+                                           "parameters": {"type": "object"}}}]
+CHAT = MESSAGES + [{"role": "assistant", "content": None, "tool_calls": [
+    {"id": "c1", "type": "function", "function": {"name": "read_data", "arguments": json.dumps(READ_ARGS)}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": "rows: 5"}]
+
+
+def test_the_tools_format_sends_native_tools_and_lets_the_server_choose(server):
+    backend_for(server, call_format="tools").complete(CHAT, TOOLS)
+    sent = server.requests[0]
+    assert sent["tools"] == TOOLS and "tool_choice" not in sent and "response_format" not in sent
+    assert sent["messages"] == CHAT
+
+
+def test_the_required_format_makes_the_server_call_a_tool(server, monkeypatch):
+    monkeypatch.setenv("MLTB_OPENAI_CALLS", "required")
+    backend_for(server).complete(CHAT, TOOLS)
+    sent = server.requests[0]
+    assert sent["tools"] == TOOLS and sent["tool_choice"] == "required"
+    backend_for(server).complete(MESSAGES, [])      # no tools offered (an evaluation): nothing to require
+    assert "tool_choice" not in server.requests[1]
+
+
+@pytest.mark.parametrize("call_format", ["json_schema", "json_object"])
+def test_a_json_format_puts_the_catalogue_in_the_prompt_and_holds_the_reply_to_the_call_schema(server, call_format):
+    from mltb_core.llm.local.backend import call_schema, chatml_messages
+    from mltb_core.llm.openai_backend import json_response_format
+
+    server.enqueue(content_reply(json.dumps({"tool_name": "read_data", "tool_args": READ_ARGS})))
+    backend = backend_for(server, call_format=call_format)
+    assert backend.constrains_by_default   # one catalogue for the trial, each call narrowed by its schema
+    [candidate] = backend.complete(CHAT, TOOLS).candidates
+    assert candidate.tool_calls[0].tool_name == "read_data" and candidate.error is None
+    sent = server.requests[0]
+    assert "tools" not in sent and "tool_choice" not in sent
+    assert sent["messages"] == chatml_messages(CHAT, TOOLS)
+    assert "Read a file" in sent["messages"][0]["content"] and {m["role"] for m in sent["messages"]} <= {
+        "system", "user", "assistant"}
+    assert sent["response_format"] == json_response_format(call_format, call_schema(TOOLS))
+    schema = {"type": "object", "properties": {"tool_name": {"const": "describe"}}}
+    backend.complete(CHAT, TOOLS, call_schema=schema)   # a state-aware schema replaces the any-tool one
+    assert server.requests[1]["response_format"] == json_response_format(call_format, schema)
+    if call_format == "json_schema":
+        assert sent["response_format"]["type"] == "json_schema"
+        assert sent["response_format"]["json_schema"]["schema"] == call_schema(TOOLS)
+    else:
+        assert sent["response_format"] == {"type": "json_object", "schema": call_schema(TOOLS)}
+
+
+def test_each_call_format_has_its_own_cached_replies(server, tmp_path):
+    from mltb_core.llm.cache import ResponseCache
+
+    cache = ResponseCache(tmp_path)
+    server.enqueue(content_reply("native"), content_reply("json"))
+    first = backend_for(server, call_format="tools", cache=cache).complete(CHAT, TOOLS)
+    other = backend_for(server, call_format="json_object", cache=cache).complete(CHAT, TOOLS)
+    again = backend_for(server, call_format="tools", cache=cache).complete(CHAT, TOOLS)
+    assert [first.candidates[0].text, other.candidates[0].text] == ["native", "json"] and not other.cached
+    assert again.cached and again.candidates[0].text == "native" and len(server.requests) == 2
+
+
+def test_a_reply_a_json_format_could_not_hold_is_the_models_failure(server):
+    # a server that accepts the format but does not apply it: whatever comes back is the model's reply
+    server.enqueue(content_reply('{"tool_name": "read_data", "tool_args": {"bindings": '))
+    [candidate] = backend_for(server, call_format="json_object").complete(CHAT, TOOLS).candidates
+    assert not candidate.tool_calls and candidate.error.startswith(MALFORMED)
 
 
 def test_request_carries_tools_and_settings(server):
@@ -216,6 +342,10 @@ def test_bundled_prices_have_a_cached_input_rate_below_the_input_rate():
 
 @pytest.mark.parametrize("step_usage", [
     {"cached_tokens": 600_000},                              # OpenAI: usage.prompt_tokens_details
+    {"usage_extra": {"prompt_tokens_details": {"text_tokens": None, "audio_tokens": None, "image_tokens": None,
+                                               "cached_tokens": 600_000}}},   # vLLM's prompt_tokens_details
+    {"usage_extra": {"input_tokens_details": {"cached_tokens": 600_000}}},    # the Responses API's name
+    {"usage_extra": {"prompt_cache_hit_tokens": 600_000, "prompt_cache_miss_tokens": 400_000}},  # DeepSeek's
     {"timings": {"cache_n": 600_000, "prompt_n": 400_000}},  # llama.cpp server: timings.cache_n
 ])
 def test_server_cached_tokens_are_counted_and_billed_at_the_cached_rate(server, step_usage):
@@ -229,6 +359,22 @@ def test_server_cached_tokens_are_counted_and_billed_at_the_cached_rate(server, 
     plain = backend.complete(MESSAGES + [{"role": "user", "content": "again"}], []).usage
     assert plain.cached_input_tokens == 0 and plain.cost_usd == pytest.approx(0.40 + 0.1 * 1.60)
     assert backend.usage.cached_input_tokens == 600_000
+
+
+@pytest.mark.parametrize("usage_extra", [
+    {},                                                     # llama_cpp.server: prompt/completion/total only
+    {"prompt_tokens_details": None},                        # a server that names the field but fills nothing
+    {"prompt_tokens_details": {"cached_tokens": -5}},       # nonsense is no report
+    {"prompt_cache_hit_tokens": True},
+])
+def test_a_server_that_reports_no_cached_count_counts_zero(server, usage_extra):
+    server.enqueue(content_reply("x", prompt_tokens=100, usage_extra=usage_extra))
+    assert backend_for(server).complete(MESSAGES, []).usage.cached_input_tokens == 0
+
+
+def test_a_cached_count_above_the_prompt_is_capped_at_the_prompt(server):
+    server.enqueue(content_reply("x", prompt_tokens=100, usage_extra={"prompt_cache_hit_tokens": 900}))
+    assert backend_for(server).complete(MESSAGES, []).usage.cached_input_tokens == 100
 
 
 def test_a_price_without_cached_rate_bills_cached_tokens_as_input(tmp_path, monkeypatch, server):
@@ -311,3 +457,32 @@ def test_a_complete_call_survives_a_length_stop(server):
     server.enqueue(Step(choices=[{"content": text}], finish_reason="length"))
     [cand] = backend_for(server, max_tokens=64).complete(MESSAGES, []).candidates
     assert cand.error is None and cand.tool_calls[0].tool_name == "read_data"
+
+
+# ------------------------------------------------------------- the call budget on a server without n
+@pytest.mark.parametrize("ignores_n, asked, requests", [
+    (True, [3, 1], 4),       # 3 candidates cost 3 requests; the last call's expansion is capped at 1
+    (False, [3, 3, 3, 3], 4),  # n honoured: one request per expansion
+])
+def test_a_call_budget_holds_whether_or_not_the_server_honours_n(tmp_path, monkeypatch, ignores_n, asked, requests):
+    """llama_cpp.server ignores ``n``: a 10-call budget made 12 requests. Here a 4-call MCTS budget with k=3
+    must make exactly 4 requests, against a server that ignores n and one that honours it."""
+    from mltb_core.bench.tasks import get_task
+    from mltb_core.config import TrialConfig
+    from mltb_core.planners.trajectory import read_trajectory
+    from mltb_core.runner.trial import run_trial
+    from sim_openai_server import SimOpenAIServer
+
+    prices = tmp_path / "prices.toml"
+    prices.write_text('[models."sim-gpt"]\ninput = 1.0\noutput = 2.0\n')
+    monkeypatch.setenv("MLTB_PRICES", str(prices))
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    with SimOpenAIServer(skill=0.9, seed=1, ignores_n=ignores_n) as upstream:
+        monkeypatch.setenv("OPENAI_BASE_URL", upstream.base_url)
+        config = TrialConfig(planner="mcts_shaped", model="openai:sim-gpt", seed=7, llm_cache=False,
+                             max_llm_calls=4).with_(expansion_k=3)
+        record = run_trial(get_task("spaceship-titanic"), config, tmp_path)
+        assert upstream.requests == requests
+    assert record.llm_calls == 4 and "LLM-call budget (4)" in record.stop_reason
+    trajectory = list(read_trajectory(Path(record.trajectory)))
+    assert [s["n"] for s in trajectory if s["step_type"] == "llm_call"] == asked

@@ -17,10 +17,12 @@ from mltb_core.environment import default as environment_default, read as read_e
 from mltb_core.llm.base import (Candidate, ContextOverflowError, InfraError, LLMBackend, LLMResponse, Usage,
                                 candidate_from_message, cut_off_error)
 from mltb_core.llm.cache import ResponseCache
+from mltb_core.llm.local.models import REPLY_TOKENS
 from mltb_core.llm.prices import Price, PriceTable, load_price_table
 
 __all__ = ["OpenAIBackend", "RetryableResponseError", "RETRY_ENV", "check_retry_env", "server_cached_tokens",
-           "OPENAI_API_HOST", "is_custom_server", "KEYLESS_SERVER_KEY"]
+           "OPENAI_API_HOST", "is_custom_server", "KEYLESS_SERVER_KEY", "CALL_FORMATS", "JSON_CALL_FORMATS",
+           "N_MODES", "check_server_env", "call_format_setting", "n_mode_setting", "json_response_format"]
 
 OPENAI_API_HOST = "api.openai.com"
 # Sent as the key to a self-hosted server when no key is set: the client refuses to run without one, and a
@@ -36,6 +38,55 @@ def is_custom_server(base_url: str | None) -> bool:
 
     host = (urlparse(base_url.strip()).hostname or "").lower()
     return not (host == OPENAI_API_HOST or host.endswith("." + OPENAI_API_HOST))
+
+
+# How a request asks the server for a tool call: a declared per-endpoint choice (MLTB_OPENAI_CALLS), since
+# servers accept different shapes (docs/local-model.md lists which server takes which):
+#   tools        native tool definitions, the server decides whether to call one (OpenAI's default);
+#   required     native tools and tool_choice "required": the server must call one (its grammar from the start);
+#   json_schema  mltb's tool catalogue in the prompt, the reply held to the call's JSON schema by
+#                response_format {"type": "json_schema", ...} (OpenAI's form: vLLM, llama-server, Ollama);
+#   json_object  the same, as response_format {"type": "json_object", "schema": ...} (llama-cpp-python's form,
+#                the only schema-constrained one llama_cpp.server applies; llama-server takes it too).
+CALL_FORMATS = ("tools", "required", "json_schema", "json_object")
+JSON_CALL_FORMATS = ("json_schema", "json_object")
+# Whether the server returns n choices for one request (MLTB_OPENAI_N): on, off (one request per candidate), or
+# auto: on for OpenAI's API; for another server, unproven until a request shows it (see OpenAIBackend._generate).
+N_MODES = ("auto", "on", "off")
+
+
+def _choice_env(name: str, raw: str | None, allowed: tuple[str, ...], default: str) -> str:
+    raw = (raw or "").strip().lower().replace("-", "_")
+    if not raw:
+        return default
+    if raw not in allowed:
+        raise ValueError(f"{name}={raw!r}: expected one of {', '.join(allowed)}")
+    return raw
+
+
+def call_format_setting() -> str:
+    """The declared call format (``MLTB_OPENAI_CALLS``, default ``tools``); ValueError naming a bad value."""
+    return _choice_env("MLTB_OPENAI_CALLS", read_environment("MLTB_OPENAI_CALLS"), CALL_FORMATS, "tools")
+
+
+def n_mode_setting() -> str:
+    """The declared ``n`` handling (``MLTB_OPENAI_N``, default ``auto``); ValueError naming a bad value."""
+    return _choice_env("MLTB_OPENAI_N", read_environment("MLTB_OPENAI_N"), N_MODES, "auto")
+
+
+def check_server_env() -> None:
+    """ValueError naming the variable when a server-shape variable has an unknown value (run at start-up)."""
+    call_format_setting()
+    n_mode_setting()
+
+
+def json_response_format(call_format: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """The ``response_format`` that holds a reply to ``schema`` in a JSON call format."""
+    if call_format == "json_object":
+        return {"type": "json_object", "schema": schema}
+    if call_format == "json_schema":
+        return {"type": "json_schema", "json_schema": {"name": "tool_call", "schema": schema}}
+    raise ValueError(f"{call_format!r} is not a JSON call format ({', '.join(JSON_CALL_FORMATS)})")
 
 
 class RetryableResponseError(Exception):
@@ -79,10 +130,15 @@ class OpenAIBackend(LLMBackend):
 
     Parameters: ``model`` (API model id), ``base_url``/``api_key`` (default ``OPENAI_BASE_URL`` /
     ``OPENAI_API_KEY``), ``max_retries`` (our retries per request), ``timeout`` (seconds per request),
-    ``supports_n`` (ask for n choices in one request; else, or when fewer come back, repeat the call),
-    ``max_tokens``, ``backoff_base``/``backoff_max`` (seconds), ``price`` (overrides the price table),
+    ``backoff_base``/``backoff_max`` (seconds), ``price`` (overrides the price table),
     ``sleep`` (injectable for tests), ``strict_tools`` (send state-aware call schemas as strict
-    function schemas; off by default: OpenAI's strict mode wants every property required).
+    function schemas; off by default: OpenAI's strict mode wants every property required),
+    ``call_format`` (one of :data:`CALL_FORMATS`; default ``MLTB_OPENAI_CALLS``).
+
+    ``supports_n``: True (the server returns n choices per request), False (one request per candidate),
+    None (``MLTB_OPENAI_N``; ``auto`` is True for OpenAI's API and unproven for another server).
+    ``max_tokens`` (default :data:`~mltb_core.llm.local.models.REPLY_TOKENS`, the embedded model's bound)
+    is sent with every request: a server without it decodes until its context is full.
     """
 
     accepts_call_schema = True
@@ -90,10 +146,10 @@ class OpenAIBackend(LLMBackend):
     def __init__(self, model: str, *, name: str | None = None, base_url: str | None = None,
                  api_key: str | None = None, seed: int = 0, cache: ResponseCache | None = None,
                  price_table: PriceTable | str | os.PathLike | None = None, price: Price | None = None,
-                 max_retries: int | None = None, timeout: float | None = None, supports_n: bool = True,
+                 max_retries: int | None = None, timeout: float | None = None, supports_n: bool | None = None,
                  max_tokens: int | None = None, backoff_base: float | None = None, backoff_max: float = 30.0,
                  extra_body: dict[str, Any] | None = None, sleep: Callable[[float], None] = time.sleep,
-                 strict_tools: bool = False) -> None:
+                 strict_tools: bool = False, call_format: str | None = None) -> None:
         super().__init__(name or f"openai:{model}", cache=cache, seed=seed)
         # The retry policy is tunable per deployment (a flaky proxy, a slow local server) without code.
         max_retries = _retry_env("MLTB_LLM_MAX_RETRIES") if max_retries is None else max_retries
@@ -101,6 +157,12 @@ class OpenAIBackend(LLMBackend):
         backoff_base = _retry_env("MLTB_LLM_BACKOFF") if backoff_base is None else backoff_base
         if max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+        max_tokens = REPLY_TOKENS if max_tokens is None else max_tokens
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+        call_format = call_format_setting() if call_format is None else call_format
+        if call_format not in CALL_FORMATS:
+            raise ValueError(f"call_format {call_format!r} is not one of {', '.join(CALL_FORMATS)}")
         self.model = model
         # Fail at construction, not after a paid run, when the model has no price.
         if price is None:
@@ -109,8 +171,8 @@ class OpenAIBackend(LLMBackend):
         self.price = price
         self.max_retries = max_retries
         self.timeout = timeout
-        self.supports_n = supports_n
         self.max_tokens = max_tokens
+        self.call_format = call_format
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         self.extra_body = dict(extra_body or {})
@@ -123,11 +185,31 @@ class OpenAIBackend(LLMBackend):
         self.api_key = api_key or read_environment("OPENAI_API_KEY") or None
         if self.api_key is None and is_custom_server(self.base_url):
             self.api_key = KEYLESS_SERVER_KEY  # the preflight lets a custom server run without a key: so must we
+        if supports_n is None:
+            mode = n_mode_setting()
+            supports_n = {"on": True, "off": False}.get(mode, None if is_custom_server(self.base_url) else True)
+        # True: one request returns n choices; False: one request per candidate; None: not yet seen either way.
+        self.supports_n: bool | None = supports_n
         self._client = None
 
     @property
-    def calls_per_candidate(self) -> bool:  # without n, every candidate is a request of its own
-        return not self.supports_n
+    def calls_per_candidate(self) -> bool:
+        """Whether each candidate may cost a request of its own: without ``n``, and while a server has not yet
+        shown that it honours ``n`` (the budget then caps a request's candidates at the calls left, so topping
+        up a short reply never runs past the budget)."""
+        return self.supports_n is not True
+
+    @property
+    def response_identity(self) -> str:
+        # Another call format sends another request for the same chat: its replies are not the default's
+        # (whose keys stay as they were).
+        return self.name if self.call_format == "tools" else f"{self.name}|calls={self.call_format}"
+
+    @property
+    def constrains_by_default(self) -> bool:
+        # A JSON call format keeps one catalogue in the prompt and narrows each call by its schema alone, as the
+        # embedded model does; native tools change the prompt with the offered tools (docs/local-model.md).
+        return self.call_format in JSON_CALL_FORMATS
 
     # ------------------------------------------------------------------ transport
     @property
@@ -154,17 +236,27 @@ class OpenAIBackend(LLMBackend):
         With a state-aware call ``schema``, only the tools it allows are sent, each with its
         state-aware arguments schema as the function's parameters.
         """
+        response_format = None
+        if self.call_format in JSON_CALL_FORMATS:
+            from mltb_core.llm.local.backend import call_schema, chatml_messages   # it imports this module
+
+            if tools:
+                response_format = json_response_format(self.call_format, schema or call_schema(tools))
+            messages, tools = chatml_messages(messages, tools), []
         kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": temperature}
         if tools and schema is not None:
             tools = self._constrained_tools(tools, schema)
         if tools:
             kwargs["tools"] = tools
+            if self.call_format == "required":
+                kwargs["tool_choice"] = "required"
+        if response_format is not None:
+            kwargs["response_format"] = response_format
         if n > 1:
             kwargs["n"] = n
         if seed is not None:
             kwargs["seed"] = seed
-        if self.max_tokens:
-            kwargs["max_tokens"] = self.max_tokens
+        kwargs["max_tokens"] = self.max_tokens
         if self.extra_body:
             kwargs["extra_body"] = self.extra_body
         return kwargs
@@ -223,13 +315,15 @@ class OpenAIBackend(LLMBackend):
             # the same samples: the planner table's replicate trials came out token-for-token identical.
             seed = self._sampler_seeds.randrange(2**31)
         while len(candidates) < n:
-            wanted = n - len(candidates) if self.supports_n else 1
+            wanted = n - len(candidates) if self.supports_n is not False else 1
             # Repeated requests get distinct seeds, else a seeded server returns the same sample.
             response = self._call_with_retries(self._request(messages, tools, wanted, temperature,
                                                              seed + request_index, call_schema),
                                                  usage)
             request_index += 1
             usage.calls += 1
+            if wanted > 1:
+                self._saw_choices(len(response.choices), wanted)
             if response.usage is not None:
                 usage.prompt_tokens += response.usage.prompt_tokens or 0
                 usage.completion_tokens += response.usage.completion_tokens or 0
@@ -239,6 +333,24 @@ class OpenAIBackend(LLMBackend):
         usage.cost_usd = self.price.cost(usage.prompt_tokens, usage.completion_tokens, usage.cached_input_tokens)
         usage.seconds = time.perf_counter() - start
         return LLMResponse(candidates, usage)
+
+    def _saw_choices(self, got: int, wanted: int) -> None:
+        """What a request for ``wanted`` choices that returned ``got`` says about the server's ``n``.
+
+        Unproven (``supports_n`` None), the budget capped ``wanted`` at the calls left, so the requests that top
+        up a short reply stay within it; a short reply then settles ``n`` off for the trial (the server ignores
+        it: llama_cpp.server, Ollama), a full one on. Declared on, a short reply would top up past the budget
+        the planner counted on: the declaration is wrong, an infrastructure error that says how to fix it."""
+        if got >= wanted:
+            if self.supports_n is None:
+                self.supports_n = True
+            return
+        if self.supports_n is None:
+            self.supports_n = False
+            return
+        raise InfraError(f"{self.name}: the server returned {got} of the {wanted} choices asked for (n), but n is "
+                         "declared supported (MLTB_OPENAI_N=on, or OpenAI's API); for a server that ignores n set "
+                         "MLTB_OPENAI_N=off (one request per candidate) or auto")
 
     def _candidate(self, message: Any, finish_reason: str | None = None) -> Candidate:
         native = [(call.function.name, call.function.arguments)
@@ -253,20 +365,45 @@ class OpenAIBackend(LLMBackend):
 def server_cached_tokens(response: Any) -> int:
     """Prompt tokens the server took from its prompt cache, as far as it says.
 
-    OpenAI (and llama.cpp's server since early 2026) report ``usage.prompt_tokens_details.cached_tokens``;
-    llama.cpp's server also reports ``timings.cache_n`` (a non-standard top-level field); servers that say
-    neither (llama-cpp-python's ``llama_cpp.server``) count as 0. Never more than ``prompt_tokens``.
-    """
+    Read, first found: ``usage.prompt_tokens_details.cached_tokens`` (OpenAI; vLLM started with
+    ``--enable-prompt-tokens-details``; llama.cpp's server since early 2026; Ollama once it reports them),
+    ``usage.input_tokens_details.cached_tokens`` (the Responses API's name, which some gateways put here),
+    ``usage.prompt_cache_hit_tokens`` (DeepSeek's API and servers copying it), llama.cpp's non-standard
+    top-level ``timings.cache_n``. A server that says none of them counts as 0: llama-cpp-python's
+    ``llama_cpp.server`` reuses its prompt prefix but reports no count of it (its reply's usage has
+    prompt, completion and total tokens only). Never more than ``prompt_tokens``; a value that is not a
+    non-negative integer is no report."""
     usage = getattr(response, "usage", None)
-    details = getattr(usage, "prompt_tokens_details", None) if usage is not None else None
-    cached = getattr(details, "cached_tokens", None) if details is not None else None
-    if cached is None:
-        timings = (getattr(response, "model_extra", None) or {}).get("timings")
-        cached = timings.get("cache_n") if isinstance(timings, dict) else None
-    if isinstance(cached, bool) or not isinstance(cached, int) or cached < 0:
+    found = None
+    if usage is not None:
+        for details in ("prompt_tokens_details", "input_tokens_details"):
+            found = _count(_field(_field(usage, details), "cached_tokens"))
+            if found is not None:
+                break
+        if found is None:
+            found = _count(_field(usage, "prompt_cache_hit_tokens"))
+    if found is None:
+        found = _count(_field(_field(response, "timings"), "cache_n"))
+    if found is None:
         return 0
-    prompt = getattr(usage, "prompt_tokens", None) if usage is not None else None
-    return min(cached, prompt) if isinstance(prompt, int) else cached
+    prompt = _count(_field(usage, "prompt_tokens"))
+    return min(found, prompt) if prompt is not None else found
+
+
+def _field(value: Any, name: str) -> Any:
+    """``value.name`` of a response object, its extra fields (``model_extra``) or a plain dict included."""
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        return value.get(name)
+    found = getattr(value, name, None)
+    if found is None:
+        found = (getattr(value, "model_extra", None) or {}).get(name)
+    return found
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 # The retry policy's environment variables: name -> number type (defaults: the environment table's).

@@ -587,7 +587,7 @@ class LocalBackend(OpenAIBackend):
         opts.pop("price_table", None)  # local models are free
         super().__init__(path.stem, name=name, base_url=base_url or "http://127.0.0.1:0/v1", api_key="local",
                          seed=seed, cache=cache, price=FREE, supports_n=False, max_tokens=max_tokens,
-                         timeout=timeout, **opts)
+                         timeout=timeout, call_format="json_object", **opts)
         self.model_path = path
         self.constrained = constrained
         self.keep_server = keep_server
@@ -617,10 +617,11 @@ class LocalBackend(OpenAIBackend):
 
     def _request(self, messages: list[dict], tools: list[dict], n: int, temperature: float,
                  seed: int | None, schema: dict[str, Any] | None = None) -> dict[str, Any]:
-        # The catalogue of every offered tool stays in the prompt (a stable prefix); the schema narrows the reply.
-        kwargs = super()._request(chatml_messages(messages, tools), [], n, temperature, seed)
-        if tools and self.constrained:
-            kwargs["response_format"] = {"type": "json_object", "schema": schema or call_schema(tools)}
+        # The json_object call format: the catalogue of every offered tool stays in the prompt (a stable
+        # prefix), the schema narrows the reply; unconstrained, the same prompt without the grammar.
+        kwargs = super()._request(messages, tools, n, temperature, seed, schema)
+        if not self.constrained:
+            kwargs.pop("response_format", None)
         return kwargs
 
     def close(self) -> None:
