@@ -12,6 +12,7 @@ import random
 import time
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from mltb_core.environment import default as environment_default, read as read_environment
 from mltb_core.llm.base import (Candidate, ContextOverflowError, InfraError, LLMBackend, LLMResponse, Usage,
@@ -20,9 +21,10 @@ from mltb_core.llm.cache import ResponseCache
 from mltb_core.llm.prices import Price, PriceTable, load_price_table
 
 __all__ = ["OpenAIBackend", "RetryableResponseError", "RETRY_ENV", "check_retry_env", "server_cached_tokens",
-           "OPENAI_API_HOST", "is_custom_server", "KEYLESS_SERVER_KEY"]
+           "OPENAI_API_HOST", "OPENAI_API_URL", "public_url", "is_custom_server", "KEYLESS_SERVER_KEY"]
 
 OPENAI_API_HOST = "api.openai.com"
+OPENAI_API_URL = f"https://{OPENAI_API_HOST}/v1"   # the client's own default base URL
 # Sent as the key to a self-hosted server when no key is set: the client refuses to run without one, and a
 # server started without a key (llama-server, vLLM, Ollama by default) accepts any.
 KEYLESS_SERVER_KEY = "no-key"
@@ -36,6 +38,20 @@ def is_custom_server(base_url: str | None) -> bool:
 
     host = (urlparse(base_url.strip()).hostname or "").lower()
     return not (host == OPENAI_API_HOST or host.endswith("." + OPENAI_API_HOST))
+
+
+def public_url(url: str) -> str:
+    """``url`` without its user, password, query and fragment (where keys and tokens may be), for records."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    netloc = f"{host}:{port}" if port is not None else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 class RetryableResponseError(Exception):
@@ -124,6 +140,21 @@ class OpenAIBackend(LLMBackend):
         if self.api_key is None and is_custom_server(self.base_url):
             self.api_key = KEYLESS_SERVER_KEY  # the preflight lets a custom server run without a key: so must we
         self._client = None
+
+    @property
+    def answerer(self) -> str:
+        """The base URL requests go to, in full (OpenAI's API when none is set)."""
+        return (self.base_url or OPENAI_API_URL).strip().rstrip("/")
+
+    @property
+    def endpoint(self) -> str:
+        """The base URL without what may be secret (user, password, query): the record names the server."""
+        return public_url(self.answerer)
+
+    @property
+    def request_settings(self) -> dict[str, Any]:
+        return {"max_tokens": self.max_tokens, "extra_body": self.extra_body, "supports_n": self.supports_n,
+                "strict_tools": self.strict_tools}
 
     @property
     def calls_per_candidate(self) -> bool:  # without n, every candidate is a request of its own

@@ -67,6 +67,23 @@ class SearchOutcome:
                 "llm_seconds": usage.seconds}
 
 
+MAX_ENDPOINT_CHARS = 500   # a base URL from the environment, as the record keeps it
+
+
+def endpoint_of(llm: Any) -> str | None:
+    """What answered ``llm``'s calls, for the record (None: no backend yet, the synthetic policy, or a model
+    file that can no longer be read, which the trial's own error then names)."""
+    from mltb_core.llm.base import InfraError
+
+    if llm is None:
+        return None
+    try:
+        endpoint = llm.endpoint
+    except (InfraError, OSError):
+        return None
+    return None if endpoint is None else str(endpoint)[:MAX_ENDPOINT_CHARS]
+
+
 def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None) -> TrialRecord:
     """Run one trial and grade it; ``split`` may be given when the caller already prepared it. ``out_dir`` is
     the attempt's work directory (:class:`~mltb_core.analysis.runstore.TrialFiles` names its files); the
@@ -103,7 +120,7 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
     def record(outcome: Outcome, **fields: Any) -> TrialRecord:
         return TrialRecord.for_config(task.slug, config, outcome, wall_seconds=time.monotonic() - started,
                                       trajectory=str(trajectory_path), load_per_core=load.mean(), **fields,
-                                      extra=extra)
+                                      endpoint=endpoint_of(llm), extra=extra)
 
     def spent(stop_reason: str, stop_kind: StopKind) -> dict[str, Any]:
         """A record's counters when the trial ended early: what was spent still counts (calls, tokens, cost;
