@@ -23,7 +23,7 @@ from sklearn.linear_model import LogisticRegression
 import mltb_core.toolkit.tools  # noqa: F401 - registers the toolset
 from mltb_core.toolkit.constraints import call_schema
 from mltb_core.llm import prompts
-from mltb_core.toolkit.params import (MAX_LIST_ITEMS, MAX_NAME_CHARS, NEW_NAME, NUMBER, OBJECT_NAME, Column, NewName,
+from mltb_core.toolkit.params import (MAX_LIST_ITEMS, MAX_NAME_CHARS, NEW_NAME, NEW_NAME_PATTERN, NUMBER, OBJECT_NAME, Column, NewName,
                                       OneOf, Range, ReadFile, WriteFile, check_arguments, declarations, parameter_kind)
 from mltb_core.toolkit.registry import REGISTRY, Tool, ToolInputError, execute
 from mltb_core.toolkit.scratchpad import Scratchpad
@@ -73,6 +73,8 @@ def example(schema: dict[str, Any]) -> Any:
         return True
     if kind in ("integer", "number"):
         return schema.get("minimum", 1)
+    if schema.get("pattern") == NEW_NAME_PATTERN:
+        return "x"
     if "pattern" in schema:   # a file to write: its first suffix
         return "out." + re.search(r"\(\[\.\](\w+)", schema["pattern"]).group(1)
     return "x"
@@ -359,7 +361,8 @@ def _bound(tool: Tool) -> dict[str, Any]:
 def test_names_and_lists_are_bounded_alike_in_grammar_and_check():
     name_pattern = re.compile(OBJECT_NAME["pattern"][1:-1])
     assert name_pattern.fullmatch("a" * MAX_NAME_CHARS) and not name_pattern.fullmatch("a" * (MAX_NAME_CHARS + 1))
-    assert NEW_NAME["maxLength"] == MAX_NAME_CHARS
+    new_name = re.compile(NEW_NAME["pattern"])
+    assert new_name.fullmatch("a" * MAX_NAME_CHARS) and not new_name.fullmatch("a" * (MAX_NAME_CHARS + 1))
     tool = REGISTRY.get("create_numeric_feature")
     assert isinstance(declarations(tool).rules["name"], NewName)
     assert refusal(tool, {"df": FRAME, "name": "a" * MAX_NAME_CHARS, "expression": "1"}) is None
@@ -524,6 +527,7 @@ def paper_finish_on_openai(tmp_path_factory):
         config = TrialConfig(planner="react", model=f"openai:{model_id}", constrained_calls=True,
                              max_iterations=len(calls), llm_cache=False)
         record = run_trial(get_task("spaceship-titanic"), config, tmp_path / "run")
+        assert record.endpoint == server.base_url.rstrip("/")   # the record says which server answered
         return calls, record, server.requests
 
 
