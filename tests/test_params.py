@@ -548,3 +548,23 @@ def test_openai_constrained_calls_offer_the_predictions_to_save_and_the_trial_sa
 def test_the_paper_finish_on_the_openai_path_is_recorded_valid(paper_finish_on_openai):
     _, record, _ = paper_finish_on_openai
     assert record.outcome == "valid", (record.stop_reason, record.feedback)
+
+
+def test_a_frame_too_wide_to_list_offers_column_names_as_text_and_the_check_holds_them():
+    """Round 5: the call schema grew ~1.6 KB per column (12.8 MB after nine self-joins). Past MAX_ENUM_COLUMNS
+    a column parameter takes text as long as the frame's names; the tool's check refuses an unknown one."""
+    from mltb_core.toolkit.params import MAX_ENUM_COLUMNS
+
+    def schema_bytes(width: int) -> int:
+        wide = pd.DataFrame(np.zeros((3, width)), columns=[f"feature_number_{i}" for i in range(width)])
+        return len(json.dumps(call_schema(TOOLS, Scratchpad(objects={"wide": wide}), FILES)))
+
+    listed, text = schema_bytes(MAX_ENUM_COLUMNS), schema_bytes(MAX_ENUM_COLUMNS + 1)
+    assert text < listed and schema_bytes(4 * MAX_ENUM_COLUMNS) < 2 * text   # no longer grows by the width
+    wide = pd.DataFrame(np.zeros((3, MAX_ENUM_COLUMNS + 1)), columns=[f"c{i}" for i in range(MAX_ENUM_COLUMNS + 1)])
+    tool = REGISTRY.get("fillna_with_median")
+    [args] = branches(tool, Scratchpad(objects={"wide": wide}))
+    columns = args["properties"]["func_kwargs"]["properties"]["columns"]
+    assert not _enums(columns) and _arrays(columns)[0]["maxItems"] == MAX_ENUM_COLUMNS + 1
+    assert refusal(tool, {"df": wide, "columns": ["c0", "c256"]}) is None
+    assert "unknown column" in refusal(tool, {"df": wide, "columns": ["no_such"]})

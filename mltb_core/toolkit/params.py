@@ -41,7 +41,7 @@ from mltb_core.toolkit.validation import (TRACKING_COLUMN, is_numeric_dtype, oth
 
 __all__ = ["Kind", "Bound", "Rule", "Column", "ColumnKind", "NUMBER", "INTEGER", "NewName", "OneOf", "ReadFile", "WriteFile", "Range",
            "Part", "FRAME", "PART_FRAME", "frame_of", "SERIES", "TARGET", "TABLE", "PREDICTIONS", "CONVERTIBLE", "ESTIMATOR",
-           "MAX_NAME_CHARS", "MAX_LIST_ITEMS", "OBJECT_NAME", "NEW_NAME", "NEW_NAME_PATTERN", "new_name_refusal", "declarations", "check_arguments",
+           "MAX_NAME_CHARS", "MAX_LIST_ITEMS", "OBJECT_NAME", "NEW_NAME", "NEW_NAME_PATTERN", "new_name_refusal", "MAX_ENUM_COLUMNS", "declarations", "check_arguments",
            "name_schema", "State", "Declarations", "rule_grammar", "parameter_kind", "parameter_docs", "document"]
 
 # Bounds every name and list argument has, in the grammar and in the check alike (a tiny model otherwise
@@ -85,6 +85,10 @@ def _new_name_pattern(reserved: str, max_chars: int) -> str:
         same_length = differ if j == k - 1 else f"{differ}|{re.escape(reserved[j])}({same_length})"
     return f"^({first}{rest}{{0,{k - 2}}}|{same_length}|{first}{rest}{{{k},{max_chars - 1}}})$"
 
+
+# The most column names a call schema lists for one column parameter: a wider frame's columns are offered as
+# text as long as its names, which the check then holds to the frame (santander's 200 features are listed).
+MAX_ENUM_COLUMNS = 256
 
 NEW_NAME_PATTERN = _new_name_pattern(TRACKING_COLUMN, MAX_NAME_CHARS)
 _NEW_NAME_RE = re.compile(NEW_NAME_PATTERN)
@@ -329,6 +333,12 @@ class Column(Rule):
             return base   # bound to no frame: the check has nothing to hold it to
         if not names:
             return None
+        if len(names) > MAX_ENUM_COLUMNS:
+            # the schema grew by every column of every column parameter (12.8 MB after nine self-joins): past
+            # the bound a name is any short text, and the tool's check names the unknown ones
+            lengths = [len(n) for n in names]
+            return _strings_to(base, {"type": "string", "minLength": min(lengths), "maxLength": max(lengths)},
+                               len(names))
         # a longer list repeats a name, which the check refuses: the frame's width bounds it, not MAX_LIST_ITEMS
         return _strings_to(base, {"enum": names}, len(names))
 
