@@ -633,3 +633,32 @@ def test_an_honest_strong_feature_and_an_identifier_are_no_copy_of_the_target():
     value = pd.Series(rng.normal(size=2000))
     assert target_copies(pd.DataFrame({"log": np.exp(value), "half": value + rng.normal(0, 1, 2000)}), value,
                          classification=False) == ["log"]
+
+
+# Round 5: five calls and no model (read the test file, a constant target column, save) gave a valid trial.
+NO_MODEL = [
+    call("read_data", output="test", filepath="test.csv"),
+    call("create_numeric_feature", {"df": "test"}, "test", name="Transported", expression="False"),
+    call("get_features", {"df": "test"}, "submission", columns=["PassengerId", "Transported"]),
+    call("save_dataframe_to_csv", {"df": "submission"}, filepath="submission.csv"),
+]
+
+
+def test_a_valid_file_no_model_predicted_ends_no_path(spaceship):
+    """The paper's stage 10 pays a submission "when the agent generates predictions on the test data and
+    writes a valid submission CSV": a constant column saved without a model is no valid trajectory."""
+    nodes = run_script(spaceship, NO_MODEL)
+    assert all(n.ok for n in nodes), [n.observation[:200] for n in nodes if not n.ok]
+    last = nodes[-1]
+    assert last.log.submission is not None and last.log.submission_check[0]   # the file itself is valid
+    assert not last.log.predicted_by_model and not last.terminal
+
+
+def test_a_trial_whose_file_no_model_predicted_is_not_counted_valid(monkeypatch, tmp_path):
+    from mltb_core.planners.rewards import NO_MODEL_REASON
+    from scripted import scripted_trial
+
+    record, results = scripted_trial(monkeypatch, tmp_path / "run", NO_MODEL, max_iterations=len(NO_MODEL))
+    assert all(r["ok"] for r in results), results
+    assert record.outcome == "planner_failure" and not record.valid and record.normalized is None
+    assert record.extra["submission_reason"] == NO_MODEL_REASON

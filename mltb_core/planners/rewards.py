@@ -44,6 +44,13 @@ def _relabels(call: ToolCall, before: Scratchpad | None) -> bool:
     return current is None or [str(c) for c in current] != [str(c) for c in columns]
 
 
+# The tool whose outputs are a fitted model's predictions for the test rows (every other route to them,
+# average_predictions or create_submission, starts from its outputs).
+PREDICTION_TOOL = "predict_target"
+NO_MODEL_REASON = ("the submission file is valid, but no model predicted it (predict_target never ran on its "
+                   "path): fit a model, predict the test rows with predict_target and save those predictions")
+
+
 @dataclass
 class PathLog:
     """What the tool calls on the root→node path did (built incrementally per node)."""
@@ -76,7 +83,14 @@ class PathLog:
 
     @property
     def valid_submission(self) -> bool:
-        return self.submission is not None and self.submission_check[0]
+        """A valid submission file written on a path that predicted the test rows with a model: the paper's
+        stage 10 pays "when the agent generates predictions on the test data and writes a valid submission
+        CSV", and its consistency counts such trajectories; a constant column saved without a model is not one."""
+        return self.submission is not None and self.submission_check[0] and self.predicted_by_model
+
+    @property
+    def predicted_by_model(self) -> bool:
+        return PREDICTION_TOOL in self.tools_used
 
     def latest(self) -> list[str]:
         """Visible object names, most recently written first."""
