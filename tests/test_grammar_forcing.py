@@ -162,3 +162,60 @@ def test_fast_forward_decodes_fewer_passes_and_writes_json_dumps_layout():
         assert 0 <= call["cached_tokens"] <= call["prompt_tokens"]
     _, plain = _calls(fast_forward=False)
     assert all(call["forward_passes"] >= call["completion_tokens"] for call in plain), plain
+
+
+def _gbnf_admits(probe, llama_cpp, llm, gbnf: str, text: str) -> bool:
+    """Whether the grammar ``gbnf`` takes ``text`` whole, fed byte by byte."""
+    grammar = llama_cpp.llama_sampler_init_grammar(llm._model.vocab, gbnf.encode(), b"root")
+    try:
+        for byte in text.encode():
+            allowed, _ = probe.allowed(grammar)
+            if byte not in allowed:
+                return False
+            llama_cpp.llama_sampler_accept(grammar, probe.token_of_byte[byte])
+        return probe.allowed(grammar)[1]
+    finally:
+        llama_cpp.llama_sampler_free(grammar)
+
+
+@pytest.fixture(scope="module")
+def vocab():
+    import llama_cpp
+
+    from mltb_core.llm.local.forcing import GrammarProbe
+
+    llm = llama_cpp.Llama(model_path=str(models.model_path("smollm2")), vocab_only=True, verbose=False)
+    return GrammarProbe(llama_cpp, llm), llama_cpp, llm
+
+
+@needs_smollm2
+def test_a_column_name_with_a_backslash_or_quote_is_offered_as_valid_json(vocab):
+    """Round 5: llama.cpp's converter escaped no backslash in a literal, so an enum value ``a\\`` became a
+    literal matching only ``"a\\"`` (invalid JSON); mltb's converter escapes it."""
+    from llama_cpp import llama_grammar
+
+    from mltb_core.llm.local.forcing import json_schema_grammar
+
+    names = ["a\\", 'b"c', "d\\n", "plain"]
+    schema = {"type": "object", "properties": {"column": {"enum": names}}, "required": ["column"]}
+    gbnf = json_schema_grammar(schema)
+    for name in names:
+        assert _gbnf_admits(*vocab, gbnf, json.dumps({"column": name})), name
+    assert not _gbnf_admits(*vocab, gbnf, '{"column": "a\\"}')   # the invalid JSON the old grammar wanted
+    upstream = llama_grammar.json_schema_to_gbnf(json.dumps({"enum": ["a\\"]}))
+    assert not _gbnf_admits(*vocab, upstream, json.dumps("a\\"))   # the converter's bug, still there upstream
+
+
+@needs_smollm2
+def test_the_new_name_grammar_takes_exactly_what_the_check_takes(vocab):
+    """The new-column-name pattern, compiled by llama.cpp, admits an edge value exactly when Python's re (and
+    so NewName.check) does."""
+    from test_grammar_check_agree import EDGES
+
+    from mltb_core.llm.local.forcing import json_schema_grammar
+    from mltb_core.toolkit.params import NEW_NAME, new_name_refusal
+
+    gbnf = json_schema_grammar(NEW_NAME)
+    differ = [edge for edge in EDGES
+              if _gbnf_admits(*vocab, gbnf, json.dumps(edge, ensure_ascii=False)) != (new_name_refusal(edge, "n") is None)]
+    assert differ == []

@@ -236,7 +236,7 @@ def test_a_cached_reply_of_plain_decoding_is_not_served_to_fast_forward(model_fi
     try:
         plain = LocalBackend(model_file, cache_dir=tmp_path, cache=cache, server_command=fake_command,
                              fast_forward=False)
-        assert plain.response_identity == plain.name == "local:" + str(model_file)
+        assert json.loads(plain.response_identity)["model"] == plain.name == "local:" + str(model_file)
         assert not plain.complete(messages, TOOLS, seed=1).cached
         assert plain.complete(messages, TOOLS, seed=1).cached
         fast = LocalBackend(model_file, cache_dir=tmp_path, cache=cache, server_command=fake_command,
@@ -245,6 +245,40 @@ def test_a_cached_reply_of_plain_decoding_is_not_served_to_fast_forward(model_fi
         assert fast.complete(messages, TOOLS, seed=1).cached
     finally:
         release_process_servers()
+
+
+def test_a_reply_is_keyed_by_the_model_file_not_its_path(model_file, tmp_path):
+    """Round 5: ``local:/path.gguf`` was keyed by the path, so another file put there got the old file's
+    replies. The key holds the file's SHA-256 (hashed once per process and file stamp); the record names it."""
+    import hashlib
+
+    from mltb_core.llm.cache import ResponseCache
+
+    cache = ResponseCache(tmp_path / "responses")
+    messages = [{"role": "user", "content": "go"}]
+    try:
+        first = LocalBackend(model_file, cache_dir=tmp_path, cache=cache, server_command=fake_command)
+        assert first.endpoint == f"gguf sha256:{hashlib.sha256(b'GGUF').hexdigest()}"
+        assert not first.complete(messages, TOOLS, seed=1).cached
+        assert first.complete(messages, TOOLS, seed=1).cached
+        model_file.write_bytes(b"GGUF, another model")
+        other = LocalBackend(model_file, cache_dir=tmp_path, cache=cache, server_command=fake_command)
+        assert other.endpoint == f"gguf sha256:{hashlib.sha256(b'GGUF, another model').hexdigest()}"
+        assert not other.complete(messages, TOOLS, seed=1).cached
+    finally:
+        release_process_servers()
+
+
+def test_a_verified_named_model_is_not_hashed_again(tmp_path, monkeypatch):
+    from mltb_core.llm.local import models
+
+    path = tmp_path / models.MODELS[models.DEFAULT_LOCAL_MODEL].filename
+    named = models.MODELS[models.DEFAULT_LOCAL_MODEL]
+    with open(path, "wb") as fh:   # a sparse file of the pinned size, taken as verified by this process
+        fh.truncate(named.size)
+    models._VERIFIED.add(models._stamp(path))
+    monkeypatch.setattr(models, "sha256_file", lambda p: pytest.fail("hashed a verified file"))
+    assert models.file_digest(path) == named.sha256
 
 
 def test_backends_of_one_process_keep_one_server_until_released(model_file, tmp_path):

@@ -23,7 +23,7 @@ from sklearn.linear_model import LogisticRegression
 import mltb_core.toolkit.tools  # noqa: F401 - registers the toolset
 from mltb_core.toolkit.constraints import call_schema
 from mltb_core.llm import prompts
-from mltb_core.toolkit.params import (MAX_LIST_ITEMS, MAX_NAME_CHARS, NEW_NAME, NUMBER, OBJECT_NAME, Column, NewName,
+from mltb_core.toolkit.params import (MAX_LIST_ITEMS, MAX_NAME_CHARS, NEW_NAME, NEW_NAME_PATTERN, NUMBER, OBJECT_NAME, Column, NewName,
                                       OneOf, Range, ReadFile, WriteFile, check_arguments, declarations, parameter_kind)
 from mltb_core.toolkit.registry import REGISTRY, Tool, ToolInputError, execute
 from mltb_core.toolkit.scratchpad import Scratchpad
@@ -73,6 +73,8 @@ def example(schema: dict[str, Any]) -> Any:
         return True
     if kind in ("integer", "number"):
         return schema.get("minimum", 1)
+    if schema.get("pattern") == NEW_NAME_PATTERN:
+        return "x"
     if "pattern" in schema:   # a file to write: its first suffix
         return "out." + re.search(r"\(\[\.\](\w+)", schema["pattern"]).group(1)
     return "x"
@@ -359,7 +361,8 @@ def _bound(tool: Tool) -> dict[str, Any]:
 def test_names_and_lists_are_bounded_alike_in_grammar_and_check():
     name_pattern = re.compile(OBJECT_NAME["pattern"][1:-1])
     assert name_pattern.fullmatch("a" * MAX_NAME_CHARS) and not name_pattern.fullmatch("a" * (MAX_NAME_CHARS + 1))
-    assert NEW_NAME["maxLength"] == MAX_NAME_CHARS
+    new_name = re.compile(NEW_NAME["pattern"])
+    assert new_name.fullmatch("a" * MAX_NAME_CHARS) and not new_name.fullmatch("a" * (MAX_NAME_CHARS + 1))
     tool = REGISTRY.get("create_numeric_feature")
     assert isinstance(declarations(tool).rules["name"], NewName)
     assert refusal(tool, {"df": FRAME, "name": "a" * MAX_NAME_CHARS, "expression": "1"}) is None
@@ -524,6 +527,7 @@ def paper_finish_on_openai(tmp_path_factory):
         config = TrialConfig(planner="react", model=f"openai:{model_id}", constrained_calls=True,
                              max_iterations=len(calls), llm_cache=False)
         record = run_trial(get_task("spaceship-titanic"), config, tmp_path / "run")
+        assert record.endpoint == server.base_url.rstrip("/")   # the record says which server answered
         return calls, record, server.requests
 
 
@@ -544,3 +548,23 @@ def test_openai_constrained_calls_offer_the_predictions_to_save_and_the_trial_sa
 def test_the_paper_finish_on_the_openai_path_is_recorded_valid(paper_finish_on_openai):
     _, record, _ = paper_finish_on_openai
     assert record.outcome == "valid", (record.stop_reason, record.feedback)
+
+
+def test_a_frame_too_wide_to_list_offers_column_names_as_text_and_the_check_holds_them():
+    """Round 5: the call schema grew ~1.6 KB per column (12.8 MB after nine self-joins). Past MAX_ENUM_COLUMNS
+    a column parameter takes text as long as the frame's names; the tool's check refuses an unknown one."""
+    from mltb_core.toolkit.params import MAX_ENUM_COLUMNS
+
+    def schema_bytes(width: int) -> int:
+        wide = pd.DataFrame(np.zeros((3, width)), columns=[f"feature_number_{i}" for i in range(width)])
+        return len(json.dumps(call_schema(TOOLS, Scratchpad(objects={"wide": wide}), FILES)))
+
+    listed, text = schema_bytes(MAX_ENUM_COLUMNS), schema_bytes(MAX_ENUM_COLUMNS + 1)
+    assert text < listed and schema_bytes(4 * MAX_ENUM_COLUMNS) < 2 * text   # no longer grows by the width
+    wide = pd.DataFrame(np.zeros((3, MAX_ENUM_COLUMNS + 1)), columns=[f"c{i}" for i in range(MAX_ENUM_COLUMNS + 1)])
+    tool = REGISTRY.get("fillna_with_median")
+    [args] = branches(tool, Scratchpad(objects={"wide": wide}))
+    columns = args["properties"]["func_kwargs"]["properties"]["columns"]
+    assert not _enums(columns) and _arrays(columns)[0]["maxItems"] == MAX_ENUM_COLUMNS + 1
+    assert refusal(tool, {"df": wide, "columns": ["c0", "c256"]}) is None
+    assert "unknown column" in refusal(tool, {"df": wide, "columns": ["no_such"]})

@@ -78,3 +78,12 @@ def test_a_config_hash_that_could_name_another_path_is_refused_when_read(bad):
     with pytest.raises(ValueError, match="field 'config_hash' is .* not a configuration hash"):
         TrialRecord.from_dict({**OLD, "config_hash": bad})
     assert TrialRecord.from_dict({**OLD, "config_hash": "ac195f2b40a9"}).config_hash == "ac195f2b40a9"
+
+
+def test_a_record_before_schema_4_names_no_endpoint_and_a_current_one_keeps_it():
+    old = TrialRecord.from_dict({**OLD, "schema_version": 3, "endpoint": "http://stale/v1"})
+    assert old.endpoint is None and old.schema_version == SCHEMA_VERSION   # never taken for what answered
+    data = {**OLD, "schema_version": SCHEMA_VERSION, "endpoint": "http://127.0.0.1:8080/v1"}
+    assert TrialRecord.from_dict(data).endpoint == "http://127.0.0.1:8080/v1"
+    with pytest.raises(ValueError, match="endpoint"):
+        TrialRecord.from_dict({**data, "endpoint": 5})

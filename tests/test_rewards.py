@@ -578,3 +578,87 @@ def test_stage_nine_quality_reads_only_the_task_metric(spaceship):
     assert "rmse" in nodes[-1].observation and nodes[-1].progress.stage == 9
     assert nodes[-1].progress.cv_quality == 0.0
     assert nodes[-1].cv_scores == {}   # nor does it rank solutions against scores in the task's metric
+
+
+def _with_leak(*leak_calls):
+    """The canonical pipeline with ``leak_calls`` on the train frame right after it is read (the pipeline's
+    fillna then fills the leak's test rows)."""
+    script = spaceship_pipeline()
+    return [script[0], *leak_calls, *script[1:]]
+
+
+LEAKS = {
+    "expression copy": [call("create_numeric_feature", {"df": "train"}, "train", name="Leak",
+                             expression="Transported * 1")],
+    "arithmetic of the target": [call("create_numeric_feature", {"df": "train"}, "train", name="Leak",
+                                      expression="3 - Transported * 2")],
+    "near-copy with noise": [call("create_numeric_feature", {"df": "train"}, "train", name="Leak",
+                                  expression="Transported + Age / 70")],
+    "rename": [call("create_numeric_feature", {"df": "train"}, "train", name="T2", expression="Transported * 1"),
+               call("rename_feature", {"df": "train"}, "train", old_name="T2", new_name="Leak")],
+}
+
+
+def test_the_honest_expert_path_outranks_every_leak_of_the_target(spaceship):
+    """Round 5: a copy of the target as a feature earned the maximum shaped reward (10.0 against 9.81): stage
+    9 paid 0.5 + 0.5 * the CV quality the copy gave the fit. A feature that alone predicts the training target
+    near perfectly earns the fit no quality, and the feedback says why."""
+    honest = run_script(spaceship, spaceship_pipeline())[-1]
+    assert honest.progress.done and honest.progress.cv_quality > 0
+    for variant, leak in LEAKS.items():
+        nodes = run_script(spaceship, _with_leak(*leak))
+        assert all(n.ok for n in nodes), (variant, [n.observation[:300] for n in nodes if not n.ok])
+        last = nodes[-1]
+        assert last.progress.stage == 10 and last.progress.cv_quality == 0.0, (variant, last.progress)
+        assert honest.progress.reward > last.progress.reward, variant
+        fitted = next(n for n in nodes if 9 in n.progress.newly_passed)
+        assert "earns no CV quality" in fitted.progress.feedback and "'Leak'" in fitted.progress.feedback, variant
+
+
+def test_an_honest_strong_feature_and_an_identifier_are_no_copy_of_the_target():
+    import numpy as np
+    import pandas as pd
+
+    from mltb_core.planners.rewards import LEAK_SKILL, single_feature_skill, target_copies
+
+    rng = np.random.default_rng(0)
+    y = pd.Series(rng.integers(0, 2, 2000).astype(bool), name="t")
+    X = pd.DataFrame({"id": np.arange(2000), "strong": y * 1.0 + rng.normal(0, 0.5, 2000),
+                      "copy": y * 2.0 + 1, "noisy_copy": y + rng.normal(0, 0.05, 2000)})
+    skill = single_feature_skill(X, y, classification=True)
+    assert skill["id"] < 0.2 and 0.5 < skill["strong"] < LEAK_SKILL
+    assert target_copies(X, y, classification=True) == ["copy", "noisy_copy"]
+    rare = pd.Series(np.r_[np.ones(20), np.zeros(1980)].astype(int))   # 99% majority: accuracy alone says nothing
+    assert target_copies(pd.DataFrame({"zero": np.zeros(2000)}), rare, classification=True) == []
+    value = pd.Series(rng.normal(size=2000))
+    assert target_copies(pd.DataFrame({"log": np.exp(value), "half": value + rng.normal(0, 1, 2000)}), value,
+                         classification=False) == ["log"]
+
+
+# Round 5: five calls and no model (read the test file, a constant target column, save) gave a valid trial.
+NO_MODEL = [
+    call("read_data", output="test", filepath="test.csv"),
+    call("create_numeric_feature", {"df": "test"}, "test", name="Transported", expression="False"),
+    call("get_features", {"df": "test"}, "submission", columns=["PassengerId", "Transported"]),
+    call("save_dataframe_to_csv", {"df": "submission"}, filepath="submission.csv"),
+]
+
+
+def test_a_valid_file_no_model_predicted_ends_no_path(spaceship):
+    """The paper's stage 10 pays a submission "when the agent generates predictions on the test data and
+    writes a valid submission CSV": a constant column saved without a model is no valid trajectory."""
+    nodes = run_script(spaceship, NO_MODEL)
+    assert all(n.ok for n in nodes), [n.observation[:200] for n in nodes if not n.ok]
+    last = nodes[-1]
+    assert last.log.submission is not None and last.log.submission_check[0]   # the file itself is valid
+    assert not last.log.predicted_by_model and not last.terminal
+
+
+def test_a_trial_whose_file_no_model_predicted_is_not_counted_valid(monkeypatch, tmp_path):
+    from mltb_core.planners.rewards import NO_MODEL_REASON
+    from scripted import scripted_trial
+
+    record, results = scripted_trial(monkeypatch, tmp_path / "run", NO_MODEL, max_iterations=len(NO_MODEL))
+    assert all(r["ok"] for r in results), results
+    assert record.outcome == "planner_failure" and not record.valid and record.normalized is None
+    assert record.extra["submission_reason"] == NO_MODEL_REASON

@@ -54,7 +54,8 @@ __all__ = ["TrialRecord", "Outcome", "append_records", "read_records", "record_k
 #   1 (no schema_version field): the records before it
 #   2: schema_version, stop_kind (bench/stops.py), machine (provenance.machine_facts)
 #   3: load_per_core (provenance.LoadMeter)
-SCHEMA_VERSION = 3
+#   4: endpoint (LLMBackend.endpoint: what answered the trial's model calls)
+SCHEMA_VERSION = 4
 
 # Shown wherever a synthetic (sim) model's figures appear, so nobody mistakes them for an LLM's.
 SYNTHETIC_LABEL = "(synthetic policy, not an LLM)"
@@ -187,6 +188,9 @@ class TrialRecord:
     # the machine's mean 1-minute load average per core while the trial ran (provenance.LoadMeter); None
     # where the system has none, and in records written before mltb measured it
     load_per_core: float | None = None
+    # what answered the model calls (LLMBackend.endpoint: a server's base URL, a local model file's digest);
+    # None for the synthetic policy, and in records before schema 4
+    endpoint: str | None = None
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
@@ -314,8 +318,12 @@ def _from_2(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "load_per_core": None}
 
 
+def _from_3(data: dict[str, Any]) -> dict[str, Any]:
+    return {**data, "endpoint": None}
+
+
 # version n → the step that makes a record of version n one of version n + 1
-_MIGRATIONS = {1: _from_1, 2: _from_2}
+_MIGRATIONS = {1: _from_1, 2: _from_2, 3: _from_3}
 
 
 def migrate(data: dict[str, Any]) -> dict[str, Any]:

@@ -11,6 +11,7 @@ response cache and keeps the running ``usage`` total.
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from dataclasses import asdict, dataclass, field, fields
@@ -26,6 +27,11 @@ __all__ = [
     "Usage", "Candidate", "candidate_key", "LLMResponse", "LLMBackend", "InfraError", "UnknownModelError",
     "parse_content_tool_calls", "candidate_from_message", "admitted", "MAX_REPLY_CHARS",
 ]
+
+
+# The largest count or amount a stored usage may hold: far past any real run, small enough that sums of them
+# stay exact and printable.
+MAX_USAGE = 10**15
 
 
 class InfraError(Exception):
@@ -83,9 +89,23 @@ class Usage:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Usage:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+    def from_dict(cls, data: Any) -> Usage:
+        """Usage from stored JSON (a response cache entry); ValueError names a field that is not a count or an
+        amount (a non-number, a bool, negative, not finite, past :data:`MAX_USAGE`). Unknown keys are dropped."""
+        if not isinstance(data, dict):
+            raise ValueError(f"usage is a {type(data).__name__}, not an object")
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name not in data:
+                continue
+            value = data[f.name]
+            kinds = (int, float) if f.type == "float" else (int,)
+            if (not isinstance(value, kinds) or isinstance(value, bool) or not math.isfinite(value)
+                    or not 0 <= value <= MAX_USAGE):
+                raise ValueError(f"usage field {f.name!r} is {str(value)[:40]!r}, not a "
+                                 f"{'number' if f.type == 'float' else 'count'} in 0..{MAX_USAGE:.0e}")
+            values[f.name] = value
+        return cls(**values)
 
 
 def candidate_key(call: dict[str, Any] | None, error: Any, text: Any) -> str:
@@ -112,9 +132,18 @@ class Candidate:
         return candidate_key(self.tool_calls[0].to_dict() if self.tool_calls else None, self.error, self.text)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Candidate:
-        return cls(data.get("text") or "", [ToolCall.from_dict(c) for c in data.get("tool_calls") or []],
-                   data.get("error"))
+    def from_dict(cls, data: Any) -> Candidate:
+        """A candidate from stored JSON; ValueError (a :class:`ToolCallError` for a call) says what is wrong."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a candidate is a {type(data).__name__}, not an object")
+        text, calls, error = data.get("text", ""), data.get("tool_calls", []), data.get("error")
+        if not isinstance(text, str):
+            raise ValueError(f"a candidate's text is a {type(text).__name__}, not a string")
+        if not isinstance(calls, list):
+            raise ValueError(f"a candidate's tool_calls is a {type(calls).__name__}, not a list")
+        if error is not None and not isinstance(error, str):
+            raise ValueError(f"a candidate's error is a {type(error).__name__}, not a string")
+        return cls(text, [ToolCall.from_dict(c) for c in calls], error)
 
 
 @dataclass
@@ -127,8 +156,18 @@ class LLMResponse:
         return {"candidates": [c.to_dict() for c in self.candidates], "usage": self.usage.to_dict()}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> LLMResponse:
-        return cls([Candidate.from_dict(c) for c in data["candidates"]], Usage.from_dict(data["usage"]))
+    def from_dict(cls, data: Any) -> LLMResponse:
+        """A response from stored JSON, checked as a fresh reply is (:func:`admitted`): ValueError says why
+        ``data`` is not one (a wrong type anywhere, no candidates, a candidate past the bounds)."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a {type(data).__name__}, not an object")
+        candidates = data.get("candidates")
+        if not isinstance(candidates, list) or not candidates:
+            raise ValueError("no list of candidates")
+        response = cls([Candidate.from_dict(c) for c in candidates], Usage.from_dict(data.get("usage")))
+        if not all(carriable(c) for c in response.candidates):
+            raise ValueError("a candidate is not as a backend hands it on (too long, or not encodable)")
+        return response
 
 
 class LLMBackend:
@@ -149,9 +188,31 @@ class LLMBackend:
     calls_per_candidate: bool = False
 
     @property
+    def endpoint(self) -> str | None:
+        """What answers this backend's requests, as a trial record names it (a server's base URL, a local model
+        file's digest); None for a policy mltb computes itself."""
+        return None
+
+    @property
+    def request_settings(self) -> dict[str, Any]:
+        """The backend's settings that change a reply to the same chat (reply length, sampling extras)."""
+        return {}
+
+    @property
     def response_identity(self) -> str:
-        """What, besides the request, decides this backend's replies: the response cache's key part."""
-        return self.name
+        """What, besides the request, decides this backend's replies: the response cache's key part. The
+        model string alone for a policy mltb computes itself; else also what answers (:meth:`answerer`) and
+        the settings, so that two servers addressed by one model name never share replies."""
+        answerer, settings = self.answerer, self.request_settings
+        if answerer is None and not settings:
+            return self.name
+        return json.dumps({"model": self.name, "answerer": answerer, "settings": settings}, sort_keys=True,
+                          default=str)
+
+    @property
+    def answerer(self) -> str | None:
+        """The endpoint as the cache keys it: in full (a record's :meth:`endpoint` may leave parts out)."""
+        return self.endpoint
 
     def __init__(self, name: str | None = None, *, cache: ResponseCache | None = None, seed: int = 0) -> None:
         if name is not None:
@@ -413,21 +474,28 @@ def candidate_from_message(content: Any, native_calls: list[tuple[Any, Any]]) ->
     return Candidate(text, calls, error)
 
 
+def carriable(candidate: Candidate) -> bool:
+    """Whether ``candidate`` is as :func:`admitted` hands it on: its text a string within the bound, the
+    whole encodable as UTF-8 JSON."""
+    if not isinstance(candidate.text, str) or len(candidate.text) > MAX_REPLY_CHARS:
+        return False
+    try:
+        json.dumps(candidate.to_dict(), ensure_ascii=False).encode("utf-8")
+    except (ValueError, TypeError, RecursionError):
+        return False
+    return True
+
+
 def admitted(response: LLMResponse) -> LLMResponse:
     """``response`` as every backend must hand it on (checked in :meth:`LLMBackend.complete`): each candidate's
     text and calls bounded and encodable, so the cache, trajectory and prompts can carry them. A backend
     that builds its candidates with :func:`candidate_from_message` passes unchanged."""
     out = []
     for candidate in response.candidates:
-        text = candidate.text if isinstance(candidate.text, str) else ""
-        try:
-            json.dumps(candidate.to_dict(), ensure_ascii=False).encode("utf-8")
-            fine = len(text) <= MAX_REPLY_CHARS
-        except (ValueError, TypeError, RecursionError):
-            fine = False
-        if fine:
+        if carriable(candidate):
             out.append(candidate)
             continue
+        text = candidate.text if isinstance(candidate.text, str) else ""
         native = [(call.tool_name, {"bindings": call.bindings, "func_kwargs": call.func_kwargs,
                                     **({"output": call.output} if call.output is not None else {})})
                   for call in candidate.tool_calls]

@@ -12,6 +12,7 @@ import random
 import time
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from mltb_core.environment import default as environment_default, read as read_environment
 from mltb_core.llm.base import (Candidate, ContextOverflowError, InfraError, LLMBackend, LLMResponse, Usage,
@@ -21,10 +22,12 @@ from mltb_core.llm.local.models import REPLY_TOKENS
 from mltb_core.llm.prices import Price, PriceTable, load_price_table
 
 __all__ = ["OpenAIBackend", "RetryableResponseError", "RETRY_ENV", "check_retry_env", "server_cached_tokens",
-           "OPENAI_API_HOST", "is_custom_server", "KEYLESS_SERVER_KEY", "CALL_FORMATS", "JSON_CALL_FORMATS",
-           "N_MODES", "check_server_env", "call_format_setting", "n_mode_setting", "json_response_format"]
+           "OPENAI_API_HOST", "OPENAI_API_URL", "public_url", "is_custom_server", "KEYLESS_SERVER_KEY",
+           "CALL_FORMATS", "JSON_CALL_FORMATS", "N_MODES", "check_server_env", "call_format_setting", "n_mode_setting",
+           "json_response_format"]
 
 OPENAI_API_HOST = "api.openai.com"
+OPENAI_API_URL = f"https://{OPENAI_API_HOST}/v1"   # the client's own default base URL
 # Sent as the key to a self-hosted server when no key is set: the client refuses to run without one, and a
 # server started without a key (llama-server, vLLM, Ollama by default) accepts any.
 KEYLESS_SERVER_KEY = "no-key"
@@ -87,6 +90,20 @@ def json_response_format(call_format: str, schema: dict[str, Any]) -> dict[str, 
     if call_format == "json_schema":
         return {"type": "json_schema", "json_schema": {"name": "tool_call", "schema": schema}}
     raise ValueError(f"{call_format!r} is not a JSON call format ({', '.join(JSON_CALL_FORMATS)})")
+
+
+def public_url(url: str) -> str:
+    """``url`` without its user, password, query and fragment (where keys and tokens may be), for records."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    netloc = f"{host}:{port}" if port is not None else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 class RetryableResponseError(Exception):
@@ -190,6 +207,7 @@ class OpenAIBackend(LLMBackend):
             supports_n = {"on": True, "off": False}.get(mode, None if is_custom_server(self.base_url) else True)
         # True: one request returns n choices; False: one request per candidate; None: not yet seen either way.
         self.supports_n: bool | None = supports_n
+        self._declared_n = supports_n   # the key's part: supports_n itself settles as replies show it (auto)
         self._client = None
 
     @property
@@ -200,16 +218,26 @@ class OpenAIBackend(LLMBackend):
         return self.supports_n is not True
 
     @property
-    def response_identity(self) -> str:
-        # Another call format sends another request for the same chat: its replies are not the default's
-        # (whose keys stay as they were).
-        return self.name if self.call_format == "tools" else f"{self.name}|calls={self.call_format}"
-
-    @property
     def constrains_by_default(self) -> bool:
         # A JSON call format keeps one catalogue in the prompt and narrows each call by its schema alone, as the
         # embedded model does; native tools change the prompt with the offered tools (docs/local-model.md).
         return self.call_format in JSON_CALL_FORMATS
+
+    @property
+    def answerer(self) -> str:
+        """The base URL requests go to, in full (OpenAI's API when none is set)."""
+        return (self.base_url or OPENAI_API_URL).strip().rstrip("/")
+
+    @property
+    def endpoint(self) -> str:
+        """The base URL without what may be secret (user, password, query): the record names the server."""
+        return public_url(self.answerer)
+
+    @property
+    def request_settings(self) -> dict[str, Any]:
+        # another call format sends another request for the same chat: its replies are not the default's
+        return {"max_tokens": self.max_tokens, "extra_body": self.extra_body, "supports_n": self._declared_n,
+                "strict_tools": self.strict_tools, "call_format": self.call_format}
 
     # ------------------------------------------------------------------ transport
     @property

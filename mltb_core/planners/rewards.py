@@ -44,6 +44,13 @@ def _relabels(call: ToolCall, before: Scratchpad | None) -> bool:
     return current is None or [str(c) for c in current] != [str(c) for c in columns]
 
 
+# The tool whose outputs are a fitted model's predictions for the test rows (every other route to them,
+# average_predictions or create_submission, starts from its outputs).
+PREDICTION_TOOL = "predict_target"
+NO_MODEL_REASON = ("the submission file is valid, but no model predicted it (predict_target never ran on its "
+                   "path): fit a model, predict the test rows with predict_target and save those predictions")
+
+
 @dataclass
 class PathLog:
     """What the tool calls on the root→node path did (built incrementally per node)."""
@@ -76,7 +83,14 @@ class PathLog:
 
     @property
     def valid_submission(self) -> bool:
-        return self.submission is not None and self.submission_check[0]
+        """A valid submission file written on a path that predicted the test rows with a model: the paper's
+        stage 10 pays "when the agent generates predictions on the test data and writes a valid submission
+        CSV", and its consistency counts such trajectories; a constant column saved without a model is not one."""
+        return self.submission is not None and self.submission_check[0] and self.predicted_by_model
+
+    @property
+    def predicted_by_model(self) -> bool:
+        return PREDICTION_TOOL in self.tools_used
 
     def latest(self) -> list[str]:
         """Visible object names, most recently written first."""
@@ -557,12 +571,23 @@ class _Checker:
                 continue
             self.found["cv_score"], self.found["cv_metric"] = record.score, record.metric
             self.found["model"] = name
+            self.found["target_copies"] = self._target_copies()
             return True, ""
         fit = self._fit_call()
         if other_features:
             return False, (f"The fitted model {other_features!r} was trained on other columns than the train "
                            f"features; fit on them: {fit}.")
         return False, f"No fitted model yet: {fit}."
+
+    def _target_copies(self) -> list[str]:
+        """The columns of the train features stage 7 found that stand in for the target (:func:`target_copies`)."""
+        x_name, y_name = self.found.get("X_train"), self.found.get("y_train")
+        if not (isinstance(x_name, str) and isinstance(y_name, str) and x_name in self.pad and y_name in self.pad):
+            return []
+        X, y = self.pad.get(x_name), self.pad.get(y_name)
+        if not (self._holds("X_train", X) and self._holds("y_train", y)):
+            return []
+        return target_copies(X, y, self.ctx.classes() is not None)
 
     def stage10(self) -> tuple[bool, str]:
         predictions = self.predictions = self._test_predictions()
@@ -744,12 +769,74 @@ def advance(ctx: StageContext, previous: Progress, pad: Scratchpad, log: PathLog
         stage += 1
         passed.append(stage)
         if stage == _MODELING:
-            quality = _quality(ctx, found.get("cv_score"), found.get("cv_metric"))
+            # a fit on a copy of the target scores its CV on the copy: no evidence of a model, no quality
+            copies = found.get("target_copies") or []
+            quality = 0.0 if copies else _quality(ctx, found.get("cv_score"), found.get("cv_metric"))
             reward += 0.5 + 0.5 * quality
         else:
             reward += 1.0
+    copies = found.get("target_copies") or []
+    if copies and _MODELING in passed:   # said once, where the fit is rewarded
+        feedback = " ".join(part for part in (feedback, _copies_note(ctx, copies)) if part)
     predicted = stage == len(REWARD_STAGES) - 1 and checker.predictions is not None
     return Progress(stage, reward, quality, feedback, tuple(passed), predicted), found
+
+
+# A feature stands in for the target when, alone, it predicts the training target this well: a k-class target
+# from at most LEAK_BINS_PER_CLASS * k groups of the feature's values (ordered, equal-sized) with this skill
+# (accuracy above the majority class's, as a share of what the majority leaves: an imbalanced task's every
+# column is 96% accurate), or a regression target with this rank correlation. Met by a copy, a relabelling,
+# arithmetic or a near-copy with noise of the target; far past the best single feature of every bundled expert
+# pipeline (measured in docs/paper-deviations.md); an identifier cannot reach it (too few groups to memorise).
+LEAK_SKILL = 0.95
+LEAK_BINS_PER_CLASS = 4
+
+
+def target_copies(X: pd.DataFrame, y: pd.Series, classification: bool) -> list[str]:
+    """The columns of ``X`` that alone predict ``y`` (aligned by position) near perfectly (see LEAK_SKILL)."""
+    return [str(column) for column, skill in single_feature_skill(X, y, classification).items()
+            if skill >= LEAK_SKILL]
+
+
+def single_feature_skill(X: pd.DataFrame, y: pd.Series, classification: bool) -> dict[Any, float]:
+    """How well each numeric column of ``X`` alone predicts ``y`` (aligned by position): the skill of a few
+    groups of its values (classification) or |Spearman ρ| (regression); O(n log n) per column."""
+    n = len(y)
+    if n == 0 or len(X) != n:
+        return {}
+    out: dict[Any, float] = {}
+    if classification:
+        codes, classes = pd.factorize(y.to_numpy())
+        if (codes < 0).any():
+            return {}
+        k = max(len(classes), 2)
+        bins = LEAK_BINS_PER_CLASS * k
+        majority = np.bincount(codes, minlength=k).max() / n
+    else:
+        target = pd.Series(pd.to_numeric(y, errors="coerce").to_numpy(dtype=float))
+    for column in X.columns:
+        values = pd.to_numeric(X[column], errors="coerce")
+        if values.isna().any():
+            continue
+        if not classification:
+            rho = pd.Series(values.to_numpy(dtype=float)).corr(target, method="spearman")
+            out[column] = abs(float(rho)) if np.isfinite(rho) else 0.0
+            continue
+        groups = values.rank(method="dense").to_numpy(dtype=np.int64) - 1
+        if groups.max() + 1 > bins:   # more values than groups: equal-sized groups along the feature's order
+            groups = ((values.rank(method="first").to_numpy() - 1) * bins // n).astype(np.int64)
+        counts = np.zeros((int(groups.max()) + 1, k), dtype=np.int64)
+        np.add.at(counts, (groups, codes), 1)
+        accuracy = counts.max(axis=1).sum() / n
+        out[column] = float((accuracy - majority) / (1 - majority)) if majority < 1 else 0.0
+    return out
+
+
+def _copies_note(ctx: StageContext, copies: list[str]) -> str:
+    return (f"The fit earns no CV quality: feature(s) {_shown(copies)} alone predict the target "
+            f"{ctx.task.target!r} on the training rows almost perfectly, so they were made from it (the test "
+            "rows have no target to make them from) and the CV score measures the copy, not a model. Drop "
+            "them from the train and test features and fit again.")
 
 
 def _quality(ctx: StageContext, cv: float | None, scored_in: str | None) -> float:

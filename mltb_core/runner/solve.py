@@ -192,12 +192,14 @@ class Solved(Generic[T]):
             return self.worker_failure
         return NO_SUBMISSION if self.grade is None else ("" if self.grade.valid else self.grade.reason)
 
-    def grade_fields(self, task: Task, board: str) -> dict[str, Any]:
+    def grade_fields(self, task: Task, board: str, counted: bool = True) -> dict[str, Any]:
         """The grade's fields of a TrialRecord (the one place they are mapped onto the record). A trial
         without a valid grade carries the task's percentile note too, so tables can exclude the task
-        without a valid trial."""
-        grade = self.grade if self.valid else None
-        return {"valid": self.valid, "score": grade.score if grade else None,
+        without a valid trial. ``counted=False``: a valid file the trial does not count (made without a
+        model, see rewards.PathLog.valid_submission) is recorded as no valid grade."""
+        valid = self.valid and counted
+        grade = self.grade if valid else None
+        return {"valid": valid, "score": grade.score if grade else None,
                 "percentile": grade.percentile if grade else None, "medal": grade.medal if grade else None,
                 "normalized": grade.normalized if grade else None,
                 "percentile_note": grade.percentile_note if grade else percentile_note(task, board=board),

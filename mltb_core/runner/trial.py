@@ -67,6 +67,23 @@ class SearchOutcome:
                 "llm_seconds": usage.seconds}
 
 
+MAX_ENDPOINT_CHARS = 500   # a base URL from the environment, as the record keeps it
+
+
+def endpoint_of(llm: Any) -> str | None:
+    """What answered ``llm``'s calls, for the record (None: no backend yet, the synthetic policy, or a model
+    file that can no longer be read, which the trial's own error then names)."""
+    from mltb_core.llm.base import InfraError
+
+    if llm is None:
+        return None
+    try:
+        endpoint = llm.endpoint
+    except (InfraError, OSError):
+        return None
+    return None if endpoint is None else str(endpoint)[:MAX_ENDPOINT_CHARS]
+
+
 def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None) -> TrialRecord:
     """Run one trial and grade it; ``split`` may be given when the caller already prepared it. ``out_dir`` is
     the attempt's work directory (:class:`~mltb_core.analysis.runstore.TrialFiles` names its files); the
@@ -84,6 +101,7 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
     from mltb_core.llm.base import InfraError
     from mltb_core.planners import get_planner_class
     from mltb_core.planners.episode import Episode
+    from mltb_core.planners.rewards import NO_MODEL_REASON
     from mltb_core.planners.workspace import ModelFault
     from mltb_core.bench.splits import prepare_split
     from mltb_core.toolkit import tools  # noqa: F401  (registers the toolset)
@@ -103,7 +121,7 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
     def record(outcome: Outcome, **fields: Any) -> TrialRecord:
         return TrialRecord.for_config(task.slug, config, outcome, wall_seconds=time.monotonic() - started,
                                       trajectory=str(trajectory_path), load_per_core=load.mean(), **fields,
-                                      extra=extra)
+                                      endpoint=endpoint_of(llm), extra=extra)
 
     def spent(stop_reason: str, stop_kind: StopKind) -> dict[str, Any]:
         """A record's counters when the trial ended early: what was spent still counts (calls, tokens, cost;
@@ -152,11 +170,14 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
         if config.knob("agent_memory"):   # the search's own validity check (the last stage), never the graded labels
             from mltb_core.planners.agent_k import remember
             remember(task.slug, trajectory_path, stage >= STAGE_COUNT)
+        # the paper's consistency counts a valid file only when a model predicted it (PathLog.valid_submission)
+        counted = solved.valid and best.log.predicted_by_model
+        reason = solved.invalid_reason or ("" if counted else NO_MODEL_REASON)
         extra.update(cached_llm_calls=found.usage.cached_calls, best_depth=best.depth,
-                     submission_reason=solved.invalid_reason, worker_peak_mib=solved.peak_mib)
-        return record(Outcome.VALID if solved.valid else Outcome.PLANNER_FAILURE,
-                      **solved.grade_fields(task, config.board), **found.record_fields(),
-                      feedback=(best.progress.feedback or solved.invalid_reason)[:500])
+                     submission_reason=reason, worker_peak_mib=solved.peak_mib)
+        return record(Outcome.VALID if counted else Outcome.PLANNER_FAILURE,
+                      **solved.grade_fields(task, config.board, counted=counted), **found.record_fields(),
+                      feedback=(best.progress.feedback or reason)[:500])
     except ModelFault as exc:   # raised handling the model's output outside the worker (Episode.model_output)
         reason = f"the model's output could not be handled: {exc}"
         writer.write("model_fault", reason=reason)

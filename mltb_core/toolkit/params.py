@@ -37,12 +37,11 @@ import pandas as pd
 from mltb_core.environment import Range
 from mltb_core.toolkit.registry import Tool, ToolInputError
 from mltb_core.toolkit.scratchpad import MAX_OBJECT_NAME_CHARS, OBJECT_NAME_PATTERN
-from mltb_core.toolkit.validation import (TRACKING_COLUMN, is_numeric_dtype, other_rows, require_columns, require_name,
-                                          wrong_rows)
+from mltb_core.toolkit.validation import (TRACKING_COLUMN, is_numeric_dtype, other_rows, require_columns, wrong_rows)
 
 __all__ = ["Kind", "Bound", "Rule", "Column", "ColumnKind", "NUMBER", "INTEGER", "NewName", "OneOf", "ReadFile", "WriteFile", "Range",
            "Part", "FRAME", "PART_FRAME", "frame_of", "SERIES", "TARGET", "TABLE", "PREDICTIONS", "CONVERTIBLE", "ESTIMATOR",
-           "MAX_NAME_CHARS", "MAX_LIST_ITEMS", "OBJECT_NAME", "NEW_NAME", "declarations", "check_arguments",
+           "MAX_NAME_CHARS", "MAX_LIST_ITEMS", "OBJECT_NAME", "NEW_NAME", "NEW_NAME_PATTERN", "new_name_refusal", "MAX_ENUM_COLUMNS", "declarations", "check_arguments",
            "name_schema", "State", "Declarations", "rule_grammar", "parameter_kind", "parameter_docs", "document"]
 
 # Bounds every name and list argument has, in the grammar and in the check alike (a tiny model otherwise
@@ -61,8 +60,58 @@ def name_schema(pattern_head: str, tail: str) -> dict[str, Any]:
 _HEAD, _TAIL = "[A-Za-z_]", "[A-Za-z0-9_]"
 assert OBJECT_NAME_PATTERN == f"{_HEAD}{_TAIL}*", "the grammar's name rule must follow scratchpad's"
 OBJECT_NAME: dict[str, Any] = name_schema(_HEAD, _TAIL)
-# A new column's name: any non-blank text up to the bound.
-NEW_NAME: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": MAX_NAME_CHARS}
+# A new column's name, one declaration that the grammar and NewName.check both derive from: 1 to
+# MAX_NAME_CHARS characters, the first not whitespace (str.isspace's), none a control character, quote,
+# backslash or lone surrogate (a pattern's grammar writes characters as they are, and JSON needs those
+# escaped), and not the tracking column. Regular-expression syntax that Python's re and llama.cpp's pattern
+# converter read alike: character classes, groups, alternation, {m,n}; no lookahead, so "not the tracking
+# column" is spelled out: every name of another length, or of its length that differs from it somewhere.
+_NAME_CHAR_OUT = r'\x00-\x1f"\\\ud800-\udfff'
+_SPACE_OUT = r"\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"   # str.isspace's, beyond \x1f
+
+
+def _class_without(out: str, char: str = "") -> str:
+    return f"[^{out}{re.escape(char)}]"
+
+
+def _new_name_pattern(reserved: str, max_chars: int) -> str:
+    first, rest = _class_without(_NAME_CHAR_OUT + _SPACE_OUT), _class_without(_NAME_CHAR_OUT)
+    k = len(reserved)
+    # of the reserved name's length, differing from it first at position j
+    same_length = ""
+    for j in reversed(range(k)):
+        differ = (_class_without(_NAME_CHAR_OUT + (_SPACE_OUT if j == 0 else ""), reserved[j])
+                  + (f"{rest}{{{k - 1 - j}}}" if j < k - 1 else ""))
+        same_length = differ if j == k - 1 else f"{differ}|{re.escape(reserved[j])}({same_length})"
+    return f"^({first}{rest}{{0,{k - 2}}}|{same_length}|{first}{rest}{{{k},{max_chars - 1}}})$"
+
+
+# The most column names a call schema lists for one column parameter: a wider frame's columns are offered as
+# text as long as its names, which the check then holds to the frame (santander's 200 features are listed).
+MAX_ENUM_COLUMNS = 256
+
+NEW_NAME_PATTERN = _new_name_pattern(TRACKING_COLUMN, MAX_NAME_CHARS)
+_NEW_NAME_RE = re.compile(NEW_NAME_PATTERN)
+NEW_NAME: dict[str, Any] = {"type": "string", "pattern": NEW_NAME_PATTERN}
+
+
+def new_name_refusal(name: Any, param: str) -> str | None:
+    """Why ``name`` is not a new column's name (None: it is): :data:`NEW_NAME_PATTERN` decides, the words
+    say which of its conditions failed."""
+    if isinstance(name, str) and len(name) <= MAX_NAME_CHARS and _NEW_NAME_RE.fullmatch(name):
+        return None
+    if not isinstance(name, str) or not name.strip():
+        return f"'{param}' must be a non-empty column name, got {str(repr(name))[:80]}"
+    if len(name) > MAX_NAME_CHARS:
+        return f"'{param}' is {len(name)} characters long; a column name has at most {MAX_NAME_CHARS}"
+    if name == TRACKING_COLUMN:
+        # rewriting the flags would move test rows into the train part, and every later check with them
+        return (f"'{param}' {TRACKING_COLUMN!r} is the train/test tracking column, written by "
+                "concatenate_train_test and read by split_combined_into_train_test; choose another name")
+    if name[0].isspace():
+        return f"'{param}' {name[:80]!r} starts with whitespace; a column name starts with another character"
+    return (f"'{param}' {name[:80]!r} holds a quote, a backslash or a control character; a column name "
+            "has none")
 
 
 # --------------------------------------------------------------- object parameters (bindings)
@@ -284,6 +333,12 @@ class Column(Rule):
             return base   # bound to no frame: the check has nothing to hold it to
         if not names:
             return None
+        if len(names) > MAX_ENUM_COLUMNS:
+            # the schema grew by every column of every column parameter (12.8 MB after nine self-joins): past
+            # the bound a name is any short text, and the tool's check names the unknown ones
+            lengths = [len(n) for n in names]
+            return _strings_to(base, {"type": "string", "minLength": min(lengths), "maxLength": max(lengths)},
+                               len(names))
         # a longer list repeats a name, which the check refuses: the frame's width bounds it, not MAX_LIST_ITEMS
         return _strings_to(base, {"enum": names}, len(names))
 
@@ -304,15 +359,9 @@ class NewName(Rule):
 
     def check(self, value: Any, param: str, args: Mapping[str, Any], tool: str) -> None:
         for name in ([value] if isinstance(value, str) or not self.many else value):
-            require_name(name, param)
-            if len(name) > MAX_NAME_CHARS:
-                raise ToolInputError(f"'{param}' is {len(name)} characters long; a column name has at most "
-                                     f"{MAX_NAME_CHARS}")
-            if name == TRACKING_COLUMN:
-                # rewriting the flags would move test rows into the train part, and every later check with them
-                raise ToolInputError(f"'{param}' {TRACKING_COLUMN!r} is the train/test tracking column, written by "
-                                     "concatenate_train_test and read by split_combined_into_train_test; choose "
-                                     "another name")
+            why = new_name_refusal(name, param)
+            if why is not None:
+                raise ToolInputError(why)
 
     def doc(self, first_frame: str | None) -> str:
         return f"new column name{'(s)' if self.many else ''}, ≤{MAX_NAME_CHARS} chars{' each' if self.many else ''}"

@@ -610,10 +610,28 @@ class LocalBackend(OpenAIBackend):
     constrains_by_default = True
 
     @property
-    def response_identity(self) -> str:
-        # fast-forward pins the grammar's whitespace: its replies are not plain decoding's (whose keys stay)
-        fast = self.server is not None and self.server.fast_forward
-        return f"{self.name}|fast-forward" if fast else self.name
+    def answerer(self) -> str:
+        """The model file's SHA-256 when this backend serves it (the path may hold another file tomorrow; the
+        port changes every start), else the base URL of the server given."""
+        if self.server is None:
+            return super().answerer
+        from mltb_core.llm.local.models import file_digest
+
+        try:
+            return f"gguf sha256:{file_digest(self.model_path)}"
+        except OSError as exc:
+            raise InfraError(f"{self.name}: cannot read the model file: {exc}") from exc
+
+    @property
+    def endpoint(self) -> str:
+        return self.answerer if self.server is not None else super().endpoint
+
+    @property
+    def request_settings(self) -> dict[str, Any]:
+        settings = {**super().request_settings, "constrained": self.constrained}
+        if self.server is not None:   # fast-forward pins the grammar's whitespace; drafts change the samples
+            settings.update(fast_forward=self.server.fast_forward, draft_tokens=self.server.draft_tokens)
+        return settings
 
     def _request(self, messages: list[dict], tools: list[dict], n: int, temperature: float,
                  seed: int | None, schema: dict[str, Any] | None = None) -> dict[str, Any]:

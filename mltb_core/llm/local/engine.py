@@ -51,7 +51,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from mltb_core.llm.local.forcing import GrammarProbe, canonical_json_grammar
+from mltb_core.llm.local.forcing import GrammarProbe, canonical_json_grammar, json_schema_grammar
 
 __all__ = ["main", "build_parser", "CHAT_ARGS", "CHAT_ROLES", "chatml_prompt", "pid_alive", "users_gone",
            "lookup_draft"]
@@ -275,7 +275,8 @@ class Engine:
         self.llm.reset()
 
     def _grammar(self, schema: Any) -> Any:
-        """The call schema's grammar with json.dumps's whitespace (kept per schema: a search repeats states)."""
+        """The call schema's grammar, with json.dumps's whitespace when fast-forward is on (kept per schema: a
+        search repeats states)."""
         from llama_cpp import llama_grammar
 
         key = json.dumps(schema, sort_keys=True)
@@ -283,7 +284,9 @@ class Engine:
             if len(self._grammars) >= 256:
                 self._grammars.clear()
                 self.forced_starts.clear()
-            gbnf = canonical_json_grammar(llama_grammar.json_schema_to_gbnf(json.dumps(schema)))
+            gbnf = json_schema_grammar(schema)
+            if self.forcing is not None:
+                gbnf = canonical_json_grammar(gbnf)
             self._grammars[key] = llama_grammar.LlamaGrammar.from_string(gbnf, verbose=False)
         return self._grammars[key]
 
@@ -292,7 +295,8 @@ class Engine:
         if not isinstance(kwargs.get("messages"), list):
             raise ValueError("'messages' must be a list")
         response_format = kwargs.get("response_format")
-        if self.forcing is not None and isinstance(response_format, dict) and \
+        # mltb's own converter, not llama-cpp-python's (json_schema_grammar says why)
+        if isinstance(response_format, dict) and \
                 response_format.get("type") == "json_object" and isinstance(response_format.get("schema"), dict):
             kwargs["grammar"] = self._grammar(kwargs.pop("response_format")["schema"])
         n = request.get("n") or 1

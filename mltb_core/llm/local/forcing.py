@@ -17,12 +17,13 @@ whitespace, which is also how every earlier call appears in the model's own hist
 from __future__ import annotations
 
 import ctypes
+import json
 import re
 from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["canonical_json_grammar", "forced_bytes", "emitted_tokens", "GrammarProbe", "FORCED_LIMIT"]
+__all__ = ["json_schema_grammar", "canonical_json_grammar", "forced_bytes", "emitted_tokens", "GrammarProbe", "FORCED_LIMIT"]
 
 # Most bytes forced in one run (a long enum value is forced whole well below this).
 FORCED_LIMIT = 256
@@ -30,6 +31,22 @@ FORCED_LIMIT = 256
 # GBNF literals and character classes, which may contain the word "space" as text.
 _LITERAL = re.compile(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]')
 _SPACE_RULE = re.compile(r'^space ::= .*$', re.MULTILINE)
+
+
+def json_schema_grammar(schema: Any) -> str:
+    """The GBNF of the JSON schema ``schema``, as llama.cpp's converter writes it but with every literal's
+    backslashes escaped: the converter escapes quotes and line breaks only, so an enum value holding a
+    backslash (a column named ``a\\``) became a literal that only matches invalid JSON, and one holding a
+    quote a grammar that does not parse."""
+    from llama_cpp import llama_grammar
+
+    class Converter(llama_grammar.SchemaConverter):
+        def _format_literal(self, literal: str) -> str:
+            return super()._format_literal(literal.replace("\\", "\\\\"))
+
+    converter = Converter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
+    converter.visit(converter.resolve_refs(json.loads(json.dumps(schema)), "stdin"), "")
+    return converter.format_grammar()
 
 
 def canonical_json_grammar(gbnf: str) -> str:

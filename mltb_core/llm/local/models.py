@@ -29,7 +29,8 @@ from mltb_core.environment import read as read_environment
 
 __all__ = ["Part", "LocalModel", "MODELS", "DEFAULT_LOCAL_MODEL", "ModelFileError", "MODELS_DIR_ENV",
            "register_model", "get_model", "models_dir", "model_path", "part_file", "installed_problems",
-           "assembled_path", "verify_file", "model_for_path", "sha256_file", "model_status"]
+           "assembled_path", "verify_file", "model_for_path", "sha256_file", "file_digest",
+           "model_status"]
 
 MODELS_DIR_ENV = "MLTB_MODELS_DIR"
 _CHUNK = 4 << 20
@@ -217,6 +218,23 @@ def verify_file(path: Path, size: int, sha256: str) -> str | None:
         return f"{path} has SHA-256 {got}, expected {sha256}"
     _VERIFIED.add(stamp)
     return None
+
+
+# SHA-256 of model files by stamp (path, size, mtime_ns, inode): each file read once per process at most.
+_DIGESTS: dict[tuple[str, int, int, int], str] = {}
+
+
+def file_digest(path: str | os.PathLike) -> str:
+    """The SHA-256 of the file at ``path``, once per process and stamp: a named model's file this process has
+    verified against its pin (:func:`verify_file`) is its pin, read no more; any other file is hashed once.
+    OSError when the file cannot be read."""
+    path = Path(path)
+    stamp = _stamp(path)
+    if stamp not in _DIGESTS:
+        named = model_for_path(path)
+        pinned = named is not None and stamp in _VERIFIED and stamp[1] == named.size
+        _DIGESTS[stamp] = named.sha256 if pinned and named is not None else sha256_file(path)
+    return _DIGESTS[stamp]
 
 
 def assembled_path(model: LocalModel) -> Path:
