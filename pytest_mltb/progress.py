@@ -14,7 +14,8 @@ trial this shows: items done / total, running cost ($ and tokens), valid trials 
   episode (mltb_core/planners/progress.py): on a terminal in the status line at every call, otherwise a
   plain line on the first call and then at most every ``CALL_INTERVAL`` seconds. A trial in an xdist worker
   is not heard (its process has no terminal).
-- After Ctrl-C, one line: how many trials were recorded and that ``--resume`` continues the run.
+- After Ctrl-C, one line: how many trials were recorded, how many LLM calls the checkpoints of the trials it
+  cut short keep (mltb_core/runner/checkpoint.py), and that ``--resume`` continues the run from there.
 
 Hook point: ``pytest_runtest_logreport`` on the controller, reading the teardown report's
 ``mltb_record`` user property — the record each worker attaches (see session.attach) and that the
@@ -201,6 +202,23 @@ class ProgressReporter:
             _end_line(terminal)
             terminal.write_line(self.status())
 
+    def _kept(self) -> str:
+        """", 24 LLM calls of the unfinished trial kept": what the checkpoints of the trials the interrupt cut
+        short keep for ``--resume`` to replay ('' when none)."""
+        from mltb_core.analysis.runstore import RunStore
+        from mltb_core.runner.checkpoint import kept_calls
+
+        from .plugin import CONTEXT
+
+        context = self.config.stash.get(CONTEXT, None)
+        if context is None:
+            return ""
+        calls, trials = kept_calls(RunStore(context.run_dir).checkpoints())
+        if not calls:
+            return ""
+        which = "the unfinished trial" if trials == 1 else f"{trials} unfinished trials"
+        return f", {calls} LLM call{'s' if calls != 1 else ''} of {which} kept"
+
     def _bottom_line(self, terminal, text: str) -> None:
         """Write ``text`` on the reserved bottom row (reserving it on first use), cursor restored."""
         cols, rows = shutil.get_terminal_size()
@@ -223,6 +241,6 @@ class ProgressReporter:
             terminalreporter.write_line(self.status().replace(" · ETA 0s", ""))
         if self.interrupted:
             total = self.total if self.total is not None else "?"
-            terminalreporter.write_line(f"mltb: interrupted: {self.trials} of {total} trials recorded; continue "
-                                        "with `--resume` (and the same options)", yellow=True, bold=True)
+            terminalreporter.write_line(f"mltb: interrupted: {self.trials} of {total} trials recorded{self._kept()}; "
+                                        "continue with `--resume` (and the same options)", yellow=True, bold=True)
         yield
