@@ -166,6 +166,8 @@ def test_ctrl_c_keeps_the_trials_calls_and_resume_continues_from_the_last(tmp_pa
     [record] = read_records(tmp_path / "cut" / "results.jsonl")
     assert same_trial_fields(record) == same_trial_fields(expected)
     assert record.extra["resumed"]["replayed_llm_calls"] == 4
+    assert record.outcome == "planner_failure"                      # seed 0 at 8 calls: the failure says it resumed
+    assert "resumed: 4 LLM calls replayed from the interrupted run (every kept request replayed)" in resumed.stdout
     trajectory = lambda run_dir, r: run_dir / r.trajectory   # noqa: E731 - relative to the run directory
     assert llm_steps(trajectory(tmp_path / "cut", record)) == llm_steps(trajectory(tmp_path / "whole", expected))
     assert not list((tmp_path / "cut").glob("work/*/checkpoints/*.jsonl"))   # a recorded trial keeps no checkpoint
@@ -214,3 +216,49 @@ def test_a_resumed_trial_on_the_tiny_model_sends_the_server_none_of_the_recorded
     assert resumed.llm_calls >= 3 and len(live) == resumed.llm_calls - 2
     calls = [json.loads(line) for line in Path(resumed.trajectory).read_text().splitlines()]
     assert sum(s["step_type"] == "llm_call" for s in calls) == resumed.llm_calls
+
+
+def test_a_checkpoint_replays_answers_and_context_overflows_counted_as_charged(tmp_path):
+    """The unit under the trial: what the model answered (a reply, or a refusal of a request longer than its
+    window) is replayed as it was, charged as it was; the first request not recorded goes to the model."""
+    import pytest
+
+    from mltb_core.llm.base import Candidate, ContextOverflowError, LLMBackend, LLMResponse, Usage
+    from mltb_core.planners.trajectory import TrajectoryWriter
+    from mltb_core.runner.checkpoint import ReplayingBackend, TrialCheckpoint
+
+    class Scripted(LLMBackend):
+        def __init__(self):
+            super().__init__("scripted")
+            self.asked = 0
+
+        def _generate(self, messages, tools, n, temperature, seed):
+            self.asked += 1
+            if len(messages) > 1:
+                raise ContextOverflowError("the request is longer than the window")
+            return LLMResponse([Candidate(f"reply {self.asked}")], Usage(prompt_tokens=50, completion_tokens=5, calls=1,
+                                                                          cost_usd=0.25))
+
+    short, long_ = [{"role": "user", "content": "a"}], [{"role": "user", "content": "a"}] * 2
+    path = tmp_path / "checkpoint.jsonl"
+    first = ReplayingBackend(Scripted(), TrialCheckpoint(path), TrajectoryWriter(None))
+    assert first.complete(short, []).candidates[0].text == "reply 1"
+    with pytest.raises(ContextOverflowError):
+        first.complete(long_, [])
+    first.close()
+
+    model = Scripted()
+    again = ReplayingBackend(model, TrialCheckpoint(path), TrajectoryWriter(tmp_path / "trajectory.jsonl"))
+    assert again.complete(short, []).candidates[0].text == "reply 1"
+    with pytest.raises(ContextOverflowError, match="longer than the window"):
+        again.complete(long_, [])
+    assert model.asked == 0                                        # both answered from the record
+    assert again.complete([{"role": "user", "content": "b"}], []).candidates[0].text == "reply 1"   # live
+    again.close()
+    assert model.asked == 1
+    assert (again.usage.calls, again.usage.prompt_tokens, again.usage.cost_usd) == (2, 100, 0.5)
+    assert again.checkpoint.summary() == {"kept_requests": 2, "kept_llm_calls": 1, "replayed_requests": 2,
+                                          "replayed_llm_calls": 1, "replay_stopped": "every kept request replayed"}
+    ended = [json.loads(line) for line in (tmp_path / "trajectory.jsonl").read_text().splitlines()]
+    assert [s["step_type"] for s in ended] == ["replay_ended"]
+    assert TrialCheckpoint(path).kept == 3                         # the live answer joined the record
