@@ -146,26 +146,31 @@ DAMAGE = {
 
 @pytest.fixture(scope="module")
 def whole_trial(tmp_path_factory):
-    """An uninterrupted sim trial and the checkpoint it left in its work directory (12 answered requests)."""
+    """An uninterrupted sim trial of 12 calls, and the checkpoint the same trial leaves when Ctrl-C comes at call 7."""
+    from mltb_core.analysis.runstore import TrialFiles
     from mltb_core.bench.tasks import get_task
     from mltb_core.runner.trial import run_trial
-    from test_resume_kill import sim_config
+    from test_resume_kill import interrupt_after, sim_config
 
     out = tmp_path_factory.mktemp("whole")
-    record = run_trial(get_task("spaceship-titanic"), sim_config("react"), out)
-    return record, (out / "checkpoints" / f"{record.case_id}.jsonl").read_bytes().splitlines(keepends=True)
+    record = run_trial(get_task("spaceship-titanic"), sim_config("react"), out / "whole")
+    assert not TrialFiles(out / "whole", record.case_id).checkpoint.exists()   # a finished trial keeps none
+    with pytest.MonkeyPatch.context() as patch:
+        interrupt_after(patch, 6)
+        with pytest.raises(KeyboardInterrupt):
+            run_trial(get_task("spaceship-titanic"), sim_config("react"), out / "cut")
+    return record, TrialFiles(out / "cut", record.case_id).checkpoint.read_bytes().splitlines(keepends=True)
 
 
 @pytest.mark.parametrize("damage", DAMAGE, ids=list(DAMAGE))
 def test_a_damaged_checkpoint_replays_its_intact_prefix_then_the_trial_goes_on_live(whole_trial, tmp_path, damage):
     from mltb_core.analysis.runstore import TrialFiles
     from mltb_core.bench.tasks import get_task
-    from mltb_core.runner.checkpoint import TrialCheckpoint
     from mltb_core.runner.trial import run_trial
     from test_resume_kill import llm_steps, same_trial_fields, sim_config
 
     whole, lines = whole_trial
-    assert len(lines) == 12
+    assert len(lines) == 6
     damaged, replayed, why = DAMAGE[damage]
     path = TrialFiles(tmp_path, whole.case_id).checkpoint
     path.parent.mkdir(parents=True)
@@ -179,8 +184,7 @@ def test_a_damaged_checkpoint_replays_its_intact_prefix_then_the_trial_goes_on_l
     note = resumed.extra["resumed"]
     assert note["replayed_requests"] == replayed and note["replayed_llm_calls"] == replayed
     assert why in note["replay_stopped"] and "live from there" in note["replay_stopped"]
-    kept = TrialCheckpoint(path)                     # the damage is cut away: the file holds this trial's calls
-    assert kept.damaged is None and kept.kept == 12
+    assert not path.exists()                          # the trial ended with its record: nothing left to resume
 
 
 def test_an_empty_checkpoint_is_a_fresh_start(whole_trial, tmp_path):
@@ -195,3 +199,26 @@ def test_an_empty_checkpoint_is_a_fresh_start(whole_trial, tmp_path):
     path.write_bytes(b"")
     resumed = run_trial(get_task("spaceship-titanic"), sim_config("react"), tmp_path)
     assert same_trial_fields(resumed) == same_trial_fields(whole) and "resumed" not in resumed.extra
+
+
+def test_a_torn_checkpoint_is_cut_where_it_tore_and_a_second_interrupt_keeps_both_runs_calls(whole_trial, tmp_path):
+    from mltb_core.analysis.runstore import TrialFiles
+    from mltb_core.bench.tasks import get_task
+    from mltb_core.runner.checkpoint import TrialCheckpoint
+    from mltb_core.runner.trial import run_trial
+    from test_resume_kill import interrupt_after, llm_steps, same_trial_fields, sim_config
+
+    whole, lines = whole_trial
+    path = TrialFiles(tmp_path, whole.case_id).checkpoint
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"".join(lines[:3]) + lines[3][:40])                    # kill -9 while writing call 4
+    with pytest.MonkeyPatch.context() as patch:
+        interrupt_after(patch, 2)                                           # 3 replayed, 2 live, Ctrl-C at call 6
+        with pytest.raises(KeyboardInterrupt):
+            run_trial(get_task("spaceship-titanic"), sim_config("react"), tmp_path)
+    kept = TrialCheckpoint(path)
+    assert kept.damaged is None and kept.kept == 5 and path.read_bytes().startswith(b"".join(lines[:3]))
+    resumed = run_trial(get_task("spaceship-titanic"), sim_config("react"), tmp_path)
+    assert resumed.extra["resumed"]["replayed_requests"] == 5
+    assert same_trial_fields(resumed) == same_trial_fields(whole)
+    assert llm_steps(Path(resumed.trajectory)) == llm_steps(Path(whole.trajectory))

@@ -10,7 +10,8 @@ report``, ``export``, ``compare``, ``--resume``) finds files through :class:`Run
                                                once its record is written (:meth:`RunStore.write`):
         trajectories/<case>.jsonl              the trajectory while the trial writes it
         checkpoints/<case>.jsonl               every answered LLM request, which a resumed trial replays
-                                               (mltb_core/runner/checkpoint.py); gone with the record
+                                               (mltb_core/runner/checkpoint.py); removed by a trial that
+                                               ends with a record other than an infrastructure error
         sandboxes/<case>/                      the tool worker's sandbox
         submissions/<case>.csv                 the parent's copy of the submission it grades
         data/<task>-seed<seed>/                the task's train/test files the agent may read
@@ -236,10 +237,5 @@ class RunStore:
         append_records(self.results_path, [record])
         work = self.work_dir(record.case_id).resolve()
         # a record a conftest built names its own task and model: remove only a directory of this run's work/
-        if record.outcome == Outcome.INFRA_ERROR or work.parent != (self.run_dir / WORK_DIR).resolve():
-            return
-        if keep_work:   # the trial is finished: a checkpoint left would replay into the next trial of this case
-            for attempt in [work, *work.glob("attempt*")]:
-                TrialFiles(attempt, record.case_id).checkpoint.unlink(missing_ok=True)
-        else:
+        if not keep_work and record.outcome != Outcome.INFRA_ERROR and work.parent == (self.run_dir / WORK_DIR).resolve():
             shutil.rmtree(work, ignore_errors=True)

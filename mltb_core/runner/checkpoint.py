@@ -9,6 +9,8 @@ start with the same seed, and :class:`ReplayingBackend` answers each request fro
 the model while the request is the recorded one, in order; tool calls execute again (they are
 deterministic and cheap). The first request that differs, a damaged or torn line, or the record's end
 stops the replay for good: the rest of the trial runs live, and the record says so (``extra.resumed``).
+A trial that ends with a record removes its checkpoint, but after an infrastructure error (whose rerun
+replays it); an interrupt or a killed process leaves it.
 
 Accounting: a replayed call counts as it was charged when the model answered it (its tokens, cost, calls
 and seconds), so a resumed trial's record equals the uninterrupted one; the interrupted session wrote no
@@ -226,6 +228,13 @@ class TrialCheckpoint:
         if self._fh is not None:
             self._fh.close()
             self._fh = None
+
+    def discard(self) -> None:
+        """The trial ended with its record: nothing is left to resume, and a checkpoint left behind would
+        replay into the next trial of this case in the same directory."""
+        self.close()
+        if self.path is not None:
+            self.path.unlink(missing_ok=True)
 
 
 class ReplayingBackend(LLMBackend):

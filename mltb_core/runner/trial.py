@@ -108,6 +108,8 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
         resumed = checkpoint.summary()
         if resumed is not None:
             extra["resumed"] = resumed
+        if outcome != Outcome.INFRA_ERROR:   # finished: only an infrastructure error's rerun replays it
+            checkpoint.discard()
         return TrialRecord.for_config(task.slug, config, outcome, wall_seconds=time.monotonic() - started,
                                       trajectory=str(trajectory_path), load_per_core=load.mean(), **fields,
                                       extra=extra)
