@@ -118,6 +118,7 @@ def interrupt_after(monkeypatch, calls: int) -> list[int]:
 def test_an_interrupted_trial_resumes_from_its_last_call_to_the_uninterrupted_record(tmp_path, monkeypatch):
     import pytest
 
+    from mltb_core.analysis.runstore import TrialFiles
     from mltb_core.bench.tasks import get_task
     from mltb_core.runner.trial import run_trial
 
@@ -129,8 +130,12 @@ def test_an_interrupted_trial_resumes_from_its_last_call_to_the_uninterrupted_re
         interrupt_after(patch, 5)
         with pytest.raises(KeyboardInterrupt):
             run_trial(task, config, tmp_path / "cut")
+    checkpoint = TrialFiles(tmp_path / "cut", whole.case_id).checkpoint
+    kept = [json.loads(line) for line in checkpoint.read_text().splitlines()]
+    assert len(kept) == 5
     live = interrupt_after(monkeypatch, 10**9)
     resumed = run_trial(task, config, tmp_path / "cut")
+    assert resumed.wall_seconds > kept[-1]["elapsed"]       # the earlier run's seconds count too
     assert live[0] == 12 - 5                                  # the model was asked only for the calls not kept
     assert same_trial_fields(resumed) == same_trial_fields(whole)
     assert llm_steps(Path(resumed.trajectory)) == llm_steps(Path(whole.trajectory))

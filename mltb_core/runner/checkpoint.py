@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import time
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -77,6 +78,7 @@ class _Entry:
 
     request: str
     offset: int                     # where its line starts in the file (the replay cuts the file there)
+    elapsed: float                  # the trial's seconds when the answer arrived
     response: LLMResponse | None
     overflow: str | None
 
@@ -88,11 +90,14 @@ class _Entry:
         request = value.get("request")
         if not isinstance(request, str) or len(request) != 64:
             raise ValueError("no request identity")
+        elapsed = value.get("elapsed")
+        if isinstance(elapsed, bool) or not isinstance(elapsed, (int, float)) or not 0 <= elapsed < 1e9:
+            raise ValueError("no elapsed seconds")
         recorded = value.get("overflow", value.get("reply"))
         if value.get("check") != _check(recorded):
             raise ValueError("its check digest does not match what it records")
         if isinstance(value.get("overflow"), str):
-            return cls(request, offset, None, value["overflow"][:2_000])
+            return cls(request, offset, float(elapsed), None, value["overflow"][:2_000])
         reply = value.get("reply")
         if not isinstance(reply, dict) or not isinstance(reply.get("candidates"), list) or not reply["candidates"]:
             raise ValueError("no reply with candidates")
@@ -102,7 +107,7 @@ class _Entry:
             raise ValueError(f"a candidate cannot be read ({type(exc).__name__})") from None
         if not all(isinstance(c.text, str) and (c.error is None or isinstance(c.error, str)) for c in candidates):
             raise ValueError("a candidate's text or error is not a string")
-        return cls(request, offset, admitted(LLMResponse(candidates, _usage(reply.get("usage")))), None)
+        return cls(request, offset, float(elapsed), admitted(LLMResponse(candidates, _usage(reply.get("usage")))), None)
 
 
 class TrialCheckpoint:
@@ -114,8 +119,10 @@ class TrialCheckpoint:
     live answer is appended and flushed, so an interrupt loses at most the request in flight.
     """
 
-    def __init__(self, path: Path | None):
+    def __init__(self, path: Path | None, started: float | None = None):
         self.path = Path(path) if path else None
+        self.started = time.monotonic() if started is None else started   # the trial's start (monotonic clock)
+        self._last_replay: tuple[float, float] | None = None   # (the trial's seconds it records, when replayed)
         self.entries: list[_Entry] = []
         self.damaged: str | None = None    # why reading stopped before the file's end
         self.end = 0                       # the byte after the last entry read (its newline included)
@@ -185,6 +192,7 @@ class TrialCheckpoint:
             entry = self.entries[self.replayed]
             if entry.request == request:
                 self.replayed += 1
+                self._last_replay = (entry.elapsed, time.monotonic())
                 if entry.response is not None:
                     self.replayed_calls += _calls(entry.response.usage)
                 return entry
@@ -196,13 +204,21 @@ class TrialCheckpoint:
     def stop(self, reason: str) -> None:
         self.stopped = reason
 
+    def seconds(self) -> float:
+        """The trial's wall seconds so far: after a replay, the earlier run's seconds at the last answer replayed
+        plus the time since (the earlier run's call in flight and this run's restart are not counted)."""
+        if self._last_replay is None:
+            return time.monotonic() - self.started
+        recorded, replayed_at = self._last_replay
+        return recorded + time.monotonic() - replayed_at
+
     def record(self, request: str, response: LLMResponse | None = None, overflow: str | None = None) -> None:
         """Append a live answer (or the context overflow a request met)."""
         if self.path is None:
             return
         if self._fh is None:
             self._open()
-        line: dict[str, Any] = {"v": CHECKPOINT_VERSION, "request": request}
+        line: dict[str, Any] = {"v": CHECKPOINT_VERSION, "request": request, "elapsed": round(self.seconds(), 3)}
         if overflow is not None:
             line["overflow"] = overflow
         else:

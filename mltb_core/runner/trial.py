@@ -96,7 +96,7 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
     files = TrialFiles(out_dir, ident)
     trajectory_path = files.trajectory
     # an unfinished earlier run of this attempt left its answered requests: read before anything is rewritten
-    checkpoint = TrialCheckpoint(files.checkpoint)
+    checkpoint = TrialCheckpoint(files.checkpoint, started)
     writer = TrajectoryWriter(trajectory_path)
     llm: Any = None
     episode = None
@@ -110,7 +110,7 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
             extra["resumed"] = resumed
         if outcome != Outcome.INFRA_ERROR:   # finished: only an infrastructure error's rerun replays it
             checkpoint.discard()
-        return TrialRecord.for_config(task.slug, config, outcome, wall_seconds=time.monotonic() - started,
+        return TrialRecord.for_config(task.slug, config, outcome, wall_seconds=checkpoint.seconds(),
                                       trajectory=str(trajectory_path), load_per_core=load.mean(), **fields,
                                       extra=extra)
 
