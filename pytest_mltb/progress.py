@@ -206,14 +206,14 @@ class ProgressReporter:
         """", 24 LLM calls of the unfinished trial kept": what the checkpoints of the trials the interrupt cut
         short keep for ``--resume`` to replay ('' when none)."""
         from mltb_core.analysis.runstore import RunStore
-        from mltb_core.runner.checkpoint import kept_calls
+        from mltb_core.runner.checkpoint import kept_for_resume
 
         from .plugin import CONTEXT
 
         context = self.config.stash.get(CONTEXT, None)
         if context is None:
             return ""
-        calls, trials = kept_calls(RunStore(context.run_dir).checkpoints())
+        calls, trials = kept_for_resume(RunStore(context.run_dir).checkpoints())
         if not calls:
             return ""
         which = "the unfinished trial" if trials == 1 else f"{trials} unfinished trials"

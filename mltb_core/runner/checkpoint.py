@@ -33,7 +33,7 @@ from mltb_core.llm.base import Candidate, ContextOverflowError, LLMBackend, LLMR
 from mltb_core.planners.trajectory import TrajectoryWriter
 from mltb_core.toolkit.registry import ToolCallError
 
-__all__ = ["TrialCheckpoint", "ReplayingBackend", "request_identity", "kept_calls", "CHECKPOINT_VERSION"]
+__all__ = ["TrialCheckpoint", "ReplayingBackend", "request_identity", "kept_for_resume", "CHECKPOINT_VERSION"]
 
 CHECKPOINT_VERSION = 1
 
@@ -310,7 +310,7 @@ class ReplayingBackend(LLMBackend):
         self.inner.close()
 
 
-def kept_calls(paths: list[Path]) -> tuple[int, int]:
+def kept_for_resume(paths: list[Path]) -> tuple[int, int]:
     """``(LLM calls, trials)`` the checkpoints at ``paths`` keep for a resume (unreadable ones keep nothing)."""
     calls = trials = 0
     for path in paths:
