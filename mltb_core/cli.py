@@ -639,8 +639,18 @@ def _planner_names() -> list[str]:
 
 
 def _path_list(text: str) -> list[str]:
-    """One --tasks-dir value: a directory, or several joined by os.pathsep (as MLTB_TASKS_DIR)."""
-    return [part for part in text.split(os.pathsep) if part]
+    """One --tasks-dir value: a directory, or several joined by os.pathsep (as MLTB_TASKS_DIR), made absolute
+    as the setting makes its values (mltb_core.config)."""
+    from mltb_core.config import SETTINGS_BY_NAME
+
+    return [part for part in SETTINGS_BY_NAME["tasks_dir"].absolute(text).split(os.pathsep) if part]
+
+
+def _work_dir(text: str) -> str:
+    """A directory a command works in (its trial's tool worker starts in ``/``): absolute from here on."""
+    from mltb_core.environment import absolute_path
+
+    return absolute_path(text)
 
 
 def _add_run_arguments(sub: argparse.ArgumentParser) -> None:
@@ -709,7 +719,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     sub = add("split", cmd_split, "write a task's train.csv, test.csv and test_labels.csv", [*common, seed])
     sub.add_argument("task", metavar="TASK")
-    sub.add_argument("--out", required=True, metavar="DIR", help="directory to write the three files into")
+    sub.add_argument("--out", required=True, type=_work_dir, metavar="DIR", help="directory to write the three files into")
 
     sub = add("score", cmd_score, "grade a submission CSV on a task's held-out split", [*common, seed, board])
     sub.add_argument("task", metavar="TASK")
@@ -719,7 +729,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
               [*common, seed, board])
     sub.add_argument("task", metavar="TASK")
     sub.add_argument("calls", metavar="CALLS.jsonl")
-    sub.add_argument("--out", metavar="DIR", help="keep the sandbox here (default: a temporary directory)")
+    sub.add_argument("--out", type=_work_dir, metavar="DIR", help="keep the sandbox here (default: a temporary directory)")
 
     sub = add("expert", cmd_expert, "run a task's expert reference trajectory ('all': every offline task)",
               [*common, seed, board])

@@ -12,6 +12,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import MISSING, dataclass, field, fields, replace
+from pathlib import Path
 from typing import Any
 
 from mltb_core import environment
@@ -19,9 +20,10 @@ from mltb_core.bench.tasks import BOARDS, DEFAULT_BOARD
 from mltb_core.toolkit.registry import DEFAULT_TOOLSET, TOOLSETS
 from mltb_core.llm.backends import DEFAULT_MODEL, ModelRef, as_model_ref, builtin_model_forms, model_id
 # declared in mltb_core.environment (the lowest layer, so every module can read through it)
-from mltb_core.environment import ENVIRONMENT, EnvironmentVariable, Range, parse_bool
+from mltb_core.environment import (ENVIRONMENT, PATH, PATH_LIST, EnvironmentVariable, Range, absolute_path, absolute_paths,
+                                   parse_bool)
 
-__all__ = ["TrialConfig", "trial_seed", "Range", "OptionValueError", "FIELD_RANGES", "RUN_RANGES",
+__all__ = ["TrialConfig", "trial_seed", "MAX_TRIAL", "SEED_RANGE", "Range", "OptionValueError", "FIELD_RANGES", "RUN_RANGES",
            "OPTION_FIELDS", "option_range", "parse_option", "check_option", "EnvironmentValueError",
            "check_environment", "Setting", "SettingValueError", "option", "SETTINGS", "TRIAL_SETTINGS",
            "SESSION_SETTINGS", "SETTINGS_BY_NAME", "settings_for", "add_settings", "read_environment",
@@ -83,6 +85,7 @@ class Setting:
     knob: bool = False            # a planner's own setting (see :func:`knob`)
     planners: tuple[str, ...] = ()   # a knob's planners, named in its help
     listing: Callable[[], Iterable[str]] | None = None   # registered names the help lists (planners)
+    path: str | None = None       # PATH or PATH_LIST: parsed to absolute paths, once, here (see :meth:`parse`)
 
     @property
     def flag(self) -> str:
@@ -127,10 +130,15 @@ class Setting:
             raise OptionValueError(label or self.name, value, f"one of {', '.join(self.choices)}")
         return value
 
-    def parse(self, raw: Any, where: str) -> Any:
-        """A typed-in value (text from the environment, an ini file or a flag) -> a checked value."""
+    def parse(self, raw: Any, where: str, base: str | Path | None = None) -> Any:
+        """A typed-in value (text from the environment, an ini file or a flag) -> a checked value. A path
+        setting's value becomes absolute here, relative to ``base`` (an ini file's directory) or else the working
+        directory, so that no later reader (a run directory's trials, their tool worker in ``/``) sees a
+        relative one."""
         if raw is None or (isinstance(raw, bool) and self.kind != VALUE):
             return raw
+        if self.path is not None:
+            return self.absolute(raw, base)
         try:
             if self.range is not None:
                 return parse_option(self.name, raw, where)
@@ -144,6 +152,11 @@ class Setting:
             raise SettingValueError(where, exc.detail) from None
         except ValueError as exc:
             raise SettingValueError(where, str(exc)) from None
+
+
+    def absolute(self, raw: Any, base: str | Path | None = None) -> str:
+        """This path setting's text as absolute path(s) (a ``--tasks-dir`` list: each entry)."""
+        return absolute_paths(str(raw), base) if self.path == PATH_LIST else absolute_path(str(raw), base)
 
 
 def option(default: Any = MISSING, help: str = "", *, range: Range | None = None,
@@ -162,6 +175,9 @@ def option(default: Any = MISSING, help: str = "", *, range: Range | None = None
 SETTING_META, HASHED_META = "mltb_setting", "mltb_hashed"
 _AT_LEAST_1 = Range(int, 1)
 _AT_LEAST_0 = Range(int, 0)
+# Trial numbers stay small enough for a file name (case_id) and a record's range (analysis/results.py).
+MAX_TRIAL = 99_999
+SEED_RANGE = Range(int, 0, 2**32 - 1, why="seeds numpy's generators")
 _POSITIVE = Range(float, 0, low_open=True)
 _UNLIMITED = "unlimited"
 _PLANNERS_OWN = "the planner's own"
@@ -176,9 +192,8 @@ class TrialConfig:
     of ``pytest`` and ``mltb run`` (flag, ini key, environment variable, range, help): one entry each."""
     planner: str
     model: ModelRef    # a model string is parsed here (library callers); the front ends pass a parsed one
-    seed: int = option(0, "base seed of the run (each trial derives its own)",
-                       range=Range(int, 0, 2**32 - 1, why="seeds numpy's generators"))
-    trial: int = option(0, "trial number", range=_AT_LEAST_0, front_ends=RUN_ONLY)
+    seed: int = option(0, "base seed of the run (each trial derives its own)", range=SEED_RANGE)
+    trial: int = option(0, "trial number", range=Range(int, 0, MAX_TRIAL), front_ends=RUN_ONLY)
     # search budgets (None = unlimited); a budget hit ends the search cleanly
     max_iterations: int = option(40, "search iterations / ReAct steps per trial", range=_AT_LEAST_1)
     max_depth: int = option(40, "max tool calls on one path", range=_AT_LEAST_1)
@@ -311,8 +326,11 @@ TRIAL_SETTINGS: tuple[Setting, ...] = _trial_settings()
 GATE_PRESETS: dict[str, dict[str, str]] = {
     "ci": {"model": "sim", "planner": "all",
            "task": "spaceship-titanic,playground-series-s3e1,costa-rican-household-poverty-prediction",
-           "trials": "2", "seed": "0", "max_llm_calls": str(MATCHED_LLM_CALLS)},
+           "trials": "4", "seed": "0", "max_llm_calls": str(MATCHED_LLM_CALLS)},
 }
+# The share of a planner's baseline level (valid submissions, median score) over its synthetic-policy cells whose
+# loss on the paired seeds is a REGRESSION at any n (--gate-lost-share; mltb_core.analysis.compare._behaviour).
+GATE_LOST_SHARE = 0.5
 
 # Session-level settings: how a run is organised, not what a trial does (never hashed).
 SESSION_SETTINGS: tuple[Setting, ...] = (
@@ -324,10 +342,11 @@ SESSION_SETTINGS: tuple[Setting, ...] = (
     Setting("task", "task slug(s), comma list", front_ends=PYTEST_ONLY, unset_text="every offline task"),
     # mltb's subcommands share their own repeatable --tasks-dir (same spelling, a list)
     Setting("tasks_dir", "extra directories of task specs (an os.pathsep list, like MLTB_TASKS_DIR)",
+            front_ends=PYTEST_ONLY, path=PATH_LIST),
+    Setting("trials", "trials per (task, planner, model)", default=1, range=Range(int, 1, MAX_TRIAL + 1),
             front_ends=PYTEST_ONLY),
-    Setting("trials", "trials per (task, planner, model)", default=1, range=_AT_LEAST_1, front_ends=PYTEST_ONLY),
     Setting("out", "run directory (with --resume: the newest one under mltb-runs)",
-            flag_name="--mltb-out", unset_text="mltb-runs/<timestamp>"),
+            flag_name="--mltb-out", unset_text="mltb-runs/<timestamp>", path=PATH),
     Setting("run_max_cost", "dollars for the whole run: no new trial starts after it is spent",
             range=_POSITIVE, front_ends=PYTEST_ONLY, unset_text=_UNLIMITED),
     Setting("run_max_seconds", "wall seconds for the whole run: no new trial starts after",
@@ -346,10 +365,16 @@ SESSION_SETTINGS: tuple[Setting, ...] = (
                            + "; ".join(f"{name}: " + ", ".join(f"{k} {v}" for k, v in preset.items())
                                        for name, preset in GATE_PRESETS.items()),
             choices=tuple(GATE_PRESETS), front_ends=PYTEST_ONLY),
-    Setting("save_baseline", "write the run's per-task figures to FILE", front_ends=PYTEST_ONLY),
-    Setting("compare", "compare the run with a baseline FILE", front_ends=PYTEST_ONLY),
+    Setting("save_baseline", "write the run's per-task figures to FILE", front_ends=PYTEST_ONLY, path=PATH),
+    Setting("compare", "compare the run with a baseline FILE", front_ends=PYTEST_ONLY, path=PATH),
     Setting("fail_on_regression", "fail on a drop beyond noise, e.g. 'consistency:-0.05,percentile:-2' "
                                   "(needs --compare)", front_ends=PYTEST_ONLY),
+    # docs/gating.md: a synthetic-policy cell is deterministic per seed, so what its paired trials show is a fact
+    Setting("gate_lost_share", "with --compare, a planner whose paired synthetic-policy trials over the tasks keep "
+                               "at most (1 - this share) of the baseline's valid submissions, or of its median "
+                               "percentile or normalized score, is a REGRESSION at any n (a behaviour check for "
+                               "the seeds run; a cell regresses when it keeps none)",
+            default=GATE_LOST_SHARE, range=Range(float, 0, 1, low_open=True), front_ends=PYTEST_ONLY),
 )
 
 # Every setting, session ones first, then the planners' knobs as planners register (declare_knobs); names
@@ -357,7 +382,7 @@ SESSION_SETTINGS: tuple[Setting, ...] = (
 SETTINGS: list[Setting] = [*SESSION_SETTINGS, *TRIAL_SETTINGS]
 SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 # Each setting's MLTB_<NAME> is declared with the other variables mltb reads (environment.read refuses others).
-environment.declare_settings(environment.EnvironmentVariable(s.env, s.help, s.default_text, (__name__,))
+environment.declare_settings(environment.EnvironmentVariable(s.env, s.help, s.default_text, (__name__,), path=s.path)
                              for s in SETTINGS)
 
 # Derived views for callers that check one number (FIELD_RANGES is keyed by TrialConfig field).
@@ -455,21 +480,24 @@ def _compares_planners(values: Mapping[str, Any]) -> bool:
 
 
 def resolve_settings(settings: Iterable[Setting], cli: Mapping[str, Any], env: Mapping[str, str],
-                     ini: Callable[[str], Any] | None = None) -> tuple[dict[str, Any], dict[str, str]]:
+                     ini: Callable[[str], Any] | None = None,
+                     ini_dir: str | Path | None = None) -> tuple[dict[str, Any], dict[str, str]]:
     """Values and their sources ("cli", "env", "ini", "default") by precedence cli > env > ini > default.
 
     ``cli`` maps setting names to what the parser stored (None: not given); ``env`` is
     :func:`read_environment`'s result; ``ini(key)`` returns an ini value or None. A bad value raises
-    :class:`SettingValueError` naming the flag, variable or key it came from.
+    :class:`SettingValueError` naming the flag, variable or key it came from. Path settings come back
+    absolute: an ini file's relative to ``ini_dir`` (its directory, as pytest reads its own paths), the
+    others relative to the working directory.
     """
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     for s in settings:
-        candidates = (("cli", cli.get(s.name), s.flag), ("env", env.get(s.name), s.env),
-                      ("ini", ini(s.ini) if ini else None, s.ini))
-        for source, raw, where in candidates:
+        candidates = (("cli", cli.get(s.name), s.flag, None), ("env", env.get(s.name), s.env, None),
+                      ("ini", ini(s.ini) if ini else None, s.ini, ini_dir))
+        for source, raw, where, base in candidates:
             if raw is not None and not (isinstance(raw, (str, list)) and not raw):
-                values[s.name], sources[s.name] = s.parse(raw, where), source
+                values[s.name], sources[s.name] = s.parse(raw, where, base), source
                 break
         else:
             values[s.name], sources[s.name] = s.default, "default"

@@ -19,10 +19,28 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["EnvironmentVariable", "ENVIRONMENT", "read", "default", "declare_settings", "declared", "is_declared",
-           "PACKAGE_ROOT", "child_pythonpath", "undeclared", "parse_bool", "CACHE_HOME", "Range"]
+           "PACKAGE_ROOT", "child_pythonpath", "undeclared", "parse_bool", "CACHE_HOME", "Range", "absolute_path",
+           "absolute_paths", "PATH", "PATH_LIST"]
 
 # The directory holding the mltb_core this process runs (a site-packages or a checkout).
 PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
+
+
+# What a path-valued variable or setting holds: one path, or an os.pathsep list of them (MLTB_TASKS_DIR).
+PATH, PATH_LIST = "path", "path list"
+
+
+def absolute_path(text: str, base: str | os.PathLike[str] | None = None) -> str:
+    """A path as the user typed it, made absolute once where it is read (``~`` expanded; relative to ``base``,
+    else the working directory): nothing downstream — the trial's tool worker starts in ``/`` — ever
+    resolves a relative path against another directory."""
+    path = os.path.expanduser(str(text).strip())
+    return os.path.normpath(os.path.join(os.fspath(base) if base is not None else os.getcwd(), path))
+
+
+def absolute_paths(text: str, base: str | os.PathLike[str] | None = None) -> str:
+    """An os.pathsep list of paths, each made absolute (:func:`absolute_path`); empty entries dropped."""
+    return os.pathsep.join(absolute_path(part, base) for part in str(text).split(os.pathsep) if part.strip())
 
 
 def parse_bool(text: Any) -> bool:
@@ -42,7 +60,7 @@ class Range:
     kind: type
     low: float | None = None
     high: float | None = None
-    low_open: bool = False        # low itself excluded (a budget of 0 seconds makes no sense); no high then
+    low_open: bool = False        # low itself excluded (a budget of 0 seconds makes no sense)
     why: str = ""                 # shown with the range when the reason is not obvious
 
     def describe(self) -> str:
@@ -51,7 +69,8 @@ class Range:
 
         kind = "an integer" if self.kind is int else "a number"
         if self.low is not None and self.high is not None:
-            text = f"{kind} from {num(self.low)} to {num(self.high)}"
+            text = (f"{kind} > {num(self.low)} and <= {num(self.high)}" if self.low_open
+                    else f"{kind} from {num(self.low)} to {num(self.high)}")
         elif self.low is not None:
             text = f"{kind} {'>' if self.low_open else '>='} {num(self.low)}"
         else:
@@ -78,6 +97,7 @@ class EnvironmentVariable:
     default: str
     used_by: tuple[str, ...] = ()   # the mltb_core modules that read it (a test keeps this true)
     third_party: bool = False       # named by another tool (OpenAI SDK, pytest-xdist, CI services)
+    path: str | None = None         # PATH or PATH_LIST: :func:`read` returns it absolute
 
 
 # The process-wide variables that are not settings. Two caches, two variables: prepared train/test
@@ -86,12 +106,12 @@ class EnvironmentVariable:
 CACHE_HOME = "~/.cache/mltb"
 ENVIRONMENT: tuple[EnvironmentVariable, ...] = (
     EnvironmentVariable("MLTB_CACHE", "split cache: prepared train/test splits and downloaded data",
-                        CACHE_HOME, ("mltb_core.bench.datasources",)),
+                        CACHE_HOME, ("mltb_core.bench.datasources",), path=PATH),
     EnvironmentVariable("MLTB_CACHE_DIR", "LLM response cache (distinct from MLTB_CACHE, the split cache; "
-                                          "keep the two apart)", CACHE_HOME, ("mltb_core.llm.cache",)),
+                                          "keep the two apart)", CACHE_HOME, ("mltb_core.llm.cache",), path=PATH),
     EnvironmentVariable("MLTB_MODELS_DIR", "where named local models split over several packages are assembled "
                                            "(1.1 GB for the default)", "$MLTB_CACHE_DIR/models",
-                        ("mltb_core.llm.local.models",)),
+                        ("mltb_core.llm.local.models",), path=PATH),
     EnvironmentVariable("MLTB_DRAFT_TOKENS", "prompt-lookup draft tokens per decoding step of the local llama.cpp "
                                              "server: a speed setting, replies are unchanged; slower on 2 shared "
                                              "cores (reports/benchmarks.md)", "0", ("mltb_core.llm.local.backend",)),
@@ -106,9 +126,9 @@ ENVIRONMENT: tuple[EnvironmentVariable, ...] = (
                         "the task spec's source", ("mltb_core.bench.datasources", "mltb_core.config")),
     EnvironmentVariable("MLTB_TASKS_DIR", "extra directories of task specs (an os.pathsep list); also the "
                                           "tasks_dir setting's variable", "none",
-                        ("mltb_core.bench.tasks", "mltb_core.config")),
+                        ("mltb_core.bench.tasks", "mltb_core.config"), path=PATH_LIST),
     EnvironmentVariable("MLTB_PRICES", "price table TOML for openai: models (extends the bundled one)",
-                        "fixtures/prices.toml", ("mltb_core.llm.prices",)),
+                        "fixtures/prices.toml", ("mltb_core.llm.prices",), path=PATH),
     EnvironmentVariable("MLTB_TOOL_MEMORY_LIMIT", "memory budget of one trial's tools (0/off: none)", "6 GiB",
                         ("mltb_core.toolkit.limits",)),
     EnvironmentVariable("MLTB_SANDBOX_QUOTA", "disk a trial's sandbox and temporary files may fill (0/off: none)",
@@ -169,11 +189,16 @@ def undeclared(prefix: str) -> list[str]:
 
 def read(name: str) -> str | None:
     """The value of the declared variable ``name`` as set (None: not set). The one place mltb reads
-    the environment; an undeclared name is a KeyError so every variable read is listed with its meaning."""
+    the environment; an undeclared name is a KeyError so every variable read is listed with its meaning.
+    A path variable's value comes back absolute (:func:`absolute_path`; an empty one as it is)."""
     if name not in _DECLARED:
         raise KeyError(f"{name} is not a declared environment variable: add it to mltb_core.environment.ENVIRONMENT "
                        "(or to the settings table in mltb_core.config)")
-    return os.environ.get(name)
+    value = os.environ.get(name)
+    kind = _DECLARED[name].path
+    if not value or not value.strip() or kind is None:
+        return value
+    return absolute_paths(value) if kind == PATH_LIST else absolute_path(value)
 
 
 def child_pythonpath(base: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -33,7 +33,7 @@ class Gate:
         if settings.compare:
             thresholds = parse_regression_spec(settings.fail_on_regression) if settings.fail_on_regression else {}
             self.comparison = compare_to_baseline(load_baseline(Path(settings.compare)), records, thresholds,
-                                                  seed=settings.seed)
+                                                  seed=settings.seed, lost_share=settings.gate_lost_share)
             # Under --compare the gate decides: planner failures are benchmark results (they are in
             # consistency), so they alone do not fail the session; errors and other failures do.
             if self.comparison.failed:
@@ -56,25 +56,51 @@ class Gate:
 _RESULT_TREES = ("mltb_core/", "pytest_mltb/", "suites/", "fixtures/")
 
 
-def planners_for_changes(paths: list[str]) -> str:
-    """The ``--planner`` value that gates a change to ``paths`` (repository-relative files): the planners
-    whose own modules changed, or ``all`` when anything they share did (the base class, the search tree,
-    rewards, tools, the runner, data...). A change that touches no result tree gates nothing: ``""``."""
+def _planner_modules() -> dict[str, list[str]]:
+    """Each module file under mltb_core/planners/ → the registered planners a change to it can affect: those
+    whose class or one of its base classes is defined there, or whose class is imported there (in PLANNERS
+    order). A base class's module (``mcts.py``'s TreeSearch, ``base.py``'s Planner) gates every planner built
+    on it."""
+    import inspect
+    import sys
+
     from mltb_core.planners import PLANNERS
 
-    own: dict[str, list[str]] = {}
-    for name, planner in PLANNERS.items():
-        module = planner.__module__
+    gated: dict[str, list[str]] = {}
+
+    def gate(module: str, name: str) -> None:
         if module.startswith("mltb_core.planners."):
-            own.setdefault(module.replace(".", "/") + ".py", []).append(name)
+            names = gated.setdefault(module.replace(".", "/") + ".py", [])
+            if name not in names:
+                names.append(name)
+
+    for name, planner in PLANNERS.items():
+        for cls in inspect.getmro(planner):
+            gate(cls.__module__, name)
+        for module_name, module in list(sys.modules.items()):
+            if module_name.startswith("mltb_core.planners.") and planner in vars(module).values():
+                gate(module_name, name)
+    return gated
+
+
+def planners_for_changes(paths: list[str]) -> str:
+    """The ``--planner`` value that gates a change to ``paths`` (repository-relative files): the planners a
+    changed planner module can affect (:func:`_planner_modules`), or ``all`` when a change reaches every planner
+    or touches what they share outside their class hierarchy (the search tree, rewards, tools, the runner,
+    data...). A change that touches no result tree gates nothing: ``""``."""
+    from mltb_core.planners import PLANNERS
+
+    gated = _planner_modules()
     chosen: list[str] = []
     for path in (p.strip().lstrip("./") for p in paths if p.strip()):
         if not path.startswith(_RESULT_TREES):
             continue
-        if path not in own:
+        if path not in gated:
             return "all"
-        chosen += [name for name in own[path] if name not in chosen]
-    return ",".join(chosen)
+        chosen += [name for name in gated[path] if name not in chosen]
+    if chosen and set(chosen) == set(PLANNERS):
+        return "all"
+    return ",".join(name for name in PLANNERS if name in chosen)
 
 
 if __name__ == "__main__":   # python -m pytest_mltb.gating FILE... (the CI workflow's changed files)

@@ -159,7 +159,8 @@ def resolve_settings(config: pytest.Config) -> Settings:
     added = {opt.ini for opt in options if given[opt.name] is not unset}
     try:
         values, sources = resolve(options, {name: None if value is unset else value for name, value in given.items()},
-                                  read_environment(options), lambda key: config.getini(key) if key in added else None)
+                                  read_environment(options), lambda key: config.getini(key) if key in added else None,
+                                  ini_dir=config.inipath.parent if config.inipath else None)
     except SettingValueError as exc:
         raise pytest.UsageError(f"mltb: {exc}") from None
     _check_gate(values)

@@ -81,7 +81,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if mltb_run:
             _size_workers(config, settings)
         config.pluginmanager.register(ControllerHooks(controller), "mltb-controller")
-        config.pluginmanager.register(ProgressReporter(config), PROGRESS_PLUGIN)
+        config.pluginmanager.register(ProgressReporter(config, benchmark=lambda: controller.active), PROGRESS_PLUGIN)
         run_dir, skip = controller.run_dir, set(controller.skip)
     config.stash[CONTEXT] = WorkerContext(config, settings, run_dir, skip)
 

@@ -11,11 +11,13 @@ trial this shows: items done / total, running cost ($ and tokens), valid trials 
   and after the last item, so logs stay short.
 - With ``-v``: also one line per trial with the stage it reached and what it cost.
 - During a trial run in this process (no xdist: the main job), "call k/N, stage s/10, elapsed" from the
-  episode (mltb_core/planners/progress.py): on a terminal in the status line at every call, otherwise a
-  plain line on the first call and then at most every ``CALL_INTERVAL`` seconds. A trial in an xdist worker
-  is not heard (its process has no terminal).
-- After Ctrl-C, one line: how many trials were recorded, how many LLM calls the checkpoints of the trials it
-  cut short keep (mltb_core/runner/checkpoint.py), and that ``--resume`` continues the run from there.
+  episode (mltb_core/planners/progress.py): a line on the first call and then at most every
+  ``CALL_INTERVAL`` seconds, on a terminal as off it; on a terminal the status line also shows it, first
+  (a long line is cut at the terminal's width), at every call. A trial in an xdist worker is not heard
+  (its process has no terminal).
+- After Ctrl-C in a session that ran benchmark items, one line: how many trials were recorded, how many LLM
+  calls the checkpoints of the trials it cut short keep (mltb_core/runner/checkpoint.py), and that
+  ``--resume`` continues the run from there.
 
 Hook point: ``pytest_runtest_logreport`` on the controller, reading the teardown report's
 ``mltb_record`` user property — the record each worker attaches (see session.attach) and that the
@@ -28,7 +30,7 @@ import contextlib
 import json
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -77,7 +79,8 @@ def _end_line(terminal) -> None:
 class ProgressReporter:
     """Counts finished items and trial records; writes the status line (see the module docstring)."""
 
-    def __init__(self, config: pytest.Config, *, interval: float = PLAIN_INTERVAL, clock=time.monotonic):
+    def __init__(self, config: pytest.Config, *, interval: float = PLAIN_INTERVAL, clock=time.monotonic,
+                 benchmark: Callable[[], bool] | None = None):
         self.config = config
         self.interval = interval
         self.clock = clock
@@ -93,6 +96,8 @@ class ProgressReporter:
         self.region_set = False
         self.current: str | None = None        # the running trial's "call k/N, stage s/10" (this process)
         self.interrupted = False
+        # whether this session has benchmark items (the controller knows, with xdist too); by default: a record came
+        self.benchmark: Callable[[], bool] = benchmark if benchmark is not None else (lambda: self.trials > 0)
 
     # ---- what is known ----------------------------------------------------------------------------
     @pytest.hookimpl(trylast=True)
@@ -140,17 +145,18 @@ class ProgressReporter:
                 return
             live = self._live(terminal)
             now = self.clock()
-            if not live and last_line is not None and now - last_line < CALL_INTERVAL:
+            due = last_line is None or now - last_line >= CALL_INTERVAL
+            if not (due or live):
                 return
-            last_line = now
             # the trial runs inside the item, where pytest captures output: write past the capture
             capture = self.config.pluginmanager.get_plugin("capturemanager")
             with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
-                if live:
-                    self._bottom_line(terminal, self.status())
-                else:
+                if due:   # a line that stays, on a terminal as in a log
+                    last_line = now
                     _end_line(terminal)
                     terminal.write_line(f"mltb: {self.current}", flush=True)
+                if live:
+                    self._bottom_line(terminal, self.status())
 
         try:
             with listening(heard):
@@ -169,9 +175,10 @@ class ProgressReporter:
         if self.total and self.done:
             eta = format_duration(elapsed / self.done * max(self.total - self.done, 0))
         infra = f" · {self.infra} infra error(s)" if self.infra else ""
-        running = f" · {self.current}" if self.current else ""
-        return (f"mltb: {self.done}/{total} items · {self.valid}/{self.trials} trials valid{infra} · "
-                f"${self.cost:.4f} · {self.tokens:,} tokens · elapsed {format_duration(elapsed)} · ETA {eta}{running}")
+        # the running trial first: the status line is cut at the terminal's width
+        running = f"{self.current} · " if self.current else ""
+        return (f"mltb: {running}{self.done}/{total} items · {self.valid}/{self.trials} trials valid{infra} · "
+                f"${self.cost:.4f} · {self.tokens:,} tokens · elapsed {format_duration(elapsed)} · ETA {eta}")
 
     def _terminal(self):
         return self.config.pluginmanager.get_plugin("terminalreporter")
@@ -239,7 +246,7 @@ class ProgressReporter:
             self.region_set = False
         if self.trials:
             terminalreporter.write_line(self.status().replace(" · ETA 0s", ""))
-        if self.interrupted:
+        if self.interrupted and self.benchmark():
             total = self.total if self.total is not None else "?"
             terminalreporter.write_line(f"mltb: interrupted: {self.trials} of {total} trials recorded{self._kept()}; "
                                         "continue with `--resume` (and the same options)", yellow=True, bold=True)

@@ -35,11 +35,8 @@ class Controller:
     def __init__(self, config: pytest.Config, settings: Settings, mltb_run: bool):
         self.config = config
         self.settings = settings
-        out = settings.out
-        run_dir = Path(out) if out else default_run_dir(config.rootpath, bool(settings.resume))
-        if not run_dir.is_absolute():
-            run_dir = Path(config.invocation_params.dir) / run_dir
-        self.run_dir = run_dir
+        out = settings.out   # absolute: path settings are resolved where they are read (mltb_core.config)
+        self.run_dir = run_dir = Path(out) if out else default_run_dir(config.rootpath, bool(settings.resume))
         self.book = RunBook(run_dir)
         self.gate = Gate(settings)
         self.servers = SessionHolds()

@@ -257,6 +257,15 @@ def test_replay_unknown_tool_names_the_line(capsys, tmp_path):
     assert code == 2 and "typo.jsonl:2" in err and "unknown tool 'read_dat'" in err
 
 
+@pytest.mark.parametrize("first_line", [b'{"tool_name": "read_data"}', b'{"step_type": "trial_start"}'])
+def test_replay_of_a_file_that_is_not_utf8_is_a_usage_error(first_line, capsys, tmp_path):
+    """Containment round 5: a non-UTF-8 calls file (or trajectory) exited 1 with a UnicodeDecodeError."""
+    calls = tmp_path / "latin1.jsonl"
+    calls.write_bytes(first_line + b"\n" + b'{"tool_name": "read_data", "note": "caf\xe9"}\n')
+    code, out, err = run(capsys, "replay", TASK, str(calls))
+    assert code == 2 and out == "" and "latin1.jsonl: not UTF-8 text" in err and "Traceback" not in err
+
+
 def test_replay_of_a_trial_trajectory_reproduces_its_grade(capsys, sim_run):
     code, out, _, run_dir = sim_run
     record = json.loads(out)
@@ -472,7 +481,8 @@ def test_the_grading_commands_take_board_tasks_dir_and_seed_from_the_settings_ta
 
     parser = cli.build_parser()
     args = parser.parse_args(["score", "--tasks-dir", f"a{os.pathsep}b", "--tasks-dir", "c", TASK, "s.csv"])
-    assert args.tasks_dir == ["a", "b", "c"]
+    # made absolute where they are read, as the setting's values are (issue 59)
+    assert args.tasks_dir == [os.path.join(os.getcwd(), name) for name in "abc"]
     assert args.board == SETTINGS_BY_NAME["board"].default and args.seed == SETTINGS_BY_NAME["seed"].default
     code, _, err = run(capsys, "score", "--board", "final", TASK, "s.csv")
     assert code == 2 and "'final'" in err and "public" in err

@@ -172,3 +172,103 @@ def test_the_docs_quote_the_trials_the_code_computes():
     assert f"{trials_needed_for_rate_gate(0.5, 0.05, family_level(48)):,} at m = 48" in text
     assert (f"6 alone, {min_n_for_median_ci(family_level(24))} at m = 24, "
             f"{min_n_for_median_ci(family_level(48))} at\nm = 48") in text
+
+
+# -- the behaviour rule: a synthetic policy's paired trials are facts about the code (issue 57) ----------------
+def synthetic(records):
+    for record in records:
+        record.synthetic = True
+    return records
+
+
+def sim_baseline(records):
+    return baseline_of(synthetic(records))
+
+
+def test_a_synthetic_cell_that_stops_submitting_regresses_at_two_trials():
+    # the issue's case: every trial went from a valid submission to stage 0, and the gate said "no regression"
+    comparison = compare_to_baseline(sim_baseline(cell([True, True])), synthetic(cell([False, False])),
+                                     parse_regression_spec(SPEC))
+    assert comparison.failed
+    assert delta(comparison, "consistency").verdict == "REGRESSION (behaviour)"
+    assert delta(comparison, "percentile").verdict == "REGRESSION (behaviour)"   # 60 -> 0: a collapse
+    text = comparison.render()
+    assert "FAILED: 2 regression(s)" in text and "t|react|sim consistency valid 2 -> 0 of 2 paired seeds" in text
+    assert "no regression shown" not in text
+
+
+@pytest.mark.parametrize("base, cur, spec, share, lost", [
+    ([True] * 6, [True] * 3 + [False] * 3, SPEC, 0.5, True),           # 6/6 -> 3/6: half lost
+    ([True] * 6, [True] * 4 + [False] * 2, SPEC, 0.5, False),          # 6/6 -> 4/6: kept more than half
+    ([True] * 6, [True] * 4 + [False] * 2, SPEC, 0.25, True),          # ... but a quarter is a chosen share too
+    ([True] * 3 + [False] * 3, [False] * 3 + [True] * 3, SPEC, 0.5, False),   # reshuffled: same count, no loss
+    ([True] * 6, [True] * 3 + [False] * 3, "consistency:-0.6", 0.5, False),  # a drop of 0.5 is tolerated
+    ([False] * 6, [False] * 6, SPEC, 0.5, False),                       # nothing to lose (and unchanged)
+])
+def test_the_behaviour_rule_reads_the_lost_share_and_the_tolerated_drop(base, cur, spec, share, lost):
+    comparison = compare_to_baseline(sim_baseline(cell(base)), synthetic(cell(cur)), parse_regression_spec(spec),
+                                     lost_share=share)
+    assert delta(comparison, "consistency").lost is lost
+    assert (delta(comparison, "consistency").verdict == "REGRESSION (behaviour)") is lost
+
+
+def test_the_behaviour_rule_needs_a_deterministic_policy_on_both_sides_and_paired_seeds():
+    spec = parse_regression_spec(SPEC)
+    llm = compare_to_baseline(baseline_of(cell([True, True])), cell([False, False]), spec)     # not synthetic
+    assert not llm.failed and delta(llm, "consistency").verdict.startswith("inconclusive")
+    half = compare_to_baseline(baseline_of(cell([True, True])), synthetic(cell([False, False])), spec)
+    assert not delta(half, "consistency").lost                    # the baseline was not the synthetic policy
+    other_seeds = compare_to_baseline(sim_baseline(cell([True, True])), synthetic(cell([False, False], seed0=10)),
+                                      spec)
+    assert not delta(other_seeds, "consistency").paired and not other_seeds.failed   # other seeds: a sample
+
+
+def test_a_stopped_planner_fails_beside_unchanged_ones_and_takes_no_share_of_the_error():
+    spec = parse_regression_spec(SPEC)
+    base, cur = [], []
+    for planner, broken in (("react", True), ("lats", False), ("mcts_shaped", False)):
+        for task in ("a", "b", "c"):
+            before = cell([True, True], task=task)
+            after = cell([not broken] * 2, task=task)
+            for record in before + after:
+                record.planner = planner
+            base += before
+            cur += after
+    comparison = compare_to_baseline(sim_baseline(base), synthetic(cur), spec)
+    assert comparison.failed and comparison.family == 0          # facts only: no interval needed a level
+    assert {d.cell for d in comparison.regressions} == {f"{t}|react|sim" for t in ("a", "b", "c", "all tasks")}
+    assert all(d.verdict == "unchanged" for d in comparison.deltas if "|react|" not in d.cell and not d.combined)
+
+
+def planner_cells(flags_by_task, planner="react"):
+    records = []
+    for task, flags in flags_by_task.items():
+        records += cell(flags, task=task)
+    for record in records:
+        record.planner = planner
+    return synthetic(records)
+
+
+def test_half_lost_over_the_tasks_fails_the_planners_row_and_no_cell():
+    # 6/6 -> 3/6 over three tasks: every cell kept something, the planner kept half
+    before = planner_cells({"a": [True, True], "b": [True, True], "c": [True, True]})
+    after = planner_cells({"a": [True, False], "b": [False, True], "c": [True, False]})
+    comparison = compare_to_baseline(baseline_of(before), after, parse_regression_spec("consistency:-0.05"))
+    assert [d.cell for d in comparison.regressions] == ["all tasks|react|sim"]
+    assert "valid 6 -> 3 of 6 paired seeds over 3 tasks" in comparison.render()
+    kept_more = planner_cells({"a": [True, True], "b": [False, True], "c": [True, False]})
+    assert not compare_to_baseline(baseline_of(before), kept_more, parse_regression_spec("consistency:-0.05")).failed
+
+
+def test_a_reshuffle_of_which_seeds_succeed_is_no_behaviour_loss():
+    before = planner_cells({"a": [True, False, True, False], "b": [False, True, False, True]})
+    after = planner_cells({"a": [False, True, False, True], "b": [True, False, True, False]})
+    comparison = compare_to_baseline(baseline_of(before), after, parse_regression_spec("consistency:-0.05"))
+    assert not any(d.lost for d in comparison.deltas) and not comparison.failed
+
+
+def test_one_task_that_loses_everything_fails_its_cell_while_the_planner_keeps_enough():
+    before = planner_cells({"a": [True, True], "b": [True, True], "c": [True, True]})
+    after = planner_cells({"a": [False, False], "b": [True, True], "c": [True, True]})
+    comparison = compare_to_baseline(baseline_of(before), after, parse_regression_spec("consistency:-0.05"))
+    assert [d.cell for d in comparison.regressions] == ["a|react|sim"]

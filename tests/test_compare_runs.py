@@ -177,3 +177,73 @@ def test_compare_and_the_gate_report_the_same_change():
     for metric in ("normalized", "percentile"):
         cell = next(d for d in gate.deltas if d.metric == metric and not d.combined)
         assert cell.change == c.per_task["spaceship-titanic"].median_delta[metric]
+
+
+def _stamp(run_dir, code, **fields):
+    """Set the code every record of ``run_dir`` says ran it (as TrialRecord.for_config stamps code_version()), and
+    other ``fields``."""
+    from mltb_core.analysis.results import append_records
+    from mltb_core.analysis.runstore import RunStore
+
+    records = RunStore(run_dir).read()
+    for r in records:
+        r.code = code
+        for name, value in fields.items():
+            setattr(r, name, value)
+    (run_dir / "results.jsonl").unlink()
+    append_records(run_dir / "results.jsonl", records)
+
+
+DIRTY = "mltb 0.1.0 @ 1a2b3c4d5e6f (with uncommitted changes 0c1d2e3f)"
+CLEAN = "mltb 0.1.0 @ 1a2b3c4d5e6f"
+
+
+def test_compare_names_uncommitted_changes_and_the_outcomes_they_changed(tmp_path, capsys):
+    """Issue 59: a run on uncommitted changes, every task 2/2 → 0/2, against one on a clean commit: `mltb compare`
+    said the runs "differ in nothing" and both columns read "react / sim"."""
+    tasks = ("spaceship-titanic", "playground-series-s3e1", "playground-series-s4e1")
+    for task in tasks:
+        make_run(tmp_path / "a", "react", trials=2, task=task, config={"max_llm_calls": 40})
+        make_run(tmp_path / "b", "react", trials=2, task=task, config={"max_llm_calls": 40}, outcome="planner_failure")
+    _stamp(tmp_path / "a", CLEAN, valid=True, outcome="valid", stage_reached=10, percentile=50.0)
+    _stamp(tmp_path / "b", DIRTY)
+    assert cli_main(["compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
+    out = capsys.readouterr().out
+    assert f"a → b: they differ in code: {CLEAN} (6) → {DIRTY} (6) (the same recorded configuration)" in out
+    assert "outcomes: react / sim: valid 6/6 → 0/6 over 6 pair(s); 3 of 3 task(s) changed" in out
+    assert f"A = react / sim on {CLEAN} (6)  vs  B = react / sim on {DIRTY} (6)" in out
+    page = (tmp_path / "a" / "report" / "compare-b.html").read_text()
+    assert "with uncommitted changes 0c1d2e3f" in page and "Outcomes: react / sim: valid 6/6 → 0/6" in page
+    # the same code on both sides, a change of settings: only the settings are named, and the outcomes
+    _stamp(tmp_path / "b", CLEAN)
+    assert cli_main(["compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
+    out = capsys.readouterr().out
+    assert "a → b: they differ in nothing: both ran the same recorded configuration and code" in out
+    assert "A = react / sim  vs  B = react / sim:" in out and "valid 6/6 → 0/6" in out
+
+
+def test_code_that_cannot_be_told_the_same_is_named():
+    from mltb_core.analysis.provenance import code_difference, code_note
+
+    a = [rec("react", s, True, 50.0) for s in range(2)]
+    b = [rec("react", s, True, 50.0) for s in range(2)]
+    assert code_difference(a, b) is None and code_note(a) is None        # neither records its code: nothing to tell
+    for r in a + b:
+        r.code = DIRTY
+    assert code_difference(a, b) is None                                   # the same changes, by their digest
+    assert code_note(a) == f"The trials ran on uncommitted changes: {DIRTY} (2)."
+    for r in b:
+        r.code = "mltb 0.1.0 @ 1a2b3c4d5e6f (with uncommitted changes)"   # stamped before the digest: may differ
+    assert code_difference(a, a + b) is not None and code_difference(b, b) is not None
+    b[0].code = None
+    assert code_difference(a, a) is None and "not recorded (1)" in code_difference(a, b)
+    assert code_note(a + b).startswith("The trials ran on different code:")
+
+
+def test_the_report_legend_names_code_that_differs(tmp_path):
+    from mltb_core.analysis.reports import build_report
+
+    make_run(tmp_path / "a", "react")
+    _stamp(tmp_path / "a", DIRTY)
+    index = build_report([tmp_path / "a"], tmp_path / "out")["index"].read_text()
+    assert f"The trials ran on uncommitted changes: {DIRTY} (3)." in index

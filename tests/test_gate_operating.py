@@ -11,13 +11,41 @@ rate of 0.80 over the repetitions; for consistency the exact power (no simulatio
 outcomes summed) is asserted at 0.80 itself.
 """
 import math
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from mltb_core.analysis.compare import _consistency_delta, _median_delta
+from mltb_core.analysis.compare import _consistency_delta, _median_delta, _planning_rate
+from mltb_core.analysis.coverage import DEPENDENCES, GateRule
 from mltb_core.analysis.results import TrialRecord
-from mltb_core.analysis.stats import rate_gate_probabilities
+from mltb_core.analysis.stats import NEWCOMBE_MIN_TRIALS, family_level, rate_gate_probabilities
+from mltb_core.config import GATE_PRESETS
+
+PRESET_TRIALS = int(GATE_PRESETS["ci"]["trials"])
+STATISTICS = Path(__file__).resolve().parents[1] / "docs" / "statistics.md"
+COMPARISONS = (1, 4, 48)
+ROW = re.compile(r"^\| (\d+) \| (same|differ) \| ([0-9.]+) \| (.+) \|$")
+
+
+def documented_rates() -> dict[tuple[int, bool, float], dict[int, tuple[float, float]]]:
+    """docs/statistics.md's table of the consistency verdict's measured error rates: (n, paired, d) -> m ->
+    (largest false REGRESSION, largest false ok)."""
+    text = STATISTICS.read_text(encoding="utf-8")
+    table = text[text.index("#### Measured error rates of the consistency verdict"):]
+    out = {}
+    for line in table.splitlines()[1:]:
+        if line.startswith("#"):
+            break
+        match = ROW.match(line)
+        if match:
+            cells = [tuple(float(v) for v in cell.split(" / ")) for cell in match.group(4).split(" | ")]
+            out[(int(match.group(1)), match.group(2) == "same", float(match.group(3)))] = dict(zip(COMPARISONS, cells))
+    return out
+
+
+DOCUMENTED = documented_rates()
 
 
 def at_least(rate: float, target: float, reps: int) -> bool:
@@ -83,3 +111,54 @@ def test_median_gate_flags_a_drop_of_d_at_the_printed_trials(draw, drop):
     assert at_least(dropped["REGRESSION"], 0.80, reps), (n, dropped)
     assert dropped["ok"] <= 0.025 + slack, (n, dropped)              # never "ok" on a true drop of d
     assert unchanged["REGRESSION"] <= 0.025 + slack, (n, unchanged)
+
+
+def test_the_documented_error_rates_include_the_preset():
+    ns = {n for n, _, _ in DOCUMENTED}
+    assert PRESET_TRIALS in ns and NEWCOMBE_MIN_TRIALS["paired"] in ns, sorted(ns)
+    assert {(PRESET_TRIALS, paired, d) for paired in (True, False) for d in (0.05, 0.2)} <= DOCUMENTED.keys()
+
+
+@pytest.mark.parametrize("n", sorted({n for n, _, _ in DOCUMENTED}))
+def test_documented_error_rates_are_the_measured_ones(n):
+    """Every row of docs/statistics.md's table, recomputed exactly through the gate's own rule (every outcome of
+    n trials per side summed, 39 true rates, paired: independent and correlated pairs), equal to the 4 decimals
+    printed: the largest chance of REGRESSION on a true zero change and of ok on a true drop of d, per cell, at
+    the level of m gated comparisons. Below NEWCOMBE_MIN_TRIALS["paired"] pairs the paired rule's interval is
+    exact, so both stay within its share (1 - 0.95) / (2 m); Newcombe's (unpaired from 4 per side, paired from 11)
+    exceed it, and the table says by how much."""
+    for (rows_n, paired, drop), by_m in DOCUMENTED.items():
+        if rows_n != n:
+            continue
+        for m, (false_regression, false_ok) in by_m.items():
+            rates = GateRule(n, drop, m, paired).rates()
+            assert abs(rates.false_regression - false_regression) <= 0.00005 + 1e-9, (paired, drop, m, rates)
+            assert abs(rates.false_ok - false_ok) <= 0.00005 + 1e-9, (paired, drop, m, rates)
+            if paired and n < NEWCOMBE_MIN_TRIALS["paired"]:
+                share = (1 - family_level(m)) / 2
+                assert rates.false_regression <= share + 1e-12 and rates.false_ok <= share + 1e-12, (m, rates)
+
+
+@pytest.mark.parametrize("comparisons", COMPARISONS)
+def test_the_trials_the_gate_prints_give_the_power_it_states(comparisons):
+    """An inconclusive cell at the preset's trials prints the trials per cell at which a true drop of d is
+    flagged, and a true zero change called ok, with power 0.8 at the cell's level: exact for the unpaired
+    interval (what it is computed for) at the rate it plans with. The gate's paired rule at that number (exact
+    over every table; a large d keeps the tables few): within 2-4 points of it for independent pairs, above it
+    for correlated ones."""
+    level = family_level(comparisons)
+    base, cur = records([True] * PRESET_TRIALS), records([True] * (PRESET_TRIALS - 1) + [False])
+    for drop in (0.2, 0.4):
+        delta = _consistency_delta("c", base, cur, drop, level)
+        assert delta.verdict == f"inconclusive (need ~{delta.trials_needed} trials/cell)", delta.verdict
+        n, rate = delta.trials_needed, _planning_rate(PRESET_TRIALS, PRESET_TRIALS)
+        flagged, passed = (rate_gate_probabilities(n, rate, rate - drop, drop, level)[0],
+                           rate_gate_probabilities(n, rate, rate, drop, level)[1])
+        assert flagged >= 0.8 and passed >= 0.8, (drop, n, flagged, passed)
+    rule = GateRule(n, drop, comparisons, paired=True)
+    assert n >= NEWCOMBE_MIN_TRIALS["paired"] and DEPENDENCES == (0.0, 0.5)
+    (flagged, flagged_correlated), = rule.chance("REGRESSION", np.array([rate]), np.array([rate - drop])).T
+    (passed, passed_correlated), = rule.chance("ok", np.array([rate]), np.array([rate])).T
+    # as docs/statistics.md states: about the power for independent pairs (0.78-0.84), more for correlated ones
+    assert 0.78 <= min(flagged, passed) and max(flagged, passed) <= 0.85, (n, flagged, passed)
+    assert min(flagged_correlated, passed_correlated) >= 0.85, (n, flagged_correlated, passed_correlated)

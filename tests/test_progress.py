@@ -163,6 +163,7 @@ def test_the_interrupt_line_counts_the_calls_the_unfinished_trials_keep(tmp_path
     progress, terminal, _ = reporter()
     progress.config.stash = {CONTEXT: SimpleNamespace(run_dir=tmp_path)}
     progress.interrupted, progress.total = True, 4
+    progress.benchmark = lambda: True                             # a session of benchmark items (none recorded)
 
     def interrupt_line() -> str:
         terminal.lines.clear()
@@ -181,3 +182,79 @@ def test_the_interrupt_line_counts_the_calls_the_unfinished_trials_keep(tmp_path
                                 "continue with `--resume` (and the same options)")
     (TrialFiles(store.work_dir("b-t01"), "b-t01").checkpoint).write_bytes(b"\xff torn")   # unreadable: keeps nothing
     assert ", 3 LLM calls of the unfinished trial kept;" in interrupt_line()
+
+
+def test_the_interrupt_line_only_in_a_session_that_ran_benchmark_items(pytester):
+    """Issue 59: every pytest session of the environment printed "interrupted: 0 of N trials recorded", also a
+    test run that is not a benchmark."""
+    pytester.makepyfile(test_plain="def test_one():\n    pass\n\n"
+                                   "def test_two():\n    raise KeyboardInterrupt\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:xdist")
+    assert result.ret == 2 and "KeyboardInterrupt" in result.stdout.str()
+    assert "interrupted:" not in result.stdout.str() and "--resume" not in result.stdout.str()
+
+
+def _run_in_a_terminal(cwd, argv, timeout=600.0, rows=30, cols=100) -> str:
+    """Run ``argv`` on a pseudo-terminal (stdin, stdout and stderr), as a user's shell would: what it wrote."""
+    import fcntl
+    import os
+    import select
+    import struct
+    import subprocess
+    import sys
+    import termios
+    import time
+
+    from pathlib import Path
+
+    import mltb_core
+
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "COLUMNS", "LINES", "PYTEST_ADDOPTS")}
+    root = str(Path(mltb_core.__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    env["TERM"] = "xterm"
+    proc = subprocess.Popen([sys.executable, *argv], cwd=cwd, env=env, stdin=slave, stdout=slave, stderr=slave,
+                            start_new_session=True)
+    os.close(slave)
+    chunks, deadline = [], time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 1.0)
+            if not ready:
+                if proc.poll() is not None:
+                    break
+                continue
+            try:
+                data = os.read(master, 65536)
+            except OSError:   # EIO: the child closed the terminal
+                break
+            if not data:
+                break
+            chunks.append(data)
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_under_a_terminal_a_trial_prints_call_and_stage_lines(pytester):
+    """Issue 59: README and docs/reports.md promise "call k/N, stage s/10" lines; under a real terminal the main
+    job showed only the status row, cut at the terminal's width before the trial's part. A real sim trial on a
+    pseudo-terminal now prints them as lines that stay (the status row's rewrites, between save- and
+    restore-cursor, are left out here) and shows the trial first on the status row."""
+    pytester.makepyfile(test_challenges=SUITE)
+    out = _run_in_a_terminal(pytester.path, ["-m", "pytest", *COMMON, "--planner=react", "--max-llm-calls=3",
+                                             "-p", "no:xdist"])
+    status_rows = re.findall(r"\x1b7\x1b\[\d+;1H\x1b\[2K(.*?)\x1b8", out)
+    kept = re.sub(r"\x1b7.*?\x1b8", "", out)                # what scrolls and stays on the screen
+    kept = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", kept)      # colours and cursor moves
+    lines = [line.strip() for line in kept.replace("\r", "\n").splitlines()]
+    calls = [line for line in lines
+             if re.fullmatch(r"mltb: spaceship-titanic-react-sim-t00: call \d/3, stage \d+/10, elapsed \d+s", line)]
+    assert calls and calls[0].startswith("mltb: spaceship-titanic-react-sim-t00: call 1/3, stage 0/10"), out[-3000:]
+    assert any(row.startswith("mltb: spaceship-titanic-react-sim-t00: call ") for row in status_rows), status_rows
+    assert "mltb summary" in kept

@@ -4,6 +4,7 @@ not the code, and a run directory grows over sessions and commits."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -43,7 +44,14 @@ def test_the_commit_of_a_checkout_and_its_uncommitted_changes(repo):
     assert git_commit(repo) == head
     (repo / "a.txt").write_text("two")
     git_commit.cache_clear()
-    assert git_commit(repo) == f"{head} (with uncommitted changes)"
+    dirty = git_commit(repo)
+    assert re.fullmatch(rf"{head} \(with uncommitted changes [0-9a-f]{{8}}\)", dirty), dirty
+    # the digest is the diff's: the same changes give the same code, other changes another (issue 59)
+    git_commit.cache_clear()
+    assert git_commit(repo) == dirty
+    (repo / "a.txt").write_text("three")
+    git_commit.cache_clear()
+    assert git_commit(repo) != dirty and git_commit(repo).startswith(f"{head} (with uncommitted changes ")
     git_commit.cache_clear()
 
 
@@ -61,7 +69,7 @@ def test_a_report_written_into_the_checkout_is_not_a_code_change(repo):
     assert git_commit(repo) == head
     (repo / "a.txt").write_text("changed code")
     git_commit.cache_clear()
-    assert git_commit(repo) == f"{head} (with uncommitted changes)"
+    assert git_commit(repo).startswith(f"{head} (with uncommitted changes ")
     git_commit.cache_clear()
 
 

@@ -371,7 +371,7 @@ def test_compare_names_the_one_option_two_runs_differ_in(tmp_path, capsys):
     a, b, c = (load_runs([tmp_path / name]) for name in "abc")
     assert run_differences(a, b) == "max_llm_calls: 12 → 40"
     assert run_differences(a, c) == 'k: 1 → 2; planner: "react" → "mcts_shaped"'   # a planner's knob by its name
-    assert run_differences(a, a) == "nothing: both ran the same recorded configuration"
+    assert run_differences(a, a) == "nothing: both ran the same recorded configuration (their code is not recorded)"
     out = compare_main(tmp_path / "a", tmp_path / "b", tmp_path / "cmp.html")
     assert "a → b: they differ in max_llm_calls: 12 → 40" in capsys.readouterr().out
     assert "The runs differ in max_llm_calls: 12 → 40." in out.read_text()
@@ -444,3 +444,115 @@ def test_a_partial_markdown_report_prints_mean_ranks_but_no_test(tmp_path):
     complete = report(27)
     assert "PARTIAL" not in complete and "withheld" not in complete
     assert "χ² = " in complete and "Post-hoc: exact sign test per pair" in complete
+
+
+# ---- the first screen (issue 59: what a new user saw) ------------------------------------------------------
+def first_screen_run(run_dir: Path, tasks=("spaceship-titanic",), trials: int = 1) -> dict[str, Path]:
+    for task in tasks:
+        for planner in ("react", "mcts_shaped"):
+            make_run(run_dir, planner, trials=trials, task=task, config_hash=planner[:4])
+    return build_report([run_dir], run_dir / "report")
+
+
+def test_the_index_opens_with_the_summary_then_the_trial_list(tmp_path):
+    index = first_screen_run(tmp_path / "run", trials=2)["index"].read_text()
+    at = {name: index.index(f"<h2 id='{name}'>") for name in ("summary", "trials", "plots", "configs", "tables")}
+    assert at["summary"] < at["trials"] < at["plots"] < at["configs"] < at["tables"], at
+    summary = re.sub(r" +</t", "</t", index[at["summary"]:at["trials"]])     # tabulate pads the cells
+    # a row per planner: valid/counted, the stage reached, the funnel's fitted-a-model count; its funnel plot
+    assert "<td>react</td><td>1</td><td>2</td><td>1/2</td><td>7 (4–10)</td><td>1/2</td>" in summary
+    assert "Stage funnel" in svg_texts(summary) and "Consistency per task" in svg_texts(summary)
+    assert index.index("On this page:") < at["summary"]
+
+
+def test_each_note_is_given_once_per_page_and_the_tables_keep_theirs(tmp_path):
+    from mltb_core.analysis.tables import CALLS_MARK, COMPUTE_NOTE, NOTES_ABOVE
+
+    paths = first_screen_run(tmp_path / "run")
+    index, markdown = paths["index"].read_text().replace("&#39;", "'"), paths["leaderboard"].read_text()
+    task_page = (tmp_path / "run" / "report" / "tasks" / task_page_name("spaceship-titanic")).read_text()
+    for page in (index, markdown, task_page.replace("&#39;", "'")):
+        assert page.count("sim's rates that can order planners") == 1       # was under each of four tables
+        assert page.count("overall: median over the k tasks with a figure") == 1
+        assert page.count(COMPUTE_NOTE) == 1 and page.count(f"{CALLS_MARK}:") == 1   # the mark defined once
+        assert NOTES_ABOVE in page
+    summary = json.loads(paths["summary"].read_text())
+    assert all(COMPUTE_NOTE in t["notes"] for t in summary["tables"] if t["key"].startswith(("consistency", "normalized")))
+
+
+def test_a_section_named_like_its_table_is_titled_once(tmp_path):
+    index = first_screen_run(tmp_path / "run")["index"].read_text()
+    for title in ("Seconds per trial", "Where trials ended", "Machine"):
+        assert index.count(f"{title}</h") == 1, title
+    assert "id='seconds'" in index and "id='stop_kinds'" in index        # the table's anchor stays
+
+
+def test_the_synthetic_banner_is_a_sentence_on_every_page(tmp_path):
+    from mltb_core.analysis.results import SYNTHETIC_BANNER
+
+    paths = first_screen_run(tmp_path / "run")
+    pages = [paths["index"], *(tmp_path / "run" / "report" / "tasks").iterdir(),
+             *(tmp_path / "run" / "report" / "trials").iterdir()]
+    for page in pages:
+        text = page.read_text()
+        assert f"<div class='synthetic'>{SYNTHETIC_BANNER}</div>" in text.replace("&#39;", "'"), page
+        assert "are (synthetic policy" not in text
+    assert f"> {SYNTHETIC_BANNER}" in paths["leaderboard"].read_text()
+
+
+def test_the_policy_assumptions_are_prose_without_docstring_markup(tmp_path):
+    paths = first_screen_run(tmp_path / "run")
+    index = paths["index"].read_text()
+    section = index[index.index("<h2 id='synthetic_policy'>"):index.index("<h2 id='run'>")]
+    assert ":data:" not in section and "`" not in section and "<ol start='1'>" in section
+    assert section.count("<li>") == 8 and "<code>JUDGE_NOISE_SD</code> = 1 point" in section
+    markdown = paths["leaderboard"].read_text()
+    assert ":data:" not in markdown and "``" not in markdown and "`create_submission` offered" in markdown
+
+
+def test_the_plots_are_one_figure_each_at_a_readable_width(tmp_path):
+    index = first_screen_run(tmp_path / "run")["index"].read_text()
+    figures = re.findall(r"<svg [^>]*width=\"([\d.]+)pt\"", index)
+    assert len(figures) >= 5                          # funnel, three per-task distributions, cost
+    assert all(300 < float(w) < 600 for w in figures), figures   # two fit side by side, none squeezed to 180 px
+    assert all(index.count(title) == 1 for title in ("Consistency per task", "Median normalized score per task",
+                                                     "Median leaderboard percentile per task"))
+
+
+def _scored(task: str, planner: str, normalized: float) -> TrialRecord:
+    return TrialRecord(task=task, planner=planner, model="sim", trial=0, seed=0, config_hash=planner[:4],
+                       outcome="valid", valid=True, stage_reached=10, normalized=normalized, synthetic=True)
+
+
+def test_no_rating_from_one_task_and_a_rating_from_several():
+    from mltb_core.analysis.ranking import RATING_NOTE, ranking_markdown
+    from mltb_core.analysis.stats import MIN_TASKS_FOR_RATING
+
+    one, _ = ranking_markdown([_scored("spaceship-titanic", "react", 0.6), _scored("spaceship-titanic", "lats", 0.5)])
+    rating = one.split("### Rating", 1)[1].split("###", 1)[0]
+    assert "No rating: the planners played on 1 task(s)" in rating and f"at least {MIN_TASKS_FOR_RATING}" in rating
+    assert RATING_NOTE not in one and "| planner" not in rating
+    tasks = ("spaceship-titanic", "playground-series-s3e1", "playground-series-s4e1")
+    three, _ = ranking_markdown([_scored(t, p, s) for t in tasks for p, s in (("react", 0.6), ("lats", 0.5))])
+    rating = three.split("### Rating", 1)[1].split("###", 1)[0]
+    assert RATING_NOTE in rating and "| react " in rating and "No rating" not in rating
+
+
+def _spent(task: str, planner: str, llm_calls: int) -> TrialRecord:
+    return TrialRecord(task=task, planner=planner, model="sim", trial=0, seed=0, config_hash=planner[:4],
+                       outcome="valid", valid=True, stage_reached=10, llm_calls=llm_calls, tool_calls=llm_calls,
+                       synthetic=True)
+
+
+def test_the_compute_mark_singles_out_cells_or_is_said_once():
+    """A one-trial run of two planners that spent differently put ‡ on every cell: a mark on every cell marks
+    nothing, so the table says it once instead; a mark that singles a cell out stays."""
+    from mltb_core.analysis.tables import CALLS_MARK, EVERY_CELL_NOTE, consistency_table
+
+    (both,) = consistency_table([_spent("spaceship-titanic", "react", 20), _spent("spaceship-titanic", "lats", 26)])
+    assert not any(CALLS_MARK in cell for cell in both.rows[0]) and EVERY_CELL_NOTE in both.notes
+    assert CALLS_MARK in both.rows[2][1]              # the per-trial rows keep the means' marks
+    (three,) = consistency_table([_spent("spaceship-titanic", p, n) for p, n in (("react", 20), ("lats", 21),
+                                                                                  ("mcts_shaped", 40))])
+    assert [CALLS_MARK in cell for cell in three.rows[0][1:]] == [False, False, True]
+    assert EVERY_CELL_NOTE not in three.notes

@@ -218,12 +218,15 @@ def test_a_planner_that_fails_everything_has_an_open_lower_end():
     assert a.low is None and a.high is not None and a.estimate <= a.high
 
 
-def test_friedman_permutation_p_matches_the_exact_permutation_distribution():
+def test_friedman_permutation_p_is_exact_where_enumeration_is_cheap(monkeypatch):
     """3 blocks × 3 planners, one planner best in every block: the exact p over all 6**3 within-block
-    orderings is 42/216; the χ² approximation gives half of it. The Monte Carlo p lands within 4 of its
-    standard errors of the exact value; an all-tied table gives 1."""
+    orderings is 42/216, which friedman_test gives (enumerated); the χ² approximation gives half of it. Where
+    the arrangements are too many to enumerate, the Monte Carlo p lands within 4 of its standard errors of the
+    exact value; an all-tied table gives 1."""
     import itertools
 
+    from mltb_core.analysis import stats as stats_module
+    from mltb_core.analysis.ranking import friedman_text
     from mltb_core.analysis.stats import friedman_test
 
     scores = {"t1": {"a": 3, "b": 2, "c": 1}, "t2": {"a": 3, "b": 1, "c": 2}, "t3": {"a": 3, "b": 2, "c": 1}}
@@ -233,17 +236,22 @@ def test_friedman_permutation_p_matches_the_exact_permutation_distribution():
                 for blocks in itertools.product(orders, repeat=3)) / len(orders) ** 3
     assert exact == pytest.approx(42 / 216)
     result = friedman_test(scores)
-    assert result.permutations == 20_000
-    assert abs(result.permutation_p - exact) < 4 * (exact * (1 - exact) / result.permutations) ** 0.5
+    assert result.exact and result.permutations == 0 and result.permutation_p == pytest.approx(exact, abs=1e-12)
     assert result.p_value < exact / 1.8                      # the approximation is far off at 3 blocks
+    assert "exact permutation p = 0.194 (every arrangement of the ranks within each block enumerated" \
+        in friedman_text(result, {})[0]
+    ordered = friedman_test({f"t{i}": {"a": 3, "b": 2, "c": 1} for i in range(10)})
+    assert ordered.exact and ordered.permutation_p == pytest.approx(6 / 6 ** 10, rel=1e-9)
     tied = friedman_test({t: {"a": 1, "b": 1, "c": 1} for t in ("t1", "t2")})
     assert tied.permutation_p == 1.0 and tied.p_value == 1.0
 
-    from mltb_core.analysis.ranking import friedman_text
-
+    monkeypatch.setattr(stats_module, "MAX_EXACT_FRIEDMAN_STATES", 0)     # too many arrangements: sampled
+    sampled = friedman_test(scores)
+    assert not sampled.exact and sampled.permutations == 20_000
+    assert abs(sampled.permutation_p - exact) < 4 * (exact * (1 - exact) / sampled.permutations) ** 0.5
     # p ≈ 0.19 over 20,000 shuffles: standard error sqrt(0.19 · 0.81 / 20,000) ≈ 0.003
-    assert (f"permutation p ≈ {result.permutation_p:.3g} (20,000 shuffles of the ranks within each block, Monte "
-            "Carlo standard error 0.003; valid") in friedman_text(result, {})[0]
+    assert (f"permutation p ≈ {sampled.permutation_p:.3g} (20,000 shuffles of the ranks within each block, Monte "
+            "Carlo standard error 0.003; valid") in friedman_text(sampled, {})[0]
     ordered = friedman_test({f"t{i}": {"a": 3, "b": 2, "c": 1} for i in range(10)})   # exact p = 6 / 6**10
     assert ordered.permutation_p == 1 / 20_001
     assert ("permutation p ≤ 5e-05 (none of 20,000 shuffles of the ranks within each block reached the observed "
@@ -274,8 +282,14 @@ def test_interval_ends_are_rounded_outward():
     assert rate_interval(249, 250).format() == "1.00 [0.97, 1.00]"    # the estimate stays inside the bounds
     assert CI(0.3, 0.3, 0.7, 3).format() == "0.30 [0.30, 0.70]"       # exact decimals stay as they are
     assert CI(-0.1, -0.25, 0.051, 3).format(signed=True) == "-0.10 [-0.25, +0.06]"
-    assert CI(-0.5, -0.7, -0.000001, 3).format(signed=True) == "-0.50 [-0.70, +0.00]"   # never "-0.00"
-    assert CI(50.0, 0.04, 99.97, 3).format(1) == "50.0 [0.0, 100.0]"                  # percentiles alike
+    # a non-zero end never prints as 0 (issue 57): it says which side of 0 it lies on, so a REGRESSION's upper
+    # bound below 0 prints below 0, and Clopper-Pearson's 1/3 lower bound 0.0084 prints 0.008, not 0.00
+    assert rate_interval(1, 3).format() == "0.33 [0.008, 0.91]"
+    assert CI(-0.5, -0.7, -0.003, 3).format(signed=True) == "-0.50 [-0.70, -0.003]"
+    assert CI(-0.5, -0.7, -0.000001, 3).format(signed=True) == "-0.50 [-0.70, -0.000001]"
+    assert CI(-0.5, -0.7, -1e-9, 3).format(signed=True) == "-0.50 [-0.70, +0.00]"   # float noise; never "-0.00"
+    assert CI(50.0, 0.04, 99.97, 3).format(1) == "50.0 [0.04, 100.0]"                 # percentiles alike
+    assert CI(50.0, 0.0, 99.97, 3).format(1) == "50.0 [0.0, 100.0]"
     assert CI(0.5, None, None, 2).format() == "0.50 [–]" and CI(None, None, None, 0).format() == "n/a"
     with pytest.raises(ValueError, match="finite number, got nan"):
         CI(0.5, float("nan"), 0.9, 3).format()

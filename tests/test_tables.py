@@ -219,7 +219,7 @@ def test_the_compact_summary_shows_consistency_the_funnel_and_infra_errors_with_
     assert named.endswith("mltb report mltb-runs/first writes them with plots and the search trees")
     assert "Cost per planner" in full and "Median normalized" in full
     for text in (compact, full):
-        notes = [line for line in text.splitlines() if line.startswith("(synthetic policy, not an LLM): figures")]
+        notes = [line for line in text.splitlines() if line.startswith("synthetic policy, not an LLM: figures")]
         assert len(notes) == 1, text      # said once, not under every table
     assert len(compact.splitlines()) < len(full.splitlines()) / 2
 

@@ -67,5 +67,12 @@ def test_real_planner_trajectories_carry_node_statistics(tmp_path, planner):
     assert all(n["visits"] is not None and n["stage"] is not None for n in nodes)
     assert all(n["parent"] in {m["id"] for m in nodes} for n in nodes[1:])
     assert tree["best_path"] and all(n in {m["id"] for m in nodes} for n in tree["best_path"])
+    # R is the reward the search backed up for a node (issue 59: every node showed R 0, the valid one too)
+    assert nodes[0]["reward"] is None                        # the root is never evaluated
+    assert all(n["reward"] is not None for n in nodes[1:] if n["visits"])
+    if planner == "mcts_shaped":
+        best = nodes[tree["best_path"][-1]]
+        assert best["stage"] > 0 and best["reward"] > 0      # its stage rewards less 0.1 per level
+        assert len({n["reward"] for n in nodes[1:] if n["visits"]}) > 1
     if planner == "hierarchical_mcts":
         assert tree["subtasks"]["1"] == "train_data_loading" and nodes[1]["subtask"] == 1

@@ -19,13 +19,21 @@ The change ``current - baseline`` and its interval (docs/statistics.md: the esti
   the median when the change moves every trial alike).
 
 Every gated comparison of a run is read together (one failing cell fails the run), so each cell interval
-is at level 1 - 0.05/m, m the gated comparisons that are not unchanged (:func:`stats.family_level`): the
-chance that *any* cell shows a false REGRESSION is at most 2.5 %, and the chance that any true drop of d
-is called ok at most 2.5 %. Verdict per gated (cell, metric), SPEC being ``metric:threshold`` pairs such
+is at level 1 - 0.05/m, m the gated comparisons that are not unchanged (:func:`stats.family_level`). For
+the medians, and paired consistency below ``stats.NEWCOMBE_MIN_TRIALS["paired"]`` pairs (an exact interval),
+each cell's false REGRESSION and false ok stay within 0.025/m, so the run's within 2.5 %; Newcombe's
+approximate intervals (more pairs, or unpaired seeds) exceed that share: their measured per-cell rates are
+tabulated in docs/statistics.md ("Measured error rates of the consistency verdict"). Verdict per gated (cell, metric), SPEC being ``metric:threshold`` pairs such
 as ``consistency:-0.05,percentile:-2`` (a threshold d is the largest tolerated drop; its sign is ignored):
 
 - ``unchanged``: paired, and every pair of trials gave the same figure (valid flag, or value): a fact
   about the seeds run, not an inference; it takes no share of the error. Exit status 0.
+- ``REGRESSION (behaviour)``: a synthetic-policy cell (deterministic per seed on both sides), paired, that
+  kept none of what it had (every valid submission lost, or its median percentile / normalized score down to
+  0) by more than the tolerated drop; or a planner whose paired synthetic trials over all the tasks both runs
+  hold kept at most ``1 - lost_share`` (``--gate-lost-share``, default 0.5) of them (its "all tasks" row). A
+  fact about this code for the seeds run, like ``unchanged``, so it holds at any n and takes no share of the
+  error: a planner that stops submitting fails the gate at 2 trials per cell. Exit status 1.
 - ``REGRESSION``: a drop is shown (the interval's upper bound is below 0) and the interval reaches
   past -d (a drop larger than tolerated is not excluded). Exit status 1.
 - ``ok``: non-inferiority is shown: the interval's lower bound is above -d. A shown drop smaller than d
@@ -37,8 +45,8 @@ as ``consistency:-0.05,percentile:-2`` (a threshold d is the largest tolerated d
   d = 0.05 with one gated comparison); paired medians exactly for the order-statistic interval from the
   differences' shape (:func:`_paired_median_trials_needed`). Exit status 0, printed loudly.
 
-``tests/test_gate_operating.py`` checks by seeded simulation at the printed trials: a true drop of d
-flagged >= 80 %, a true zero change called REGRESSION <= 2.5 %, a true drop of d called ok <= 2.5 %.
+``tests/test_gate_operating.py`` checks the power at the printed trials and, exactly, the per-cell error
+rates tabulated in docs/statistics.md.
 
 Exit status under ``--compare`` (pytest plugin): 1 when a cell regresses; ``inconclusive`` does
 not fail (a loud line says the gate could not decide); planner failures alone do not fail
@@ -73,14 +81,16 @@ from mltb_core.analysis.results import (TrialRecord, counted_records, group_by, 
 from mltb_core.analysis.safety import terminal_text
 from mltb_core.analysis.stats import (CI, DEFAULT_LEVEL, MAX_GATE_TRIALS, MIN_TRIALS_FOR_MEDIAN_CI, POWER, TrialSample,
                                       cluster_sign_flip, family_level, holm, median_change, median_standard_error,
-                                      min_n_for_median_ci, min_n_for_shift_ci, paired_proportion_diff_ci, powered_half_width,
+                                      min_n_for_median_ci, min_n_for_shift_ci, NEWCOMBE_MIN_TRIALS, paired_proportion_diff_ci,
+                                      paired_rate_change_exact, powered_half_width,
                                       proportion_diff_ci, rate_interval, t_interval, trials_needed_for_rate_gate,
                                       z_value)
 from mltb_core.bench.documents import read_document
+from mltb_core.config import GATE_LOST_SHARE as DEFAULT_LOST_SHARE
 
 __all__ = ["METRICS", "BASELINE_VERSION", "parse_regression_spec", "cell_figures", "save_baseline",
            "load_baseline", "compare_to_baseline", "Comparison", "Delta", "paired_median_change",
-           "consistency_trials_needed"]
+           "consistency_trials_needed", "behaviour_fire_probability"]
 
 BASELINE_VERSION = 3      # 3: normalized scores on every task, with their row resamples
 # Format 2 (before normalized_samples and llm_calls) still reads: its normalized intervals cover trials only.
@@ -245,6 +255,11 @@ class Delta:
     p_value: float | None = None       # combined rows: task-level sign-flip permutation test
     unchanged: bool = False            # paired, and every pair of trials gave the same figure
     trials: list[int] = field(default_factory=list)   # the current run's trial numbers in this cell
+    # deterministic policy, paired: (baseline, current) per paired trial (valid as 1/0, or the value), what
+    # they show as a fact, and whether it is a behaviour loss (:func:`_behaviour`)
+    pairs: list[tuple[float, float]] = field(default_factory=list)
+    behaviour: str = ""
+    lost: bool = False
 
     @property
     def measurable(self) -> bool:
@@ -253,14 +268,19 @@ class Delta:
 
     @property
     def regressed(self) -> bool:
-        """A drop is shown (upper bound below 0) and one beyond the tolerance is not excluded."""
-        return (self.threshold is not None and not self.unchanged and self.measurable and self.change.high < 0
-                and self.change.low <= -self.threshold)
+        """A behaviour loss on the seeds run (:func:`_behaviour`), or a drop is shown (upper bound below 0) and
+        one beyond the tolerance is not excluded."""
+        if self.threshold is None or self.unchanged:
+            return False
+        if self.combined:    # a row over tasks fails only on a behaviour loss; its statistics inform
+            return self.lost
+        return self.lost or (self.measurable and self.change.high < 0 and self.change.low <= -self.threshold)
 
     @property
     def ok(self) -> bool:
-        """Non-inferiority is shown: the lower bound is above -threshold."""
-        return self.threshold is not None and not self.unchanged and self.measurable and self.change.low > -self.threshold
+        """Non-inferiority is shown: the lower bound is above -threshold (never beside a behaviour loss)."""
+        return (self.threshold is not None and not self.unchanged and not self.lost and self.measurable
+                and self.change.low > -self.threshold)
 
     @property
     def inconclusive(self) -> bool:
@@ -275,6 +295,8 @@ class Delta:
             return f"n/a ({self.note})" if self.note else "n/a"
         if self.unchanged:
             return "unchanged"
+        if self.lost:
+            return "REGRESSION (behaviour)"
         if self.regressed:
             return "REGRESSION"
         if self.ok:
@@ -297,8 +319,65 @@ def consistency_trials_needed(valid: int, n: int, drop: float, level: float = DE
     return trials_needed_for_rate_gate(_planning_rate(valid, n), drop, level)
 
 
+# A cell loses its behaviour when it keeps none of what it had: every valid submission, or its whole median.
+# Over a planner's tasks (more seeds, so a reshuffle of which seeds succeed rarely looks like a loss) the share
+# is --gate-lost-share. docs/gating.md gives both rules' rates.
+CELL_LOST_SHARE = 1.0
+
+
+def _behaviour(metric: str, pairs: list[tuple[float, float]], threshold: float | None,
+               lost_share: float) -> tuple[str, bool]:
+    """The behaviour rule for a deterministic policy's paired trials (a fact about the seeds run, not an
+    inference, so it holds at any n): what the pairs show, and whether they kept at most ``1 - lost_share``
+    of the baseline's level (valid submissions, or the median score) with a drop beyond the tolerated one."""
+    before, after = [b for b, _ in pairs], [c for _, c in pairs]
+    if metric == "consistency":
+        base_level, cur_level = sum(before), sum(after)
+        text = f"valid {base_level:g} -> {cur_level:g} of {len(pairs)} paired seeds"
+        drop = (base_level - cur_level) / len(pairs)
+    else:
+        base_level, cur_level = float(np.median(before)), float(np.median(after))
+        text = f"median {base_level:.3g} -> {cur_level:.3g} over {len(pairs)} paired seeds"
+        drop = base_level - cur_level
+    lost = (threshold is not None and base_level > 0 and cur_level <= (1.0 - lost_share) * base_level + 1e-12
+            and drop > threshold)
+    return text, lost
+
+
+def _ones(count: int, of: int) -> list[float]:
+    return [1.0] * count + [0.0] * (of - count)
+
+
+def behaviour_fire_probability(trials: int, tasks: int, before: float, after: float, drop: float,
+                               lost_share: float = DEFAULT_LOST_SHARE) -> float:
+    """The chance that a synthetic-policy planner gated over ``tasks`` cells of ``trials`` paired trials fails the
+    behaviour rule (:func:`_behaviour`: a cell that keeps none, or the planner keeping at most 1 - lost_share of
+    its valid submissions), when the baseline's trials succeed at rate ``before`` and the changed code's at
+    ``after``, independently (a change that alters the policy's path draws its outcomes afresh; ``after =
+    before`` is a change that moves no rate, whose firing is the rule's cost). Exact: the tasks' outcomes are
+    summed by dynamic programming over (baseline valid, current valid, a cell fired)."""
+    from scipy.stats import binom
+
+    cell = [[float(binom.pmf(b, trials, before) * binom.pmf(c, trials, after)) for c in range(trials + 1)]
+            for b in range(trials + 1)]
+    cell_fires = [[_behaviour("consistency", list(zip(_ones(b, trials), _ones(c, trials))), drop, CELL_LOST_SHARE)[1]
+                   for c in range(trials + 1)] for b in range(trials + 1)]
+    states: dict[tuple[int, int, bool], float] = {(0, 0, False): 1.0}
+    for _ in range(tasks):
+        nxt: dict[tuple[int, int, bool], float] = {}
+        for (b0, c0, fired), weight in states.items():
+            for b in range(trials + 1):
+                for c in range(trials + 1):
+                    key = (b0 + b, c0 + c, fired or cell_fires[b][c])
+                    nxt[key] = nxt.get(key, 0.0) + weight * cell[b][c]
+        states = nxt
+    total = trials * tasks
+    return sum(weight for (b, c, fired), weight in states.items()
+               if fired or _behaviour("consistency", list(zip(_ones(b, total), _ones(c, total))), drop, lost_share)[1])
+
+
 def _consistency_delta(name: str, base: list[TrialRecord], cur: list[TrialRecord], threshold: float | None,
-                       level: float = DEFAULT_LEVEL) -> Delta:
+                       level: float = DEFAULT_LEVEL, deterministic: bool = False) -> Delta:
     base_by_seed = {r.seed: r.valid for r in base}
     cur_by_seed = {r.seed: r.valid for r in cur}
     paired = (len(base_by_seed) == len(base) and len(cur_by_seed) == len(cur) and bool(base)
@@ -306,19 +385,27 @@ def _consistency_delta(name: str, base: list[TrialRecord], cur: list[TrialRecord
     base_valid, cur_valid = sum(base_by_seed.values()), sum(cur_by_seed.values())
     unchanged = paired and all(base_by_seed[s] == cur_by_seed[s] for s in base_by_seed)
     if paired:
-        change = paired_proportion_diff_ci([(base_by_seed[s], cur_by_seed[s]) for s in sorted(base_by_seed)], level)
+        pairs = [(base_by_seed[s], cur_by_seed[s]) for s in sorted(base_by_seed)]
+        # below the pairs where Newcombe's interval covers ~95 % (it prints none there), the exact interval whose
+        # upper end is below 0 exactly when McNemar's exact test shows a drop
+        change = (paired_proportion_diff_ci(pairs, level) if len(pairs) >= NEWCOMBE_MIN_TRIALS["paired"]
+                  else paired_rate_change_exact(pairs, level))
     else:
         change = proportion_diff_ci(cur_valid, len(cur), base_valid, len(base), level)
     needed = None
     if threshold is not None and base and not unchanged:
         needed = consistency_trials_needed(base_valid, len(base), threshold, level)
-    return Delta(name, "consistency", base_valid / len(base) if base else None,
-                 cur_valid / len(cur) if cur else None, change, threshold, len(base), len(cur), paired, needed,
-                 unchanged=unchanged)
+    delta = Delta(name, "consistency", base_valid / len(base) if base else None,
+                  cur_valid / len(cur) if cur else None, change, threshold, len(base), len(cur), paired, needed,
+                  unchanged=unchanged)
+    if deterministic and paired:
+        delta.pairs = [(float(base_by_seed[s]), float(cur_by_seed[s])) for s in sorted(base_by_seed)]
+        delta.behaviour, delta.lost = _behaviour("consistency", delta.pairs, threshold, CELL_LOST_SHARE)
+    return delta
 
 
 def _median_delta(name: str, metric: str, base: list[TrialRecord], cur: list[TrialRecord],
-                  threshold: float | None, level: float = DEFAULT_LEVEL) -> Delta:
+                  threshold: float | None, level: float = DEFAULT_LEVEL, deterministic: bool = False) -> Delta:
     b, c = _median_sample(base, metric), _median_sample(cur, metric)
     estimate = lambda m: m.sample.estimate() if m.sample.n else None  # noqa: E731
     if b.excluded or c.excluded or not b.sample.n or not c.sample.n:
@@ -331,8 +418,12 @@ def _median_delta(name: str, metric: str, base: list[TrialRecord], cur: list[Tri
     needed = None
     if threshold is not None and not unchanged:
         needed = _median_trials_needed(b.sample, c.sample, change, threshold, paired)
-    return Delta(name, metric, b.sample.estimate(), c.sample.estimate(), change, threshold, b.sample.n,
-                 c.sample.n, paired, needed, unchanged=unchanged)
+    delta = Delta(name, metric, b.sample.estimate(), c.sample.estimate(), change, threshold, b.sample.n,
+                  c.sample.n, paired, needed, unchanged=unchanged)
+    if deterministic and paired:
+        delta.pairs = [(float(x), float(y)) for x, y in zip(b.sample.values, c.sample.values)]
+        delta.behaviour, delta.lost = _behaviour(metric, delta.pairs, threshold, CELL_LOST_SHARE)
+    return delta
 
 
 @functools.lru_cache(maxsize=16)
@@ -417,7 +508,8 @@ class Comparison:
 
     @property
     def regressions(self) -> list[Delta]:
-        return [d for d in self.deltas if d.regressed and not d.combined]
+        """Cells that regressed, and rows over tasks with a behaviour loss (their statistics never fail)."""
+        return [d for d in self.deltas if d.regressed]
 
     def render(self) -> str:
         """Deltas with intervals as a table, then missing cells and the verdicts."""
@@ -430,7 +522,9 @@ class Comparison:
             if d.combined:
                 return f"tasks: t; sign-flip Holm p={d.p_value:.3f}" if d.p_value is not None else "tasks: t"
             if d.metric == "consistency":
-                return "paired" if d.paired else "unpaired"
+                if d.paired:
+                    return "paired, exact" if d.n_baseline < NEWCOMBE_MIN_TRIALS["paired"] else "paired, ≈ 95 %"
+                return "unpaired, ≈ 95 %"
             return "paired: median of differences" if d.paired else "unpaired: shift (Hodges-Lehmann)"
         rows = [[terminal_text(d.cell), d.metric, num(d.baseline, d.n_baseline), num(d.current, d.n_current),
                  d.change.format(2, signed=True),
@@ -443,7 +537,9 @@ class Comparison:
                  f"{self.family} gated comparisons not unchanged, so all cover at once with >= "
                  f"{DEFAULT_LEVEL:.0%}); n = counted trials; 'all tasks' rows: mean over tasks of the per-task "
                  "change, n = tasks, 95% t interval per row, sign-flip p Holm-adjusted over those rows, informative "
-                 "only)",
+                 "unless a behaviour loss; REGRESSION (behaviour): a synthetic-policy cell that kept none of its "
+                 "valid submissions or median, or a planner that kept at most 1 - the lost share over the tasks, on "
+                 "the paired seeds)",
                  tabulate(rows, headers=["cell", "metric", "baseline", "current", "change [CI]", "test",
                                          "max drop", "verdict"], disable_numparse=True)]
         if self.only_in_baseline:
@@ -451,9 +547,8 @@ class Comparison:
         if self.only_in_current:
             lines.append("new (no baseline): " + ", ".join(map(terminal_text, self.only_in_current)))
         if self.failed:
-            lines.append(f"FAILED: {len(self.regressions)} regression(s) beyond noise: "
-                         + "; ".join(f"{terminal_text(d.cell)} {d.metric} {d.change.format(2, signed=True)}: a drop is shown and one beyond "
-                                     f"-{d.threshold:g} is not excluded" for d in self.regressions))
+            lines.append(f"FAILED: {len(self.regressions)} regression(s): "
+                         + "; ".join(_regression_text(d) for d in self.regressions))
         gated = [d for d in self.deltas if d.threshold is not None and d.change.estimate is not None and not d.combined]
         if self.unchanged:
             trials = sorted({t for d in self.unchanged for t in d.trials})
@@ -475,6 +570,15 @@ class Comparison:
             lines.append(f"no regression shown; {decided} of {len(gated)} gated comparisons shown ok (non-inferior)"
                          + (" (see INCONCLUSIVE above)" if self.inconclusive else ""))
         return "\n".join(lines)
+
+
+def _regression_text(d: Delta) -> str:
+    if d.lost:
+        return (f"{terminal_text(d.cell)} {d.metric} {d.behaviour}: a behaviour loss on the seeds run (synthetic "
+                f"policy, deterministic per seed: a fact about this code for {_trial_text(d.trials)}, not an "
+                f"estimate of the rate)")
+    return (f"{terminal_text(d.cell)} {d.metric} {d.change.format(2, signed=True)}: a drop is shown and one beyond "
+            f"-{d.threshold:g} is not excluded")
 
 
 def _trial_text(trials: list[int]) -> str:
@@ -507,18 +611,41 @@ def _combined_deltas(cells: list[Delta], thresholds: dict[str, float], seed: int
     return out
 
 
+def _planner_behaviour(deltas: list[Delta], lost_share: float) -> None:
+    """The behaviour rule at ``lost_share`` over each (planner, model)'s paired synthetic-policy trials of every
+    task both runs hold: on its row over tasks, or on its one cell when it has a single task."""
+    groups: dict[tuple[str, str, str], list[Delta]] = {}
+    for d in deltas:
+        if not d.combined and d.pairs and d.threshold is not None:
+            _, planner, model = d.cell.split("|", 2)
+            groups.setdefault((planner, model, d.metric), []).append(d)
+    rows = {(d.cell.split("|", 2)[1], d.cell.split("|", 2)[2], d.metric): d for d in deltas if d.combined}
+    for key, cells in groups.items():
+        pairs = [pair for d in cells for pair in d.pairs]
+        behaviour, lost = _behaviour(key[2], pairs, cells[0].threshold, lost_share)
+        target = rows.get(key) if len(cells) > 1 else cells[0]
+        if target is None or all(d.unchanged for d in cells):
+            continue
+        if target.combined:
+            target.pairs, target.trials = pairs, sorted({t for d in cells for t in d.trials})
+            target.behaviour, target.lost = f"{behaviour} over {len(cells)} tasks", lost
+        elif lost and not target.lost:
+            target.behaviour, target.lost = behaviour, True
+
+
 def _cell_deltas(base_cells: dict[str, list[TrialRecord]], current: dict[str, list[TrialRecord]],
-                 thresholds: dict[str, float], level: float) -> list[Delta]:
+                 thresholds: dict[str, float], level: float, deterministic: set[str]) -> list[Delta]:
     deltas = []
     for name in sorted(set(current) & set(base_cells)):
         base, cur = base_cells[name], current[name]
         if not base and not cur:
             continue
-        consistency = _consistency_delta(name, base, cur, thresholds.get("consistency"), level)
+        fact = name in deterministic
+        consistency = _consistency_delta(name, base, cur, thresholds.get("consistency"), level, fact)
         consistency.trials = sorted({r.trial for r in cur})
         deltas.append(consistency)
         for metric in ("normalized", "percentile"):
-            delta = _median_delta(name, metric, base, cur, thresholds.get(metric), level)
+            delta = _median_delta(name, metric, base, cur, thresholds.get(metric), level, fact)
             delta.trials = consistency.trials
             if delta.baseline is not None or delta.current is not None or delta.threshold is not None:
                 deltas.append(delta)
@@ -526,21 +653,27 @@ def _cell_deltas(base_cells: dict[str, list[TrialRecord]], current: dict[str, li
 
 
 def compare_to_baseline(baseline: dict, records: Iterable[TrialRecord], thresholds: dict[str, float] | None = None,
-                        seed: int = 0) -> Comparison:
+                        seed: int = 0, lost_share: float = DEFAULT_LOST_SHARE) -> Comparison:
     """Compare ``records`` cell by cell with a loaded baseline; ``thresholds`` from :func:`parse_regression_spec`.
 
     The gated comparisons are read together (the run fails if any regresses), so every cell interval is at
-    Bonferroni's level over them; a comparison whose paired trials are all identical is a fact, not an
-    inference, and takes no share of the error."""
+    Bonferroni's level over them; a comparison whose paired trials are all identical, or a synthetic-policy
+    cell's behaviour loss (:func:`_behaviour`), is a fact, not an inference, and takes no share of the error."""
     thresholds = thresholds or {}
-    current = {_cell_name(*key): counted_records(cell)
-               for key, cell in group_by(latest_records(records), "task", "planner", "model").items()}
+    latest = group_by(latest_records(records), "task", "planner", "model")
+    current = {_cell_name(*key): counted_records(cell) for key, cell in latest.items()}
     base_cells = {name: counted_records(_baseline_records(cell)) for name, cell in baseline["cells"].items()}
-    deltas = _cell_deltas(base_cells, current, thresholds, DEFAULT_LEVEL)
-    family = sum(1 for d in deltas if d.threshold is not None and d.change.estimate is not None and not d.unchanged)
+    # a synthetic policy is deterministic per seed on both sides: its paired trials are facts about the code
+    deterministic = {_cell_name(*key) for key, cell in latest.items()
+                     if cell and all(r.synthetic for r in cell)
+                     and baseline["cells"].get(_cell_name(*key), {}).get("synthetic") is True}
+    deltas = _cell_deltas(base_cells, current, thresholds, DEFAULT_LEVEL, deterministic)
+    family = sum(1 for d in deltas if d.threshold is not None and d.change.estimate is not None and not d.unchanged
+                 and not d.lost)
     level = family_level(family)
     if family > 1:
-        deltas = _cell_deltas(base_cells, current, thresholds, level)
+        deltas = _cell_deltas(base_cells, current, thresholds, level, deterministic)
     deltas += _combined_deltas(deltas, thresholds, seed)
+    _planner_behaviour(deltas, lost_share)
     return Comparison(deltas, sorted(set(base_cells) - set(current)), sorted(set(current) - set(base_cells)),
                       level, family)

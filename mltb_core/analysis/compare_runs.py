@@ -3,7 +3,9 @@
 An *item* is a (task, trial seed) both runs hold for the same arm. Arms are (model, planner) pairs
 present in both runs; when the runs share none and each holds exactly one (e.g. ReAct in A, MCTS in
 B on the same seeds), those two are compared. Infra errors are left out of the pairs (counted and
-shown).
+shown). When the two sides ran different code (another commit, uncommitted changes:
+:func:`mltb_core.analysis.provenance.code_difference`), each side's label names its code, and
+:func:`outcome_change` says in words what the outcomes did.
 
 Per task, the change B − A over that task's items:
 
@@ -37,14 +39,15 @@ from tabulate import tabulate
 
 from mltb_core.analysis.plots import figure_svg, inline_svg, pyplot
 from mltb_core.analysis.compare import paired_median_change
+from mltb_core.analysis.provenance import code_difference, trial_code
 from mltb_core.analysis.results import Outcome, TrialRecord, markdown_text
 from mltb_core.analysis.safety import html as escape_html, terminal_text
-from mltb_core.analysis.stats import (CI, MIN_TRIALS_FOR_MEDIAN_CI, cluster_sign_flip, holm, median_interval,
+from mltb_core.analysis.stats import (CI, MIN_TRIALS_FOR_MEDIAN_CI, NEWCOMBE_MIN_TRIALS, cluster_sign_flip, holm, median_interval,
                                       paired_proportion_diff_ci, sign_test_p, t_interval)
 from mltb_core.bench.stages import REWARD_STAGES
 
 __all__ = ["PairedFigures", "CombinedFigures", "ArmComparison", "compare_runs", "render_comparison",
-           "comparison_html", "paired_items"]
+           "comparison_html", "paired_items", "outcome_change"]
 
 QUALITY = ("normalized", "percentile")
 # The stage each trial reached (0-10; a valid submission is 10): ordinal, so its test is the sign test. Where
@@ -97,6 +100,15 @@ class ArmComparison:
     only_a: int          # counted items of A without a partner in B
     only_b: int
     infra_left_out: int  # items left out because one side is an infra error
+    # which code ran each side's paired trials (provenance.trial_code), when the two differ; else None
+    code_a: str | None = None
+    code_b: str | None = None
+
+    def side(self, which: str, text: Any = str) -> str:
+        """``A = react / sim`` or, when the two sides ran different code, ``A = react / sim on mltb 0.1.0 @ …``:
+        the same planner and model on both sides are told apart by their code. ``text`` escapes the labels."""
+        label, code = (self.label_a, self.code_a) if which == "A" else (self.label_b, self.code_b)
+        return f"{which} = {text(label)}" + (f" on {text(code)}" if code is not None else "")
 
 
 def _arm_label(arm: tuple[str, str]) -> str:
@@ -220,12 +232,33 @@ def compare_runs(a: list[TrialRecord], b: list[TrialRecord], seed: int = 0) -> l
         per_task = {task: _figures([p for p in pairs if p[0].task == task])
                     for task in sorted({p[0].task for p in pairs})}
         counted = lambda items: sum(1 for r in items.values() if r.outcome != Outcome.INFRA_ERROR)  # noqa: E731
+        differs = code_difference([ra for ra, _ in pairs], [rb for _, rb in pairs]) is not None
         out.append(ArmComparison(_arm_label(arm_a), _arm_label(arm_b), _combined(per_task, seed), per_task,
                                  only_a=counted({k: v for k, v in items_a.items() if k not in items_b}),
                                  only_b=counted({k: v for k, v in items_b.items() if k not in items_a}),
-                                 infra_left_out=infra))
+                                 infra_left_out=infra,
+                                 code_a=trial_code(ra for ra, _ in pairs) if differs else None,
+                                 code_b=trial_code(rb for _, rb in pairs) if differs else None))
     _adjust(out)
     return out
+
+
+def outcome_change(comparisons: list[ArmComparison]) -> str:
+    """What the trials' outcomes did from A to B, in words, for the line under "they differ in" (a change of code
+    or settings is an input; this is what came of it): valid trials per arm over its pairs, and the tasks whose
+    pairs changed, e.g. ``react / sim: valid 6/6 → 0/6 over 6 pairs; 3 of 3 tasks changed``."""
+    if not comparisons:
+        return "no pairs to compare"
+    parts = []
+    for c in comparisons:
+        pairs = sum(f.pairs for f in c.per_task.values())
+        valid_a, valid_b = (sum(f.valid_a for f in c.per_task.values()), sum(f.valid_b for f in c.per_task.values()))
+        changed = sum(1 for f in c.per_task.values() if not f.unchanged)
+        arm = c.label_a if c.label_a == c.label_b else f"{c.label_a} → {c.label_b}"
+        what = ("every pair identical" if pairs and not changed
+                else f"{changed} of {len(c.per_task)} task(s) changed")
+        parts.append(f"{arm}: valid {valid_a}/{pairs} → {valid_b}/{pairs} over {pairs} pair(s); {what}")
+    return "; ".join(parts)
 
 
 def _p(value: float | None) -> str:
@@ -264,12 +297,13 @@ def _combined_row(c: ArmComparison) -> list[str]:
     return row
 
 
-HEADERS = ["task", "pairs", "valid A → B", "Δ validity B−A [95% CI]", "Holm p (McNemar exact; all: task sign-flip)",
+HEADERS = ["task", "pairs", "valid A → B", "Δ validity B−A [≈ 95% CI]", "Holm p (McNemar exact; all: task sign-flip)",
            "median Δ normalized [95% CI]", "Holm p (sign test; all: sign-flip)", "median Δ percentile [95% CI]",
            "Holm p (sign test; all: sign-flip)", "median Δ stage reached [95% CI]", "Holm p (sign test; all: sign-flip)"]
-FOOTNOTE = ("Per task: Newcombe paired score interval (validity; its coverage averaged over true rates is about "
-            "95 %, 97 % for correlated pairs, and dips below 90 % near rates of 0 or 1 with few pairs: "
-            "docs/statistics.md); the median of the paired per-trial deltas with "
+FOOTNOTE = ("Per task: Newcombe paired score interval (validity; approximate, '≈ 95 %': printed from {pairs} pairs, "
+            "where its coverage averaged over true rates is within 1.5 points of 95 % for independent and for "
+            "correlated pairs; its least, 0.88, near rates of 0 or 1: docs/statistics.md; fewer pairs print '–' "
+            "beside the exact McNemar p); the median of the paired per-trial deltas with "
             "its exact order-statistic interval, none below {min} pairs (normalized score: every task; percentile: "
             "tasks with a comparable board), the same change the regression gate reports, and its exact sign "
             "test. Failed trials count 0. Stage reached (0-10, a valid submission 10): the same median and sign "
@@ -281,7 +315,7 @@ FOOTNOTE = ("Per task: Newcombe paired score interval (validity; its coverage av
             "tasks; with k tasks no p below 2^(1-k)). p-values are Holm-adjusted: the per-task tests of every "
             "row and column as one family, the 'all tasks' rows as another; intervals are 95 % per row, not "
             "simultaneous. 'unchanged': every pair gave the same validity and figures (a fact for the seeds "
-            "run).").format(min=MIN_TRIALS_FOR_MEDIAN_CI)
+            "run).").format(min=MIN_TRIALS_FOR_MEDIAN_CI, pairs=NEWCOMBE_MIN_TRIALS["paired"])
 
 
 def render_comparison(comparisons: list[ArmComparison], fmt: str = "simple") -> str:
@@ -293,7 +327,7 @@ def render_comparison(comparisons: list[ArmComparison], fmt: str = "simple") -> 
     blocks = []
     for c in comparisons:
         rows = [_rows(task, f) for task, f in c.per_task.items()] + [_combined_row(c)]
-        blocks.append(f"A = {text(c.label_a)}  vs  B = {text(c.label_b)}: paired over (task, seed) items in both runs"
+        blocks.append(f"{c.side('A', text)}  vs  {c.side('B', text)}: paired over (task, seed) items in both runs"
                       + gap + tabulate(rows, headers=HEADERS, tablefmt=fmt, disable_numparse=True) + gap
                       + f"left out: {c.only_a} item(s) only in A, {c.only_b} only in B, {c.infra_left_out} with an "
                         "infra error on a side. " + FOOTNOTE)
@@ -333,7 +367,7 @@ def comparison_html(comparisons: list[ArmComparison], run_a: Path, run_b: Path) 
     for c in comparisons:
         table = tabulate([_rows(t, f) for t, f in c.per_task.items()] + [_combined_row(c)],
                          headers=HEADERS, tablefmt="html", disable_numparse=True)
-        body.append(f"<h3>A = {escape_html(c.label_a)} vs B = {escape_html(c.label_b)}</h3>{table}"
+        body.append(f"<h3>{c.side('A', escape_html)} vs {c.side('B', escape_html)}</h3>{table}"
                     f"<p class='note'>left out: {c.only_a} item(s) only in A, {c.only_b} only in B, "
                     f"{c.infra_left_out} with an infra error on a side. {escape_html(FOOTNOTE)}</p>")
     return "".join(body)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from pathlib import Path
 
 from mltb_core.analysis.results import TrialRecord, counted_records
 from mltb_core.analysis.safety import markdown as markdown_text
@@ -17,13 +16,15 @@ from mltb_core.bench.stages import stage_index
 __all__ = ["trajectory_findings", "reply_limit"]
 
 
-def _trajectory(rec: TrialRecord) -> list[dict] | None:
-    """A recorded trial's steps, or None when its trajectory file is gone."""
-    from mltb_core.analysis.sections import read_steps
+def _trajectory(rec: TrialRecord) -> tuple[list[dict], int] | None:
+    """A recorded trial's well-formed events and how many lines were skipped (malformed, or the whole file
+    when it cannot be read), or None when its trajectory file is gone."""
+    from mltb_core.analysis.sections import read_trajectory_of
 
-    if not rec.trajectory or not Path(rec.trajectory).is_file():
+    read = read_trajectory_of(rec)
+    if read is None:
         return None
-    return read_steps(rec)[0]
+    return ([], 1) if isinstance(read, str) else (read.events, len(read.malformed))
 
 
 def _budget(steps: list[dict]) -> int | None:
@@ -87,14 +88,19 @@ def trajectory_findings(recs: list) -> list[str]:
         return markdown_label(entry(rec))
 
     have, missing = [], []
+    skipped: Counter[str] = Counter()
     for rec in counted_records(recs):
-        steps = _trajectory(rec)
-        if steps is None:
+        read = _trajectory(rec)
+        if read is None:
             missing.append(f"{label(rec)} on {rec.task}, trial {rec.trial}")
         else:
-            have.append((rec, steps))
+            have.append((rec, read[0]))
+            skipped[f"{label(rec)} on {rec.task}, trial {rec.trial}"] += read[1]
+    bad = sorted(trial for trial, n in skipped.items() if n)
     lines = [f"Counted from the trajectories of {len(have)} of the {len(have) + len(missing)} counted trials"
-             + (f" (no trajectory file in the run directory: {'; '.join(missing)})" if missing else "") + ".", ""]
+             + (f" (no trajectory file in the run directory: {'; '.join(missing)})" if missing else "")
+             + (f"; {sum(skipped.values())} malformed trajectory line(s) were skipped, in {'; '.join(bad)} (each "
+                "trial's page names them)" if bad else "") + ".", ""]
     if not have:
         return lines
     order = {name: i for i, name in enumerate(entry_order(recs, label))}

@@ -6,6 +6,7 @@ later sessions add trials to it, and the config hash says which settings a trial
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import subprocess
 import threading
@@ -14,10 +15,12 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["git_commit", "code_version", "trial_code", "NOT_RECORDED", "machine_facts", "machine_label",
-           "machine_counts", "LoadMeter", "LOAD_SAMPLE_SECONDS"]
+__all__ = ["git_commit", "code_version", "trial_code", "NOT_RECORDED", "UNCOMMITTED", "code_difference", "code_note",
+           "code_recorded",
+           "machine_facts", "machine_label", "machine_counts", "LoadMeter", "LOAD_SAMPLE_SECONDS"]
 
 NOT_RECORDED = "not recorded"   # records written before mltb stamped its code on them
+UNCOMMITTED = "with uncommitted changes"   # in a record's code: the checkout differed from its commit
 # What a run may rewrite in its own checkout without changing the code that runs: the reports it writes
 # (benchmarks/local_llm_table.py's default) and prose. Uncommitted changes anywhere else flag the commit.
 NOT_CODE = (":(exclude)reports/", ":(exclude)*.md")
@@ -31,21 +34,27 @@ def _git(root: Path, *argv: str) -> subprocess.CompletedProcess:
 
 @functools.lru_cache(maxsize=None)
 def git_commit(root: Path = ROOT) -> str | None:
-    """The commit of the checkout mltb runs from (12 hex digits, "(with uncommitted changes)" when tracked
-    files other than reports and prose (:data:`NOT_CODE`) differ from it), or None when ``root`` is not the top of a git checkout: an installed copy in a
-    virtual environment that lives inside some other repository must not report that repository's commit.
-    Read once per process."""
+    """The commit of the checkout mltb runs from (12 hex digits), with ``(with uncommitted changes <diff>)``
+    when tracked files other than reports and prose (:data:`NOT_CODE`) differ from it — ``<diff>`` the first 8
+    hex digits of the SHA-256 of ``git diff HEAD`` over those files, so two runs on uncommitted changes can be
+    told apart (:data:`UNCOMMITTED`) — or None when ``root`` is not the top of a git checkout: an installed
+    copy in a virtual environment that lives inside some other repository must not report that repository's
+    commit. Read once per process."""
     try:
         top = _git(root, "rev-parse", "--show-toplevel")
         if top.returncode != 0 or Path(top.stdout.strip()).resolve() != root.resolve():
             return None
         head = _git(root, "rev-parse", "--short=12", "HEAD")
         dirty = _git(root, "status", "--porcelain", "--untracked-files=no", "--", ".", *NOT_CODE)
+        diff = _git(root, "diff", "--binary", "HEAD", "--", ".", *NOT_CODE) if dirty.stdout.strip() else None
     except (OSError, subprocess.SubprocessError):
         return None
     if head.returncode != 0:
         return None
-    return head.stdout.strip() + (" (with uncommitted changes)" if dirty.stdout.strip() else "")
+    if diff is None:
+        return head.stdout.strip()
+    digest = hashlib.sha256(diff.stdout.encode("utf-8", "surrogateescape")).hexdigest()[:8]
+    return f"{head.stdout.strip()} ({UNCOMMITTED} {digest})"
 
 
 def code_version() -> str:
@@ -103,6 +112,44 @@ def trial_code(records: Iterable[Any], markup: Callable[[str], str] = str) -> st
     ``markup`` makes each record's ``code`` (a records file's text) safe for the output format."""
     counts = Counter(record.code or NOT_RECORDED for record in records)
     return ", ".join(f"{markup(code)} ({n})" for code, n in counts.most_common())
+
+
+def _knowable(code: str) -> bool:
+    """Whether two trials stamped ``code`` ran the same code: not for a record without one, nor for uncommitted
+    changes stamped before they carried their diff's digest."""
+    return code != NOT_RECORDED and not code.endswith(f"({UNCOMMITTED})")
+
+
+def code_difference(a: Iterable[Any], b: Iterable[Any]) -> str | None:
+    """How the code that ran trials ``a`` differs from the code that ran ``b`` (``mltb compare``: A → B), in
+    words, e.g. ``code: mltb 0.1.0 @ 1a2b3c4d5e6f (with uncommitted changes 0c1d2e3f) (6) → mltb 0.1.0 @
+    1a2b3c4d5e6f (6)``; None when every trial of both ran the same committed code (or the same uncommitted
+    changes, by their digest), or when no trial of either records its code (nothing to tell: see
+    :func:`code_recorded`). Code that cannot be told the same (uncommitted changes stamped before they
+    carried a digest, a side without records of its code) is named."""
+    a, b = list(a), list(b)
+    codes = {record.code or NOT_RECORDED for record in [*a, *b]}
+    if len(codes) == 1 and (_knowable(next(iter(codes))) or not code_recorded([*a, *b])):
+        return None
+    return f"code: {trial_code(a)} → {trial_code(b)}"
+
+
+def code_recorded(records: Iterable[Any]) -> bool:
+    """Whether any of ``records`` says which code ran it (records before schema 2 do not)."""
+    return any(record.code for record in records)
+
+
+def code_note(records: Iterable[Any]) -> str | None:
+    """A sentence for a report's legend when its trials did not all run one committed code (several commits, or
+    uncommitted changes): the config hash pins the settings, not the code. None when they did."""
+    records = list(records)
+    codes = {record.code or NOT_RECORDED for record in records}
+    if len(codes) > 1:
+        return (f"The trials ran on different code: {trial_code(records)}; a configuration's hash pins its settings, "
+                "not its code, so a column may mix code versions.")
+    if codes and UNCOMMITTED in next(iter(codes)):
+        return f"The trials ran on uncommitted changes: {trial_code(records)}."
+    return None
 
 
 LOAD_SAMPLE_SECONDS = 30.0   # how often a LoadMeter samples the load average between a trial's start and end

@@ -15,8 +15,8 @@ from tabulate import tabulate
 from mltb_core.analysis.plots import figure_svg, pyplot
 from mltb_core.analysis.results import TrialRecord, counted_records, quality_value
 from mltb_core.analysis.tables import entry_label, markdown_label, policy_assumptions
-from mltb_core.analysis.stats import (MIN_TASKS_FOR_RATING_CI, POSTHOC_TESTS, FriedmanResult, Rating,
-                                      bradley_terry_ratings, friedman_test,
+from mltb_core.analysis.stats import (MIN_TASKS_FOR_RATING, MIN_TASKS_FOR_RATING_CI, POSTHOC_TESTS, FriedmanResult,
+                                      Rating, bradley_terry_ratings, friedman_test,
                                       outward, pass_at_k, rate_interval, reachable_k)
 
 __all__ = ["task_scores", "task_trials", "medal_rows", "pass_at_k_rows", "cd_diagram_svg", "ranking_markdown",
@@ -160,7 +160,10 @@ def friedman_text(result: FriedmanResult, names: dict[str, str], blocks: str = "
     if result.tied:
         return [f"Friedman test over {n} {blocks} × {k} planners on {measure}: every planner tied in every block, "
                 f"so there is no difference to test (p = 1). Mean ranks: {ranks}."]
-    if result.permutation_p is None or not result.permutations:
+    if result.permutation_p is not None and result.exact:
+        permutation = (f"; exact permutation p = {result.permutation_p:.3g} (every arrangement of the ranks within "
+                       "each block enumerated; valid however few the blocks)")
+    elif result.permutation_p is None or not result.permutations:
         permutation = ""
     else:
         floor = 1 / (result.permutations + 1)
@@ -215,7 +218,7 @@ def block_task(block: str) -> str:
 
 RATING_NOTE = ("Bradley-Terry rating on the Elo scale (400 points = 10:1 odds; mean 0), fitted to per-task pairwise "
                "outcomes: on each task the planner with the higher mean normalized score wins the pair, equal "
-               "scores tie. Interval: jackknife over the k tasks with a game (each left out in turn; a task's "
+               "scores tie. Interval (approximate, '≈ 95 %'): jackknife over the k tasks with a game (each left out in turn; a task's "
                "means already carry its trials' noise), rating ± t(k−1)·se, simultaneous over the planners "
                "(Bonferroni: each at 1 − 0.05/m for m planners). Measured joint coverage, 8 planners × 3 trials "
                "(docs/statistics.md): 0.94–0.95 at 3 tasks, 0.94–0.97 at 5 and 10; none below "
@@ -256,9 +259,18 @@ def ranking_markdown(records: Iterable[TrialRecord], key: Callable[[TrialRecord]
     lines += ([tabulate(medals, headers=["task", "planner", "n", "any medal [95 % CI]", "gold [95 % CI]"],
                         tablefmt="github"), "", "Tasks graded against a bundled Kaggle leaderboard only."]
               if medals else ["No task in these records has a leaderboard, so no medals."])
-    lines += ["", "### Rating", "", RATING_NOTE, ""]
-    lines += [tabulate(_rating_rows(ratings, names), headers=["planner", "rating", "simultaneous 95 % CI", "wins/games"],
-                       tablefmt="github")] if ratings else ["No scores to rate."]
+    rated_tasks = max((r.tasks for r in ratings), default=0)
+    lines += ["", "### Rating", ""]
+    if not ratings:
+        lines += ["No scores to rate."]
+    elif rated_tasks < MIN_TASKS_FOR_RATING:
+        lines += [f"No rating: the planners played on {rated_tasks} task(s), and a Bradley-Terry rating needs games on "
+                  f"at least {MIN_TASKS_FOR_RATING} (from one task it only restates which planner scored higher there; "
+                  "the normalized-score table gives that)."]
+    else:
+        lines += [RATING_NOTE, "", tabulate(_rating_rows(ratings, names),
+                                            headers=["planner", "rating", "simultaneous ≈ 95 % CI", "wins/games"],
+                                            tablefmt="github")]
     # a PARTIAL report draws no diagram either: its groups are Nemenyi's test at α, read at every round
     figure = cd_diagram_svg(result, plain) if interim is None else None
     shown = figure is not None and cd_link is not None

@@ -1,11 +1,12 @@
 """``mltb report RUN_DIR... [--out DIR]``: merge runs into a leaderboard a researcher can read.
 
 Writes ``leaderboard.md`` (the summary tables), ``summary.json`` (tables, per-cell figures with their raw
-values, provenance and the configuration legend), a self-contained ``index.html`` (provenance, the
-legend of configurations, plots, tables, extra sections, the trial list), ``tasks/<task>.html`` (one
-drill-down page per task: trials × planners) and ``trials/<id>.html`` (one page per trial: its record,
-prompt and the search-tree viewer of :mod:`mltb_core.analysis.treeview`). Without ``--out`` the report
-goes to ``<first run>/report/``, never into tracked files.
+values, provenance and the configuration legend), a self-contained ``index.html`` (provenance, the summary
+with the stage funnel and consistency plots, the trial list, the other plots, the legend of configurations,
+the sections, each table note once), ``tasks/<task>.html`` (one drill-down page per task: trials ×
+planners) and ``trials/<id>.html`` (one page per trial: its record, prompt and the search-tree viewer of
+:mod:`mltb_core.analysis.treeview`). Without ``--out`` the report goes to ``<first run>/report/``, never
+into tracked files.
 
 Plots and tables share one column label per (model, planner, config hash) (:func:`variant_labels`),
 so they always agree; when several hashes exist the legend gives each hash's full configuration and
@@ -24,15 +25,15 @@ from typing import Any, Callable, Sequence
 
 from mltb_core.analysis.compare import cell_figures
 from mltb_core.analysis.plots import figure_svg, inline_svg, pyplot
-from mltb_core.analysis.provenance import git_commit, trial_code
-from mltb_core.analysis.runstore import RunStore
-from mltb_core.analysis.results import (SYNTHETIC_LABEL, TrialRecord, consistency_values, counted_records,
+from mltb_core.analysis.provenance import code_note, git_commit, trial_code
+from mltb_core.analysis.runstore import RunStore, bounded_file_name
+from mltb_core.analysis.results import (SYNTHETIC_BANNER, TrialRecord, consistency_values, counted_records,
                                         display_text, group_by, markdown_text, latest_records, model_label,
                                         normalized_values, percentile_values)
 from mltb_core.analysis.safety import terminal_text
 from mltb_core.analysis.sections import Block, Section, SectionContext, pick_sections, read_steps
-from mltb_core.analysis.tables import (Table, planner_rank, build_tables, markdown_label, render_tables,
-                                      variant_labels)
+from mltb_core.analysis.tables import (Table, planner_rank, build_tables, markdown_label, notes_not_given,
+                                      render_tables, variant_labels)
 from mltb_core.analysis.templating import render
 from mltb_core.analysis.treeview import embed_json, tree_from_steps
 from mltb_core.bench.stages import REWARD_STAGES
@@ -65,7 +66,7 @@ def default_out_dir(run_dirs: Sequence[Path | str]) -> Path:
 
 
 def trial_page_name(record: TrialRecord) -> str:
-    return f"{record.case_id}-{record.config_hash}.html"
+    return bounded_file_name(f"{record.case_id}-{record.config_hash}", ".html")   # a model string may be long
 
 
 def task_page_name(task: str) -> str:
@@ -116,8 +117,21 @@ def _differing(configs: Sequence[dict]) -> list[str]:
 
 
 def run_differences(a: list[TrialRecord], b: list[TrialRecord]) -> str:
-    """One line for ``mltb compare``: what differs between two runs' configurations, e.g.
-    ``planner: react → mcts_shaped; max_llm_calls: 12 → 40`` (the model too, when it differs)."""
+    """One line for ``mltb compare``: what differs between two runs' configurations and code, e.g.
+    ``planner: react → mcts_shaped; max_llm_calls: 12 → 40`` (the model too, when it differs), with the
+    code each ran on when that differs (:func:`~mltb_core.analysis.provenance.code_difference`)."""
+    from mltb_core.analysis.provenance import code_difference, code_recorded
+
+    code = code_difference(a, b)
+    settings = _setting_differences(a, b)
+    if code is None:
+        return settings or ("nothing: both ran the same recorded configuration and code" if code_recorded(a + b)
+                            else "nothing: both ran the same recorded configuration (their code is not recorded)")
+    return f"{settings}; {code}" if settings else f"{code} (the same recorded configuration)"
+
+
+def _setting_differences(a: list[TrialRecord], b: list[TrialRecord]) -> str:
+    """The settings part of :func:`run_differences` ("" when the configurations are the same)."""
     def known(records: list[TrialRecord]) -> list[dict]:
         return [{**c, "model": r.model} for r in records if (c := _config_of(r)) is not None]
 
@@ -131,7 +145,7 @@ def run_differences(a: list[TrialRecord], b: list[TrialRecord]) -> str:
             changes.append(f"{key}: varies within a run")
         else:
             changes.append(f"{key}: {json.dumps(configs_a[0].get(key))} → {json.dumps(configs_b[0].get(key))}")
-    return "; ".join(changes) if changes else "nothing: both ran the same recorded configuration"
+    return "; ".join(changes)
 
 
 def config_legend(records: list[TrialRecord]) -> dict[str, Any]:
@@ -148,7 +162,7 @@ def config_legend(records: list[TrialRecord]) -> dict[str, Any]:
     differing = _differing([c for c in configs.values() if c])
     return {"hashes": {h: {"config": c, "labels": sorted({lab for (m, p, hh), lab in labels.items() if hh == h})}
                        for h, c in configs.items()},
-            "differing": differing}
+            "differing": differing, "code": code_note(records)}
 
 
 def _legend_context(legend: dict[str, Any]) -> dict[str, Any]:
@@ -164,6 +178,8 @@ def _legend_context(legend: dict[str, Any]) -> dict[str, Any]:
     lead = (f"{len(hashes)} configurations; they differ in: {', '.join(differing) or 'settings not recorded'}. "
             "Tables and plots label a planner run under several configurations planner@hash."
             if len(hashes) > 1 else "One configuration (every column uses it).")
+    if legend.get("code"):   # the settings agree, the code may not (provenance.code_note)
+        lead += " " + legend["code"]
     return {"legend_rows": rows, "legend_lead": lead}
 
 
@@ -194,16 +210,26 @@ def _per_task(records: list[TrialRecord], values_of, stat) -> list[float]:
     return out
 
 
-def _distribution_plots(records: list[TrialRecord], model: str, synthetic: bool) -> str:
-    """Consistency and median percentile per task, per planner column: a box with ≥ MIN_BOX_POINTS tasks,
-    else the points themselves; the panel says n."""
+SUMMARY_SECTION = "summary"   # index.html shows it first, above the plots and the trial list
+OPEN_TRIAL_LIST = 40          # a trial list this long or shorter starts open on index.html
+# Under the distribution plots, once (each panel says its n).
+DISTRIBUTION_NOTE = (f"Per-task plots: n = tasks with a figure; a box needs ≥ {MIN_BOX_POINTS} tasks, fewer are drawn "
+                     "as points. Infra errors not counted; failed trials count as percentile 0 and normalized score 0.")
+# One panel's size in inches: two side by side fill the report's width, each readable on its own.
+PANEL_SIZE = (6.0, 3.8)
+
+
+def _distribution_plots(records: list[TrialRecord], model: str, synthetic: bool) -> list[str]:
+    """Consistency, median normalized score and median percentile per task, per planner column, one figure
+    each: a box with ≥ MIN_BOX_POINTS tasks, else the points themselves; each says n."""
     plt = pyplot()
     columns = _columns(records)
-    fig, axes = plt.subplots(1, 3, figsize=(16, 3.8))
     panels = [("Consistency per task", consistency_values, statistics.fmean, (-0.03, 1.05)),
               ("Median normalized score per task", normalized_values, statistics.median, (-0.03, 1.05)),
               ("Median leaderboard percentile per task", percentile_values, statistics.median, (-3, 103))]
-    for ax, (title, values_of, stat, ylim) in zip(axes, panels):
+    figures = []
+    for title, values_of, stat, ylim in panels:
+        fig, ax = plt.subplots(figsize=PANEL_SIZE)
         for i, (_, cell) in enumerate(columns, 1):
             data = _per_task(cell, values_of, stat)
             if len(data) >= MIN_BOX_POINTS:
@@ -211,22 +237,21 @@ def _distribution_plots(records: list[TrialRecord], model: str, synthetic: bool)
             elif data:
                 ax.scatter([i] * len(data), data, s=36, zorder=3)
             ax.annotate(f"n={len(data)}", (i, 0), xycoords=("data", "axes fraction"), xytext=(0, -30),
-                        textcoords="offset points", ha="center", fontsize=7, color="#555")
-        ax.set_xticks(range(1, len(columns) + 1), [c[0] for c in columns], rotation=15, fontsize=8)
+                        textcoords="offset points", ha="center", fontsize=8, color="#555")
+        ax.set_xticks(range(1, len(columns) + 1), [c[0] for c in columns], rotation=15, fontsize=9)
         ax.set_xlim(0.4, len(columns) + 0.6)
         ax.set_ylim(*ylim)
         ax.grid(axis="y", alpha=0.3)
-        ax.set_title(f"{title} — {model_label(model, synthetic)}", fontsize=9)
-    fig.text(0.01, -0.06, f"n = tasks with a figure; a box needs ≥ {MIN_BOX_POINTS} tasks, fewer are drawn as "
-             "points. Infra errors not counted; failed trials count as percentile 0.", fontsize=7, color="#555")
-    return _svg(fig)
+        ax.set_title(f"{title}\n{model_label(model, synthetic)}", fontsize=10)
+        figures.append(_svg(fig))
+    return figures
 
 
 def _cost_vs_score(records: list[TrialRecord]) -> str | None:
     """Mean cost per trial against median percentile, one point per (column, task); None without percentiles."""
     plt = pyplot()
     use_dollars = any(r.cost_usd > 0 for r in records)
-    fig, ax = plt.subplots(figsize=(6, 3.8))
+    fig, ax = plt.subplots(figsize=PANEL_SIZE)
     xs_all = []
     for (model,), mine in group_by(records, "model").items():
         for label, cell in _columns(mine):
@@ -251,7 +276,7 @@ def _cost_vs_score(records: list[TrialRecord]) -> str | None:
     ax.set_xlabel("mean cost per trial ($)" if use_dollars else "mean tokens per trial (no prices known)")
     ax.set_ylabel("median leaderboard percentile")
     ax.grid(alpha=0.3)
-    ax.set_title("Cost versus percentile (one point per planner column and task)", fontsize=9)
+    ax.set_title("Cost versus percentile\n(one point per planner column and task)", fontsize=10)
     ax.legend(fontsize=7)
     return _svg(fig)
 
@@ -262,7 +287,7 @@ def _funnel_plot(records: list[TrialRecord]) -> str | None:
     if not counted:
         return None
     names = stage_names()
-    fig, ax = plt.subplots(figsize=(6, 3.8))
+    fig, ax = plt.subplots(figsize=PANEL_SIZE)
     stages = list(range(1, len(REWARD_STAGES) + 1))
     for (model,), mine in group_by(counted, "model").items():
         for label, cell in _columns(mine):
@@ -272,7 +297,7 @@ def _funnel_plot(records: list[TrialRecord]) -> str | None:
     ax.set_ylim(-0.03, 1.05)
     ax.grid(alpha=0.3)
     ax.set_ylabel("share of counted trials reaching it")
-    ax.set_title("Stage funnel (infra errors not counted)", fontsize=9)
+    ax.set_title("Stage funnel (infra errors not counted)", fontsize=10)
     ax.legend(fontsize=7)
     return _svg(fig)
 
@@ -322,10 +347,10 @@ def _task_page(task: str, records: list[TrialRecord], all_records: list[TrialRec
                                    {"outcome": str(r.outcome), "page": trial_page_name(r), "stage": r.stage_reached,
                                     "percentile": r.percentile, "nodes": r.tree_nodes} for c in columns]}
             for t in sorted({r.trial for r in records})]
+    figures = [t for t in build_tables(records) if t.key.split(":")[0] in ("consistency", "normalized", "percentile")]
     return render("task.html", title=f"{task} — mltb", task=task, prov=prov, synthetic=any(r.synthetic for r in records),
-                  synthetic_label=SYNTHETIC_LABEL, columns=[{"label": labels[c], "model": c[0]} for c in columns],
-                  rows=rows, tables=[t for t in build_tables(records)
-                                     if t.key.split(":")[0] in ("consistency", "normalized", "percentile")])
+                  synthetic_banner=SYNTHETIC_BANNER, columns=[{"label": labels[c], "model": c[0]} for c in columns],
+                  rows=rows, tables=[t for _, shown in once_per_page([(task, figures)]) for t in shown])
 
 
 _RECORD_FIELDS = ("outcome", "valid", "score", "percentile", "medal", "normalized", "stage_reached", "stage_name",
@@ -342,7 +367,7 @@ def _trial_page(record: TrialRecord, label: str, prov: dict) -> str:
               for k in _RECORD_FIELDS if getattr(record, k) not in (None, "") or k in ("percentile", "score")]
     tree = tree_from_steps(steps)
     return render("trial.html", title=f"{record.task} · {label} · {record.model} · trial {record.trial}", prov=prov,
-                  synthetic=record.synthetic, synthetic_label=SYNTHETIC_LABEL, task=record.task,
+                  synthetic=record.synthetic, synthetic_banner=SYNTHETIC_BANNER, task=record.task,
                   task_page=task_page_name(record.task), fields=fields, prompt=start.get("prompt"), note=problem,
                   tree=tree, tree_json=embed_json(tree))
 
@@ -379,16 +404,19 @@ def build_report(run_dirs: Sequence[Path | str], out_dir: Path | str | None = No
     if not records:
         markdown.append("No trial records in these runs.\n")
     if synthetic:
-        markdown.append(f"> Rows for `sim` models are {SYNTHETIC_LABEL}.\n")
+        markdown.append(f"> {SYNTHETIC_BANNER}\n")
     if len(legend["hashes"]) > 1:
         markdown.append("## Configurations\n\n" + "\n".join(
             f"- `{h}` ({', '.join(e['labels'])}): " + ("; ".join(f"{markdown_text(k)}="
                                                              f"{markdown_text(json.dumps((e['config'] or {}).get(k)))}"
                                                              for k in legend["differing"]) or "configuration unknown")
             for h, e in legend["hashes"].items()) + "\n")
-    for section, blocks in built:
+    page_blocks = once_per_page([*built, *extra])   # each note once on the page (the tables keep theirs)
+    shown = [(s, blocks) for s, blocks in page_blocks if isinstance(s, Section)]
+    shown_extra = [(title, tables) for title, tables in page_blocks if isinstance(title, str)]
+    for section, blocks in shown:
         markdown += [f"## {section.title}\n", *(block_markdown(b, section.title) for b in blocks)]
-    markdown += [f"## {title}\n\n" + "\n".join(block_markdown(t) for t in ts) for title, ts in extra]
+    markdown += [f"## {title}\n\n" + "\n".join(block_markdown(t) for t in ts) for title, ts in shown_extra]
     all_tables = [b for _, blocks in built for b in blocks if isinstance(b, Table)] + [t for _, ts in extra for t in ts]
     paths = {"leaderboard": out_dir / "leaderboard.md", "summary": out_dir / "summary.json",
              "index": out_dir / "index.html"}
@@ -399,15 +427,21 @@ def build_report(run_dirs: Sequence[Path | str], out_dir: Path | str | None = No
                "cells": cell_figures(records, seed) if records else {}}
     paths["summary"].write_text(json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
 
-    plots = []
+    # the summary's figures (how far trials got, how often they were valid), then the others
+    key_plots, plots = [p for p in [_funnel_plot(records)] if p], []
     for (model,), cell in group_by(counted_records(records), "model").items():   # infra errors alone: nothing to draw
-        plots.append(_distribution_plots(cell, model, any(r.synthetic for r in cell)))
-    plots += [p for p in (_cost_vs_score(records), _funnel_plot(records)) if p]
+        consistency, *others = _distribution_plots(cell, model, any(r.synthetic for r in cell))
+        key_plots.append(consistency)
+        plots += others
+    plots += [p for p in [_cost_vs_score(records)] if p]
     plots += list(ctx.figures.values())     # figures sections drew (the critical-difference diagram)
-    page = render("index.html", title="mltb leaderboard", prov=prov, synthetic=synthetic, synthetic_label=SYNTHETIC_LABEL,
+    page = render("index.html", title="mltb leaderboard", prov=prov, synthetic=synthetic, synthetic_banner=SYNTHETIC_BANNER,
                   records=bool(records), tasks=[{"name": t, "page": task_page_name(t)} for t in sorted({r.task for r in records})],
-                  **_legend_context(legend), plots=plots, sections=built, extra=extra,
-                  trial_rows=_trial_rows(records, labels), prefix="")
+                  **_legend_context(legend), key_plots=key_plots, plots=plots, distribution_note=DISTRIBUTION_NOTE,
+                  # the summary first, then the trial list and the plots; the other sections after them
+                  summary=[(s, b) for s, b in shown if s.name == SUMMARY_SECTION],
+                  sections=[(s, b) for s, b in shown if s.name != SUMMARY_SECTION], extra=shown_extra,
+                  trial_rows=_trial_rows(records, labels), trials_open=len(records) <= OPEN_TRIAL_LIST, prefix="")
     paths["index"].write_text(page, encoding="utf-8")
 
     for (task,), cell in group_by(records, "task").items():
@@ -429,6 +463,26 @@ def section_blocks(sections: Sequence[Section], ctx: SectionContext) -> list[tup
         blocks = section.build(ctx)
         if blocks:
             out.append((section, blocks))
+    return out
+
+
+def once_per_page(sections: Sequence[tuple[Any, Sequence[Block]]]) -> list[tuple[Any, list[Block]]]:
+    """The blocks as one page shows them: each table note in full the first time only (:func:`notes_not_given`);
+    a prose paragraph that restates a note already given (the policy's assumptions under the ranking) is left
+    out. The tables themselves (summary.json) keep all their notes."""
+    given: set[str] = set()
+    out: list[tuple[Any, list[Block]]] = []
+    for section, blocks in sections:
+        shown: list[Block] = []
+        for block in blocks:
+            if isinstance(block, Table):
+                shown.append(notes_not_given(block, given))
+            else:
+                paragraphs = [p for p in block.split("\n\n") if not {p.strip(), p.strip().rstrip(".")} & given]
+                if any(p.strip() for p in paragraphs):
+                    shown.append("\n\n".join(paragraphs))
+        if shown:
+            out.append((section, shown))
     return out
 
 
@@ -469,7 +523,7 @@ def markdown_report(run_dirs: Sequence[Path | str], *, command: str, title: str 
     if not records:
         lines += ["No trial records in these runs.", ""]
     lines += _configuration_markdown(config_legend(records)) if records else []
-    for section, blocks in section_blocks(sections, ctx):
+    for section, blocks in once_per_page(section_blocks(sections, ctx)):
         lines += [f"## {section.title}", ""] + [block_markdown(b, section.title) for b in blocks]
     if notes is not None:
         lines += ["## Notes", "", f"Written by hand (`{notes}`); the sections above are generated from the records.",
@@ -535,12 +589,13 @@ def compare_main(run_a: Path, run_b: Path, out: Path | None = None, seed: int = 
     """``mltb compare A B``: print the paired comparison and write ``compare.html`` (default: under A's
     report directory), or with ``markdown`` that Markdown document instead (the published form: it depends on
     the records alone, and names ``command``, which rewrites it); returns the written path."""
-    from mltb_core.analysis.compare_runs import compare_runs, comparison_html, render_comparison
+    from mltb_core.analysis.compare_runs import compare_runs, comparison_html, outcome_change, render_comparison
 
     a, b = load_runs([run_a]), load_runs([run_b])
     comparisons = compare_runs(a, b, seed)
-    differences = run_differences(a, b)
+    differences, outcomes = run_differences(a, b), outcome_change(comparisons)
     print(f"{Path(run_a).name} → {Path(run_b).name}: they differ in {terminal_text(differences)}")
+    print(f"outcomes: {terminal_text(outcomes)}")
     print(render_comparison(comparisons))
     warnings = _machine_warnings(a, b)
     for warning in warnings:
@@ -552,6 +607,7 @@ def compare_main(run_a: Path, run_b: Path, out: Path | None = None, seed: int = 
         lines = [f"# Run comparison: {markdown_text(Path(run_a).name)} → {markdown_text(Path(run_b).name)}", "",
                  f"Written by `{command}` from the trial records in `{run_a}` and `{run_b}`; the same command "
                  "rewrites it.", "", *runs, f"- They differ in: {markdown_text(differences)}",
+                 f"- Outcomes: {markdown_text(outcomes)}",
                  *[f"- WARNING: {markdown_text(w)}" for w in warnings], "", render_comparison(comparisons, fmt="github"),
                  ""]
         markdown = Path(markdown)
@@ -563,7 +619,7 @@ def compare_main(run_a: Path, run_b: Path, out: Path | None = None, seed: int = 
     out.parent.mkdir(parents=True, exist_ok=True)
     prov = provenance([run_a, run_b], a + b)
     out.write_text(render("compare.html", title="mltb run comparison", prov=prov, warnings=warnings,
-                          differences=differences,
+                          differences=differences, outcomes=outcomes,
                           comparison=comparison_html(comparisons, Path(run_a), Path(run_b))), encoding="utf-8")
     print(f"comparison: {out}")
     return out

@@ -31,19 +31,22 @@ from mltb_core.analysis.safety import markdown as markdown_safe, one_line
 from mltb_core.analysis.runstore import RESULTS_FILE, TRAJECTORY_DIR   # the run directory's names (re-exported)
 from mltb_core.bench.documents import JSONShapeError, json_lines
 from mltb_core.bench.tasks import is_slug
+from mltb_core.bench.stages import STAGE_COUNT
 from mltb_core.bench.stops import StopKind
+from mltb_core.config import FIELD_RANGES, SEED_RANGE
+from mltb_core.environment import Range
 
 if TYPE_CHECKING:
     from mltb_core.config import TrialConfig
 
 __all__ = ["TrialRecord", "Outcome", "append_records", "read_records", "record_key", "sort_records",
            "latest_records", "counted_records", "consistency_values", "percentile_values", "normalized_values",
-           "group_by", "RESULTS_FILE", "TRAJECTORY_DIR", "SYNTHETIC_LABEL", "model_label",
+           "group_by", "RESULTS_FILE", "TRAJECTORY_DIR", "SYNTHETIC_LABEL", "SYNTHETIC_BANNER", "model_label",
            "ResultsFileError", "ResultsFileWarning", "UnreadableLine", "scan_records", "problem_lines",
            "check_results_file", "MAX_REPORTED_PROBLEMS", "record_json", "PercentileCell", "percentile_cell",
            "percentile_exclusion", "NO_LEADERBOARD", "NOT_COMPARABLE", "quality_value", "normalized_cell",
            "QUALITY_FLOOR_NOTE", "display_text", "markdown_text", "SCHEMA_VERSION", "RecordVersionError",
-           "StopKind"]
+           "StopKind", "INT_RANGES", "MAX_COUNT", "MAX_TOKENS"]
 
 # The record format's version. Raise it when a field is added, removed or changes meaning, and add a step
 # to _MIGRATIONS that turns a record of the version before into one of this version: old runs keep loading
@@ -55,6 +58,9 @@ SCHEMA_VERSION = 3
 
 # Shown wherever a synthetic (sim) model's figures appear, so nobody mistakes them for an LLM's.
 SYNTHETIC_LABEL = "(synthetic policy, not an LLM)"
+# The banner of every report page that holds sim rows (a sentence; the label above is a suffix to a model name).
+SYNTHETIC_BANNER = ("Rows for sim models come from a synthetic policy, not an LLM: their figures measure the harness, "
+                    "not a language model.")
 
 
 
@@ -76,12 +82,32 @@ _JSON_TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "Outcome": (str,), "S
                                             "list": (list,)}
 
 
+def _short(value: Any) -> str:
+    """A value for a message, at most ~40 characters (an integer may have 4,300 digits)."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}…({len(text)} characters)"
+
+
 def _finite(value: int | float) -> bool:
     """A number a float field can hold: finite, and an integer small enough to be a float."""
     try:
         return math.isfinite(value)
     except OverflowError:
         return False
+
+
+# The ranges of a record's integer fields, checked on read like their types: a record outside them is a bad
+# line (reported and skipped), so no table, page name or sum meets an integer of 400 digits.
+MAX_COUNT = 10**9      # tool calls, LLM calls, retries, tree nodes of one trial
+MAX_TOKENS = 10**15    # tokens of one trial (a million calls of a billion tokens)
+_COUNT = Range(int, 0, MAX_COUNT)
+_TOKENS = Range(int, 0, MAX_TOKENS)
+INT_RANGES: dict[str, Range] = {
+    "trial": FIELD_RANGES["trial"], "seed": SEED_RANGE, "row_seed": SEED_RANGE,
+    "stage_reached": Range(int, 0, STAGE_COUNT, why="the reward stages of bench/stages.py"),
+    "tokens_in": _TOKENS, "tokens_in_cached": _TOKENS, "tokens_out": _TOKENS,
+    "llm_calls": _COUNT, "llm_retries": _COUNT, "tool_calls": _COUNT, "tree_nodes": _COUNT,
+}
 
 
 def _json_types(annotation: str) -> tuple[type, ...]:
@@ -214,6 +240,9 @@ class TrialRecord:
                 raise ValueError(f"field {f.name!r} holds a non-number")
             if float in allowed and isinstance(value, (int, float)) and not _finite(value):
                 raise ValueError(f"field {f.name!r} is {str(value)[:40]}, not a finite number")
+            bounds = INT_RANGES.get(f.name)
+            if bounds is not None and value is not None and not bounds.allows(value):
+                raise ValueError(f"field {f.name!r} is {_short(value)}, not {bounds.describe()}")
             values[f.name] = value
         load = values.get("load_per_core")
         if isinstance(load, (int, float)) and load < 0:

@@ -24,6 +24,7 @@ absolute path (``<run>/trajectories/<case>.jsonl``), which :meth:`RunStore.traje
 """
 from __future__ import annotations
 
+import hashlib
 import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -32,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from mltb_core.analysis.results import TrialRecord, UnreadableLine
 
-__all__ = ["RunStore", "TrialFiles", "RESULTS_FILE", "TRAJECTORY_DIR", "PROMPTS_FILE", "REPORT_DIR", "WORK_DIR",
+__all__ = ["bounded_file_name", "MAX_FILE_NAME_BYTES", "RunStore", "TrialFiles", "RESULTS_FILE", "TRAJECTORY_DIR", "PROMPTS_FILE", "REPORT_DIR", "WORK_DIR",
            "NotARunError", "RunInUseError", "agent_data_dir"]
 
 RESULTS_FILE = "results.jsonl"
@@ -56,6 +57,28 @@ class RunInUseError(RuntimeError):
     """The run directory is owned by another session, or cannot be claimed; the message says which."""
 
 
+# File names made from record content (a trial's case id holds its model string) stay below the 255 bytes
+# a file system allows: a longer one keeps its start and ends in a digest of the whole.
+MAX_FILE_NAME_BYTES = 200
+
+
+def bounded_file_name(stem: str, suffix: str) -> str:
+    """``stem + suffix``, or when that is longer than :data:`MAX_FILE_NAME_BYTES` (UTF-8), the stem's first
+    characters and 16 hex digits of its SHA-256 (so two long names stay apart)."""
+    if len((stem + suffix).encode()) <= MAX_FILE_NAME_BYTES:
+        return stem + suffix
+    head = stem.encode()[:MAX_FILE_NAME_BYTES - len(suffix.encode()) - 17].decode(errors="ignore")
+    return f"{head}-{hashlib.sha256(stem.encode()).hexdigest()[:16]}{suffix}"
+
+
+def _is_file(path: Path) -> bool:
+    """``path.is_file()``, False for a path the system refuses (too long: a records file names it)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
 @dataclass(frozen=True)
 class TrialFiles:
     """Where one attempt of a trial keeps its working files (``root`` is its work directory)."""
@@ -65,7 +88,7 @@ class TrialFiles:
 
     @property
     def trajectory(self) -> Path:
-        return self.root / TRAJECTORY_DIR / f"{self.case_id}.jsonl"
+        return self.root / TRAJECTORY_DIR / bounded_file_name(self.case_id, ".jsonl")
 
     @property
     def checkpoint(self) -> Path:
@@ -73,11 +96,11 @@ class TrialFiles:
 
     @property
     def sandbox(self) -> Path:
-        return self.root / _SANDBOX_DIR / self.case_id
+        return self.root / _SANDBOX_DIR / bounded_file_name(self.case_id, "")
 
     @property
     def submission(self) -> Path:
-        return self.root / _SUBMISSION_DIR / f"{self.case_id}.csv"
+        return self.root / _SUBMISSION_DIR / bounded_file_name(self.case_id, ".csv")
 
     def data(self, task: str, seed: int) -> Path:
         return agent_data_dir(self.root, task, seed)
@@ -120,7 +143,7 @@ class RunStore:
 
     def work_dir(self, case_id: str, attempt: int = 1) -> Path:
         """The work directory of a trial's attempt (the first attempt's is the case's own)."""
-        root = self.run_dir / WORK_DIR / case_id
+        root = self.run_dir / WORK_DIR / bounded_file_name(case_id, "")
         return root if attempt <= 1 else root / f"attempt{attempt}"
 
     def checkpoints(self) -> list[Path]:
@@ -135,7 +158,7 @@ class RunStore:
     @staticmethod
     def trajectory_name(record: TrialRecord) -> Path:
         """Where a recorded trial's trajectory goes, relative to the run directory (what the record holds)."""
-        return Path(TRAJECTORY_DIR) / record.config_hash / f"{record.case_id}.jsonl"
+        return Path(TRAJECTORY_DIR) / record.config_hash / bounded_file_name(record.case_id, ".jsonl")
 
     def trajectory_path(self, record: TrialRecord) -> Path | None:
         """The trajectory file of ``record`` in this run, or None when it has none that exists. Reads every
@@ -146,8 +169,8 @@ class RunStore:
         given = Path(record.trajectory)
         candidates = [given] if given.is_absolute() else [self.run_dir / given]
         candidates += [self.run_dir / self.trajectory_name(record),
-                       self.run_dir / TRAJECTORY_DIR / f"{record.case_id}.jsonl"]
-        return next((path for path in candidates if path.is_file()), None)
+                       self.run_dir / TRAJECTORY_DIR / bounded_file_name(record.case_id, ".jsonl")]
+        return next((path for path in candidates if _is_file(path)), None)
 
     # ---- ownership ---------------------------------------------------------------------------------
     def claim(self) -> Any:

@@ -11,7 +11,7 @@ autoescape, :func:`html`):
 - :func:`markdown`: Markdown (every active character backslash-escaped);
 - :func:`html`: HTML (``markupsafe.escape``, what autoescape applies);
 - :func:`markdown_to_html`: our own trusted Markdown prose (report sections) as HTML: escaped first, then
-  the few constructs mltb's prose uses (headings, bullets, tables, ``code``, **bold**) turned into tags.
+  the few constructs mltb's prose uses (headings, bullets, numbered lists, tables, ``code``, **bold**) turned into tags.
 """
 from __future__ import annotations
 
@@ -54,6 +54,8 @@ def html(text: object) -> Markup:
 
 _CODE = re.compile(r"(?<!\\)`([^`\n]{1,400})(?<!\\)`")     # an escaped backtick is text, not a code span
 _BOLD = re.compile(r"\*\*([^*\n]{1,400})\*\*")
+_NUMBERED = re.compile(r"(\d{1,3})\. ")             # an item of a numbered list: "3. text", continued indented
+_NEXT_NUMBERED = re.compile(r"\n(?=\d{1,3}\. )")
 _ESCAPED = re.compile(r"\\([\\`*_\[\]{}()#+!|~<>&$])")
 
 
@@ -90,6 +92,11 @@ def markdown_to_html(text: str) -> Markup:
         elif all(line.startswith(("- ", "  ")) for line in lines):
             items = re.split(r"\n- ", "\n" + part)[1:]
             blocks.append("<ul>" + "".join(f"<li>{_inline(' '.join(i.split()))}</li>" for i in items) + "</ul>")
+        elif (numbered := _NUMBERED.match(part)) and all(_NUMBERED.match(line) or line.startswith("   ")
+                                                         for line in lines):
+            items = [_NUMBERED.sub("", item, count=1) for item in _NEXT_NUMBERED.split(part)]
+            blocks.append(f"<ol start='{int(numbered.group(1))}'>" + "".join(
+                f"<li>{_inline(' '.join(i.split()))}</li>" for i in items) + "</ol>")
         elif part.startswith("!["):
             continue   # an image link (a figure written beside the Markdown): the HTML has it inline
         else:

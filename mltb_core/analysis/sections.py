@@ -12,6 +12,7 @@ picks and orders them by name.
 from __future__ import annotations
 
 import dataclasses
+import re
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
@@ -21,10 +22,10 @@ from typing import Any, Union
 
 from mltb_core.analysis.provenance import (LOAD_SAMPLE_SECONDS, NOT_RECORDED, machine_counts, machine_label,
                                            trial_code)
-from mltb_core.analysis.results import TrialRecord, counted_records
+from mltb_core.analysis.results import QUALITY_FLOOR_NOTE, TrialRecord, counted_records
 from mltb_core.analysis.safety import markdown
 from mltb_core.analysis.tables import Table, build_tables, entry_label, entry_order, markdown_label, variant_labels
-from mltb_core.bench.documents import json_lines
+from mltb_core.bench.events import TrajectoryRead, read_events
 from mltb_core.plugins import NameClashError, Registry, RegistryError, origin_of
 
 __all__ = ["Section", "SectionContext", "Block", "SECTIONS", "ENTRY_POINT_GROUP", "register_section",
@@ -108,20 +109,25 @@ def pick_sections(names: Sequence[str] | None) -> list[Section]:
 
 
 def read_steps(record: TrialRecord) -> tuple[list[dict], str]:
-    """The trajectory lines of a trial and a note on what could not be read ('' when all was)."""
-    if not record.trajectory or not Path(record.trajectory).is_file():
+    """The well-formed events of a trial's trajectory (:func:`mltb_core.bench.events.read_events`: each
+    checked against its kind's declared fields) and a note on what could not be read ('' when all was)."""
+    read = read_trajectory_of(record)
+    if read is None:
         return [], "no trajectory file recorded for this trial"
-    steps, bad = [], 0
+    if isinstance(read, str):
+        return [], read
+    return read.events, read.note()
+
+
+def read_trajectory_of(record: TrialRecord) -> TrajectoryRead | str | None:
+    """A trial's trajectory as read: its events and skipped lines; None when it has no file, a sentence
+    when the file cannot be read at all."""
     try:
-        lines = list(json_lines(record.trajectory))   # bounded: depth, size, the integer digit limit
-    except (OSError, ValueError) as exc:
-        return [], f"the trajectory file cannot be read: {exc}"
-    for _, step, reason in lines:
-        if reason is None and isinstance(step, dict):
-            steps.append(step)
-        else:
-            bad += 1
-    return steps, (f"{bad} trajectory line(s) were not JSON objects and are not shown" if bad else "")
+        if not record.trajectory or not Path(record.trajectory).is_file():
+            return None
+        return read_events(record.trajectory)   # bounded: depth, size, the integer digit limit
+    except (OSError, ValueError) as exc:      # a path too long for the system is an OSError too
+        return f"the trajectory file cannot be read: {exc}"
 
 
 def _cells(records: list[TrialRecord]) -> list[tuple[tuple, list[TrialRecord]]]:
@@ -137,6 +143,44 @@ def _cells(records: list[TrialRecord]) -> list[tuple[tuple, list[TrialRecord]]]:
 
 
 # ---- built-in sections ---------------------------------------------------------------------------------
+def _summary(ctx: SectionContext) -> list[Block]:
+    """The figures a reader wants first, one row per entry: how many trials ended in a valid submission and
+    how far they got (the stage funnel in two numbers), the normalized score, the compute spent."""
+    from mltb_core.analysis.results import quality_value
+    from mltb_core.bench.stages import REWARD_STAGES, stage_index
+
+    counted = counted_records(ctx.records)
+    if not counted:
+        return []
+    label = entry_label(ctx.records)
+    modeling, last = stage_index("modeling"), len(REWARD_STAGES)
+    rows = []
+    for entry in entry_order(counted, label):
+        mine = [r for r in counted if label(r) == entry]
+        stages = [r.stage_reached for r in mine]
+        quality = [q for q in map(quality_value, mine) if q is not None]
+        rows.append([entry, str(len({r.task for r in mine})), str(len(mine)),
+                     f"{sum(r.valid for r in mine)}/{len(mine)}",
+                     f"{statistics.median(stages):g} ({min(stages)}–{max(stages)})",
+                     f"{sum(s >= modeling for s in stages)}/{len(mine)}",
+                     f"{statistics.median(quality):.2f}" if quality else "–",
+                     f"{statistics.fmean(r.llm_calls for r in mine):.1f}"])
+    infra = len(ctx.records) - len(counted)
+    tasks, models = sorted({r.task for r in counted}), sorted({r.model for r in counted})
+    lead = (f"{len(counted)} counted trial(s)" + (f" ({infra} infrastructure error(s) apart, never counted)" if infra
+                                                 else "")
+            + f" on {len(tasks)} task(s)" + (f" ({', '.join(markdown(t) for t in tasks)})" if len(tasks) <= 6 else "")
+            + f" with model(s) {', '.join(markdown(m) for m in models)}.")
+    return [lead, Table("summary", "Summary", ["planner", "tasks", "trials", "valid submissions",
+                                               "stage reached (median, min–max)",
+                                               f"fitted a model (stage ≥ {modeling})", "median normalized score",
+                                               "LLM calls per trial (mean)"], rows, untrusted=(0,),
+                        notes=[f"every counted trial of a planner pooled over its tasks, so a task with more trials "
+                               f"weighs more; stages 1–{last} as in the stage funnel; point figures only: the "
+                               "tables below give each task's figures and their intervals",
+                               QUALITY_FLOOR_NOTE])]
+
+
 def _tables(ctx: SectionContext) -> list[Block]:
     return list(build_tables(ctx.records))
 
@@ -292,7 +336,7 @@ def _stage_comparison(ctx: SectionContext) -> list[Block]:
                      f"{fitted}/{len(stages)} {ci.bounds(2)}"])
     table = Table("stage_comparison", "Stage reached per planner",
                   ["planner", "trials", "stage reached (median, min–max)",
-                   f"fitted a model (stage ≥ {modeling}) [95 % CI]"], rows, untrusted=(0,),
+                   f"fitted a model (stage ≥ {modeling}) [≥ 95 % CI, conservative]"], rows, untrusted=(0,),
                   notes=["stage and rate: over the planner's trials pooled, so a task with more trials weighs more "
                          "(the tasks weigh alike once every cell has its planned trials)",
                          "interval: cluster-aware exact interval (Korn-Graubard) with the tasks as units, since trials of "
@@ -392,9 +436,18 @@ def _machine(ctx: SectionContext) -> list[Block]:
                                          "llama.cpp (llama-cpp-python)"], rows, notes=notes, untrusted=(0, 2, 3, 4))]
 
 
-def _synthetic_policy(ctx: SectionContext) -> list[Block]:
-    import re
+# reStructuredText a docstring may hold, as the report's Markdown writes it: a role (:data:`X`) and a
+# literal (``x``) become a code span
+_REST_ROLE = re.compile(r":[a-z]{1,12}:`([^`\n]{1,200})`")
+_REST_LITERAL = re.compile(r"``([^`\n]{1,200})``")
 
+
+def rest_to_markdown(text: str) -> str:
+    """mltb's own reST docstring text as the report's Markdown (roles and literals as code spans)."""
+    return _REST_LITERAL.sub(r"`\1`", _REST_ROLE.sub(r"`\1`", text))
+
+
+def _synthetic_policy(ctx: SectionContext) -> list[Block]:
     from mltb_core.llm import sim
 
     if not any(r.synthetic for r in ctx.records):
@@ -404,7 +457,8 @@ def _synthetic_policy(ctx: SectionContext) -> list[Block]:
         raise ValueError("mltb_core/llm/sim.py's docstring has no 'Assumptions' section")
     return ["**The `sim` models are a synthetic policy, not an LLM.** Their figures show how the planners use a "
             "fixed, planner-agnostic policy under the assumptions below; they say nothing about how they use a "
-            "real model. Verbatim from `mltb_core/llm/sim.py`:", match.group(1).strip()]
+            "real model. The assumptions, as the docstring of `mltb_core/llm/sim.py` states them:",
+            rest_to_markdown(match.group(1).strip())]
 
 
 def _trajectories(ctx: SectionContext) -> list[Block]:
@@ -415,9 +469,10 @@ def _trajectories(ctx: SectionContext) -> list[Block]:
     return ["\n".join(trajectory_findings(ctx.records))]
 
 
-DEFAULT_SECTIONS = ("synthetic_policy", "run", "models", "tables", "ranking", "seconds", "stop_kinds",
+DEFAULT_SECTIONS = ("summary", "synthetic_policy", "run", "models", "tables", "ranking", "seconds", "stop_kinds",
                     "stage_comparison", "sensitivity", "trajectories", "machine")
-for _section in (Section("synthetic_policy", "What the synthetic policy assumes", _synthetic_policy),
+for _section in (Section("summary", "Summary", _summary),
+                 Section("synthetic_policy", "What the synthetic policy assumes", _synthetic_policy),
                  Section("run", "Run", _run),
                  Section("models", "Models", _models),
                  Section("tables", "Tables", _tables),

@@ -20,6 +20,11 @@ Sources of noise and where each is handled:
   each task's figure, trials and split included, is one independent draw, so a different task list and a
   rerun of the trials are both inside it.
 
+Changes of a rate (the gate, ``mltb compare``) get Newcombe's score intervals, which are approximate: printed
+only from ``NEWCOMBE_MIN_TRIALS``, where their exact coverage averages about 95 % over true rates
+(:mod:`mltb_core.analysis.coverage`); the gate's paired change below that uses the exact
+:func:`paired_rate_change_exact`.
+
 Every interval contains its own estimate (a bound that would exclude it is moved to it), and a
 statistic whose sample is too small for an honest interval gets none (``low``/``high`` None; tables
 print n and "–").
@@ -27,6 +32,7 @@ print n and "–").
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -35,10 +41,10 @@ import numpy as np
 from scipy import stats as _scipy_stats
 
 __all__ = ["CI", "containing", "bootstrap_ci", "rate_interval", "median_interval", "median_ranks", "min_n_for_median_ci", "median", "mean", "STATISTICS", "wilson_interval", "proportion_diff_ci",
-           "paired_proportion_diff_ci", "TrialSample", "RateSample", "clustered_ci", "z_value",
+           "paired_proportion_diff_ci", "newcombe_interval", "paired_newcombe_interval", "NEWCOMBE_MIN_TRIALS", "paired_rate_change_exact", "TrialSample", "RateSample", "clustered_ci", "z_value",
            "trials_needed_for_rate_drop", "median_standard_error", "cluster_sign_flip", "t_interval", "trials_needed_for_rate_gate", "rate_gate_probabilities", "powered_half_width", "POWER", "MIN_TRIALS_FOR_MEDIAN_CI",
            "DEFAULT_LEVEL", "DEFAULT_RESAMPLES", "PASS_AT_K", "pass_at_k", "Rating", "pairwise_outcomes",
-           "bradley_terry_ratings", "MIN_TASKS_FOR_RATING_CI", "FriedmanResult", "POSTHOC_TESTS", "outward", "reachable_k", "friedman_test", "friedman_permutation_p", "holm",
+           "bradley_terry_ratings", "MIN_TASKS_FOR_RATING_CI", "MIN_TASKS_FOR_RATING", "FriedmanResult", "POSTHOC_TESTS", "outward", "reachable_k", "friedman_test", "friedman_permutation_p", "friedman_exact_p", "holm",
            "FRIEDMAN_PERMUTATIONS", "family_level", "sign_test_p", "median_change", "clustered_rate_interval",
            "shift_interval", "shift_rank", "min_n_for_shift_ci"]
 
@@ -114,14 +120,25 @@ class CI:
 
 def outward(value: float, digits: int, direction: Callable[[float], int], signed: bool = False) -> str:
     """``value`` rounded to ``digits`` decimals with ``direction`` (math.floor for a lower bound, math.ceil for an
-    upper one), ignoring float noise below 1e-9 of a unit (0.3 stored as 0.29999999999999998 stays 0.30)."""
+    upper one), ignoring float noise below 1e-9 of a unit (0.3 stored as 0.29999999999999998 stays 0.30). A
+    non-zero end that would round onto 0 gets the digits that keep it off 0 (a lower bound of 0.008 prints
+    0.008, not 0.00; an upper one of -0.003 prints -0.003: the printed end says which side of 0 it lies on),
+    up to ``MAX_EXTRA_DIGITS`` more."""
     if not math.isfinite(value):
         raise ValueError(f"an interval bound must be a finite number, got {value!r}")
-    scale = 10 ** digits
-    scaled = value * scale
-    nearest = round(scaled)
-    rounded = (nearest if abs(scaled - nearest) < 1e-9 * max(1.0, abs(scaled)) else direction(scaled)) / scale
-    return f"{rounded + 0.0:{'+' if signed else ''}.{digits}f}"    # + 0.0: -0.0 prints as 0
+    for shown in range(digits, digits + MAX_EXTRA_DIGITS + 1):
+        scale = 10 ** shown
+        scaled = value * scale
+        nearest = round(scaled)
+        rounded = (nearest if abs(scaled - nearest) < 1e-9 * max(1.0, abs(scaled)) else direction(scaled)) / scale
+        if rounded != 0 or value == 0:
+            break
+    else:
+        shown, rounded = digits, 0.0
+    return f"{rounded + 0.0:{'+' if signed else ''}.{shown}f}"    # + 0.0: -0.0 prints as 0
+
+
+MAX_EXTRA_DIGITS = 4    # an end within 10**-(digits + 4) of 0 prints as 0: float noise, not a bound
 
 
 def containing(estimate: float | None, low: float | None, high: float | None, n: int,
@@ -405,10 +422,19 @@ def _newcombe(current: CI, baseline: CI, phi: float, n: int, level: float) -> CI
     return CI(delta, max(low, -1.0), min(high, 1.0), n, level)
 
 
-def proportion_diff_ci(current_successes: int, current_n: int, baseline_successes: int, baseline_n: int,
-                       level: float = DEFAULT_LEVEL) -> CI:
-    """CI of the difference of two independent rates, current - baseline (Newcombe's hybrid score
-    interval: honest at small n, e.g. 0/3 - 2/3 → [-0.94, 0.06]). ``n`` is the smaller sample."""
+# The fewest trials per side (unpaired; pairs, paired) at which a Newcombe interval of a difference of rates is
+# printed: from there on its exact coverage averaged over a 39 x 39 grid of true rates is 0.935-0.965 with at most
+# 5 % of the grid below 0.90 (paired: for independent and for correlated pairs). Derived by
+# benchmarks/interval_thresholds.py from mltb_core/analysis/coverage.py; tests/test_interval_coverage.py checks it.
+# Below it the tables print the counts and "–".
+NEWCOMBE_MIN_TRIALS = {"unpaired": 4, "paired": 11}
+
+
+def newcombe_interval(current_successes: int, current_n: int, baseline_successes: int, baseline_n: int,
+                      level: float = DEFAULT_LEVEL) -> CI:
+    """Newcombe's hybrid score interval of current - baseline for two independent rates at any n (an
+    approximate interval: e.g. 0/3 - 2/3 → [-0.94, 0.06]). ``n`` is the smaller sample. What is printed is
+    :func:`proportion_diff_ci`."""
     current, baseline = wilson_interval(current_successes, current_n, level), wilson_interval(
         baseline_successes, baseline_n, level)
     if current.estimate is None or baseline.estimate is None:
@@ -416,9 +442,23 @@ def proportion_diff_ci(current_successes: int, current_n: int, baseline_successe
     return _newcombe(current, baseline, 0.0, min(current_n, baseline_n), level)
 
 
-def paired_proportion_diff_ci(pairs: Sequence[tuple[bool, bool]], level: float = DEFAULT_LEVEL) -> CI:
-    """CI of current - baseline rate over paired trials ``(baseline_ok, current_ok)`` (Newcombe 1998b,
-    method 10: Wilson intervals of both margins combined with the pairs' correlation)."""
+def proportion_diff_ci(current_successes: int, current_n: int, baseline_successes: int, baseline_n: int,
+                       level: float = DEFAULT_LEVEL) -> CI:
+    """The difference of two independent rates, current - baseline, with Newcombe's interval
+    (:func:`newcombe_interval`) from ``NEWCOMBE_MIN_TRIALS["unpaired"]`` trials on the smaller side, where it
+    covers about 95 % (docs/statistics.md); below, the estimate without an interval."""
+    return _printable(newcombe_interval(current_successes, current_n, baseline_successes, baseline_n, level),
+                      NEWCOMBE_MIN_TRIALS["unpaired"])
+
+
+def _printable(ci: CI, fewest: int) -> CI:
+    return ci if ci.n >= fewest or ci.estimate is None else CI(ci.estimate, None, None, ci.n, ci.level)
+
+
+def paired_newcombe_interval(pairs: Sequence[tuple[bool, bool]], level: float = DEFAULT_LEVEL) -> CI:
+    """Newcombe's (1998b, method 10) interval of current - baseline rate over paired trials ``(baseline_ok,
+    current_ok)`` at any n: Wilson intervals of both margins combined with the pairs' correlation. What is
+    printed is :func:`paired_proportion_diff_ci`."""
     n = len(pairs)
     if n == 0:
         return CI(None, None, None, 0, level)
@@ -434,6 +474,42 @@ def paired_proportion_diff_ci(pairs: Sequence[tuple[bool, bool]], level: float =
         phi = (max(cross - n / 2.0, 0.0) if cross > 0 else cross) / math.sqrt(denominator)
     current, baseline = wilson_interval(both + gained, n, level), wilson_interval(both + lost, n, level)
     return _newcombe(current, baseline, phi, n, level)
+
+
+def paired_proportion_diff_ci(pairs: Sequence[tuple[bool, bool]], level: float = DEFAULT_LEVEL) -> CI:
+    """The change of a rate over paired trials with Newcombe's paired interval (:func:`paired_newcombe_interval`)
+    from ``NEWCOMBE_MIN_TRIALS["paired"]`` pairs, where it covers about 95 % (docs/statistics.md); below, the
+    estimate without an interval."""
+    return _printable(paired_newcombe_interval(pairs, level), NEWCOMBE_MIN_TRIALS["paired"])
+
+
+# How paired_rate_change_exact splits its error: most to the split of the discordant pairs (whose sign is the
+# change's: McNemar's exact test), the rest to their share of all pairs (which only scales the change).
+EXACT_PAIRED_SPLIT_SHARE = 0.9
+
+
+def paired_rate_change_exact(pairs: Sequence[tuple[bool, bool]], level: float = DEFAULT_LEVEL) -> CI:
+    """An exact (conservative) interval of the change of a rate over paired trials ``(baseline_ok, current_ok)``,
+    valid at any n: the change is s (2 t - 1), s the share of discordant pairs and t the share of them that
+    gained; t's Clopper-Pearson interval given the discordant count (McNemar's exact test: the upper end is below
+    0 exactly when that test shows a drop at its tail) at 1 - ``EXACT_PAIRED_SPLIT_SHARE`` (1 - level), s's at
+    1 - the rest, and the change's interval spans the products, so it covers with >= ``level`` whatever the rates
+    and their dependence, and each end misses with at most (1 - level) / 2. The gate's paired consistency
+    interval below ``NEWCOMBE_MIN_TRIALS["paired"]`` pairs. No discordant pair: [-upper(s), +upper(s)]."""
+    _check_level(level)
+    n = len(pairs)
+    if n == 0:
+        return CI(None, None, None, 0, level)
+    lost = sum(1 for b, c in pairs if b and not c)
+    gained = sum(1 for b, c in pairs if c and not b)
+    discordant = lost + gained
+    alpha = 1.0 - level
+    share = rate_interval(discordant, n, 1.0 - (1.0 - EXACT_PAIRED_SPLIT_SHARE) * alpha)
+    if discordant == 0:
+        return CI(0.0, -share.high, share.high, n, level)
+    split = rate_interval(gained, discordant, 1.0 - EXACT_PAIRED_SPLIT_SHARE * alpha)
+    ends = [s * (2.0 * t - 1.0) for s in (share.low, share.high) for t in (split.low, split.high)]
+    return containing((gained - lost) / n, min(ends), max(ends), n, level)
 
 
 def _z_total(level: float, power: float) -> float:
@@ -636,7 +712,7 @@ def clustered_ci(samples: Sequence[TrialSample | RateSample], *, level: float = 
 
 
 # -- across tasks: tasks are the independent units ---------------------------------------------------
-MAX_EXACT_SIGN_FLIPS = 14   # 2**14 patterns; more tasks are sampled (seeded)
+MAX_EXACT_SIGN_FLIPS = 16   # every one of 2**16 patterns enumerated (exact p); more tasks are sampled (seeded)
 
 
 def cluster_sign_flip(task_changes: Sequence[float], *, resamples: int = 20000, seed: int = 0) -> float | None:
@@ -698,6 +774,9 @@ def pass_at_k(n: int, c: int, k: int) -> float | None:
 # Fewer tasks print no rating interval: the jackknife's spread over k tasks has k - 1 degrees of freedom,
 # and at k = 2 its t factor at the Bonferroni tail of 8 planners is about 100 (every interval spans any rating).
 MIN_TASKS_FOR_RATING_CI = 3
+# Fewer tasks with a game print no rating at all: from one task a rating only restates which planner scored higher
+# there, dressed as a strength.
+MIN_TASKS_FOR_RATING = 2
 
 
 @dataclass(frozen=True)
@@ -864,6 +943,7 @@ class FriedmanResult:
     # exact two-sided floor of the sign test and of Wilcoxon alike), taken over the pairs
     posthoc_floor: float = 1.0
     tied: bool = False                         # every planner tied in every block: nothing was tested
+    exact: bool = False                        # permutation_p enumerated over every arrangement (permutations 0)
 
     def significant_pairs(self) -> list[tuple[str, str]]:
         return [pair for pair, p in self.posthoc.items() if p < self.alpha]
@@ -890,8 +970,9 @@ def friedman_test(scores: dict[str, dict[str, float]], alpha: float = 0.05,
     """Friedman test across the tasks on which every planner has a score (higher is better).
 
     scipy.stats.friedmanchisquare needs at least 3 planners; with fewer, only the mean ranks are given. Its p
-    is the χ² approximation, loose with few blocks, so the result also carries a permutation p
-    (:func:`friedman_permutation_p`), which holds at any number of blocks.
+    is the χ² approximation, loose with few blocks, so the result also carries a permutation p, which holds at
+    any number of blocks: exact where the arrangements can be enumerated (:func:`friedman_exact_p`), else Monte
+    Carlo (:func:`friedman_permutation_p`).
     The post-hoc is a paired test per pair with Holm's step-down adjustment (Benavoli et al. 2016 recommend
     paired tests over rank-based post-hocs): Wilcoxon signed-rank, or with ``ordinal`` scores (only their
     order means anything) the exact sign test. The Nemenyi critical difference (Demšar 2006, q from
@@ -906,6 +987,7 @@ def friedman_test(scores: dict[str, dict[str, float]], alpha: float = 0.05,
     ranks = np.vstack([_scipy_stats.rankdata(-row) for row in table])    # 1 = best, ties averaged
     mean_ranks = {p: float(ranks[:, j].mean()) for j, p in enumerate(planners)}
     statistic = p_value = cd = perm_p = None
+    exact = False
     tied = bool(np.all(table == table[:, :1]))
     if k >= 3 and n >= 2:
         if tied:
@@ -913,7 +995,10 @@ def friedman_test(scores: dict[str, dict[str, float]], alpha: float = 0.05,
         else:
             res = _scipy_stats.friedmanchisquare(*table.T)
             statistic, p_value = float(res.statistic), float(res.pvalue)
-            perm_p = friedman_permutation_p(ranks, permutations, seed)
+            perm_p = friedman_exact_p(ranks) if permutations else None    # permutations=0: none asked for
+            exact = perm_p is not None
+            if not exact:
+                perm_p = friedman_permutation_p(ranks, permutations, seed)
         q = _scipy_stats.studentized_range.ppf(1 - alpha, k, np.inf) / math.sqrt(2.0)
         cd = float(q * math.sqrt(k * (k + 1) / (6.0 * n)))
     raw: dict[tuple[str, str], float] = {}
@@ -930,8 +1015,35 @@ def friedman_test(scores: dict[str, dict[str, float]], alpha: float = 0.05,
             else:
                 raw[(a, planners[j])] = float(_scipy_stats.wilcoxon(diff).pvalue)
     return FriedmanResult(tuple(planners), tuple(tasks), mean_ranks, statistic, p_value, cd, holm(raw), alpha,
-                          perm_p, permutations if perm_p is not None and not tied else 0,
-                          "sign" if ordinal else "wilcoxon", floor, tied)
+                          perm_p, permutations if perm_p is not None and not tied and not exact else 0,
+                          "sign" if ordinal else "wilcoxon", floor, tied, exact)
+
+
+# Candidate states (rank-sum multisets times a block's arrangements) beyond which Friedman's permutation p is
+# Monte Carlo instead of enumerated
+MAX_EXACT_FRIEDMAN_STATES = 2_000_000
+
+
+def friedman_exact_p(ranks: np.ndarray) -> float | None:
+    """The exact p of Friedman's statistic under its null (within each block every arrangement of its ranks among
+    the planners equally likely), enumerated over all (k!)^n arrangements by a recursion over blocks on the
+    planners' rank sums. The future is the same for every relabelling of the planners, so a state is the sorted
+    vector of rank sums; ranks are doubled to integers (ties share half ranks). None when the states would exceed
+    ``MAX_EXACT_FRIEDMAN_STATES`` (then :func:`friedman_permutation_p` samples them)."""
+    doubled = np.rint(np.asarray(ranks, dtype=float) * 2).astype(np.int64)
+    n, k = doubled.shape
+    orders = np.array(list(itertools.permutations(range(k))))
+    states, weights = np.zeros((1, k), dtype=np.int64), np.ones(1)
+    for row in doubled:
+        arrangements, counts = np.unique(row[orders], axis=0, return_counts=True)
+        if len(states) * len(arrangements) > MAX_EXACT_FRIEDMAN_STATES:
+            return None
+        grown = np.sort((states[:, None, :] + arrangements[None, :, :]).reshape(-1, k), axis=1)
+        chances = (weights[:, None] * (counts / len(orders))[None, :]).ravel()
+        states, inverse = np.unique(grown, axis=0, return_inverse=True)
+        weights = np.bincount(inverse.ravel(), weights=chances, minlength=len(states))
+    observed = int((doubled.sum(axis=0) ** 2).sum())
+    return float(min(1.0, weights[(states ** 2).sum(axis=1) >= observed].sum()))
 
 
 def friedman_permutation_p(ranks: np.ndarray, permutations: int = FRIEDMAN_PERMUTATIONS, seed: int = 0) -> float:

@@ -24,6 +24,7 @@ Definitions (the paper's, Section 5), and what every printed number is computed 
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
@@ -41,7 +42,7 @@ __all__ = ["Table", "planner_rank", "build_tables", "render_tables", "render_sum
            "consistency_table", "pass_at_k_table", "percentile_table", "normalized_table", "median_cell_text",
            "overall_text", "task_baselines", "cost_table", "funnel_table", "infra_table",
            "variant_labels", "entry_label", "entry_order", "markdown_label", "compute_rows", "COMPUTE_MEASURES", "COMPUTE_NOTE",
-           "policy_assumptions"]
+           "policy_assumptions", "NOTES_ABOVE", "notes_not_given", "note_key"]
 
 MARKDOWN_FORMATS = ("github", "pipe")
 
@@ -235,7 +236,7 @@ def policy_assumptions(model: str) -> str | None:
 
 def _notes(model: str, synthetic: bool, *notes: str) -> list[str]:
     assumptions = policy_assumptions(model) if synthetic else None
-    return list(notes) + ([f"{SYNTHETIC_LABEL}: figures measure the harness, not a language model"]
+    return list(notes) + ([f"{SYNTHETIC_LABEL.strip('()')}: figures measure the harness, not a language model"]
                           if synthetic else []) + ([assumptions] if assumptions else [])
 
 
@@ -282,7 +283,7 @@ def consistency_table(records: list[TrialRecord]) -> list[Table]:
     """Consistency (valid / counted trials) per task × planner, one table per model."""
     tables = []
     for model, synthetic, tasks, variants, headers, cells in _per_model(records):
-        marks = _calls_marks(tasks, variants, cells)
+        marks, mark_notes = _calls_marks(tasks, variants, cells)
         rows = []
         for task in tasks:
             row = [task]
@@ -304,7 +305,7 @@ def consistency_table(records: list[TrialRecord]) -> list[Table]:
         notes = _notes(model, synthetic,
                        "cells: valid/counted trials (infra errors not counted), consistency and its exact 95% "
                        "Clopper-Pearson interval",
-                       _OVERALL_NOTE, COMPUTE_NOTE)
+                       _OVERALL_NOTE, COMPUTE_NOTE, *mark_notes)
         tables.append(Table(f"consistency:{model}",
                             f"Consistency (valid trials / trials) — model {model_label(model, synthetic)}"
                             f"{_settings([r for r in records if r.model == model])}",
@@ -361,15 +362,25 @@ def _off_median(means: dict) -> set:
     return {k for k, m in means.items() if m is not None and abs(m - middle) > CALLS_TOLERANCE * max(middle, 1e-9)}
 
 
-def _calls_marks(tasks: list[str], variants: list, cells: dict) -> dict[tuple, str]:
-    """(task, variant) → CALLS_MARK where the cell's mean LLM or tool calls differ from its row's median by > 10 %."""
+# Said instead of a mark on every cell (two planners that spent differently are both off their median).
+EVERY_CELL_NOTE = (f"{CALLS_MARK} is left off the task cells: every one of them would carry it (on every task each "
+                   "planner's compute differs so from the row's median; the per-trial rows give the means), so it would "
+                   "single out none. Compare these planners with care")
+
+
+def _calls_marks(tasks: list[str], variants: list, cells: dict) -> tuple[dict[tuple, str], list[str]]:
+    """(task, variant) → CALLS_MARK where the cell's mean LLM or tool calls differ from its row's median by > 10 %,
+    and the table's extra notes: none on the cells, and :data:`EVERY_CELL_NOTE`, when every cell would carry one."""
     marks: dict[tuple, str] = {}
     for task in tasks:
         for name, measure, _ in COMPUTE_MEASURES:
             if name in _MATCHED:
                 for v in _off_median({v: _mean(cells.get((task, *v), []), measure) for v in variants}):
                     marks[(task, v)] = f" {CALLS_MARK}"
-    return marks
+    filled = {(task, v) for task in tasks for v in variants if counted_records(cells.get((task, *v), []))}
+    if marks and set(marks) == filled:
+        return {}, [EVERY_CELL_NOTE]
+    return marks, []
 
 
 def compute_rows(groups: list[list[TrialRecord]]) -> list[list[str]]:
@@ -412,7 +423,7 @@ def normalized_table(records: list[TrialRecord]) -> list[Table]:
     tables = []
     for model, synthetic, tasks, variants, headers, cells in _per_model(records):
         figures = {(task, v): normalized_cell(cells.get((task, *v), [])) for task in tasks for v in variants}
-        marks = _calls_marks(tasks, variants, cells)
+        marks, mark_notes = _calls_marks(tasks, variants, cells)
         rows = []
         for task in tasks:
             row = [task]
@@ -432,7 +443,7 @@ def normalized_table(records: list[TrialRecord]) -> list[Table]:
         rows += [overall, *_calls_row(variants, cells)]
         baselines = task_baselines(tasks)
         notes = _notes(model, synthetic, QUALITY_FLOOR_NOTE + "; cells: median over n counted trials", _MEDIAN_NOTE,
-                       _OVERALL_NOTE, COMPUTE_NOTE,
+                       _OVERALL_NOTE, COMPUTE_NOTE, *mark_notes,
                        "baseline (score 0) per task: " + "; ".join(f"{t}: {b or 'unknown task'}"
                                                                      for t, b in baselines.items()))
         title = (f"Median normalized score (0 = trivial baseline, 1 = perfect; failed trials count 0) — model "
@@ -448,7 +459,7 @@ def percentile_table(records: list[TrialRecord]) -> list[Table]:
     tables = []
     for model, synthetic, tasks, variants, headers, cells in _per_model(records):
         figures = {(task, v): percentile_cell(cells.get((task, *v), [])) for task in tasks for v in variants}
-        marks = _calls_marks(tasks, variants, cells)
+        marks, mark_notes = _calls_marks(tasks, variants, cells)
         # a task is excluded when no planner has a comparable percentile for it
         excluded = {}
         for task in tasks:
@@ -484,7 +495,7 @@ def percentile_table(records: list[TrialRecord]) -> list[Table]:
         notes = _notes(model, synthetic, scope,
                        "cells: median percentile over n counted trials, a trial without a valid submission "
                        "counting as 0 (as in the paper); a score tying board entries beats half of them (mid-rank)",
-                       _MEDIAN_NOTE, _OVERALL_NOTE, CELL_COMPUTE_NOTE,
+                       _MEDIAN_NOTE, _OVERALL_NOTE, CELL_COMPUTE_NOTE, *mark_notes,
                        "the last row is the normalized score's overall over every task, for comparison across the "
                        "whole benchmark",
                        "held-out rows: every trial of a task is graded on the same held-out split, so a percentile "
@@ -606,14 +617,34 @@ def build_tables(records: Iterable[TrialRecord]) -> list[Table]:
     return tables
 
 
+# Said where a table's notes were already given under an earlier table of the same page (mltb's own words).
+NOTES_ABOVE = "notes given under an earlier table on this page are not repeated here"
+
+
+def note_key(note: str) -> str:
+    """What a note says, for :func:`notes_not_given`: a mark's definition ('‡: ...', worded for its table) defines
+    the mark, so the mark is defined once."""
+    return CALLS_MARK if note.startswith(f"{CALLS_MARK}:") else note
+
+
+def notes_not_given(table: Table, given: set[str]) -> Table:
+    """``table`` with the notes already ``given`` on its page left out (:data:`NOTES_ABOVE` said instead); its
+    notes join ``given``. Every page (terminal, Markdown, HTML) gives each note once this way."""
+    notes = [n for n in table.notes if note_key(n) not in given]
+    if len(notes) < len(table.notes):
+        notes.append(NOTES_ABOVE)
+    given.update(map(note_key, table.notes))
+    return dataclasses.replace(table, notes=notes)
+
+
 def render_tables(tables: list[Table], tablefmt: str = "simple", notes_once: bool = False) -> str:
     """Tables as text, each under its title, notes below (``notes_once``: a note already printed under an
-    earlier table is not repeated)."""
-    parts, shown = [], set()
+    earlier table is not repeated, :func:`notes_not_given`)."""
+    parts: list[str] = []
+    given: set[str] = set()
     for table in tables:
-        notes = [n for n in table.notes_for(tablefmt) if not (notes_once and n in shown)]
-        shown.update(notes)
-        parts.append("\n".join([table.title_for(tablefmt), table.render(tablefmt)] + notes))
+        table = notes_not_given(table, given) if notes_once else table
+        parts.append("\n".join([table.title_for(tablefmt), table.render(tablefmt)] + table.notes_for(tablefmt)))
     return "\n\n".join(parts)
 
 

@@ -25,6 +25,7 @@ import hashlib
 import os
 import pickle
 import shutil
+import sys
 import tempfile
 import zipfile
 from collections.abc import Callable
@@ -394,8 +395,13 @@ def _check_columns(frame: pd.DataFrame, task, origin: str) -> pd.DataFrame:
             raise DataSourceError(f"{origin}: column {column!r} named by field '{field_name}' of {task.spec_path} "
                                   f"is not in the data; available columns: {', '.join(map(str, columns[:60]))}"
                                   + (f" ... ({len(columns)} in all)" if len(columns) > 60 else ""))
-    if frame[task.id_column].duplicated().any():
-        raise DataSourceError(f"{origin}: id column {task.id_column!r} has duplicate values")
+    repeated = frame[task.id_column].duplicated()
+    if repeated.any():
+        # the grader matches a submission's rows to the held-out rows by id: each row needs its own
+        examples = ", ".join(repr(v)[:40] for v in frame.loc[repeated, task.id_column].drop_duplicates().head(3).tolist())
+        raise DataSourceError(f"{origin}: id column {task.id_column!r} must be unique (one row per id, the grader "
+                              f"matches submissions by it), but {int(repeated.sum()):,} rows repeat an earlier row's "
+                              f"id (duplicates), e.g. {examples}")
     if frame[task.target].isna().any():
         frame = frame[frame[task.target].notna()].reset_index(drop=True)  # unlabelled rows cannot be graded
     if frame.empty:
@@ -426,16 +432,36 @@ def load_labelled_frame(task, source: str | None = None, cache_dir: Path | str |
         frame, origin = _build(task, source, kaggle_dir)
         return _check_columns(frame, task, origin)
     cached = cache / "frames" / f"{task.slug}-{source_fingerprint(task, source)}.pkl"
-    if cached.exists():
-        try:
-            with cached.open("rb") as handle:
-                return pickle.load(handle)
-        except (OSError, EOFError, pickle.UnpicklingError):
-            pass  # a damaged cache entry is rebuilt below
+    frame = _cached_frame(cached)
+    if frame is not None:
+        return frame
     frame, origin = _build(task, source, None)
     frame = _check_columns(frame, task, origin)
     _atomic_pickle(frame, cached)
     return frame
+
+
+def _cached_frame(path: Path) -> pd.DataFrame | None:
+    """The frame cached at ``path``, or None (a miss) when there is none or it cannot be loaded, in which case
+    the entry is removed so that it is rebuilt. Unpickling damaged bytes can raise almost anything (a protocol
+    this Python lacks is a ValueError, a class that moved in a pandas upgrade an AttributeError or
+    ImportError, deep nesting a RecursionError), so every failure to load counts as a miss."""
+    try:
+        with path.open("rb") as handle:
+            frame = pickle.load(handle)
+    except FileNotFoundError:
+        return None
+    except Exception as exc:  # noqa: BLE001 - see the docstring: any failure to load is a miss
+        print(f"mltb: frames cache {path} cannot be loaded ({type(exc).__name__}: {str(exc)[:200]}); "
+              "rebuilding it", file=sys.stderr)
+        frame = None
+    if isinstance(frame, pd.DataFrame):
+        return frame
+    if frame is not None:
+        print(f"mltb: frames cache {path} holds a {type(frame).__name__}, not a frame; rebuilding it",
+              file=sys.stderr)
+    path.unlink(missing_ok=True)
+    return None
 
 
 def _atomic_pickle(obj, path: Path) -> None:

@@ -28,6 +28,7 @@ import pandas as pd
 from filelock import FileLock
 
 from mltb_core.bench.datasources import default_cache_dir, load_labelled_frame, resolve_source, source_fingerprint
+from mltb_core.bench.documents import read_document
 from mltb_core.bench.tasks import TEST_FILE, TRAIN_FILE, Task
 
 __all__ = ["Split", "prepare_split", "split_dir", "MAX_ROWS", "TEST_FRACTION", "SPLIT_FORMAT", "LABELS_FILE",
@@ -61,7 +62,10 @@ class Split:
     @property
     def meta(self) -> dict:
         """Row counts, source hash, file hashes and sampling parameters recorded when the split was made."""
-        return json.loads((self.dir / META_FILE).read_text())
+        meta = _read_meta(self.dir)
+        if meta is None:
+            raise TamperedSplit(f"{self.dir / META_FILE} is damaged: prepare the split again")
+        return meta
 
     def read_labels(self) -> pd.DataFrame:
         """The held-out labels, verified against their recorded SHA-256 (for the grader only).
@@ -75,9 +79,9 @@ class Split:
                 return pd.read_csv(io.BytesIO(data))
             if attempt == 0:
                 _say_rebuilding(self.task, self.seed, self.dir)
+                source = _meta_source(self.dir)   # read before meta.json goes
                 (self.dir / META_FILE).unlink(missing_ok=True)
-                prepare_split(self.task, self.seed, cache_dir=self.dir.parent.parent.parent,
-                              source=_meta_source(self.dir) or None)
+                prepare_split(self.task, self.seed, cache_dir=self.dir.parent.parent.parent, source=source or None)
         raise TamperedSplit(f"{self.labels_path} does not match its recorded SHA-256 even after a rebuild")
 
 
@@ -106,48 +110,59 @@ def _file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _recorded_hash(directory: Path, name: str) -> str | None:
+def _read_meta(directory: Path) -> dict | None:
+    """The split's meta.json, or None when it is missing or damaged in any way (too large or deep, not UTF-8,
+    not a JSON object): a damaged cache entry is a miss, and the split is rebuilt."""
     try:
-        return json.loads((directory / META_FILE).read_text()).get("sha256", {}).get(name)
-    except (OSError, ValueError, AttributeError):
+        meta = read_document(directory / META_FILE, "split metadata", "json")
+    except ValueError:
         return None
+    return meta if isinstance(meta, dict) else None
+
+
+def _recorded_hash(directory: Path, name: str) -> str | None:
+    hashes = (_read_meta(directory) or {}).get("sha256")
+    recorded = hashes.get(name) if isinstance(hashes, dict) else None
+    return recorded if isinstance(recorded, str) else None
 
 
 def _meta_source(directory: Path) -> str | None:
-    try:
-        return json.loads((directory / META_FILE).read_text()).get("data_source")
-    except (OSError, ValueError):
-        return None
+    source = (_read_meta(directory) or {}).get("data_source")
+    return source if isinstance(source, str) else None
 
 
-def _labels_intact(directory: Path) -> bool:
-    recorded = _recorded_hash(directory, LABELS_FILE)
-    try:
-        return recorded is not None and _file_sha256(directory / LABELS_FILE) == recorded
-    except OSError:
-        return False
+def _files_intact(directory: Path, names: tuple[str, ...] = (TRAIN_FILE, TEST_FILE, LABELS_FILE)) -> bool:
+    """Every one of the split's files matches the SHA-256 meta.json recorded for it (one damaged byte in
+    train.csv would otherwise change every trial's data without a word)."""
+    for name in names:
+        recorded = _recorded_hash(directory, name)
+        try:
+            if recorded is None or _file_sha256(directory / name) != recorded:
+                return False
+        except OSError:
+            return False
+    return True
 
 
-def _say_rebuilding(task: Task, seed: int, directory: Path) -> None:
-    print(f"mltb: split {task.slug} seed {seed}: {LABELS_FILE} in {directory} does not match its recorded "
-          "SHA-256; rebuilding the split from the source data", file=sys.stderr)
+def _say_rebuilding(task: Task, seed: int, directory: Path,
+                    problem: str = "a file there does not match its recorded SHA-256") -> None:
+    print(f"mltb: split {task.slug} seed {seed} in {directory}: {problem}; rebuilding the split from the source data",
+          file=sys.stderr)
 
 
 def _is_complete(directory: Path, source: str, task: Task | None = None, announce: bool = False) -> bool:
     """A finished split made from the current data and builder (a stale one is rebuilt)."""
-    meta_path = directory / META_FILE
-    if not meta_path.exists():
-        return False
-    try:
-        meta = json.loads(meta_path.read_text())
-    except (OSError, ValueError):
+    meta = _read_meta(directory)
+    if meta is None:
+        if announce and task is not None and (directory / META_FILE).exists():
+            _say_rebuilding(task, -1, directory, problem=f"{META_FILE} is damaged")
         return False
     if task is not None and source != "kaggle" and meta.get("source_hash") != source_fingerprint(task, source):
         return False
     if not (meta.get("format") == SPLIT_FORMAT and meta.get("data_source") == source and all(
             (directory / name).exists() for name in (TRAIN_FILE, TEST_FILE, LABELS_FILE))):
         return False
-    if not _labels_intact(directory):
+    if not _files_intact(directory):
         if announce and task is not None:
             _say_rebuilding(task, meta.get("seed", -1), directory)
         return False

@@ -445,6 +445,10 @@ def parse_task(path: Path | str) -> Task:
     if text["builder"] is None and text["data"] is None and text["source"] != "kaggle":
         raise TaskSpecError(path, "builder", "a spec needs a 'builder' or a 'data' CSV path "
                                             "(or source = \"kaggle\")")
+    if text["data"] is not None and text["source"] == "kaggle":   # the download would win, the file unread
+        raise TaskSpecError(path, "source", f"source \"kaggle\" downloads the competition's files, so 'data' "
+                                            f"({text['data']!r}) would never be read: your own data takes "
+                                            "source = \"bundled\"")
     if text["builder"] is not None:
         from mltb_core.bench.datasources import BUILDERS  # lazy: datasources imports this module
 

@@ -9,7 +9,7 @@ Assumptions (every planner-ordering figure measured with ``sim`` rests on them):
 
 1. **Planner-agnostic.** It reads the shared preamble (the first system message: task description and
    tool catalogue), the names of the offered tools, its own earlier replies, tool results and errors,
-   stage feedback and reflections on earlier failures, i.e. what the messages *say*. It never reads the
+   stage feedback and reflections on earlier failures, i.e. what the messages say. It never reads the
    planner's instructions (the later system messages), so which planner asks, or how it words its
    instructions, changes no choice. Every choice is drawn from an RNG seeded by (policy seed, skill,
    request seed, the preamble, the conversation after the system messages, the offered tool names,

@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mltb_core.bench.documents import json_lines
+from mltb_core.bench.events import read_events
 from mltb_core.config import Range, knob
 from mltb_core.llm import prompts
 from mltb_core.planners.base import Planner, SearchResult
@@ -51,9 +51,7 @@ def remember(task_slug: str, trajectory_path: Path, valid: bool) -> None:
         return
     calls: dict[int, str] = {}
     best_path: list[int] = []
-    for _, step, _ in json_lines(trajectory_path):   # bounded; a line that is not a step is passed over
-        if not isinstance(step, dict):
-            continue
+    for step in read_events(trajectory_path).events:   # bounded and typed; a malformed line is passed over
         if step.get("step_type") == "tool_execution_initiation":
             tools = step.get("tools_to_execute") or [{}]
             calls[int(step.get("node_id", -1))] = str(tools[0].get("tool_name", "?"))

@@ -91,6 +91,11 @@ class TreeSearch(Planner):
             node.dead = True
         return children
 
+    @staticmethod
+    def _back_up(node: Node, reward: float, root: Node) -> None:
+        node.reward = reward     # what the tree viewer shows as the node's R
+        backpropagate(node, reward, stop_at=root)
+
     def mcts(self, root: Node, iterations: int, is_solution: Callable[[Node], bool], depth_limit: int,
              stop_after: int = 1, on_child: Callable[[Node], None] | None = None) -> list[Node]:
         """Search below ``root``; return up to ``stop_after`` solution nodes (in order of discovery)."""
@@ -104,10 +109,10 @@ class TreeSearch(Planner):
                 break
             if leaf is not root and (is_solution(leaf) or leaf.depth >= depth_limit):
                 leaf.dead = True
-                backpropagate(leaf, self.evaluate(leaf), stop_at=root)
+                self._back_up(leaf, self.evaluate(leaf), root)
                 continue
             for child in self.expand(leaf):
-                backpropagate(child, self.rollout_value(child), stop_at=root)
+                self._back_up(child, self.rollout_value(child), root)
                 if on_child:
                     on_child(child)
                 if is_solution(child):

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
-from mltb_core.bench.documents import json_lines
+from mltb_core.bench.events import read_events
 
 __all__ = ["TrajectoryWriter", "read_trajectory", "tool_calls_from_trajectory", "PREVIEW_CHARS"]
 
@@ -56,13 +56,14 @@ class TrajectoryWriter:
 
 
 def read_trajectory(path: Path) -> Iterator[dict[str, Any]]:
-    """The steps of a trajectory file (bounded: depth, size); ValueError ``file:line: reason`` at a bad line."""
-    for lineno, step, reason in json_lines(path):
-        if reason is None and not isinstance(step, dict):
-            reason = f"a JSON {type(step).__name__}, not a step object"
-        if reason is not None:
-            raise ValueError(f"{path}:{lineno}: not a trajectory step: {reason}")
-        yield step
+    """The events of a trajectory file (bounded: depth, size; each checked against its kind's declared fields,
+    :mod:`mltb_core.bench.events`); ValueError ``file:line: reason`` at the first bad line (a replay runs a
+    trajectory whole or not at all)."""
+    read = read_events(path)
+    if read.malformed:
+        lineno, reason = read.malformed[0]
+        raise ValueError(f"{path}:{lineno}: not a trajectory event: {reason}")
+    yield from read.events
 
 
 def tool_calls_from_trajectory(path: Path, best_path_only: bool = True) -> list[dict[str, Any]]:

@@ -27,7 +27,9 @@ class Node:
     log: PathLog = field(default_factory=PathLog)
     progress: Progress = field(default_factory=Progress)
     found: dict[str, Any] = field(default_factory=dict)
-    reward: float = 0.0
+    # the reward the search backed up for this node when it evaluated it (its rollout value: MCTS-Shaped's stage
+    # rewards less the depth penalty, LATS's judge score); None: never evaluated (the root, ReAct's steps)
+    reward: float | None = None
     visits: int = 0
     value_sum: float = 0.0
     children: list[Node] = field(default_factory=list)

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mltb_core.bench.documents import loads_bounded
+from mltb_core.bench.documents import JSONShapeError, check_document_size, loads_bounded
 from mltb_core.bench.fixtures import FIXTURES
 from mltb_core.bench.grading import Grade
 from mltb_core.toolkit.registry import ToolCall, ToolCallError
@@ -123,17 +123,30 @@ def parse_calls(lines: Iterable[str], source: str = "<calls>", check_tools: bool
     return calls
 
 
-def _is_trajectory(path: Path) -> bool:
-    """True when the file's first JSON line is a trajectory step (has ``step_type``)."""
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            if line.strip():
-                try:
-                    first = loads_bounded(line)
-                except ValueError:
-                    return False
-                return isinstance(first, dict) and "step_type" in first
+def _is_trajectory(text: str) -> bool:
+    """True when the text's first JSON line is a trajectory step (has ``step_type``)."""
+    for line in text.split("\n"):   # not splitlines(): U+2028 inside a JSON string is no line break
+        if line.strip():
+            try:
+                first = loads_bounded(line)
+            except ValueError:
+                return False
+            return isinstance(first, dict) and "step_type" in first
     return False
+
+
+def _read_calls_file(path: Path) -> str:
+    """The text of a calls file; :class:`CallsFileError` (a usage error) when it is too large, unreadable or
+    not UTF-8."""
+    try:
+        check_document_size(path)
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise CallsFileError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except JSONShapeError as exc:
+        raise CallsFileError(f"{path}: refused: {exc}") from None
+    except OSError as exc:
+        raise CallsFileError(f"{path}: cannot be read: {exc.strerror or exc}") from None
 
 
 # Plain arguments that hold a file path (read_data, save_model, load_model, save_dataframe_to_csv, ...).
@@ -160,7 +173,8 @@ def load_calls(path: Path | str, check_tools: bool = False) -> list[ToolCall]:
     path = Path(path)
     if not path.is_file():
         raise CallsFileError(f"{path}: no such file")
-    if _is_trajectory(path):
+    text = _read_calls_file(path)
+    if _is_trajectory(text):
         from mltb_core.planners.trajectory import tool_calls_from_trajectory
 
         try:
@@ -169,8 +183,7 @@ def load_calls(path: Path | str, check_tools: bool = False) -> list[ToolCall]:
             raise CallsFileError(f"{path}: not a readable trajectory: {exc}") from None
         return [_relocate_paths(_call_from_line(item, f"{path}: trajectory call {i}"))
                 for i, item in enumerate(raw, 1)]
-    with open(path, encoding="utf-8") as handle:
-        return parse_calls(handle, str(path), check_tools)
+    return parse_calls(text.split("\n"), str(path), check_tools)
 
 
 def expert_slugs() -> list[str]:

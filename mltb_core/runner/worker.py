@@ -18,8 +18,10 @@ agent's data; read and write the sandbox and a scratch directory; no TCP) and a 
 processes, programs, sockets or signals to others, :mod:`mltb_core.runner.syscalls`). It reports what
 it managed in its first reply, written before any model text arrives, so that report can be trusted.
 The parent kills the worker's whole process group when the trial ends, and measures the sandbox after
-every call (the disk quota). Anything the worker does wrong — dies, hangs, floods, sends a malformed
-reply, overruns the quota — ends the trial as the model's failure (:class:`WorkerFailed`).
+every call (the disk quota). Once it has started, anything the worker does wrong — dies, hangs, floods,
+sends a malformed reply, overruns the quota — ends the trial as the model's failure (:class:`WorkerFailed`).
+Until its start report arrives no model text has reached it, so a worker that cannot start is mltb's or
+the machine's failure: :class:`WorkerStartFailed`, an infrastructure error with its cause.
 """
 from __future__ import annotations
 
@@ -45,7 +47,8 @@ from mltb_core.planners.workspace import ModelFault, StepFacts, UntrustedReply
 from mltb_core.toolkit.registry import ToolCall
 from mltb_core.toolkit.textsafety import JSONShapeError, cap_text, clean_strings, loads_bounded
 
-__all__ = ["WorkerInit", "WorkerWorkspace", "WorkerFailed", "QuotaExceeded", "MAX_REPLY_BYTES", "call_schema_problem", "worker_environment"]
+__all__ = ["WorkerInit", "WorkerWorkspace", "WorkerFailed", "WorkerStartFailed", "QuotaExceeded", "MAX_REPLY_BYTES",
+           "call_schema_problem", "worker_environment"]
 
 MAX_REPLY_BYTES = 96 * 2**20          # one JSON reply (a step may carry the submission's bytes)
 START_SECONDS = 120.0                 # importing pandas, scikit-learn and the boosters on a loaded machine
@@ -61,6 +64,12 @@ class WorkerFailed(ModelFault):
 
 class QuotaExceeded(WorkerFailed):
     """The sandbox holds more than its quota: its files are removed with the trial."""
+
+
+class WorkerStartFailed(OSError):
+    """The worker ended, hung or failed before its start report, which it writes before any model text
+    reaches it: not the model's doing, so an infrastructure error (an OSError: the runner records those so),
+    with the worker's own reason or the tail of its stderr."""
 
 
 @dataclass
@@ -81,6 +90,17 @@ class WorkerInit:
     memory_budget: int | None
     disk_quota: int | None
     tool_modules: tuple[tuple[str, str], ...] = ()   # modules outside mltb_core that define tools (name, file)
+
+    def __post_init__(self) -> None:
+        # the worker starts in "/" (the factory's directory), so a relative path would name another place;
+        # the front ends resolve every path option where it is read (mltb_core.config, mltb_core.environment)
+        paths = {"data_dir": [self.data_dir], "sandbox": [self.sandbox], "scratch": [self.scratch],
+                 "read_only": self.read_only, "read_write": self.read_write}
+        for name, values in paths.items():
+            relative = [value for value in values if not os.path.isabs(value)]
+            if relative:
+                raise ValueError(f"WorkerInit.{name} holds a relative path {relative[0]!r}: the caller resolves "
+                                 "paths before a worker is started")
 
 
 # ----------------------------------------------------------------------------------------- framing
@@ -123,6 +143,33 @@ def _preload() -> None:
 
 
 def _serve(init: WorkerInit, inp: int, out: int) -> None:
+    try:
+        workspace, label, active = _start(init)
+    except Exception as exc:  # noqa: BLE001 - no model text has arrived: the start report says why, as it is trusted
+        _write_frame(out, json.dumps({"ready": False, "error": f"{type(exc).__name__}: {exc}"[:2000]}).encode())
+        return
+    _write_frame(out, json.dumps({"ready": True, "confinement": label, "landlock": active}).encode())
+    # Requests come from the trusted parent; the handlers are a fixed table, never a looked-up name.
+    handlers = {
+        "step": lambda r: workspace.step(r["parent"], r["node"], r["call"], r["allowed"]).to_json(),
+        "schema": lambda r: workspace.call_schema(r["node"], r["allowed"]),
+        "listing": lambda r: workspace.listing(r["node"]),
+    }
+    while True:
+        try:
+            (size,) = _HEADER.unpack(_read_exact(inp, _HEADER.size))
+            request = pickle.loads(_read_exact(inp, size))
+        except EOFError:
+            return
+        if request["op"] == "close":
+            return
+        reply = handlers[request["op"]](request)
+        _write_frame(out, json.dumps({"reply": reply}, default=str).encode())
+
+
+def _start(init: WorkerInit) -> tuple[Any, str, bool]:
+    """Set the worker up for its trial and confine it: its workspace, its confinement label and whether
+    Landlock is active."""
     import resource
     import tempfile
 
@@ -149,23 +196,7 @@ def _serve(init: WorkerInit, inp: int, out: int) -> None:
     status = confine(init.read_only, init.read_write, network=False)
     filtered, why = restrict_syscalls()
     label = status.label + (f"+{SYSCALL_FILTER_LABEL}" if filtered else f" (no syscall filter: {why})")
-    _write_frame(out, json.dumps({"ready": True, "confinement": label, "landlock": status.active}).encode())
-    # Requests come from the trusted parent; the handlers are a fixed table, never a looked-up name.
-    handlers = {
-        "step": lambda r: workspace.step(r["parent"], r["node"], r["call"], r["allowed"]).to_json(),
-        "schema": lambda r: workspace.call_schema(r["node"], r["allowed"]),
-        "listing": lambda r: workspace.listing(r["node"]),
-    }
-    while True:
-        try:
-            (size,) = _HEADER.unpack(_read_exact(inp, _HEADER.size))
-            request = pickle.loads(_read_exact(inp, size))
-        except EOFError:
-            return
-        if request["op"] == "close":
-            return
-        reply = handlers[request["op"]](request)
-        _write_frame(out, json.dumps({"reply": reply}, default=str).encode())
+    return workspace, label, status.active
 
 
 def _import_file(name: str, file: str) -> None:
@@ -365,10 +396,14 @@ class WorkerWorkspace:
         self._progress: dict[int, Progress] = {}   # checked progress per node: stages never go back
         self.confinement = "none: the worker did not start"
         self.landlock = False
+        self._starting = True   # until the start report: a failure is WorkerStartFailed (see _fail)
         self._send(None, raw=pickle.dumps(init))
         hello = self._receive(start_seconds, "start")
+        if isinstance(hello, dict) and hello.get("ready") is False and isinstance(hello.get("error"), str):
+            self._fail(f"the worker could not start: {cap_text(hello['error'], 1_000)}")
         if not (isinstance(hello, dict) and hello.get("ready") is True and isinstance(hello.get("confinement"), str)):
             self._fail("the worker's first reply is not its start report")
+        self._starting = False
         self.confinement = cap_text(hello["confinement"], 300)
         self.landlock = hello.get("landlock") is True
         self.start_seconds = time.monotonic() - self.started
@@ -481,7 +516,15 @@ class WorkerWorkspace:
 
     def _fail(self, why: str, kind: type[WorkerFailed] | None = None):
         self._kill()
+        if self._starting:   # no model text has reached the worker: the cause is ours or the machine's
+            raise WorkerStartFailed(why + self._start_stderr())
         raise (kind or WorkerFailed)(why)
+
+    def _start_stderr(self) -> str:
+        """The last line a worker that failed to start wrote on stderr (its traceback's exception), for the record."""
+        self._drain.join(timeout=2.0)   # the worker is dead: its stderr pipe ends
+        lines = [line.strip() for line in self.stderr_tail(4_000).splitlines() if line.strip()]
+        return f"; its stderr ends: {cap_text(lines[-1], 500)}" if lines else ""
 
     def _kill(self) -> None:
         try:

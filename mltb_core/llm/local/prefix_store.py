@@ -38,6 +38,11 @@ __all__ = ["PrefixStore", "SavedPrefix", "StoredEntry", "store_directory", "comm
 MAGIC = b"MLTBKV01"
 FILE_SUFFIX = ".kv"
 _HEADER_LENGTH = struct.Struct("<I")
+# A header mltb writes is ~150 bytes of flat JSON; anything longer is not one of its files.
+MAX_HEADER_BYTES = 4096
+# Bounds of the header's counts: a context holds far fewer tokens, a vocabulary far fewer entries.
+MAX_TOKENS = 1 << 24
+MAX_VOCAB = 1 << 24
 
 
 @dataclass(frozen=True)
@@ -112,7 +117,11 @@ class PrefixStore:
                 seen[item.name] = known
                 continue
             tokens = self._read_tokens(Path(item.path))
-            if tokens is not None:
+            if tokens is None:
+                _warn(f"{item.name} is not an intact state file: deleted")
+                with contextlib.suppress(OSError):
+                    Path(item.path).unlink(missing_ok=True)
+            else:
                 seen[item.name] = StoredEntry(Path(item.path), tokens, stat.st_size, stat.st_mtime_ns)
         self._index = seen
         return list(seen.values())
@@ -138,7 +147,8 @@ class PrefixStore:
         parsed = self._parse(data, verify=True)
         if parsed is None:
             _warn(f"{entry.path.name} is damaged: deleted")
-            entry.path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                entry.path.unlink(missing_ok=True)
             return None
         header, body = parsed
         n_tokens, n_vocab = header["n_tokens"], header["n_vocab"]
@@ -197,32 +207,53 @@ class PrefixStore:
         if len(data) < start or not data.startswith(MAGIC):
             return None
         (length,) = _HEADER_LENGTH.unpack_from(data, len(MAGIC))
-        try:
-            header = json.loads(data[start:start + length])
-            n_tokens, n_vocab, _seed = int(header["n_tokens"]), int(header["n_vocab"]), int(header["seed"])
-            digest = str(header["sha256"])
-        except (ValueError, KeyError, TypeError):
+        header = _header(data[start:start + length]) if length <= MAX_HEADER_BYTES else None
+        if header is None:
             return None
+        n_tokens, n_vocab, digest = header["n_tokens"], header["n_vocab"], header["sha256"]
         body = data[start + length:]
-        if n_tokens < 1 or n_vocab < 1 or len(body) < 4 * (n_tokens + n_vocab):
+        if len(body) < 4 * (n_tokens + n_vocab):
             return None
         if verify and hashlib.sha256(body).hexdigest() != digest:
             return None
         return header, body
 
     def _read_tokens(self, path: Path) -> np.ndarray | None:
-        """The tokens of a state file, from its head only (the KV cells are read when it is restored)."""
+        """The tokens of a state file, from its head only (the KV cells are read when it is restored); None
+        when it is not an intact state file."""
         try:
             with open(path, "rb") as handle:
                 head = handle.read(len(MAGIC) + _HEADER_LENGTH.size)
                 if len(head) < len(MAGIC) + _HEADER_LENGTH.size or not head.startswith(MAGIC):
                     return None
                 (length,) = _HEADER_LENGTH.unpack_from(head, len(MAGIC))
-                header = json.loads(handle.read(length))
-                n_tokens = int(header["n_tokens"])
+                header = _header(handle.read(length)) if length <= MAX_HEADER_BYTES else None
+                if header is None:
+                    return None
+                n_tokens = header["n_tokens"]
                 raw = handle.read(4 * n_tokens)
-        except (OSError, ValueError, KeyError, TypeError):
+        except OSError:
             return None
-        if n_tokens < 1 or len(raw) != 4 * n_tokens:
+        if len(raw) != 4 * n_tokens:
             return None
         return np.frombuffer(raw, dtype="<i4").astype(np.int32)
+
+
+def _count(value: object, limit: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= limit
+
+
+def _header(raw: bytes) -> dict | None:
+    """A state file's header, checked field by field (None: not one mltb wrote). The one place a header is
+    read, so a crafted one (deep nesting, a count of 1e300, a list) is a miss and never an exception on every
+    request: the caller is bounded to MAX_HEADER_BYTES."""
+    try:
+        header = json.loads(raw)
+    except (ValueError, RecursionError):   # not UTF-8 or not JSON; nested past the parser's stack
+        return None
+    if not (isinstance(header, dict) and _count(header.get("n_tokens"), MAX_TOKENS)
+            and _count(header.get("n_vocab"), MAX_VOCAB) and isinstance(header.get("sha256"), str)
+            and isinstance(header.get("seed"), int) and not isinstance(header.get("seed"), bool)
+            and -(1 << 63) <= header["seed"] < 1 << 64):
+        return None
+    return header
