@@ -15,8 +15,9 @@ trial this shows: items done / total, running cost ($ and tokens), valid trials 
   ``CALL_INTERVAL`` seconds, on a terminal as off it; on a terminal the status line also shows it, first
   (a long line is cut at the terminal's width), at every call. A trial in an xdist worker is not heard
   (its process has no terminal).
-- After Ctrl-C in a session that ran benchmark items, one line: how many trials were recorded and that
-  ``--resume`` continues the run.
+- After Ctrl-C in a session that ran benchmark items, one line: how many trials were recorded, how many LLM
+  calls the checkpoints of the trials it cut short keep (mltb_core/runner/checkpoint.py), and that
+  ``--resume`` continues the run from there.
 
 Hook point: ``pytest_runtest_logreport`` on the controller, reading the teardown report's
 ``mltb_record`` user property — the record each worker attaches (see session.attach) and that the
@@ -208,6 +209,23 @@ class ProgressReporter:
             _end_line(terminal)
             terminal.write_line(self.status())
 
+    def _kept(self) -> str:
+        """", 24 LLM calls of the unfinished trial kept": what the checkpoints of the trials the interrupt cut
+        short keep for ``--resume`` to replay ('' when none)."""
+        from mltb_core.analysis.runstore import RunStore
+        from mltb_core.runner.checkpoint import kept_for_resume
+
+        from .plugin import CONTEXT
+
+        context = self.config.stash.get(CONTEXT, None)
+        if context is None:
+            return ""
+        calls, trials = kept_for_resume(RunStore(context.run_dir).checkpoints())
+        if not calls:
+            return ""
+        which = "the unfinished trial" if trials == 1 else f"{trials} unfinished trials"
+        return f", {calls} LLM call{'s' if calls != 1 else ''} of {which} kept"
+
     def _bottom_line(self, terminal, text: str) -> None:
         """Write ``text`` on the reserved bottom row (reserving it on first use), cursor restored."""
         cols, rows = shutil.get_terminal_size()
@@ -230,6 +248,6 @@ class ProgressReporter:
             terminalreporter.write_line(self.status().replace(" · ETA 0s", ""))
         if self.interrupted and self.benchmark():
             total = self.total if self.total is not None else "?"
-            terminalreporter.write_line(f"mltb: interrupted: {self.trials} of {total} trials recorded; continue "
-                                        "with `--resume` (and the same options)", yellow=True, bold=True)
+            terminalreporter.write_line(f"mltb: interrupted: {self.trials} of {total} trials recorded{self._kept()}; "
+                                        "continue with `--resume` (and the same options)", yellow=True, bold=True)
         yield

@@ -63,6 +63,10 @@ def failure_message(record) -> str:
     if record.error:
         lines.append("error: " + display_text(record.error.strip().splitlines()[-1], 300))
     lines.append(f"{record.tool_calls} tool calls, {record.llm_calls} LLM calls, {record.wall_seconds:.1f}s")
+    resumed = record.extra.get("resumed")
+    if isinstance(resumed, dict):   # docs/reports.md, "An interrupted trial"
+        lines.append(display_text(f"resumed: {resumed.get('replayed_llm_calls')} LLM calls replayed from the "
+                                  f"interrupted run ({resumed.get('replay_stopped')})", 300))
     return "\n".join(lines)
 
 

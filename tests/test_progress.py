@@ -152,6 +152,38 @@ def test_starting_the_local_model_server_says_so(tmp_path, monkeypatch):
     assert "failed to start: llama.cpp exited with code 1" in lines[2] and servers.errors and len(servers.held[0][1]) == 1
 
 
+def test_the_interrupt_line_counts_the_calls_the_unfinished_trials_keep(tmp_path):
+    """Issue 59: after Ctrl-C the line says how many answered calls the checkpoints keep for --resume."""
+    from mltb_core.analysis.runstore import RunStore, TrialFiles
+    from mltb_core.llm.base import Candidate, LLMResponse, Usage
+    from mltb_core.runner.checkpoint import TrialCheckpoint
+    from pytest_mltb.plugin import CONTEXT
+
+    store = RunStore(tmp_path)
+    progress, terminal, _ = reporter()
+    progress.config.stash = {CONTEXT: SimpleNamespace(run_dir=tmp_path)}
+    progress.interrupted, progress.total = True, 4
+    progress.benchmark = lambda: True                             # a session of benchmark items (none recorded)
+
+    def interrupt_line() -> str:
+        terminal.lines.clear()
+        summary = progress.pytest_terminal_summary(terminal)
+        next(summary)
+        return terminal.lines[-1]
+
+    assert interrupt_line() == ("mltb: interrupted: 0 of 4 trials recorded; continue with `--resume` (and the same "
+                                "options)")                        # nothing kept: nothing said
+    for case, calls in (("a-t00", 3), ("b-t01", 2)):
+        checkpoint = TrialCheckpoint(TrialFiles(store.work_dir(case), case).checkpoint)
+        for call in range(calls):
+            checkpoint.record(f"{call:064d}", LLMResponse([Candidate("a reply")], Usage(calls=1)))
+        checkpoint.close()
+    assert interrupt_line() == ("mltb: interrupted: 0 of 4 trials recorded, 5 LLM calls of 2 unfinished trials kept; "
+                                "continue with `--resume` (and the same options)")
+    (TrialFiles(store.work_dir("b-t01"), "b-t01").checkpoint).write_bytes(b"\xff torn")   # unreadable: keeps nothing
+    assert ", 3 LLM calls of the unfinished trial kept;" in interrupt_line()
+
+
 def test_the_interrupt_line_only_in_a_session_that_ran_benchmark_items(pytester):
     """Issue 59: every pytest session of the environment printed "interrupted: 0 of N trials recorded", also a
     test run that is not a benchmark."""

@@ -5,6 +5,7 @@ The pytest runs use test_plugin's fake trial runner (a pure function of the tria
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -107,3 +108,117 @@ def test_a_hostile_compare_baseline_is_a_usage_error(pytester, tmp_path, content
     text = result.stdout.str() + result.stderr.str()
     assert result.ret == pytest.ExitCode.USAGE_ERROR, text[-3000:]
     assert "INTERNALERROR" not in text and "Traceback" not in text and f"baseline file {baseline}" in text
+
+
+# ---- a damaged trial checkpoint (issue 59): replay only what is intact and asked for, then go live ----------
+def _edited_reply(line: bytes) -> bytes:
+    entry = json.loads(line)
+    entry["reply"]["candidates"][0]["text"] += " (edited)"     # the check digest no longer matches
+    return json.dumps(entry).encode()
+
+
+def _other_request(line: bytes) -> bytes:
+    entry = json.loads(line)
+    entry["request"] = "0" * 64                                 # a well-formed identity the planner never sends
+    return json.dumps(entry).encode()
+
+
+def _string_tokens(line: bytes) -> bytes:
+    from mltb_core.runner.checkpoint import _check
+
+    entry = json.loads(line)
+    entry["reply"]["usage"]["prompt_tokens"] = "many"          # its check digest recomputed: only the shape is wrong
+    entry["check"] = _check(entry["reply"])
+    return json.dumps(entry).encode()
+
+
+# (how line 4 of a 6-line checkpoint is damaged, the requests replayed, what the record says stopped the replay)
+DAMAGE = {
+    "torn by kill -9": (lambda line: line[: len(line) // 2], 3, "not JSON"),
+    "not UTF-8": (lambda line: b"\xff\xfe not utf-8", 3, "not UTF-8"),
+    "a JSON list": (lambda line: b'["a", "list"]', 3, "not a version-1 checkpoint line"),
+    "nested past the bound": (lambda line: b"[" * 100_000 + b"]" * 100_000, 3, "refused"),
+    "an edited reply": (_edited_reply, 3, "check digest"),
+    "another request": (_other_request, 3, "request 4 differs"),
+    "a usage that is not a number": (_string_tokens, 3, "usage field 'prompt_tokens'"),
+}
+
+
+@pytest.fixture(scope="module")
+def whole_trial(tmp_path_factory):
+    """An uninterrupted sim trial of 12 calls, and the checkpoint the same trial leaves when Ctrl-C comes at call 7."""
+    from mltb_core.analysis.runstore import TrialFiles
+    from mltb_core.bench.tasks import get_task
+    from mltb_core.runner.trial import run_trial
+    from test_resume_kill import interrupt_after, sim_config
+
+    out = tmp_path_factory.mktemp("whole")
+    record = run_trial(get_task("spaceship-titanic"), sim_config("react"), out / "whole")
+    assert not TrialFiles(out / "whole", record.case_id).checkpoint.exists()   # a finished trial keeps none
+    with pytest.MonkeyPatch.context() as patch:
+        interrupt_after(patch, 6)
+        with pytest.raises(KeyboardInterrupt):
+            run_trial(get_task("spaceship-titanic"), sim_config("react"), out / "cut")
+    return record, TrialFiles(out / "cut", record.case_id).checkpoint.read_bytes().splitlines(keepends=True)
+
+
+@pytest.mark.parametrize("damage", DAMAGE, ids=list(DAMAGE))
+def test_a_damaged_checkpoint_replays_its_intact_prefix_then_the_trial_goes_on_live(whole_trial, tmp_path, damage):
+    from mltb_core.analysis.runstore import TrialFiles
+    from mltb_core.bench.tasks import get_task
+    from mltb_core.runner.trial import run_trial
+    from test_resume_kill import llm_steps, same_trial_fields, sim_config
+
+    whole, lines = whole_trial
+    assert len(lines) == 6
+    damaged, replayed, why = DAMAGE[damage]
+    path = TrialFiles(tmp_path, whole.case_id).checkpoint
+    path.parent.mkdir(parents=True)
+    torn = damage == "torn by kill -9"
+    path.write_bytes(b"".join(lines[:3]) + damaged(lines[3].rstrip(b"\n")) + (b"" if torn else b"\n" + b"".join(lines[4:6])))
+
+    resumed = run_trial(get_task("spaceship-titanic"), sim_config("react"), tmp_path)
+    assert resumed.outcome != "infra_error", resumed.error
+    assert same_trial_fields(resumed) == same_trial_fields(whole)          # the same trial, never a wrong one
+    assert llm_steps(Path(resumed.trajectory)) == llm_steps(Path(whole.trajectory))
+    note = resumed.extra["resumed"]
+    assert note["replayed_requests"] == replayed and note["replayed_llm_calls"] == replayed
+    assert why in note["replay_stopped"] and "live from there" in note["replay_stopped"]
+    assert not path.exists()                          # the trial ended with its record: nothing left to resume
+
+
+def test_an_empty_checkpoint_is_a_fresh_start(whole_trial, tmp_path):
+    from mltb_core.analysis.runstore import TrialFiles
+    from mltb_core.bench.tasks import get_task
+    from mltb_core.runner.trial import run_trial
+    from test_resume_kill import same_trial_fields, sim_config
+
+    whole, _ = whole_trial
+    path = TrialFiles(tmp_path, whole.case_id).checkpoint
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"")
+    resumed = run_trial(get_task("spaceship-titanic"), sim_config("react"), tmp_path)
+    assert same_trial_fields(resumed) == same_trial_fields(whole) and "resumed" not in resumed.extra
+
+
+def test_a_torn_checkpoint_is_cut_where_it_tore_and_a_second_interrupt_keeps_both_runs_calls(whole_trial, tmp_path):
+    from mltb_core.analysis.runstore import TrialFiles
+    from mltb_core.bench.tasks import get_task
+    from mltb_core.runner.checkpoint import TrialCheckpoint
+    from mltb_core.runner.trial import run_trial
+    from test_resume_kill import interrupt_after, llm_steps, same_trial_fields, sim_config
+
+    whole, lines = whole_trial
+    path = TrialFiles(tmp_path, whole.case_id).checkpoint
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"".join(lines[:3]) + lines[3][:40])                    # kill -9 while writing call 4
+    with pytest.MonkeyPatch.context() as patch:
+        interrupt_after(patch, 2)                                           # 3 replayed, 2 live, Ctrl-C at call 6
+        with pytest.raises(KeyboardInterrupt):
+            run_trial(get_task("spaceship-titanic"), sim_config("react"), tmp_path)
+    kept = TrialCheckpoint(path)
+    assert kept.damaged is None and kept.kept == 5 and path.read_bytes().startswith(b"".join(lines[:3]))
+    resumed = run_trial(get_task("spaceship-titanic"), sim_config("react"), tmp_path)
+    assert resumed.extra["resumed"]["replayed_requests"] == 5
+    assert same_trial_fields(resumed) == same_trial_fields(whole)
+    assert llm_steps(Path(resumed.trajectory)) == llm_steps(Path(whole.trajectory))

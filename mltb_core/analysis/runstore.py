@@ -9,6 +9,9 @@ report``, ``export``, ``compare``, ``--resume``) finds files through :class:`Run
     <run>/work/<case>/[attempt<n>/]            one trial attempt's working files (:class:`TrialFiles`), removed
                                                once its record is written (:meth:`RunStore.write`):
         trajectories/<case>.jsonl              the trajectory while the trial writes it
+        checkpoints/<case>.jsonl               every answered LLM request, which a resumed trial replays
+                                               (mltb_core/runner/checkpoint.py); removed by a trial that
+                                               ends with a record other than an infrastructure error
         sandboxes/<case>/                      the tool worker's sandbox
         submissions/<case>.csv                 the parent's copy of the submission it grades
         data/<task>-seed<seed>/                the task's train/test files the agent may read
@@ -41,6 +44,7 @@ WORK_DIR = "work"
 SESSION_LOCK = ".mltb-session.lock"    # held by the session that owns the run directory
 SESSION_OWNER = ".mltb-session.json"   # who holds it: pid, host, start time
 _SANDBOX_DIR = "sandboxes"
+_CHECKPOINT_DIR = "checkpoints"
 _SUBMISSION_DIR = "submissions"
 _DATA_DIR = "data"
 
@@ -85,6 +89,10 @@ class TrialFiles:
     @property
     def trajectory(self) -> Path:
         return self.root / TRAJECTORY_DIR / bounded_file_name(self.case_id, ".jsonl")
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.root / _CHECKPOINT_DIR / f"{self.case_id}.jsonl"
 
     @property
     def sandbox(self) -> Path:
@@ -137,6 +145,15 @@ class RunStore:
         """The work directory of a trial's attempt (the first attempt's is the case's own)."""
         root = self.run_dir / WORK_DIR / bounded_file_name(case_id, "")
         return root if attempt <= 1 else root / f"attempt{attempt}"
+
+    def checkpoints(self) -> list[Path]:
+        """The checkpoints of trials that ran here without a record (or with an infrastructure error's): what a
+        resumed trial's first attempt replays."""
+        work = self.run_dir / WORK_DIR
+        if not work.is_dir():
+            return []
+        found = (TrialFiles(self.work_dir(case.name), case.name).checkpoint for case in sorted(work.iterdir()))
+        return [path for path in found if path.is_file()]
 
     @staticmethod
     def trajectory_name(record: TrialRecord) -> Path:

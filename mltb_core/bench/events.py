@@ -131,7 +131,7 @@ ENVELOPE: Mapping[str, Shape] = {"step_type": TEXT, "step_number": _int(), "time
                                  "format_version": _int(1, None)}
 
 # The event kinds and the fields a reader may rely on (the writers: planners/trajectory.py, episode.py,
-# runner/trial.py and the planners' own events).
+# runner/trial.py, runner/checkpoint.py and the planners' own events).
 EVENTS: Mapping[str, Mapping[str, Shape]] = {
     "trial_start": {"task": TEXT, "config": _object({"max_llm_calls": _int(optional=True), "knobs": Shape(
         (dict,), optional=True)}), "seed": _int(), "synthetic": FLAG, "feedback": FLAG, "prompt": OPTIONAL_TEXT},
@@ -148,6 +148,7 @@ EVENTS: Mapping[str, Mapping[str, Shape]] = {
                  "candidates": _list(CANDIDATE), "usage": USAGE},
     "judge_score": {"node_id": NODE, "score": OPTIONAL_NUMBER, "scored": FLAG},
     "context_trimmed": {"node_id": NODE, "reason": TEXT},
+    "replay_ended": {"reason": TEXT, "replayed_requests": _int(), "replayed_llm_calls": _int()},
     "search_summary": {"nodes": _int(), "best_node": OPTIONAL_NODE, "best_stage": STAGE, "best_depth": _int(),
                        "best_value": OPTIONAL_NUMBER, "stop_reason": TEXT, "stop_kind": TEXT,
                        "best_path": _list(NODE),

@@ -23,6 +23,7 @@ from mltb_core.bench.stages import STAGE_COUNT
 from mltb_core.bench.tasks import Task
 from mltb_core.bench.stops import StopKind
 from mltb_core.planners.trajectory import TrajectoryWriter
+from mltb_core.runner.checkpoint import ReplayingBackend, TrialCheckpoint
 from mltb_core.runner.solve import (ConfinementError, WorkerSettings, confinement_label, prepare_agent_data,
                                     solve_and_grade)
 
@@ -112,14 +113,22 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
     planner_cls = get_planner_class(config.planner)   # unknown names are usage errors: raise
     files = TrialFiles(out_dir, ident)
     trajectory_path = files.trajectory
+    # an unfinished earlier run of this attempt left its answered requests: read before anything is rewritten
+    checkpoint = TrialCheckpoint(files.checkpoint, started)
     writer = TrajectoryWriter(trajectory_path)
-    llm = episode = None
+    llm: Any = None
+    episode = None
     extra: dict[str, Any] = {"leaderboard": task.has_leaderboard}   # every front end's records carry it
 
     load = LoadMeter()   # started in the try below, stopped in its finally
 
     def record(outcome: Outcome, **fields: Any) -> TrialRecord:
-        return TrialRecord.for_config(task.slug, config, outcome, wall_seconds=time.monotonic() - started,
+        resumed = checkpoint.summary()
+        if resumed is not None:
+            extra["resumed"] = resumed
+        if outcome != Outcome.INFRA_ERROR:   # finished: only an infrastructure error's rerun replays it
+            checkpoint.discard()
+        return TrialRecord.for_config(task.slug, config, outcome, wall_seconds=checkpoint.seconds(),
                                       trajectory=str(trajectory_path), load_per_core=load.mean(), **fields,
                                       endpoint=endpoint_of(llm), extra=extra)
 
@@ -144,7 +153,8 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
         feedback = planner_cls.feedback_enabled(config)
         episode = Episode(task, config, llm, workspace, writer, feedback=feedback)
         writer.write("trial_start", task=task.slug, config=config.to_dict(), seed=config.trial_seed,
-                     synthetic=llm.synthetic, feedback=feedback, prompt=episode.task_prompt)
+                     synthetic=llm.synthetic, feedback=feedback, prompt=episode.task_prompt,
+                     **({"resumed_from": checkpoint.kept_summary()} if checkpoint.summary() is not None else {}))
         result = planner_cls(episode, config).run()
         writer.write("search_summary", **episode.summary(result.best, result.stop_reason),
                      stop_kind=str(result.stop_kind))
@@ -157,6 +167,7 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
         data_dir = prepare_agent_data(split, out_dir)
         llm = make_backend(config.model, seed=config.trial_seed, cache=True if config.llm_cache else None)
         _prepare_backend(llm)
+        llm = ReplayingBackend(llm, checkpoint, writer)
         solved = solve_and_grade(task, split, data_dir, files.sandbox, files.submission, WorkerSettings.of(config),
                                  search, config.board)
         if solved.worker_failure is not None:
@@ -192,6 +203,7 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
     finally:
         load.stop()
         writer.close()
+        checkpoint.close()
         if llm is not None:
             llm.close()
 
