@@ -22,6 +22,8 @@ from mltb_core.planners import agent_k
 from mltb_core.planners.trajectory import read_trajectory, tool_calls_from_trajectory
 from test_reports import make_run
 
+pytest_plugins = ["pytester"]
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # Each break the round found: a line that ended `mltb report` with a TypeError/KeyError/AttributeError.
