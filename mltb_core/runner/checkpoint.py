@@ -262,17 +262,37 @@ class ReplayingBackend(LLMBackend):
         self.inner, self.checkpoint, self.trajectory = inner, checkpoint, trajectory
         self.name, self.synthetic, self.seed, self.cache = inner.name, inner.synthetic, inner.seed, None
         self.accepts_call_schema = inner.accepts_call_schema
-        self.constrains_by_default = inner.constrains_by_default
-        self.calls_per_candidate = inner.calls_per_candidate
         self.replayed_usage = Usage()
 
     @property
     def usage(self) -> Usage:   # type: ignore[override]  # read-only here: LLMBackend.complete, its writer, is replaced
         return self.replayed_usage + self.inner.usage
 
+    # What LLMBackend declares as properties would never reach __getattr__: each is inner's, read when asked (an
+    # openai: backend settles calls_per_candidate as its server's replies show whether it honours n).
     @property
     def response_identity(self) -> str:
         return self.inner.response_identity
+
+    @property
+    def endpoint(self) -> str | None:
+        return self.inner.endpoint
+
+    @property
+    def answerer(self) -> str | None:
+        return self.inner.answerer
+
+    @property
+    def request_settings(self) -> dict[str, Any]:
+        return self.inner.request_settings
+
+    @property
+    def calls_per_candidate(self) -> bool:  # type: ignore[override]
+        return self.inner.calls_per_candidate
+
+    @property
+    def constrains_by_default(self) -> bool:  # type: ignore[override]
+        return self.inner.constrains_by_default
 
     def __getattr__(self, name: str) -> Any:   # a backend's own attributes (a plug-in planner may read them)
         if name == "inner":
