@@ -19,6 +19,7 @@ from mltb_core.llm.base import (Candidate, ContextOverflowError, InfraError, LLM
                                 candidate_from_message, cut_off_error)
 from mltb_core.llm.cache import ResponseCache
 from mltb_core.llm.local.models import REPLY_TOKENS
+from mltb_core.llm.chatml import call_schema, chatml_messages
 from mltb_core.llm.prices import Price, PriceTable, load_price_table
 
 __all__ = ["OpenAIBackend", "RetryableResponseError", "RETRY_ENV", "check_retry_env", "server_cached_tokens",
@@ -266,8 +267,6 @@ class OpenAIBackend(LLMBackend):
         """
         response_format = None
         if self.call_format in JSON_CALL_FORMATS:
-            from mltb_core.llm.local.backend import call_schema, chatml_messages   # it imports this module
-
             if tools:
                 response_format = json_response_format(self.call_format, schema or call_schema(tools))
             messages, tools = chatml_messages(messages, tools), []
