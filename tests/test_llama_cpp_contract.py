@@ -28,6 +28,7 @@ MODULE_MEMBERS = [
     "llama_sampler_chain_n", "llama_sampler_chain_get", "llama_sampler_name", "llama_vocab_is_eog",
     "llama_vocab_eos", "llama_vocab_eot", "llama_token_data", "llama_token_data_array",
     "llama_grammar.json_schema_to_gbnf", "llama_grammar.LlamaGrammar.from_string",
+    "llama_grammar.SchemaConverter", "llama_grammar.SchemaConverter._format_literal",
     "llama_chat_format.ChatFormatterResponse", "llama_chat_format.chat_formatter_to_chat_completion_handler",
 ]
 # Llama methods LeanLlama overrides or calls, with the parameters it passes by name

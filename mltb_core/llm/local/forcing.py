@@ -40,11 +40,10 @@ def json_schema_grammar(schema: Any) -> str:
     quote a grammar that does not parse."""
     from llama_cpp import llama_grammar
 
-    class Converter(llama_grammar.SchemaConverter):
-        def _format_literal(self, literal: str) -> str:
-            return super()._format_literal(literal.replace("\\", "\\\\"))
-
-    converter = Converter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
+    converter = llama_grammar.SchemaConverter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
+    upstream = converter._format_literal
+    # this one converter escapes backslashes before upstream's quotes and line breaks (no subclass made here)
+    converter._format_literal = lambda literal: upstream(literal.replace("\\", "\\\\"))  # type: ignore[method-assign]
     converter.visit(converter.resolve_refs(json.loads(json.dumps(schema)), "stdin"), "")
     return converter.format_grammar()
 
