@@ -76,9 +76,12 @@ def test_a_forged_reply_cannot_make_a_trial_valid_or_change_its_counts(monkeypat
                                                        call("read_data", output="train", filepath="train.csv")])
     # The trusted process graded whatever bytes it got, counted the calls itself, and the confinement
     # label is the one the worker reported before any model text reached it.
-    # The forged "valid submission" only ended this trial's own search early (ReAct stops at a submission).
-    assert record.outcome == "planner_failure" and not record.valid and record.extra["submission_reason"]
-    assert record.llm_calls == 1 and record.tokens_in == 10 and record.cost_usd == 0
+    # The forged reply claims stage 10 but no model prediction ("predicted": False), so the path is not a
+    # submission the paper counts and ReAct goes on; the worker's genuine reply to the first call then arrives
+    # as the second call's, behind the forged stage: a malformed worker reply, the trial's own failure.
+    assert record.outcome == "planner_failure" and not record.valid
+    assert record.extra.get("submission_reason") or "malformed step reply" in (record.error or ""), record.error
+    assert record.llm_calls == 2 and record.tokens_in == 20 and record.cost_usd == 0   # both scripted calls, as sent
     assert record.extra["confinement"].startswith("landlock-abi") and "forged" not in record.extra["confinement"]
 
 

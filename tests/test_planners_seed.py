@@ -53,7 +53,9 @@ def test_edit_kind_reads_the_models_call_as_replace_add_or_remove():
 
 
 def _solution(valid: bool, kind: str = "draft", depth: int = 0) -> Solution:
-    log = PathLog(submission=b"id,y\n" if valid else None, submission_check=(valid, ""))
+    # a valid solution predicted the test rows with a model (PathLog.valid_submission, the paper's stage 10)
+    log = PathLog(tools_used=frozenset({"predict_target"}), submission=b"id,y\n" if valid else None,
+                  submission_check=(valid, ""))
     return Solution(Node(log=log), kind, debug_depth=depth)
 
 
