@@ -594,8 +594,7 @@ def _combined_deltas(cells: list[Delta], thresholds: dict[str, float], seed: int
     for d in cells:
         if d.change.estimate is None or d.baseline is None or d.current is None:
             continue
-        _, planner, model = d.cell.split("|", 2)
-        groups.setdefault((planner, model, d.metric), []).append(d)
+        groups.setdefault(_planner_key(d), []).append(d)
     out = []
     for (planner, model, metric), deltas in sorted(groups.items()):
         if len(deltas) < 2:
@@ -611,21 +610,26 @@ def _combined_deltas(cells: list[Delta], thresholds: dict[str, float], seed: int
     return out
 
 
+def _planner_key(d: Delta) -> tuple[str, str, str]:
+    """(planner, model, metric): what a cell shares with its planner's row over tasks."""
+    _, planner, model = d.cell.split("|", 2)
+    return planner, model, d.metric
+
+
 def _planner_behaviour(deltas: list[Delta], lost_share: float) -> None:
     """The behaviour rule at ``lost_share`` over each (planner, model)'s paired synthetic-policy trials of every
     task both runs hold: on its row over tasks, or on its one cell when it has a single task."""
     groups: dict[tuple[str, str, str], list[Delta]] = {}
     for d in deltas:
         if not d.combined and d.pairs and d.threshold is not None:
-            _, planner, model = d.cell.split("|", 2)
-            groups.setdefault((planner, model, d.metric), []).append(d)
-    rows = {(d.cell.split("|", 2)[1], d.cell.split("|", 2)[2], d.metric): d for d in deltas if d.combined}
+            groups.setdefault(_planner_key(d), []).append(d)
+    rows = {_planner_key(d): d for d in deltas if d.combined}
     for key, cells in groups.items():
-        pairs = [pair for d in cells for pair in d.pairs]
-        behaviour, lost = _behaviour(key[2], pairs, cells[0].threshold, lost_share)
         target = rows.get(key) if len(cells) > 1 else cells[0]
         if target is None or all(d.unchanged for d in cells):
             continue
+        pairs = [pair for d in cells for pair in d.pairs]
+        behaviour, lost = _behaviour(key[2], pairs, cells[0].threshold, lost_share)
         if target.combined:
             target.pairs, target.trials = pairs, sorted({t for d in cells for t in d.trials})
             target.behaviour, target.lost = f"{behaviour} over {len(cells)} tasks", lost
