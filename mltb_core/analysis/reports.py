@@ -578,7 +578,7 @@ def report_main(run_dirs: Sequence[Path], out: Path | None = None,
                 planners: Sequence[str] | None = None) -> dict[str, Path]:
     """``mltb report RUN... [--out DIR]``: write the report, print the tables and the written paths."""
     paths = build_report(run_dirs, out, planners=planners)
-    print(render_tables(build_tables(load_runs(run_dirs, planners))))
+    print(render_tables(build_tables(load_runs(run_dirs, planners)), notes_once=True))   # as the pages: each note once
     for name, path in paths.items():
         print(f"{name}: {path}")
     return paths
