@@ -635,6 +635,24 @@ def test_an_honest_strong_feature_and_an_identifier_are_no_copy_of_the_target():
                          classification=False) == ["log"]
 
 
+def test_a_copy_with_a_missing_value_or_as_text_is_still_a_copy():
+    """A hostile model's variants the fits accept (boosters take missing values; text is a category): one
+    missing row, or the target as strings, must not hide the copy."""
+    import numpy as np
+    import pandas as pd
+
+    from mltb_core.planners.rewards import target_copies
+
+    rng = np.random.default_rng(1)
+    y = pd.Series(rng.integers(0, 2, 2000).astype(bool))
+    holed = (y * 1.0).mask(pd.Series(np.arange(2000)) == 7)
+    X = pd.DataFrame({"holed": holed, "text": y.map({True: "yes", False: "no"}),
+                      "names": [f"passenger {i}" for i in range(2000)], "honest": rng.normal(size=2000)})
+    assert target_copies(X, y, classification=True) == ["holed", "text"]
+    value = pd.Series(rng.normal(size=2000))
+    assert target_copies(pd.DataFrame({"holed": value.mask(value > 2)}), value, classification=False) == ["holed"]
+
+
 # Round 5: five calls and no model (read the test file, a constant target column, save) gave a valid trial.
 NO_MODEL = [
     call("read_data", output="test", filepath="test.csv"),

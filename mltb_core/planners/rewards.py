@@ -815,16 +815,27 @@ def single_feature_skill(X: pd.DataFrame, y: pd.Series, classification: bool) ->
     else:
         target = pd.Series(pd.to_numeric(y, errors="coerce").to_numpy(dtype=float))
     for column in X.columns:
-        values = pd.to_numeric(X[column], errors="coerce")
-        if values.isna().any():
-            continue
+        raw = X[column]
+        values = pd.to_numeric(raw, errors="coerce")
+        missing = values.isna().to_numpy()
         if not classification:
-            rho = pd.Series(values.to_numpy(dtype=float)).corr(target, method="spearman")
-            out[column] = abs(float(rho)) if np.isfinite(rho) else 0.0
+            # a missing value hides no copy: ρ over the rows that have one, when they are most rows
+            if missing.mean() <= 0.5:
+                rho = pd.Series(values.to_numpy(dtype=float)).corr(target, method="spearman")
+                out[column] = abs(float(rho)) if np.isfinite(rho) else 0.0
             continue
-        groups = values.rank(method="dense").to_numpy(dtype=np.int64) - 1
-        if groups.max() + 1 > bins:   # more values than groups: equal-sized groups along the feature's order
-            groups = ((values.rank(method="first").to_numpy() - 1) * bins // n).astype(np.int64)
+        if missing.all() and raw.notna().any():   # text: its distinct values are the groups
+            groups = pd.factorize(raw)[0].astype(np.int64)
+            if groups.max() + 1 > bins:
+                continue   # too many to group without an order (an identifier's kind)
+            groups[groups < 0] = groups.max() + 1
+        else:
+            dense = values.rank(method="dense").to_numpy()   # 1..m; NaN where missing
+            if np.nanmax(dense, initial=0) > bins:   # more values than groups: equal-sized groups in order
+                ordered = (values.rank(method="first").to_numpy() - 1) * bins // n
+            else:
+                ordered = dense - 1
+            groups = np.where(missing, bins, ordered).astype(np.int64)   # a missing value is a group of its own
         counts = np.zeros((int(groups.max()) + 1, k), dtype=np.int64)
         np.add.at(counts, (groups, codes), 1)
         accuracy = counts.max(axis=1).sum() / n
