@@ -33,7 +33,7 @@ from mltb_core.llm import prompts  # noqa: E402
 from mltb_core.llm.sim import SimPolicy  # noqa: E402
 from mltb_core.planners import PLANNERS  # noqa: E402
 from mltb_core.planners.episode import Episode  # noqa: E402
-from mltb_core.planners.rewards import StageContext  # noqa: E402
+from mltb_core.stages.rewards import StageContext  # noqa: E402
 from mltb_core.runner.solve import prepare_agent_data  # noqa: E402
 from mltb_core.runner.trial import run_trial  # noqa: E402
 from mltb_core.toolkit.registry import ToolContext  # noqa: E402

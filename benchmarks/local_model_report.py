@@ -129,7 +129,7 @@ def _pct(num: int, den: int, interval: bool = False) -> str:
 
 
 def write_report(out: Path, report: Path, args: argparse.Namespace) -> str:
-    from mltb_core.planners.rewards import REWARD_STAGES
+    from mltb_core.stages.rewards import REWARD_STAGES
 
     rows = load_rows(out)
     cells: dict[tuple[str, bool], list[dict]] = collections.defaultdict(list)

@@ -29,7 +29,7 @@ def build_episode(planner: str, out: Path, **config):
     from mltb_core.planners import get_planner_class
     from mltb_core.planners.episode import Episode
     from mltb_core.toolkit.registry import ToolContext
-    from mltb_core.planners.rewards import StageContext
+    from mltb_core.stages.rewards import StageContext
     from mltb_core.bench.splits import prepare_split
     from mltb_core.bench.tasks import get_task
     from mltb_core.runner.solve import prepare_agent_data

@@ -33,7 +33,7 @@ from mltb_core.llm.base import Candidate  # noqa: E402
 from mltb_core.llm.local import chatml_messages  # noqa: E402
 from mltb_core.llm.sim import SimPolicy  # noqa: E402
 from mltb_core.planners.episode import Episode  # noqa: E402
-from mltb_core.planners.rewards import StageContext  # noqa: E402
+from mltb_core.stages.rewards import StageContext  # noqa: E402
 from mltb_core.runner.expert import expert_toolset, load_expert  # noqa: E402
 from mltb_core.runner.solve import prepare_agent_data  # noqa: E402
 from mltb_core.toolkit.registry import ToolContext  # noqa: E402
@@ -81,8 +81,8 @@ def requests_along_expert(slug: str) -> list[tuple[int, str, str]]:
 
 def stage_notes(slug: str, count) -> list[list]:
     """The note at each of the ten stages (a node that passed the ones before it), on the task's toolset."""
-    from mltb_core.planners.masking import stage_tools
-    from mltb_core.planners.rewards import REWARD_STAGES
+    from mltb_core.stages.masking import stage_tools
+    from mltb_core.stages.rewards import REWARD_STAGES
     from mltb_core.toolkit.registry import REGISTRY
 
     registry = REGISTRY.for_toolset(expert_toolset(slug))

@@ -27,8 +27,8 @@ def main() -> None:
     import mltb_core.toolkit.tools  # noqa: F401  (a trial's imports)
     from mltb_core.bench.splits import prepare_split
     from mltb_core.bench.tasks import get_task
-    from mltb_core.planners.rewards import StageContext
-    from mltb_core.planners.workspace import LocalWorkspace
+    from mltb_core.stages.rewards import StageContext
+    from mltb_core.stages.workspace import LocalWorkspace
     from mltb_core.runner.solve import WorkerSettings, fresh_dirs, prepare_agent_data, start_worker
     from mltb_core.toolkit.registry import REGISTRY, ToolCall, ToolContext
     from scripted import spaceship_pipeline

@@ -4,7 +4,8 @@ Layers, lowest first (a module imports only from its own layer or lower ones; te
 checks it): ``environment`` (the variables mltb reads, and the one reader) · ``plugins`` (the one
 registry rule, the entry-point loader) · ``bench`` (tasks, data,
 splits, grading) · ``toolkit`` (scratchpad, tool registry, the tools, the safe evaluator, sandbox,
-limits) · ``llm`` (backends, prompts) · ``config`` · ``planners`` (search, rewards, trajectories) · ``analysis`` (records, statistics, tables, reports) · ``runner``
+limits) · ``llm`` (backends, prompts) · ``config`` · ``stages`` (the trial environment: stage specs and checks,
+rewards, the workspace, trajectory events) · ``planners`` (search) · ``analysis`` (records, statistics, tables, reports) · ``runner``
 (one trial, confinement, expert pipelines) · ``cli``.
 
 The names below are the public API, resolved on first use: ``import mltb_core`` stays cheap (the pytest

@@ -20,7 +20,7 @@ from typing import Any
 
 from mltb_core.analysis.results import SYNTHETIC_LABEL, Outcome  # light (json, filelock)
 from mltb_core.analysis.safety import terminal_text
-from mltb_core.bench.stages import stage_label  # light (no imports)
+from mltb_core.stages.specs import stage_label  # light (no imports)
 
 __all__ = ["main", "UsageError", "build_parser"]
 
@@ -133,9 +133,9 @@ def cmd_tools(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json({"count": len(described), "toolset": args.toolset, "tools": described})
         return EXIT_OK
-    rows = [[d["name"], d["kind"], ",".join(d["stages"]), ",".join(d["toolsets"]), d["signature"]]
+    rows = [[d["name"], d["kind"], ",".join(d["roles"]), ",".join(d["toolsets"]), d["signature"]]
             for d in described]
-    print(_table(rows, ["name", "kind", "stages", "toolsets", "signature"]))
+    print(_table(rows, ["name", "kind", "roles", "toolsets", "signature"]))
     print(f"\n{len(described)} tools" + (f" in the {args.toolset!r} toolset" if args.toolset else ""))
     return EXIT_OK
 
@@ -707,7 +707,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         sub.set_defaults(func=func)
         return sub
 
-    sub = add("tools", cmd_tools, "list every tool: name, kind, stages, toolsets, signature", [json_flag])
+    sub = add("tools", cmd_tools, "list every tool: name, kind, roles, toolsets, signature", [json_flag])
     sub.add_argument("names", nargs="*", metavar="TOOL", help="only these tools")
     sub.add_argument("--toolset", choices=TOOLSETS, help="only the tools of this toolset (default: every tool)")
 

@@ -130,7 +130,7 @@ class ProgressReporter:
     @contextmanager
     def trial(self, case_id: str) -> Iterator[None]:
         """Show the progress the trial ``case_id`` reports while it runs in this process."""
-        from mltb_core.bench.stages import STAGE_COUNT
+        from mltb_core.stages.specs import STAGE_COUNT
         from mltb_core.planners.progress import TrialProgress, listening
 
         last_line: float | None = None
@@ -193,7 +193,7 @@ class ProgressReporter:
         if terminal is None:
             return
         if record is not None and self.config.getoption("verbose", 0) > 0:
-            from mltb_core.bench.stages import stage_label
+            from mltb_core.stages.specs import stage_label
 
             stage = f"stage {stage_label(record.stage_reached)}"
             terminal.write_line(f"    mltb: {record.task} · {record.planner} · t{record.trial}: {record.outcome}, {stage}, "

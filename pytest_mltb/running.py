@@ -52,7 +52,7 @@ def run_case(config: pytest.Config, case: Case, trial_config, task, run_dir: Pat
 def failure_message(record) -> str:
     """A few lines: what the trial reached and why it stopped."""
     from mltb_core.analysis.results import display_text   # one line, no control characters
-    from mltb_core.bench.stages import stage_label
+    from mltb_core.stages.specs import stage_label
 
     # the stop reason, feedback and error quote what the model and the worker wrote: no terminal sequences
     lines = [f"{record.outcome}: reached stage {stage_label(record.stage_reached)}"

@@ -16,7 +16,7 @@ def broken(columns):
 evaluation._vote = broken
 
 
-@make_set_tool(stages=("modeling",))
+@make_set_tool(roles=("modeling",))
 def broken_vote_marker() -> int:
     """Unused: makes the worker import this module."""
     return 0

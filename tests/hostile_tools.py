@@ -18,46 +18,46 @@ import pandas as pd
 from mltb_core.toolkit.registry import make_set_tool
 
 
-@make_set_tool(stages=("loading",))
+@make_set_tool(roles=("loading",))
 def probe_read_file(filepath: str) -> str:
     """Read any file with plain Python (no sandbox check)."""
     return Path(filepath).read_text()[:100]
 
 
-@make_set_tool(stages=("loading",))
+@make_set_tool(roles=("loading",))
 def probe_write_file(filepath: str) -> str:
     """Write any file with plain Python (no sandbox check)."""
     Path(filepath).write_text("all True")
     return "written"
 
 
-@make_set_tool(stages=("loading",))
+@make_set_tool(roles=("loading",))
 def hold_memory(mebibytes: int) -> np.ndarray:
     """Allocate (without touching) and keep an array."""
     return np.empty(mebibytes * 2**20, dtype=np.uint8)
 
 
-@make_set_tool(stages=("loading",))
+@make_set_tool(roles=("loading",))
 def read_environment(name: str) -> str:
     """Return an environment variable of the worker."""
     return os.environ.get(name, "absent")
 
 
-@make_set_tool(stages=("loading",))
+@make_set_tool(roles=("loading",))
 def connect_tcp(port: int) -> str:
     """Open a TCP connection to this machine."""
     with socket.create_connection(("127.0.0.1", port), timeout=2):
         return "connected"
 
 
-@make_set_tool(stages=("loading",))
+@make_set_tool(roles=("loading",))
 def start_process(seconds: int) -> str:
     """Start a process that outlives the call (setsid, like a double fork)."""
     proc = subprocess.Popen(["sleep", str(seconds)], start_new_session=True)
     return f"started {proc.pid}"
 
 
-@make_set_tool(stages=("loading",))
+@make_set_tool(roles=("loading",))
 def fork_child() -> str:
     """os.fork."""
     pid = os.fork()
@@ -67,21 +67,21 @@ def fork_child() -> str:
     return f"forked {pid}"
 
 
-@make_set_tool(stages=("loading",))
+@make_set_tool(roles=("loading",))
 def signal_parent(signum: int) -> str:
     """Send a signal to the process that started this one (the trusted trial process)."""
     os.kill(os.getppid(), signum)
     return "sent"
 
 
-@make_set_tool(stages=("loading",))
+@make_set_tool(roles=("loading",))
 def crash_worker() -> str:
     """Kill the worker with a segmentation fault, as a native library crash would."""
     os.kill(os.getpid(), signal.SIGSEGV)
     return "unreachable"
 
 
-@make_set_tool(stages=("loading",))
+@make_set_tool(roles=("loading",))
 def hang_worker(seconds: float) -> str:
     """Ignore the tool time limit's alarm and block."""
     signal.signal(signal.SIGALRM, signal.SIG_IGN)
@@ -89,7 +89,7 @@ def hang_worker(seconds: float) -> str:
     return "woke"
 
 
-@make_set_tool(stages=("loading",))
+@make_set_tool(roles=("loading",))
 def fill_disk(mebibytes: int, files: int) -> str:
     """Write ``files`` files of ``mebibytes`` each into the working directory (the sandbox)."""
     block = b"x" * 2**20
@@ -100,19 +100,19 @@ def fill_disk(mebibytes: int, files: int) -> str:
     return "filled"
 
 
-@make_set_tool(stages=("loading",))
+@make_set_tool(roles=("loading",))
 def huge_error(size: int) -> str:
     """Fail with an error message of ``size`` characters."""
     raise ValueError("e" * size)
 
 
-@make_set_tool(stages=("loading",))
+@make_set_tool(roles=("loading",))
 def surrogate_frame() -> pd.DataFrame:
     """A frame whose column name holds a lone surrogate, and one named like the CV-score attribute."""
     return pd.DataFrame([[1, "a"], [2, "b"]], columns=pd.Index(["\udc80bad", "mltb_cv_score_"], dtype=object))
 
 
-@make_set_tool(stages=("loading",))
+@make_set_tool(roles=("loading",))
 def forge_reply() -> str:
     """Write a forged 'step reply' claiming stage 10 and a submission onto every pipe this process holds."""
     import json
@@ -133,7 +133,7 @@ def forge_reply() -> str:
     return "forged"
 
 
-@make_set_tool(stages=("loading",))
+@make_set_tool(roles=("loading",))
 def make_directories(count: int) -> str:
     """Create ``count`` empty directories in the working directory (the sandbox): inodes, no bytes."""
     for i in range(count):
@@ -151,10 +151,10 @@ POISONED_SCHEMAS = {
 }
 
 
-@make_set_tool(stages=("loading",))
+@make_set_tool(roles=("loading",))
 def poison_call_schema(kind: str) -> str:
     """Make this worker answer every later call-schema request with a malformed schema."""
-    from mltb_core.planners import workspace
+    from mltb_core.stages import workspace
 
     poisoned = POISONED_SCHEMAS[kind]
     workspace.LocalWorkspace.call_schema = lambda self, node, allowed=None: poisoned

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from mltb_core import cli
-from mltb_core.toolkit.registry import KINDS, REGISTRY, TOOL_STAGES
+from mltb_core.toolkit.registry import KINDS, REGISTRY, TOOL_ROLES
 from mltb_core.bench.splits import prepare_split
 from mltb_core.bench.tasks import TASKS_DIR, get_task, load_tasks
 
@@ -64,7 +64,7 @@ def test_tools_json_lists_every_tool(capsys):
     assert by_name["read_data"]["kind"] == "set"
     assert by_name["fit_lightgbm_classifier"]["signature"].startswith("fit_lightgbm_classifier(X_train, y_train")
     for tool in document["tools"]:
-        assert tool["kind"] in KINDS and tool["stages"] and set(tool["stages"]) <= set(TOOL_STAGES)
+        assert tool["kind"] in KINDS and tool["roles"] and set(tool["roles"]) <= set(TOOL_ROLES)
 
 
 def test_tools_text_and_selection(capsys):

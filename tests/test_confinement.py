@@ -23,7 +23,7 @@ from mltb_core.toolkit import limits
 from mltb_core.runner.confine import landlock_abi
 from mltb_core.bench.grading import grade_submission
 from mltb_core.toolkit.registry import REGISTRY, ToolContext, execute, make_set_tool
-from mltb_core.planners.rewards import StageContext
+from mltb_core.stages.rewards import StageContext
 from mltb_core.toolkit.scratchpad import Scratchpad
 from mltb_core.bench.splits import prepare_split
 from mltb_core.bench.tasks import get_task
@@ -233,7 +233,7 @@ def test_keyboard_interrupt_without_our_alarm_still_stops():
 
 def test_system_exit_in_a_tool_is_an_error_for_the_model(tmp_path, hostile_tools):
     with REGISTRY.scoped():
-        @make_set_tool(stages=("loading",))
+        @make_set_tool(roles=("loading",))
         def exits() -> int:
             """Calls sys.exit."""
             raise SystemExit(3)
@@ -259,7 +259,7 @@ from mltb_core.runner.trial import run_trial
 from scripted import ScriptedBackend, call
 
 
-@make_set_tool(stages=("modeling",))
+@make_set_tool(roles=("modeling",))
 def raw_catboost_fit(rows: int) -> object:
     \"\"\"A plain CatBoost fit (CatBoost turns a signal handler's exception into KeyboardInterrupt).\"\"\"
     import catboost

@@ -1,6 +1,6 @@
 """Containment round 5, the run's own files: one malformed trajectory line, or a record holding an integer of
 400 digits, made a whole run unreportable (``mltb report``, ``--markdown``, ``compare``, ``--resume``).
-Trajectory events are now read at one boundary (mltb_core/bench/events.py) and records' integers have ranges
+Trajectory events are now read at one boundary (mltb_core/stages/events.py) and records' integers have ranges
 (analysis/results.py INT_RANGES): a bad line is reported and skipped, never the end of a report."""
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from mltb_core.analysis.results import INT_RANGES, TrialRecord, read_records, re
 from mltb_core.analysis.runstore import MAX_FILE_NAME_BYTES
 from mltb_core.analysis.sections import read_steps
 from mltb_core.analysis.treeview import tree_from_steps
-from mltb_core.bench.events import EVENTS, TRAJECTORY_FORMAT, check_event, parse_events, read_events
-from mltb_core.bench.stages import STAGE_COUNT
+from mltb_core.stages.events import EVENTS, TRAJECTORY_FORMAT, check_event, parse_events, read_events
+from mltb_core.stages.specs import STAGE_COUNT
 from mltb_core.planners import agent_k
 from mltb_core.planners.trajectory import read_trajectory, tool_calls_from_trajectory
 from test_reports import make_run

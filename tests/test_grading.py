@@ -196,7 +196,7 @@ def test_multiclass_probabilities_alone_are_the_class_columns(cover_split):
 
 def test_the_stage_ten_check_and_the_grader_share_the_rule(bool_split, tmp_path):
     """Whatever the grader accepts, stage 10 accepts, and the other way round, with the same reason."""
-    from mltb_core.planners.rewards import StageContext, check_submission
+    from mltb_core.stages.rewards import StageContext, check_submission
 
     task = make_task()
     ctx = StageContext.from_files(task, bool_split.train_path, bool_split.test_path)

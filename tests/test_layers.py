@@ -8,7 +8,7 @@ from pathlib import Path
 
 import mltb_core
 
-LAYERS = ["environment", "plugins", "bench", "toolkit", "llm", "config", "planners", "analysis", "runner", "cli"]
+LAYERS = ["environment", "plugins", "bench", "toolkit", "llm", "config", "stages", "planners", "analysis", "runner", "cli"]
 PACKAGE = Path(mltb_core.__file__).parent
 
 
@@ -128,3 +128,18 @@ def test_no_class_is_defined_inside_a_function_in_llm():
                 nested += [f"{path.relative_to(PACKAGE)}:{inner.lineno} {inner.name} in {node.name}"
                            for inner in ast.walk(node) if isinstance(inner, ast.ClassDef)]
     assert nested == []
+
+
+def _imported_modules(path: Path) -> set[str]:
+    return {target for target, _ in _imports(path.read_text(), _module_name(path), path.name == "__init__.py")}
+
+
+def test_the_tool_worker_and_the_trial_environment_import_no_planner():
+    # the worker runs the trial environment (stages/) and nothing of the search above it: a reply's walk goes
+    # planners -> runner -> stages, one way
+    worker = _imported_modules(PACKAGE / "runner" / "worker.py")
+    assert not [m for m in worker if m.startswith("mltb_core.planners")]
+    assert any(m.startswith("mltb_core.stages.workspace") for m in worker)
+    for path in sorted((PACKAGE / "stages").glob("*.py")):
+        found = [m for m in _imported_modules(path) if m.startswith(("mltb_core.planners", "mltb_core.runner"))]
+        assert not found, (path.name, found)

@@ -158,16 +158,16 @@ def test_tools_follow_the_same_rule():
 
     tools = ToolRegistry()
 
-    @make_set_tool(stages=("loading",), registry=tools, name="load_it")
+    @make_set_tool(roles=("loading",), registry=tools, name="load_it")
     def first() -> int:
         return 1
 
     with pytest.raises(NameClashError, match=r"tool name 'load_it' is claimed by both .*first and .*second"):
-        @make_set_tool(stages=("loading",), registry=tools, name="load_it")
+        @make_set_tool(roles=("loading",), registry=tools, name="load_it")
         def second() -> int:
             return 2
 
-    @make_set_tool(stages=("loading",), registry=tools, name="load_it", overrides=True)
+    @make_set_tool(roles=("loading",), registry=tools, name="load_it", overrides=True)
     def third() -> int:
         return 3
 

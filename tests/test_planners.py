@@ -7,9 +7,9 @@ import pytest
 from mltb_core.config import TrialConfig
 from mltb_core.planners import PLANNERS, UnknownPlannerError, get_planner_class
 from mltb_core.planners.lats import parse_score
-from mltb_core.planners.masking import subtask_tools
+from mltb_core.stages.masking import subtask_tools
 from mltb_core.planners.tree import Node, backpropagate, uct_select
-from mltb_core.planners.rewards import REWARD_STAGES
+from mltb_core.stages.rewards import REWARD_STAGES
 from mltb_core.bench.tasks import get_task, load_tasks
 from mltb_core.planners.trajectory import read_trajectory, tool_calls_from_trajectory
 from mltb_core.runner.trial import run_trial

@@ -10,7 +10,7 @@ from mltb_core.planners.agent_k import AgentK, memory_notes, remember
 from mltb_core.planners.automind import AutoMind
 from mltb_core.planners.mle_star import ablated_calls
 from mltb_core.planners.pipeline import Solution, edit_kind
-from mltb_core.planners.rewards import PathLog
+from mltb_core.stages.rewards import PathLog
 from mltb_core.planners.trajectory import read_trajectory
 from mltb_core.planners.tree import Node
 from mltb_core.runner.trial import run_trial
@@ -125,7 +125,7 @@ def test_agent_k_memory_keeps_valid_paths_of_the_same_run_only(tmp_path):
 
 def test_agent_k_modeling_stage_offers_tuning_instead_of_plain_fits():
     import mltb_core.toolkit.tools  # noqa: F401
-    from mltb_core.planners.rewards import REWARD_STAGES
+    from mltb_core.stages.rewards import REWARD_STAGES
     from mltb_core.toolkit.registry import REGISTRY
 
     class _Episode:

@@ -237,7 +237,7 @@ def test_failure_message_is_short_and_says_where_it_stopped(suite, tmp_path):
     failed = [r for r in read_records(tmp_path / "results.jsonl") if r.outcome == "planner_failure"]
     assert failed, "the fake makes some trials fail for these seeds"
     text = result.stdout.str()
-    from mltb_core.bench.stages import stage_label
+    from mltb_core.stages.specs import stage_label
 
     # the stage's name is mltb's own (the fake's records call every failed stage "cleaning")
     assert f"planner_failure: reached stage {stage_label(failed[0].stage_reached)}; stopped: budget" in text

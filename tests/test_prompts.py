@@ -13,7 +13,7 @@ from mltb_core.llm.base import Candidate
 from mltb_core.llm.sim import SimPolicy
 from mltb_core.planners import PLANNERS
 from mltb_core.planners.episode import Episode
-from mltb_core.planners.rewards import StageContext
+from mltb_core.stages.rewards import StageContext
 from mltb_core.runner.solve import prepare_agent_data
 from mltb_core.toolkit.registry import ToolCall, ToolContext
 

@@ -19,8 +19,8 @@ from mltb_core.llm.sim import SimPolicy
 from mltb_core.planners import PLANNERS
 from mltb_core.planners.episode import Episode
 from mltb_core.planners.lats import reflection_depth
-from mltb_core.planners.masking import stage_tools, subtask_tools
-from mltb_core.planners.rewards import REWARD_STAGES, StageContext
+from mltb_core.stages.masking import stage_tools, subtask_tools
+from mltb_core.stages.rewards import REWARD_STAGES, StageContext
 from mltb_core.planners.trajectory import TrajectoryWriter, read_trajectory
 from mltb_core.planners.tree import Node
 from mltb_core.runner.expert import load_expert

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 import mltb_core.toolkit.tools  # noqa: F401  (registers the toolset)
-from mltb_core.toolkit.registry import (PAPER, REGISTRY, TOOL_STAGES, ToolCall, ToolCallError, ToolContext, ToolRegistry,
+from mltb_core.toolkit.registry import (PAPER, REGISTRY, TOOL_ROLES, ToolCall, ToolCallError, ToolContext, ToolRegistry,
                                 ToolReturn, UnknownToolsetError, build_tool, execute, make_get_and_set_tool,
                                 make_get_tool, make_set_tool)
 from mltb_core.toolkit.scratchpad import Scratchpad
@@ -36,7 +36,7 @@ def test_every_paper_tool_and_the_extras_are_registered():
 
 @pytest.mark.parametrize("tool", list(REGISTRY), ids=lambda t: t.name)
 def test_every_tool_has_doc_stages_and_a_valid_openai_schema(tool):
-    assert tool.doc and tool.stages and set(tool.stages) <= set(TOOL_STAGES)
+    assert tool.doc and tool.roles and set(tool.roles) <= set(TOOL_ROLES)
     schema = tool.schema()
     json.dumps(schema)
     fn = schema["function"]
@@ -114,7 +114,7 @@ def test_tool_masking_refuses_tools_outside_the_allowed_set(tmp_path):
 def test_user_registers_an_extra_tool_with_one_decorator(tmp_path):
     registry = ToolRegistry()
 
-    @make_get_and_set_tool(stages=("features",), registry=registry)
+    @make_get_and_set_tool(roles=("features",), registry=registry)
     def double(df: pd.DataFrame, column: str, factor: int = 2) -> pd.DataFrame:
         """Multiply a column.
 
@@ -142,7 +142,7 @@ def test_user_registers_an_extra_tool_with_one_decorator(tmp_path):
 def test_tuple_outputs_unpack_to_a_list_or_suffix_a_single_name(tmp_path):
     registry = ToolRegistry()
 
-    @make_set_tool(stages=("loading",), output_parts=("left", "right"), registry=registry)
+    @make_set_tool(roles=("loading",), output_parts=("left", "right"), registry=registry)
     def pair() -> tuple:
         """Two things."""
         return (1, 2)
@@ -157,15 +157,23 @@ def test_tuple_outputs_unpack_to_a_list_or_suffix_a_single_name(tmp_path):
 
 
 def test_decorator_validation():
-    with pytest.raises(ValueError, match="unknown stage"):
-        build_tool(lambda df: df, "get", stages=("cooking",), objects=("df",))
+    with pytest.raises(ValueError, match=r"unknown role\(s\) \['cooking'\]"):
+        build_tool(lambda df: df, "get", roles=("cooking",), objects=("df",))
+    # the name before 0.2 still registers, with a warning
+    registry = ToolRegistry()
+    with pytest.warns(DeprecationWarning, match="stages= is now roles="):
+        @make_get_tool(stages=("cleaning",), registry=registry)
+        def old(df: pd.DataFrame) -> pd.DataFrame:
+            """x"""
+            return df
+    assert registry.get("old").roles == ("cleaning",)
     with pytest.raises(ValueError, match="cannot read objects"):
-        @make_set_tool(stages=("loading",), registry=ToolRegistry())
+        @make_set_tool(roles=("loading",), registry=ToolRegistry())
         def bad(df: pd.DataFrame) -> pd.DataFrame:
             """x"""
             return df
     with pytest.raises(ValueError, match="must read at least one object"):
-        @make_get_tool(stages=("loading",), registry=ToolRegistry())
+        @make_get_tool(roles=("loading",), registry=ToolRegistry())
         def bad2(n: int) -> int:
             """x"""
             return n
@@ -213,7 +221,7 @@ def test_toolset_names_are_checked():
 def test_episodes_offer_only_the_trials_toolset(tmp_path):
     from mltb_core.config import TrialConfig
     from mltb_core.planners.episode import Episode
-    from mltb_core.planners.masking import subtask_tools
+    from mltb_core.stages.masking import subtask_tools
     from mltb_core.bench.tasks import get_task
     from mltb_core.llm.sim import SimPolicy
 
@@ -227,3 +235,13 @@ def test_episodes_offer_only_the_trials_toolset(tmp_path):
         assert ("create_submission" in offered) == has_helper
         assert {"predict_target", "get_features", "convert_to_dataframe", "concatenate_dataframes",
                 "save_dataframe_to_csv"} <= set(offered)
+
+
+def test_fitting_a_model_is_declared_by_the_tool_roles():
+    fitting = {t.name for t in REGISTRY if t.fits_model}
+    assert fitting and all(REGISTRY.fits_model(name) for name in fitting)
+    assert {"fit_lightgbm_classifier", "tune_xgboost_regressor"} <= fitting
+    assert "predict_target" not in fitting and not REGISTRY.fits_model("no_such_tool")
+    assert {t.name for t in REGISTRY if t.tunes} == {n for n in fitting if REGISTRY.get(n).tunes} != set()
+    # roles that say what a tool does are not workflow stages: a fit ranks as specific as one staged tool
+    assert REGISTRY.get("fit_lightgbm_classifier").workflow_roles == ("modeling",)

@@ -131,7 +131,7 @@ class NotImportableThere:
 
 def test_a_worker_that_fails_to_start_is_an_infrastructure_error_with_its_cause(tmp_path):
     from mltb_core.bench.tasks import get_task
-    from mltb_core.planners.workspace import ModelFault
+    from mltb_core.stages.workspace import ModelFault
     from mltb_core.runner.worker import WorkerStartFailed, WorkerWorkspace
 
     # its setup fails (the sandbox does not exist): the start report says why

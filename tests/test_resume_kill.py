@@ -144,7 +144,7 @@ def test_an_interrupted_trial_resumes_from_its_last_call_to_the_uninterrupted_re
     steps = [json.loads(line) for line in Path(resumed.trajectory).read_text().splitlines()]
     ended = [s for s in steps if s["step_type"] == "replay_ended"]
     assert len(ended) == 1 and ended[0]["replayed_requests"] == 5
-    from mltb_core.bench.events import read_events
+    from mltb_core.stages.events import read_events
     assert read_events(resumed.trajectory).malformed == []     # every reader takes the resumed trajectory whole
     assert steps[0]["resumed_from"] == {"kept_requests": 5, "kept_llm_calls": 5, "damaged": None}
 

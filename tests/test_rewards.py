@@ -11,7 +11,7 @@ from mltb_core.planners.episode import Episode
 from mltb_core.planners.trajectory import TrajectoryWriter
 from mltb_core.planners.tree import path_to
 from mltb_core.toolkit.registry import ToolContext
-from mltb_core.planners.rewards import REWARD_STAGES, StageContext, stage_index
+from mltb_core.stages.rewards import REWARD_STAGES, StageContext, stage_index
 from mltb_core.bench.splits import prepare_split
 from mltb_core.bench.tasks import get_task
 from mltb_core.runner.solve import prepare_agent_data
@@ -245,7 +245,7 @@ def test_predictions_the_grader_refuses_are_not_offered_for_saving(spaceship):
 def test_a_task_graded_on_probabilities_is_told_to_predict_probabilities_in_the_graders_form(spaceship):
     import dataclasses
 
-    from mltb_core.planners.rewards import PathLog, Progress, advance
+    from mltb_core.stages.rewards import PathLog, Progress, advance
     from mltb_core.toolkit.scratchpad import Scratchpad
 
     task, split, _data_dir, _out = spaceship
@@ -273,7 +273,7 @@ def test_per_class_probabilities_relabelled_by_a_conversion_are_not_offered(spac
     import numpy as np
     import pandas as pd
 
-    from mltb_core.planners.rewards import PathLog, Progress, advance
+    from mltb_core.stages.rewards import PathLog, Progress, advance
     from mltb_core.toolkit.registry import ToolCall
     from mltb_core.toolkit.scratchpad import Scratchpad
 
@@ -347,7 +347,7 @@ def test_every_stage_feedback_names_a_tool_call(spaceship):
     first = run_script(spaceship, [call("get_dataframe_summary", {"df": "nothing"})])[-1]
     assert "read_data(filepath='train.csv')" in first.progress.feedback
     stage_ctx = StageContext.from_split(task, split)
-    from mltb_core.planners.rewards import PathLog, Progress, advance
+    from mltb_core.stages.rewards import PathLog, Progress, advance
     from mltb_core.toolkit.scratchpad import Scratchpad
 
     for stage in range(6, 10):   # a path that has passed stage-1 checks up to `stage`, with nothing after it
@@ -372,7 +372,7 @@ def test_stage_eight_names_missing_values_as_the_cause(spaceship):
     import numpy as np
     import pandas as pd
 
-    from mltb_core.planners.rewards import PathLog, Progress, advance
+    from mltb_core.stages.rewards import PathLog, Progress, advance
     from mltb_core.toolkit.scratchpad import Scratchpad
 
     task, split, data_dir, out = spaceship
@@ -478,7 +478,7 @@ def test_roles_take_what_the_tools_take(spaceship):
     import numpy as np
     import pandas as pd
 
-    from mltb_core.planners.rewards import PathLog, Progress, advance
+    from mltb_core.stages.rewards import PathLog, Progress, advance
     from mltb_core.toolkit.scratchpad import Scratchpad
     from mltb_core.toolkit.validation import MAX_CATEGORY_LEVELS
 
@@ -549,7 +549,7 @@ def test_forest_cover_stage_nine_quality_uses_its_class_weights():
     # None and stage 9's quality sat at 0.5 whatever the model scored
     import pandas as pd
 
-    from mltb_core.planners.rewards import _constant_baseline, _quality
+    from mltb_core.stages.rewards import _constant_baseline, _quality
 
     task = get_task("forest-cover-type-kernels-only")
     y = pd.Series([c for c in range(1, 8) for _ in range(30)])          # a balanced train sample, as Kaggle's
@@ -619,7 +619,7 @@ def test_an_honest_strong_feature_and_an_identifier_are_no_copy_of_the_target():
     import numpy as np
     import pandas as pd
 
-    from mltb_core.planners.rewards import LEAK_SKILL, single_feature_skill, target_copies
+    from mltb_core.stages.rewards import LEAK_SKILL, single_feature_skill, target_copies
 
     rng = np.random.default_rng(0)
     y = pd.Series(rng.integers(0, 2, 2000).astype(bool), name="t")
@@ -641,7 +641,7 @@ def test_a_copy_with_a_missing_value_or_as_text_is_still_a_copy():
     import numpy as np
     import pandas as pd
 
-    from mltb_core.planners.rewards import target_copies
+    from mltb_core.stages.rewards import target_copies
 
     rng = np.random.default_rng(1)
     y = pd.Series(rng.integers(0, 2, 2000).astype(bool))
@@ -673,7 +673,7 @@ def test_a_valid_file_no_model_predicted_ends_no_path(spaceship):
 
 
 def test_a_trial_whose_file_no_model_predicted_is_not_counted_valid(monkeypatch, tmp_path):
-    from mltb_core.planners.rewards import NO_MODEL_REASON
+    from mltb_core.stages.rewards import NO_MODEL_REASON
     from scripted import scripted_trial
 
     record, results = scripted_trial(monkeypatch, tmp_path / "run", NO_MODEL, max_iterations=len(NO_MODEL))

@@ -15,12 +15,12 @@ def test_a_tool_added_in_a_scope_is_gone_after_it_and_one_it_replaced_is_back():
     before = [tool.name for tool in REGISTRY]
     original = REGISTRY.get("read_data")
     with REGISTRY.scoped():
-        @make_set_tool(stages=("loading",))
+        @make_set_tool(roles=("loading",))
         def scoped_marker() -> int:
             """A tool that lives for one block."""
             return 1
 
-        @make_set_tool(stages=("loading",), overrides=True, name="read_data")
+        @make_set_tool(roles=("loading",), overrides=True, name="read_data")
         def read_data() -> int:
             """A replacement."""
             return 2

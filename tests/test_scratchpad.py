@@ -4,8 +4,8 @@ import pytest
 
 import re
 
-from mltb_core.planners.rewards import Progress
-from mltb_core.planners.workspace import StepFacts, UntrustedReply
+from mltb_core.stages.rewards import Progress
+from mltb_core.stages.workspace import StepFacts, UntrustedReply
 from mltb_core.toolkit.constraints import OBJECT_NAME
 from mltb_core.toolkit.registry import ToolContext, execute, make_get_and_set_tool, make_override_tool, ToolRegistry
 from mltb_core.toolkit.scratchpad import (MAX_OBJECT_NAME_CHARS, MissingObjectError, ObjectNameError, Scratchpad,
@@ -61,7 +61,7 @@ def test_the_grammar_of_constrained_models_is_the_scratchpads_rule():
 def test_a_bad_output_name_is_a_failed_call_before_the_tool_runs(tmp_path):
     registry, ran = ToolRegistry(), []
 
-    @make_get_and_set_tool(stages=("cleaning",), registry=registry, output_parts=("train", "test"))
+    @make_get_and_set_tool(roles=("cleaning",), registry=registry, output_parts=("train", "test"))
     def split(df: pd.DataFrame) -> tuple:
         """Split a frame in two."""
         ran.append(1)
@@ -98,7 +98,7 @@ def test_the_parent_refuses_a_worker_reply_naming_an_object_outside_the_rule():
 def test_override_tool_in_one_branch_leaves_the_shared_frame_untouched(tmp_path):
     registry = ToolRegistry()
 
-    @make_override_tool(stages=("cleaning",), registry=registry)
+    @make_override_tool(roles=("cleaning",), registry=registry)
     def add_one(df: pd.DataFrame, column: str) -> pd.DataFrame:
         """Add one to a column."""
         out = df.copy()

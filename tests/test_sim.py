@@ -133,7 +133,7 @@ def node_at_cleaning(tmp_path_factory):
     from mltb_core.llm.base import Candidate
     from mltb_core.planners.episode import Episode
     from mltb_core.toolkit.registry import ToolCall, ToolContext
-    from mltb_core.planners.rewards import StageContext
+    from mltb_core.stages.rewards import StageContext
     from mltb_core.bench.splits import prepare_split
     from mltb_core.runner.solve import prepare_agent_data
 
@@ -167,7 +167,7 @@ def _proposals(ep, node, system, tools, extra=()):
 def test_same_state_same_proposals_whichever_planner_asks(node_at_cleaning):
     """Each planner's own propose prompt at the same node (tools unmasked): identical candidates."""
     from mltb_core.planners import PLANNERS
-    from mltb_core.planners.rewards import REWARD_STAGES
+    from mltb_core.stages.rewards import REWARD_STAGES
 
     ep, config, node = node_at_cleaning
     tools = ep.tool_schemas()
@@ -191,8 +191,8 @@ def test_same_state_same_proposals_whichever_planner_asks(node_at_cleaning):
 def test_masking_changes_the_answer_only_through_the_tools_it_removes(node_at_cleaning):
     """Hierarchical masking offers fewer tools: that information (not the planner's identity) changes the
     answer; the same masked tool list under another planner's prompt gives the same answer."""
-    from mltb_core.planners.masking import subtask_tools
-    from mltb_core.planners.rewards import REWARD_STAGES
+    from mltb_core.stages.masking import subtask_tools
+    from mltb_core.stages.rewards import REWARD_STAGES
 
     ep, config, node = node_at_cleaning
     allowed = subtask_tools(REWARD_STAGES[node.progress.stage].name, ep.registry)

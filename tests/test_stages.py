@@ -1,4 +1,4 @@
-"""The stage list (bench/stages.py) is the one home of the stage count and names: the tables keyed by stage
+"""The stage list (stages/specs.py) is the one home of the stage count and names: the tables keyed by stage
 follow it (or fail at import), the front ends print its count, and the prompts stay byte-identical."""
 import hashlib
 import json
@@ -8,14 +8,16 @@ import sys
 import pytest
 
 from mltb_core.analysis.results import TrialRecord
-from mltb_core.bench import stages
-from mltb_core.bench.stages import REWARD_STAGES, STAGE_COUNT, STAGE_NAMES, StageTableError, by_stage, stage_label
+from mltb_core.stages import specs as stages
+from mltb_core.stages.specs import REWARD_STAGES, STAGE_COUNT, STAGE_NAMES, StageTableError, by_stage, stage_label
 
 # sha256 of json.dumps(prompts.all_prompts(), indent=2, sort_keys=True): prompts are cached by their text and
 # documented, so a refactoring must not change a byte. First measured on main 4931607 before the stage tables
 # were keyed by REWARD_STAGES; re-pinned deliberately (issue 33) when the stage's parameter note was added and
-# LATS's reflection prompt stopped saying the trajectory "ended" (it now comes at a budget-derived depth).
-PROMPTS_SHA256 = "494bc870546712bbdd2b88ae21ae327b515201ac9e2049ade92687e6b1f401e5"
+# LATS's reflection prompt stopped saying the trajectory "ended" (it now comes at a budget-derived depth);
+# re-pinned (issue 60) when the listing's Agent K stage request showed "<count>" for the stage count and lost
+# the tune request no planner sent.
+PROMPTS_SHA256 = "e2868d3fedc7b85cd7c9d4bcab10f0d24fe47ef685b21f43f1633f514884106b"
 
 
 def test_the_prompts_are_byte_identical_to_before():
@@ -23,15 +25,14 @@ def test_the_prompts_are_byte_identical_to_before():
 
     text = json.dumps(prompts.all_prompts(), indent=2, sort_keys=True)
     assert hashlib.sha256(text.encode()).hexdigest() == PROMPTS_SHA256
-    assert prompts.stage_request("t", 3, "").startswith("Stage 3 of 10: t.")
-    assert prompts.AGENT_K_TUNE_REQUEST.startswith("Stage 9 (modeling) passed")
+    assert prompts.stage_request("t", 3, 10, "").startswith("Stage 3 of 10: t.")
 
 
 def test_the_stage_tables_are_keyed_by_the_stage_list_in_its_order():
     from mltb_core.llm.prompts import SUBTASK_PREFIXES
-    from mltb_core.planners import masking
+    from mltb_core.stages.rewards import CHECKS
 
-    assert tuple(SUBTASK_PREFIXES) == STAGE_NAMES == tuple(masking._SUBTASKS)
+    assert tuple(SUBTASK_PREFIXES) == STAGE_NAMES == tuple(CHECKS)
     assert [s.number for s in REWARD_STAGES] == list(range(1, STAGE_COUNT + 1))
 
 
@@ -44,12 +45,21 @@ def test_by_stage_refuses_a_missing_or_unknown_stage_and_names_it():
         by_stage(table, "my.TABLE")
 
 
-@pytest.mark.parametrize("before, module, table", [
-    ("", "mltb_core.llm.prompts", "prompts.SUBTASK_PREFIXES"),
-    ("import mltb_core.llm.prompts\n", "mltb_core.planners.masking", "masking._SUBTASKS")])  # prompts loaded first
-def test_a_new_stage_without_an_entry_fails_loudly_at_import(before, module, table):
-    # a fresh interpreter whose stage list gained an eleventh stage: the table without it refuses to load
-    code = (before + "from mltb_core.bench import stages\n"
+def test_a_prompt_table_without_a_stage_fails_loudly_at_import():
+    # a fresh interpreter whose prompt table lost a stage: the stage specs refuse to load
+    code = ("from mltb_core.llm import prompts\n"
+            "prompts.SUBTASK_PREFIXES['ensembling'] = prompts.SUBTASK_PREFIXES.pop('modeling')\n"
+            "import mltb_core.stages.specs\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "StageTableError" in done.stderr and "prompts.SUBTASK_PREFIXES must have one entry per stage" in done.stderr
+    assert "missing ['modeling']" in done.stderr and "unknown ['ensembling']" in done.stderr
+
+
+def test_a_new_stage_without_a_check_fails_loudly_at_import():
+    # a fresh interpreter whose stage list gained an eleventh stage: the checks table without it refuses to load
+    module, table = "mltb_core.stages.rewards", "rewards.CHECKS"
+    code = ("from mltb_core.stages import specs as stages\n"
             "stages.REWARD_STAGES += (stages.Stage(11, 'ensembling', 'models ensembled'),)\n"
             "stages.STAGE_NAMES += ('ensembling',)\n"
             f"import {module}\n")
@@ -59,10 +69,16 @@ def test_a_new_stage_without_an_entry_fails_loudly_at_import(before, module, tab
     assert "missing ['ensembling']" in done.stderr
 
 
-def test_every_stage_has_a_check():
-    from mltb_core.planners.rewards import _Checker
+def test_every_stage_spec_has_its_check_tools_and_prefix():
+    from mltb_core.stages.masking import subtask_tools
+    from mltb_core.stages.rewards import CHECKS
+    from mltb_core.toolkit import tools  # noqa: F401  (registers the toolset)
 
-    assert all(callable(getattr(_Checker, f"stage{s.number}", None)) for s in REWARD_STAGES)
+    for s in REWARD_STAGES:
+        assert stages.stage(s.name) is s and s.check is CHECKS[s.name] and s.prefix
+        assert set(s.tools.first) <= set(subtask_tools(s.name))
+    with pytest.raises(KeyError, match="unknown stage 'modelling'"):
+        stages.stage("modelling")
 
 
 def _record(**fields):

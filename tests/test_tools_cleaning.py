@@ -226,4 +226,4 @@ def test_sibling_isolation(pad, ctx, frame):
 
 def test_every_cleaning_tool_is_tagged_cleaning():
     for name in ("fillna_with_value", "drop_rows_with_missing", "get_missing_summary", "cast_columns"):
-        assert "cleaning" in REGISTRY.get(name).stages
+        assert "cleaning" in REGISTRY.get(name).roles

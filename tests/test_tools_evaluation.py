@@ -204,7 +204,7 @@ def test_predict_in_child_leaves_parent_and_sibling(pad, ctx):
 
 
 def test_stage_tags():
-    assert {"modeling", "evaluation"} <= set(REGISTRY.get("save_model").stages)
+    assert {"modeling", "evaluation"} <= set(REGISTRY.get("save_model").roles)
     assert REGISTRY.get("load_model").kind == "set"
     assert REGISTRY.get("create_submission").kind == "get"
     assert REGISTRY.get("predict_target").object_params == ("model", "X_data")

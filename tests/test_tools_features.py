@@ -48,7 +48,7 @@ def call(pad, ctx, tool, func_kwargs=None, bindings=None, output=None):
 def test_every_tool_is_registered_with_stage_and_example_docstring():
     for name in FEATURE_TOOLS:
         tool = REGISTRY.get(name)
-        assert "features" in tool.stages or "cleaning" in tool.stages, name
+        assert "features" in tool.roles or "cleaning" in tool.roles, name
         assert "Parameters" in tool.doc and "Returns" in tool.doc, name
         example = ToolCall.from_dict(json.loads(tool.doc.split("Examples\n--------\n", 1)[1]))
         assert example.tool_name == name

@@ -417,9 +417,9 @@ def test_override_in_child_leaves_parent_and_sibling(pad, ctx):
 
 
 def test_stage_tags():
-    assert "loading" in REGISTRY.get("read_data").stages
-    assert {"loading", "modeling"} <= set(REGISTRY.get("convert_dataframe_to_features_target").stages)
-    assert {"loading", "cleaning", "features"} <= set(REGISTRY.get("get_dataframe_summary").stages)
+    assert "loading" in REGISTRY.get("read_data").roles
+    assert {"loading", "modeling"} <= set(REGISTRY.get("convert_dataframe_to_features_target").roles)
+    assert {"loading", "cleaning", "features"} <= set(REGISTRY.get("get_dataframe_summary").roles)
 
 
 # ------------------------------------------------------------ sandbox corpus

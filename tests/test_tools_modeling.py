@@ -56,7 +56,8 @@ def test_registry_has_the_papers_modeling_tools():
     assert len(FIT_NAMES) == 10 and len(TUNE_NAMES) == 8
     for name in FIT_NAMES + TUNE_NAMES:
         tool = REGISTRY.get(name)
-        assert tool.kind == "get-set" and tool.stages == ("modeling",)
+        assert tool.kind == "get-set" and tool.workflow_roles == ("modeling",) and tool.fits_model
+        assert tool.tunes == (name in TUNE_NAMES)
         assert tool.object_params == ("X_train", "y_train") and tool.value_params == ("cv",)
         assert tool.signature == f"{name}(X_train, y_train, cv=5)"
         assert "Parameters" in tool.doc and "Returns" in tool.doc

@@ -44,7 +44,7 @@ from mltb_core.analysis.results import Outcome, TrialRecord, markdown_text
 from mltb_core.analysis.safety import html as escape_html, terminal_text
 from mltb_core.analysis.stats import (CI, MIN_TRIALS_FOR_MEDIAN_CI, NEWCOMBE_MIN_TRIALS, cluster_sign_flip, holm, median_interval,
                                       paired_proportion_diff_ci, sign_test_p, t_interval)
-from mltb_core.bench.stages import REWARD_STAGES
+from mltb_core.stages.specs import REWARD_STAGES
 
 __all__ = ["PairedFigures", "CombinedFigures", "ArmComparison", "compare_runs", "render_comparison",
            "comparison_html", "paired_items", "outcome_change"]

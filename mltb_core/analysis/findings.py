@@ -11,7 +11,7 @@ from collections import Counter
 from mltb_core.analysis.results import TrialRecord, counted_records
 from mltb_core.analysis.safety import markdown as markdown_text
 from mltb_core.analysis.tables import entry_label, entry_order, markdown_label
-from mltb_core.bench.stages import stage_index
+from mltb_core.stages.specs import stage_index
 
 __all__ = ["trajectory_findings", "reply_limit"]
 

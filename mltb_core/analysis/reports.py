@@ -36,7 +36,7 @@ from mltb_core.analysis.tables import (Table, planner_rank, build_tables, markdo
                                       render_tables, variant_labels)
 from mltb_core.analysis.templating import render
 from mltb_core.analysis.treeview import embed_json, tree_from_steps
-from mltb_core.bench.stages import REWARD_STAGES
+from mltb_core.stages.specs import REWARD_STAGES
 
 __all__ = ["build_report", "report_main", "load_runs", "trial_page_name", "task_page_name", "provenance",
            "config_legend", "ReportSection", "default_out_dir", "MIN_BOX_POINTS",

@@ -31,7 +31,7 @@ from mltb_core.analysis.safety import markdown as markdown_safe, one_line
 from mltb_core.analysis.runstore import RESULTS_FILE, TRAJECTORY_DIR   # the run directory's names (re-exported)
 from mltb_core.bench.documents import JSONShapeError, json_lines
 from mltb_core.bench.tasks import is_slug
-from mltb_core.bench.stages import STAGE_COUNT
+from mltb_core.stages.specs import STAGE_COUNT
 from mltb_core.bench.stops import StopKind
 from mltb_core.config import FIELD_RANGES, SEED_RANGE
 from mltb_core.environment import Range
@@ -105,7 +105,7 @@ _COUNT = Range(int, 0, MAX_COUNT)
 _TOKENS = Range(int, 0, MAX_TOKENS)
 INT_RANGES: dict[str, Range] = {
     "trial": FIELD_RANGES["trial"], "seed": SEED_RANGE, "row_seed": SEED_RANGE,
-    "stage_reached": Range(int, 0, STAGE_COUNT, why="the reward stages of bench/stages.py"),
+    "stage_reached": Range(int, 0, STAGE_COUNT, why="the reward stages of stages/specs.py"),
     "tokens_in": _TOKENS, "tokens_in_cached": _TOKENS, "tokens_out": _TOKENS,
     "llm_calls": _COUNT, "llm_retries": _COUNT, "tool_calls": _COUNT, "tree_nodes": _COUNT,
 }

@@ -25,7 +25,7 @@ from mltb_core.analysis.provenance import (LOAD_SAMPLE_SECONDS, NOT_RECORDED, ma
 from mltb_core.analysis.results import QUALITY_FLOOR_NOTE, TrialRecord, counted_records
 from mltb_core.analysis.safety import markdown
 from mltb_core.analysis.tables import Table, build_tables, entry_label, entry_order, markdown_label, variant_labels
-from mltb_core.bench.events import TrajectoryRead, read_events
+from mltb_core.stages.events import TrajectoryRead, read_events
 from mltb_core.plugins import NameClashError, Registry, RegistryError, origin_of
 
 __all__ = ["Section", "SectionContext", "Block", "SECTIONS", "ENTRY_POINT_GROUP", "register_section",
@@ -109,7 +109,7 @@ def pick_sections(names: Sequence[str] | None) -> list[Section]:
 
 
 def read_steps(record: TrialRecord) -> tuple[list[dict], str]:
-    """The well-formed events of a trial's trajectory (:func:`mltb_core.bench.events.read_events`: each
+    """The well-formed events of a trial's trajectory (:func:`mltb_core.stages.events.read_events`: each
     checked against its kind's declared fields) and a note on what could not be read ('' when all was)."""
     read = read_trajectory_of(record)
     if read is None:
@@ -147,7 +147,7 @@ def _summary(ctx: SectionContext) -> list[Block]:
     """The figures a reader wants first, one row per entry: how many trials ended in a valid submission and
     how far they got (the stage funnel in two numbers), the normalized score, the compute spent."""
     from mltb_core.analysis.results import quality_value
-    from mltb_core.bench.stages import REWARD_STAGES, stage_index
+    from mltb_core.stages.specs import REWARD_STAGES, stage_index
 
     counted = counted_records(ctx.records)
     if not counted:
@@ -286,7 +286,7 @@ def _seconds(ctx: SectionContext) -> list[Block]:
 
 
 def _stop_kinds(ctx: SectionContext) -> list[Block]:
-    from mltb_core.bench.stages import REWARD_STAGES
+    from mltb_core.stages.specs import REWARD_STAGES
     from mltb_core.bench.stops import STOP_KIND_MEANINGS
 
     names = {s.number: s.name for s in REWARD_STAGES}    # mltb's names, never the record's stage_name
@@ -315,7 +315,7 @@ def _stop_kinds(ctx: SectionContext) -> list[Block]:
 def _stage_comparison(ctx: SectionContext) -> list[Block]:
     from mltb_core.analysis.ranking import block_task, friedman_text, stage_blocks
     from mltb_core.analysis.stats import clustered_rate_interval, friedman_test
-    from mltb_core.bench.stages import stage_index
+    from mltb_core.stages.specs import stage_index
 
     counted = counted_records(ctx.records)
     label = entry_label(ctx.records)

@@ -546,7 +546,7 @@ def cost_table(records: list[TrialRecord]) -> Table:
 def funnel_table(records: list[TrialRecord]) -> Table:
     """How many counted trials reached each of the ten stages, per model × planner (where trials die)."""
     labels = variant_labels(records)
-    from mltb_core.bench.stages import REWARD_STAGES
+    from mltb_core.stages.specs import REWARD_STAGES
 
     # stage names from mltb's own table, never from the records (a record's stage_name is solver-written text)
     stage_names = {s.number: s.name for s in REWARD_STAGES}

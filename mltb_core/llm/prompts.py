@@ -16,7 +16,6 @@ import json
 import os.path
 from typing import Any
 
-from mltb_core.bench.stages import STAGE_COUNT, by_stage, stage_index
 
 # -- planners ------------------------------------------------------------------------
 TOOL_CALL_FORMAT = (
@@ -112,9 +111,10 @@ LATS_REFLECTION_SYSTEM = (
 
 REFLECTIONS_HEADER = "Reflections on earlier failed attempts (avoid these mistakes):"
 
-# Hierarchical MCTS: one prefix per subtask (paper, Appendix H.3), keyed by stage name; by_stage refuses
-# (at import) a table that lacks a stage of REWARD_STAGES or names an unknown one.
-SUBTASK_PREFIXES: dict[str, str] = by_stage({
+# Hierarchical MCTS: one prefix per subtask (paper, Appendix H.3), keyed by stage name; each stage's spec
+# (stages/specs.py) takes its prefix from here, and refuses (at import) a table that lacks a stage or names an
+# unknown one.
+SUBTASK_PREFIXES: dict[str, str] = {
     "train_data_loading": "You are a Data Scientist in the Data Loading stage of solving a Kaggle challenge, using only the tools available to you. This stage ends when you have loaded the train data successfully.",
     "test_data_loading": "You are a Data Scientist in the Data Loading stage of solving a Kaggle challenge, using only the tools available to you. This stage ends when you have loaded the test data successfully.",
     "combine_train_test": "You are a Data Scientist in the Data Loading stage of solving a Kaggle challenge, using only the tools available to you. This stage ends when you have combined the train and test data into a single dataframe successfully, to be used for downstream Data Cleaning and Feature Engineering.",
@@ -125,7 +125,7 @@ SUBTASK_PREFIXES: dict[str, str] = by_stage({
     "test_data_to_features": "You are a Data Scientist in the Converting the Test Data to Features stage of solving a Kaggle challenge, using only the tools available to you. Convert the test data into features. This stage ends when the test data is successfully converted into features, for making downstream predictions upon.",
     "modeling": "You are a Data Scientist in the Modeling stage of solving a Kaggle challenge, using only the tools available to you. Train and tune models. You might need to experiment with different model choices and properly tune your hyperparameters to get good performance. Use the provided evaluation tools to evaluate your trained models if needed. This stage ends when the agent has successfully created a model that it considers to be the best.",
     "create_submission": "You are a Data Scientist in the Create Submission stage of solving a Kaggle challenge, using only the tools available to you. Make predictions on the test data, and create a submission dataframe that contains the predictions in the requested format. This stage ends when the submission file in the correct format is written.",
-}, "prompts.SUBTASK_PREFIXES")
+}
 
 
 def subtask_system(stage_name: str) -> str:
@@ -176,7 +176,7 @@ def trim_observation(text: str) -> str:
 # The preamble's catalogue names every tool in one line; a model that gets no function schemas (the local
 # model reads the prompt only) would otherwise never see a parameter. This note follows the path, so it is
 # the only part of a request that changes with the node's stage: everything before it stays a cached prefix.
-# It lists the tools of the stage after the furthest one the node has passed (planners/masking.py:
+# It lists the tools of the stage after the furthest one the node has passed (stages/masking.py:
 # stage_tools, most relevant first) with their parameters, at most STAGE_TOOLS_BUDGET characters (what the
 # local model's ~4,000-character catalogue budget was: ~1,000 tokens); tools past the budget by name only.
 STAGE_TOOLS_HEADER = ("Parameters of the tools for the next step (bindings: names of scratchpad objects; "
@@ -313,13 +313,11 @@ AGENT_K_STAGE_SYSTEM = (
 )
 
 
-def stage_request(title: str, number: int, last_result: str) -> str:
-    return (f"Stage {number} of {STAGE_COUNT}: {title}. Unit test: the stage check for '{title}' passes. "
+def stage_request(title: str, number: int, count: int | str, last_result: str) -> str:
+    return (f"Stage {number} of {count}: {title}. Unit test: the stage check for '{title}' passes. "
             f"Last test result: {last_result or 'not run yet'}")
 
 
-AGENT_K_TUNE_REQUEST = (f"Stage {stage_index('modeling')} (modeling) passed with a fitted model. Tune it: call a "
-                        "tune_* tool on the same train features and target.")
 MEMORY_HEADER = "What worked on earlier tasks of this run (pipelines whose submissions were valid):"
 
 
@@ -350,8 +348,7 @@ def all_prompts() -> dict[str, Any]:
         "mle_star_refine_system": MLE_STAR_REFINE_SYSTEM,
         "refine_request": refine_request("1. read_data(...)", "<block>", "<effects>", 1),
         "agent_k_stage_system": AGENT_K_STAGE_SYSTEM,
-        "stage_request": stage_request("<stage>", 1, "<result>"),
-        "agent_k_tune_request": AGENT_K_TUNE_REQUEST,
+        "stage_request": stage_request("<stage>", 1, "<count>", "<result>"),
         "memory_header": MEMORY_HEADER,
         "message_order": ["system: shared_preamble (task description and tool catalogue)",
                           "system: the planner's instructions (react_system, expansion_system, subtask_system, "

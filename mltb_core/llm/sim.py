@@ -64,7 +64,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from mltb_core.llm import prompts
-from mltb_core.toolkit.registry import ToolCall
+from mltb_core.toolkit.registry import REGISTRY, ToolCall
 from mltb_core.bench.tasks import SUBMISSION_FILE, TEST_FILE, TRAIN_FILE
 from mltb_core.llm.backends import SIM_NEUTRAL as NEUTRAL   # the model-string word of assumption 8
 from mltb_core.llm.base import Candidate, LLMBackend, LLMResponse, Usage
@@ -309,7 +309,7 @@ class SimPolicy(LLMBackend):
                     roles["X_train"], roles["y_train"] = out
                 elif isinstance(out, str):
                     roles["X_test"] = out
-            elif name.startswith(("fit_", "tune_")) and isinstance(out, str):
+            elif REGISTRY.fits_model(name) and isinstance(out, str):
                 roles["model"] = out
             elif name == "predict_target" and isinstance(out, str):
                 roles["preds"] = out
@@ -339,7 +339,7 @@ class SimPolicy(LLMBackend):
                 shown.add("drop_ids")
             elif name == "convert_dataframe_to_features_target":
                 shown.add("xy_train" if kwargs.get("is_train", True) else "x_test")
-            elif name.startswith(("fit_", "tune_")):
+            elif REGISTRY.fits_model(name):
                 shown.add("fit")
             elif name == "get_features" and kwargs.get("columns") in (state.info.id_column, [state.info.id_column]):
                 shown.add("submit_ids")

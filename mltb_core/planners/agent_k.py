@@ -1,6 +1,6 @@
 """Agent K over tool calls: the ten stages as a scaffold, each with a unit test, retried until it passes.
 
-The scaffold walks the ten stages of :data:`mltb_core.planners.rewards.REWARD_STAGES` in order. A stage's
+The scaffold walks the ten stages of :data:`mltb_core.stages.rewards.REWARD_STAGES` in order. A stage's
 unit test is its stage check (``rewards.advance``: e.g. "no missing values", "a fitted model with a
 CV score"); the model is asked for calls, with the stage, its test and the test's last result in the
 request, and only the stage's tools offered (tool masking, on by default), until the test passes or
@@ -18,13 +18,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mltb_core.bench.events import read_events
+from mltb_core.stages.events import read_events
 from mltb_core.config import Range, knob
 from mltb_core.llm import prompts
 from mltb_core.planners.base import Planner, SearchResult
 from mltb_core.bench.stops import StopKind
-from mltb_core.planners.masking import subtask_tools
-from mltb_core.planners.rewards import REWARD_STAGES, Stage
+from mltb_core.stages.masking import subtask_tools
+from mltb_core.stages.rewards import REWARD_STAGES, Stage
+from mltb_core.stages.specs import STAGE_COUNT
 from mltb_core.planners.tree import Node
 
 __all__ = ["AgentK", "remember", "memory_notes", "MEMORY_NOTES"]
@@ -82,13 +83,14 @@ class AgentK(Planner):
             return None
         tools = subtask_tools(stage.name, self.ep.registry)
         if stage.name == "modeling":
-            tune = [t for t in tools if t.startswith("tune_")]
+            reg = self.ep.registry
+            tune = [t for t in tools if reg.get(t).tunes]
             if tune:
-                return tune + [t for t in tools if t in _EVALUATION or not t.startswith(("fit_", "tune_"))]
+                return tune + [t for t in tools if t in _EVALUATION or not reg.fits_model(t)]
         return tools
 
     def extra(self, stage: Stage, node: Node) -> tuple[str, ...]:
-        out = (prompts.stage_request(stage.title, stage.number, node.progress.feedback),)
+        out = (prompts.stage_request(stage.title, stage.number, STAGE_COUNT, node.progress.feedback),)
         if self.memory:
             out = (prompts.MEMORY_HEADER + "\n" + "\n".join(f"- {m}" for m in self.memory),) + out
         return out

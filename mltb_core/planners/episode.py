@@ -22,10 +22,10 @@ from mltb_core.config import TrialConfig
 from mltb_core.llm.base import Candidate, ContextOverflowError, InfraError, LLMBackend, LLMResponse, Usage
 from mltb_core.toolkit.registry import REGISTRY, ToolContext, ToolRegistry
 from mltb_core.toolkit.textsafety import cap_text, encodable
-from mltb_core.planners.masking import stage_tools
-from mltb_core.planners.rewards import REWARD_STAGES, StageContext
+from mltb_core.stages.masking import stage_tools
+from mltb_core.stages.rewards import REWARD_STAGES, StageContext
 from mltb_core.bench.stops import StopKind
-from mltb_core.planners.workspace import LocalWorkspace, ModelFault, Workspace
+from mltb_core.stages.workspace import LocalWorkspace, ModelFault, Workspace
 from mltb_core.bench.tasks import SUBMISSION_FILE
 from mltb_core.planners import progress
 from mltb_core.planners.trajectory import TrajectoryWriter

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from mltb_core.config import Range, knob
 from mltb_core.llm import prompts
-from mltb_core.planners.rewards import REWARD_STAGES
+from mltb_core.stages.rewards import REWARD_STAGES
 from mltb_core.planners.base import SearchResult
 from mltb_core.bench.stops import StopKind
-from mltb_core.planners.masking import subtask_tools
+from mltb_core.stages.masking import subtask_tools
 from mltb_core.planners.mcts import TreeSearch
 from mltb_core.planners.tree import Node
 

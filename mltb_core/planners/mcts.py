@@ -9,10 +9,10 @@ from collections.abc import Callable, Iterable
 
 from mltb_core.config import Range, knob
 from mltb_core.llm import prompts
-from mltb_core.planners.rewards import REWARD_STAGES
+from mltb_core.stages.rewards import REWARD_STAGES
 from mltb_core.planners.base import Planner, SearchResult
 from mltb_core.bench.stops import StopKind
-from mltb_core.planners.masking import subtask_tools
+from mltb_core.stages.masking import subtask_tools
 from mltb_core.planners.tree import Node, backpropagate, uct_select
 
 __all__ = ["MCTSOutcome", "MCTSShaped", "TreeSearch"]
@@ -40,7 +40,7 @@ class TreeSearch(Planner):
         if self.shaping:
             earned = p.reward
         else:
-            fitted = any(t.startswith(("fit_", "tune_")) for t in node.log.tools_used)
+            fitted = any(self.ep.registry.fits_model(t) for t in node.log.tools_used)
             earned = (1.0 if fitted else 0.0) + (1.0 if node.terminal else 0.0)
         # Stage rewards are ~1 each, so the paper's 0.1 per level and UCT weights near 1 keep their meaning.
         return earned - self.config.knob("depth_penalty") * node.depth

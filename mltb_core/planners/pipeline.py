@@ -129,14 +129,16 @@ BLOCKS = ("cleaning", "features", "model", "tuning")
 
 
 def block_of(ep: Episode, tool_name: str) -> str | None:
-    """Which block a call belongs to: model/tuning by name, cleaning/features by the tool's first such tag."""
-    if tool_name.startswith("fit_"):
-        return "model"
-    if tool_name.startswith("tune_"):
-        return "tuning"
-    if tool_name not in ep.registry or ep.registry.get(tool_name).kind == "get":
-        return None   # unknown, or read-only (summaries): changes nothing in the pipeline's data
-    tags = ep.registry.get(tool_name).stages
+    """Which block a call belongs to: tuning or model by the tool's roles, else cleaning/features by its first
+    such tag."""
+    if tool_name not in ep.registry:
+        return None   # unknown: changes nothing in the pipeline's data
+    tool = ep.registry.get(tool_name)
+    if tool.fits_model:
+        return "tuning" if tool.tunes else "model"
+    if tool.kind == "get":
+        return None   # read-only (summaries): changes nothing in the pipeline's data
+    tags = tool.roles
     return next((b for b in ("cleaning", "features") if b in tags), None)
 
 

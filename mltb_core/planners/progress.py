@@ -18,7 +18,7 @@ __all__ = ["TrialProgress", "listening", "report"]
 class TrialProgress:
     llm_calls: int
     max_llm_calls: int | None     # None: no call budget
-    stage: int                    # furthest stage reached so far (bench/stages.py)
+    stage: int                    # furthest stage reached so far (stages/specs.py)
     elapsed: float                # seconds since the search started
 
 

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
-from mltb_core.bench.events import read_events
+from mltb_core.stages.events import read_events
 
 __all__ = ["TrajectoryWriter", "read_trajectory", "tool_calls_from_trajectory", "PREVIEW_CHARS"]
 
@@ -57,7 +57,7 @@ class TrajectoryWriter:
 
 def read_trajectory(path: Path) -> Iterator[dict[str, Any]]:
     """The events of a trajectory file (bounded: depth, size; each checked against its kind's declared fields,
-    :mod:`mltb_core.bench.events`); ValueError ``file:line: reason`` at the first bad line (a replay runs a
+    :mod:`mltb_core.stages.events`); ValueError ``file:line: reason`` at the first bad line (a replay runs a
     trajectory whole or not at all)."""
     read = read_events(path)
     if read.malformed:

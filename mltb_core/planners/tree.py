@@ -2,7 +2,7 @@
 
 A node is one executed tool call, as the planner knows it: the call, what the model was shown, the
 names it wrote, the tool log of its path and the stage progress reached there. The objects themselves
-live in the trial's workspace (see :mod:`mltb_core.planners.workspace`), under the node's ``state`` id.
+live in the trial's workspace (see :mod:`mltb_core.stages.workspace`), under the node's ``state`` id.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mltb_core.toolkit.registry import ToolCall
-from mltb_core.planners.rewards import PathLog, Progress
+from mltb_core.stages.rewards import PathLog, Progress
 
 __all__ = ["Node", "uct_select", "backpropagate", "path_to"]
 

@@ -19,7 +19,7 @@ from mltb_core.config import TrialConfig, case_id
 from mltb_core.analysis.provenance import LoadMeter
 from mltb_core.analysis.results import Outcome, TrialRecord
 from mltb_core.analysis.runstore import RunStore, TrialFiles
-from mltb_core.bench.stages import STAGE_COUNT
+from mltb_core.stages.specs import STAGE_COUNT
 from mltb_core.bench.tasks import Task
 from mltb_core.bench.stops import StopKind
 from mltb_core.planners.trajectory import TrajectoryWriter
@@ -102,8 +102,8 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
     from mltb_core.llm.base import InfraError
     from mltb_core.planners import get_planner_class
     from mltb_core.planners.episode import Episode
-    from mltb_core.planners.rewards import NO_MODEL_REASON
-    from mltb_core.planners.workspace import ModelFault
+    from mltb_core.stages.rewards import NO_MODEL_REASON
+    from mltb_core.stages.workspace import ModelFault
     from mltb_core.bench.splits import prepare_split
     from mltb_core.toolkit import tools  # noqa: F401  (registers the toolset)
 

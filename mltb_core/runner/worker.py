@@ -42,8 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mltb_core.planners.rewards import Progress
-from mltb_core.planners.workspace import ModelFault, StepFacts, UntrustedReply
+from mltb_core.stages.rewards import Progress
+from mltb_core.stages.workspace import ModelFault, StepFacts, UntrustedReply
 from mltb_core.toolkit.registry import ToolCall
 from mltb_core.toolkit.textsafety import JSONShapeError, cap_text, clean_strings, loads_bounded
 
@@ -137,7 +137,7 @@ def worker_environment(threads: int) -> dict[str, str]:
 
 def _preload() -> None:
     """What every trial needs, imported before the trial is known (by the factory, once per process)."""
-    from mltb_core.planners import workspace  # noqa: F401
+    from mltb_core.stages import workspace  # noqa: F401
     from mltb_core.runner import confine, syscalls  # noqa: F401
     from mltb_core.toolkit import tools  # noqa: F401
 
@@ -173,8 +173,8 @@ def _start(init: WorkerInit) -> tuple[Any, str, bool]:
     import resource
     import tempfile
 
-    from mltb_core.planners.rewards import StageContext
-    from mltb_core.planners.workspace import LocalWorkspace
+    from mltb_core.stages.rewards import StageContext
+    from mltb_core.stages.workspace import LocalWorkspace
     from mltb_core.runner.confine import confine
     from mltb_core.runner.syscalls import SYSCALL_FILTER_LABEL, restrict_syscalls
     from mltb_core.toolkit import tools  # noqa: F401  (registers the toolset before confinement)
@@ -377,7 +377,7 @@ def _end_factories() -> None:
 
 # ---------------------------------------------------------------------------- the parent's client
 class WorkerWorkspace:
-    """The :class:`~mltb_core.planners.workspace.Workspace` of a trial: requests to a fresh worker.
+    """The :class:`~mltb_core.stages.workspace.Workspace` of a trial: requests to a fresh worker.
 
     Every reply is read with a deadline and a size cap and checked before use; any failure kills the
     worker and raises :class:`WorkerFailed`.

@@ -29,6 +29,7 @@ import string
 import time
 import types
 import typing
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -40,15 +41,26 @@ from mltb_core.toolkit.textsafety import JSONShapeError, check_json_value, loads
 from mltb_core.toolkit.scratchpad import MissingObjectError, ObjectNameError, Scratchpad, check_object_name, describe_object
 
 __all__ = [
-    "TOOL_STAGES", "Tool", "ToolCall", "ToolCallError", "ToolContext", "ToolResult", "ToolReturn",
+    "TOOL_ROLES", "Tool", "ToolCall", "ToolCallError", "ToolContext", "ToolResult", "ToolReturn",
     "ToolRegistry", "REGISTRY", "make_get_tool", "make_set_tool", "make_get_and_set_tool",
     "make_override_tool", "execute", "ToolInputError", "doc_from", "TOOLSETS", "DEFAULT_TOOLSET", "PAPER", "check_toolset",
     "UnknownToolsetError",
 ]
 
-# The paper's five workflow stages a tool is tagged with (its ``stages``), for masking; not the ten
-# reward stages (planners.rewards.REWARD_STAGES).
-TOOL_STAGES = ("loading", "cleaning", "features", "modeling", "evaluation")
+# What a tool does, as tags on its declaration (its ``roles``): the paper's five workflow stages, which masking
+# matches against a stage's tags (stages/specs.py: Subtask.tags; not the ten reward stages), and "fits_model",
+# the one home of "this tool fits a model" (masking, the planners and the synthetic policy read
+# ``Tool.fits_model``, never a name prefix).
+TOOL_ROLES: dict[str, str] = {
+    "loading": "reads, combines or splits data",
+    "cleaning": "fills or drops missing values",
+    "features": "encodes or derives features",
+    "modeling": "used while fitting models",
+    "evaluation": "evaluates or applies a fitted model",
+    "fits_model": "fits or tunes a model: its output is a fitted estimator",
+    "tuning": "searches a model's hyperparameters by cross-validation (and fits it)",
+}
+_ACTION_ROLES = ("fits_model", "tuning")   # what a tool does, beside the workflow stages it serves
 KINDS = ("get", "set", "get-set", "override")
 
 # Toolsets a run can offer the model. "paper" is the paper's Table 9 plus get_dataframe_summary and the
@@ -251,7 +263,7 @@ class Tool:
     name: str
     func: Callable[..., Any]
     kind: str
-    stages: tuple[str, ...]
+    roles: tuple[str, ...]
     object_params: tuple[str, ...]
     value_params: tuple[str, ...]
     wants_ctx: bool
@@ -271,6 +283,21 @@ class Tool:
 
         switch, value = self.parts_unless
         return kwargs.get(switch, declarations(self).defaults[switch]) != value
+
+    @property
+    def fits_model(self) -> bool:
+        """Whether the tool fits a model (declared: the ``fits_model`` role)."""
+        return "fits_model" in self.roles
+
+    @property
+    def tunes(self) -> bool:
+        """Whether the tool searches hyperparameters (the ``tuning`` role)."""
+        return "tuning" in self.roles
+
+    @property
+    def workflow_roles(self) -> tuple[str, ...]:
+        """The paper's workflow stages among the tool's roles (how specific to a stage the tool is)."""
+        return tuple(r for r in self.roles if r not in _ACTION_ROLES)
 
     @property
     def doc(self) -> str:
@@ -344,7 +371,7 @@ class Tool:
         }
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "stages": list(self.stages),
+        return {"name": self.name, "kind": self.kind, "roles": list(self.roles),
                 "toolsets": list(self.toolsets), "signature": self.signature, "summary": self.summary}
 
 
@@ -410,12 +437,16 @@ class ToolRegistry:
     def __len__(self) -> int:
         return len(self._tools)
 
+    def fits_model(self, name: str) -> bool:
+        """Whether ``name`` is a registered tool that fits a model (an unknown name fits nothing)."""
+        return name in self._tools and self._tools[name].fits_model
+
     def names(self) -> list[str]:
         return list(self._tools)
 
-    def for_stages(self, stages: Iterable[str]) -> list[Tool]:
-        wanted = set(stages)
-        return [t for t in self._tools.values() if wanted & set(t.stages)]
+    def for_roles(self, roles: Iterable[str]) -> list[Tool]:
+        wanted = set(roles)
+        return [t for t in self._tools.values() if wanted & set(t.roles)]
 
 
 REGISTRY = ToolRegistry()
@@ -438,12 +469,16 @@ def tool_modules(registry: ToolRegistry) -> list[tuple[str, str]]:
 
 
 def _make_decorator(kind: str):
-    def decorator(func: Callable | None = None, *, stages: Iterable[str] = (), objects: Iterable[str] | None = None,
+    def decorator(func: Callable | None = None, *, roles: Iterable[str] = (), objects: Iterable[str] | None = None,
                   output_parts: Iterable[str] = (), parts_unless: tuple[str, Any] | None = None,
                   name: str | None = None, toolsets: Iterable[str] = (),
-                  registry: ToolRegistry | None = None, overrides: bool = False):
+                  registry: ToolRegistry | None = None, overrides: bool = False, stages: Iterable[str] = ()):
+        if stages:   # the name before 0.2: still read, with a warning, so a plugin's tools keep registering
+            warnings.warn("the tool decorators' stages= is now roles=", DeprecationWarning, stacklevel=2)
+            roles = tuple(roles) + tuple(stages)
+
         def wrap(fn: Callable) -> Callable:
-            tool = build_tool(fn, kind, stages=stages, objects=objects, output_parts=output_parts,
+            tool = build_tool(fn, kind, roles=roles, objects=objects, output_parts=output_parts,
                               parts_unless=parts_unless, name=name, toolsets=toolsets)
             (registry if registry is not None else REGISTRY).add(tool, overrides=overrides)
             fn.tool = tool  # type: ignore[attr-defined]
@@ -456,15 +491,15 @@ def _make_decorator(kind: str):
     return decorator
 
 
-def build_tool(fn: Callable, kind: str, *, stages: Iterable[str] = (), objects: Iterable[str] | None = None,
+def build_tool(fn: Callable, kind: str, *, roles: Iterable[str] = (), objects: Iterable[str] | None = None,
                output_parts: Iterable[str] = (), parts_unless: tuple[str, Any] | None = None,
                name: str | None = None, toolsets: Iterable[str] = ()) -> Tool:
     if kind not in KINDS:
         raise ValueError(f"unknown tool kind {kind!r}; expected one of {KINDS}")
-    stages = tuple(stages)
-    bad = [s for s in stages if s not in TOOL_STAGES]
+    roles = tuple(roles)
+    bad = [r for r in roles if r not in TOOL_ROLES]
     if bad:
-        raise ValueError(f"tool {fn.__name__}: unknown stage(s) {bad}; expected some of {TOOL_STAGES}")
+        raise ValueError(f"tool {fn.__name__}: unknown role(s) {bad}; expected some of {list(TOOL_ROLES)}")
     bad = [t for t in toolsets if t not in TOOLSETS]
     if bad:
         raise ValueError(f"tool {fn.__name__}: unknown toolset(s) {bad}; expected some of {TOOLSETS}")
@@ -485,7 +520,7 @@ def build_tool(fn: Callable, kind: str, *, stages: Iterable[str] = (), objects: 
         # the grammar splits a call on a bool switch only (its other value is the one left)
         raise ValueError(f"tool {fn.__name__}: parts_unless names {parts_unless[0]!r}, which must be a bool value "
                          "parameter of a tool with output parts")
-    return Tool(name or fn.__name__, fn, kind, stages, object_params, value_params,
+    return Tool(name or fn.__name__, fn, kind, roles, object_params, value_params,
                 "ctx" in sig.parameters, tuple(output_parts), member_of, parts_unless)
 
 

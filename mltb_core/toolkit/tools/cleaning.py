@@ -148,7 +148,7 @@ def _conditions(conditions_and_values: Any) -> list[tuple[str, Any]]:
 
 
 # ------------------------------------------------------------------- fillna
-@make_override_tool(toolsets=PAPER, stages=_CLEANING)
+@make_override_tool(toolsets=PAPER, roles=_CLEANING)
 @shared_doc()
 def fillna_with_value(df: pd.DataFrame, columns: Annotated[str | list[str], Column(many=True)], value: Scalar) -> pd.DataFrame:
     """Fill missing values with a specific value.
@@ -193,19 +193,19 @@ _FILL_WITH_STATISTIC_DOC = """Fill missing values with $statistic of the column.
     """
 
 
-@make_override_tool(toolsets=PAPER, stages=_CLEANING)
+@make_override_tool(toolsets=PAPER, roles=_CLEANING)
 @shared_doc(_FILL_WITH_STATISTIC_DOC, statistic="median", example_kwargs='{"columns": ["Age"]}')
 def fillna_with_median(df: pd.DataFrame, columns: Annotated[str | list[str] | None, Column(many=True, dtype=NUMBER, hint=_NOT_NUMERIC_HINT)] = None) -> pd.DataFrame:
     return _fill_with_statistic(df, columns, "median", "fillna_with_median")
 
 
-@make_override_tool(toolsets=PAPER, stages=_CLEANING)
+@make_override_tool(toolsets=PAPER, roles=_CLEANING)
 @shared_doc(_FILL_WITH_STATISTIC_DOC, statistic="mean", example_kwargs="{}")
 def fillna_with_mean(df: pd.DataFrame, columns: Annotated[str | list[str] | None, Column(many=True, dtype=NUMBER, hint=_NOT_NUMERIC_HINT)] = None) -> pd.DataFrame:
     return _fill_with_statistic(df, columns, "mean", "fillna_with_mean")
 
 
-@make_override_tool(toolsets=PAPER, stages=_CLEANING)
+@make_override_tool(toolsets=PAPER, roles=_CLEANING)
 @shared_doc()
 def fillna_with_mode(df: pd.DataFrame, columns: Annotated[str | list[str] | None, Column(many=True)] = None) -> pd.DataFrame:
     """Fill missing values with mode of the column.
@@ -232,7 +232,7 @@ def fillna_with_mode(df: pd.DataFrame, columns: Annotated[str | list[str] | None
     return _with_note(df, _fill_many(df, fills), names)
 
 
-@make_override_tool(toolsets=PAPER, stages=_CLEANING)
+@make_override_tool(toolsets=PAPER, roles=_CLEANING)
 @documents_expressions
 @shared_doc()
 def fillna_with_condition(df: pd.DataFrame, target_column: Annotated[str, Column()], condition: str, fill_value: Scalar) -> pd.DataFrame:
@@ -264,7 +264,7 @@ def fillna_with_condition(df: pd.DataFrame, target_column: Annotated[str, Column
     return _with_note(df, _missing_fill(df, target_column, fill_value, only=mask), [target_column])
 
 
-@make_override_tool(toolsets=PAPER, stages=_CLEANING)
+@make_override_tool(toolsets=PAPER, roles=_CLEANING)
 @documents_expressions
 @shared_doc()
 def fillna_with_multiple_conditions(df: pd.DataFrame, target_column: Annotated[str, Column()],
@@ -308,7 +308,7 @@ _AGGREGATIONS: dict[str, Any] = {**{name: name for name in ("mean", "median", "m
                                  "mode": most_frequent}
 
 
-@make_override_tool(toolsets=PAPER, stages=_CLEANING)
+@make_override_tool(toolsets=PAPER, roles=_CLEANING)
 @shared_doc()
 def fillna_with_conditional_aggregation(df: pd.DataFrame, target_column: Annotated[str, Column()], condition_column: Annotated[str, Column()],
                                         condition_values: Scalar | list | None = None,
@@ -357,7 +357,7 @@ def fillna_with_conditional_aggregation(df: pd.DataFrame, target_column: Annotat
     return _with_note(df, _missing_fill(df, target_column, fill, only=groups.isin(wanted)), [target_column])
 
 
-@make_override_tool(toolsets=PAPER, stages=_CLEANING)
+@make_override_tool(toolsets=PAPER, roles=_CLEANING)
 @documents_expressions
 @shared_doc()
 def fillna_with_custom_function(df: pd.DataFrame, target_column: Annotated[str, Column()], condition: str | None,
@@ -401,7 +401,7 @@ def fillna_with_custom_function(df: pd.DataFrame, target_column: Annotated[str, 
 
 
 # ----------------------------------------------------------------- drop rows
-@make_override_tool(toolsets=PAPER, stages=_CLEANING)
+@make_override_tool(toolsets=PAPER, roles=_CLEANING)
 @shared_doc()
 def drop_rows_with_missing(df: pd.DataFrame, columns: Annotated[str | list[str] | None, Column(many=True)] = None,
                            threshold: int | float | None = None) -> pd.DataFrame:
@@ -459,7 +459,7 @@ def drop_rows_with_missing(df: pd.DataFrame, columns: Annotated[str | list[str] 
     return ToolReturn(df[keep], f"Dropped {int((~keep).sum())} of {len(df)} rows.")
 
 
-@make_get_tool(toolsets=PAPER, stages=_CLEANING)
+@make_get_tool(toolsets=PAPER, roles=_CLEANING)
 @shared_doc()
 def get_missing_summary(df: pd.DataFrame) -> str:
     """Get a summary of missing values in the DataFrame.
@@ -502,7 +502,7 @@ def _cast_all(df: pd.DataFrame, mapping: dict[str, str]) -> pd.DataFrame:
     return df.assign(**{str(col): _cast(df[col], type_name) for col, type_name in mapping.items()})
 
 
-@make_override_tool(toolsets=PAPER, stages=_CLEANING + ("features",))
+@make_override_tool(toolsets=PAPER, roles=_CLEANING + ("features",))
 @shared_doc()
 def cast_columns(df: pd.DataFrame, column_type_mapping: dict) -> pd.DataFrame:
     """Cast columns to specified data types.
@@ -528,7 +528,7 @@ def cast_columns(df: pd.DataFrame, column_type_mapping: dict) -> pd.DataFrame:
     return _cast_all(df, column_type_mapping)
 
 
-@make_override_tool(toolsets=PAPER, stages=_CLEANING + ("features",))
+@make_override_tool(toolsets=PAPER, roles=_CLEANING + ("features",))
 @shared_doc()
 def cast_numeric_columns(df: pd.DataFrame, columns: Annotated[str | list[str] | None, Column(many=True, dtype=NUMBER, hint=_NOT_NUMERIC_HINT)] = None,
                          target_type: str = "float") -> pd.DataFrame:
@@ -573,7 +573,7 @@ _CAST_KIND_DOC = """Cast $kind columns to $dtype type.
     """
 
 
-@make_override_tool(toolsets=PAPER, stages=_CLEANING + ("features",))
+@make_override_tool(toolsets=PAPER, roles=_CLEANING + ("features",))
 @shared_doc(_CAST_KIND_DOC, kind="integer", dtype="float", which="Integer column(s)", default="integer",
             result="float64.", example_kwargs="{}")
 def cast_integer_columns_to_float(df: pd.DataFrame,
@@ -590,7 +590,7 @@ def cast_integer_columns_to_float(df: pd.DataFrame,
     return _cast_all(df, {c: "float64" for c in names})
 
 
-@make_override_tool(toolsets=PAPER, stages=_CLEANING + ("features",))
+@make_override_tool(toolsets=PAPER, roles=_CLEANING + ("features",))
 @shared_doc(_CAST_KIND_DOC, kind="categorical", dtype="category", which="Column(s)",
             default="text (object/string)", example_kwargs='{"columns": ["HomePlanet", "Destination"]}',
             result="pandas 'category' dtype (LightGBM and\nCatBoost use them natively; other models need encoding).")

@@ -131,7 +131,7 @@ _EVALUATE_DOC = """Evaluate a trained $kind model on data.
     """
 
 
-@make_get_tool(toolsets=PAPER, stages=("evaluation",), objects=("model", "X_test", "y_test"))
+@make_get_tool(toolsets=PAPER, roles=("evaluation",), objects=("model", "X_test", "y_test"))
 @doc_from(_EVALUATE_DOC, kind="regression", model="regression model", truth="target values",
           computes="""Computes RMSE, MAE, R2 (and RMSLE when all values are non-negative) of the
 model's predictions on X_test against y_test. The data can be any labelled
@@ -151,7 +151,7 @@ def evaluate_regression_model(model: Annotated[Any, ESTIMATOR], X_test: pd.DataF
     return "\n".join(lines)
 
 
-@make_get_tool(toolsets=PAPER, stages=("evaluation",), objects=("model", "X_test", "y_test"))
+@make_get_tool(toolsets=PAPER, roles=("evaluation",), objects=("model", "X_test", "y_test"))
 @doc_from(_EVALUATE_DOC, kind="classification", model="classifier", truth="labels",
           computes="""Computes accuracy, precision, recall, F1 (macro-averaged for more than two
 classes), ROC AUC and log loss when the model gives probabilities, and the
@@ -195,7 +195,7 @@ def evaluate_classification_model(model: Annotated[Any, ESTIMATOR], X_test: pd.D
 
 
 # ------------------------------------------------------------ predictions
-@make_get_and_set_tool(toolsets=PAPER, stages=("evaluation",), objects=("model", "X_data"))
+@make_get_and_set_tool(toolsets=PAPER, roles=("evaluation",), objects=("model", "X_data"))
 def predict_target(model: Annotated[Any, ESTIMATOR], X_data: pd.DataFrame, model_name: str = "model",
                    return_probabilities: bool = False, ctx: ToolContext | None = None) -> pd.Series | pd.DataFrame:
     """Make predictions using a trained model.
@@ -258,7 +258,7 @@ def _vote(columns: list[np.ndarray]) -> np.ndarray:
     return values[winner, np.arange(values.shape[1])]
 
 
-@make_get_and_set_tool(stages=("evaluation",),  # extended only: not in the paper's Table 9
+@make_get_and_set_tool(roles=("evaluation",),  # extended only: not in the paper's Table 9
                        objects=("predictions_1", "predictions_2", "predictions_3", "predictions_4", "predictions_5"))
 def average_predictions(predictions_1: Annotated[Any, PREDICTIONS], predictions_2: Annotated[Any, PREDICTIONS],
                         predictions_3: Annotated[Any, PREDICTIONS] = None,
@@ -336,7 +336,7 @@ def average_predictions(predictions_1: Annotated[Any, PREDICTIONS], predictions_
 
 
 # ------------------------------------------------------------ persistence
-@make_get_tool(toolsets=PAPER, stages=("modeling", "evaluation"), objects=("model",))
+@make_get_tool(toolsets=PAPER, roles=("modeling", "evaluation"), objects=("model",))
 def save_model(model: Annotated[Any, ESTIMATOR], ctx: ToolContext,
                filepath: Annotated[str, WriteFile(PICKLE_SUFFIXES)] = "model.pkl") -> str:
     """Save the trained model to disk using pickle.
@@ -373,7 +373,7 @@ def save_model(model: Annotated[Any, ESTIMATOR], ctx: ToolContext,
     return f"Model saved to {path.name} ({len(payload)} bytes)."
 
 
-@make_set_tool(toolsets=PAPER, stages=("modeling", "evaluation"))
+@make_set_tool(toolsets=PAPER, roles=("modeling", "evaluation"))
 def load_model(filepath: Annotated[str, ReadFile(PICKLE_SUFFIXES)], ctx: ToolContext) -> Any:
     """Load a trained model from disk using pickle.
 
@@ -410,7 +410,7 @@ def csv_table(df: Any) -> Any:
     return df.to_frame() if isinstance(df, pd.Series) else df
 
 
-@make_get_tool(toolsets=PAPER, stages=("evaluation",))
+@make_get_tool(toolsets=PAPER, roles=("evaluation",))
 def save_dataframe_to_csv(df: Annotated[pd.DataFrame, TABLE], filepath: Annotated[str, WriteFile((".csv",))],
                           ctx: ToolContext) -> str:
     """Save a DataFrame to CSV file.
@@ -481,7 +481,7 @@ def _submission_values(predictions: Any, task: Any) -> pd.Series | pd.DataFrame:
     return values
 
 
-@make_get_tool(stages=("evaluation",), objects=("predictions", "test_df"))  # extended only: not in the paper
+@make_get_tool(roles=("evaluation",), objects=("predictions", "test_df"))  # extended only: not in the paper
 def create_submission(predictions: Annotated[Any, PREDICTIONS], test_df: pd.DataFrame, ctx: ToolContext,
                       filepath: Annotated[str, WriteFile((".csv",))] = "submission.csv") -> str:
     """Create the competition submission file from test predictions.

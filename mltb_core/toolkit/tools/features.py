@@ -129,7 +129,7 @@ def _to_datetime(df: pd.DataFrame, column: str) -> pd.Series:
 
 
 # ------------------------------------------------------------ derived features
-@make_override_tool(toolsets=PAPER, stages=_FEATURES)
+@make_override_tool(toolsets=PAPER, roles=_FEATURES)
 @documents_expressions
 @shared_doc()
 def create_numeric_feature(df: pd.DataFrame, name: Annotated[str, NewName()], expression: str) -> pd.DataFrame:
@@ -181,7 +181,7 @@ def _lookup_mapping(mapping: dict, value: Any) -> Any:
     return np.nan
 
 
-@make_override_tool(toolsets=PAPER, stages=_FEATURES)
+@make_override_tool(toolsets=PAPER, roles=_FEATURES)
 @shared_doc()
 def create_categorical_feature(df: pd.DataFrame, name: Annotated[str, NewName()], source_column: Annotated[str, Column()], mapping: dict) -> pd.DataFrame:
     """Create a column by mapping each value of a source column through a dictionary.
@@ -223,7 +223,7 @@ def create_categorical_feature(df: pd.DataFrame, name: Annotated[str, NewName()]
     return ToolReturn(_with_columns(df, {name: mapped}), note)
 
 
-@make_override_tool(toolsets=PAPER, stages=_FEATURES)
+@make_override_tool(toolsets=PAPER, roles=_FEATURES)
 @documents_expressions
 @shared_doc()
 def create_conditional_feature(df: pd.DataFrame, name: Annotated[str, NewName()], condition: str, true_value: Any,
@@ -278,7 +278,7 @@ def _compile_safe_regex(pattern: Any) -> re.Pattern:
         raise ToolInputError(f"'pattern' {pattern!r} is not a valid regular expression: {exc}") from None
 
 
-@make_override_tool(toolsets=PAPER, stages=_FEATURES)
+@make_override_tool(toolsets=PAPER, roles=_FEATURES)
 @shared_doc()
 def extract_string_pattern(df: pd.DataFrame, name: Annotated[str, NewName()], source_column: Annotated[str, Column()], pattern: str,
                            group: int | str = 0) -> pd.DataFrame:
@@ -334,7 +334,7 @@ def extract_string_pattern(df: pd.DataFrame, name: Annotated[str, NewName()], so
     return _with_columns(df, {name: extracted})
 
 
-@make_override_tool(toolsets=PAPER, stages=_FEATURES)
+@make_override_tool(toolsets=PAPER, roles=_FEATURES)
 @shared_doc()
 def split_string_column(df: pd.DataFrame, name_prefix: Annotated[str, NewName()], source_column: Annotated[str, Column()], delimiter: str,
                         max_splits: int = -1, indices: list[int] | None = None) -> pd.DataFrame:
@@ -404,7 +404,7 @@ def _grouped(df: pd.DataFrame, group_column: str | list[str], agg_column: str, a
     return df.groupby(groups, dropna=False, observed=True)[agg_column], agg_func
 
 
-@make_override_tool(toolsets=PAPER, stages=_FEATURES)
+@make_override_tool(toolsets=PAPER, roles=_FEATURES)
 @shared_doc()
 def create_group_aggregation(df: pd.DataFrame, name: Annotated[str, NewName()], group_column: Annotated[str | list[str], Column(many=True)],
                              agg_column: Annotated[str, Column()], agg_func: Annotated[str, OneOf(tuple(AGG_FUNCS))]) -> pd.DataFrame:
@@ -431,7 +431,7 @@ def create_group_aggregation(df: pd.DataFrame, name: Annotated[str, NewName()], 
     return _with_columns(df, {name: grouped.transform(reduction)})
 
 
-@make_get_tool(toolsets=PAPER, stages=_FEATURES)
+@make_get_tool(toolsets=PAPER, roles=_FEATURES)
 @shared_doc()
 def get_group_aggregation(df: pd.DataFrame, group_column: Annotated[str | list[str], Column(many=True)], agg_column: Annotated[str, Column()],
                           agg_func: Annotated[str, OneOf(tuple(AGG_FUNCS))]) -> pd.DataFrame:
@@ -455,7 +455,7 @@ def get_group_aggregation(df: pd.DataFrame, group_column: Annotated[str | list[s
     return grouped.agg(reduction).reset_index()
 
 
-@make_override_tool(toolsets=PAPER, stages=_FEATURES)
+@make_override_tool(toolsets=PAPER, roles=_FEATURES)
 @shared_doc()
 def create_rolling_feature(df: pd.DataFrame, name: Annotated[str, NewName()], source_column: Annotated[str, Column()],
                            window: Annotated[int, Range(int, 1)],
@@ -523,7 +523,7 @@ _SHIFT_DOC = """Add a column holding the value of ``source_column`` from ``$peri
     """
 
 
-@make_override_tool(toolsets=PAPER, stages=_FEATURES)
+@make_override_tool(toolsets=PAPER, roles=_FEATURES)
 @shared_doc(_SHIFT_DOC, periods="lag", when="earlier", blank="first", direction="back",
             column="lagged", example="Sales_lag1")
 def create_lag_feature(df: pd.DataFrame, name: Annotated[str, NewName()], source_column: Annotated[str, Column()],
@@ -531,7 +531,7 @@ def create_lag_feature(df: pd.DataFrame, name: Annotated[str, NewName()], source
     return _shifted(df, name, source_column, require_positive_int(lag, "lag"))
 
 
-@make_override_tool(toolsets=PAPER, stages=_FEATURES)
+@make_override_tool(toolsets=PAPER, roles=_FEATURES)
 @shared_doc(_SHIFT_DOC, periods="lead", when="later", blank="last", direction="ahead",
             column="leading", example="Sales_next")
 def create_lead_feature(df: pd.DataFrame, name: Annotated[str, NewName()], source_column: Annotated[str, Column()],
@@ -539,7 +539,7 @@ def create_lead_feature(df: pd.DataFrame, name: Annotated[str, NewName()], sourc
     return _shifted(df, name, source_column, -require_positive_int(lead, "lead"))
 
 
-@make_override_tool(toolsets=PAPER, stages=_FEATURES)
+@make_override_tool(toolsets=PAPER, roles=_FEATURES)
 @shared_doc()
 def extract_datetime_features(df: pd.DataFrame, datetime_column: Annotated[str, Column()],
                               features: Annotated[list[str] | None, OneOf(DATETIME_PARTS, many=True)] = None) -> pd.DataFrame:
@@ -583,7 +583,7 @@ def extract_datetime_features(df: pd.DataFrame, datetime_column: Annotated[str, 
     return _with_columns(df, new)
 
 
-@make_override_tool(toolsets=PAPER, stages=_FEATURES)
+@make_override_tool(toolsets=PAPER, roles=_FEATURES)
 @shared_doc()
 def create_time_delta(df: pd.DataFrame, name: Annotated[str, NewName()], start_column: Annotated[str, Column()], end_column: Annotated[str, Column()],
                       unit: Annotated[str, OneOf(tuple(TIME_UNITS))] = "D") -> pd.DataFrame:
@@ -616,7 +616,7 @@ def create_time_delta(df: pd.DataFrame, name: Annotated[str, NewName()], start_c
     return _with_columns(df, {name: delta / pd.Timedelta(1, unit)})
 
 
-@make_override_tool(toolsets=PAPER, stages=_FEATURES)
+@make_override_tool(toolsets=PAPER, roles=_FEATURES)
 @documents_expressions
 @shared_doc()
 def apply_custom_function(df: pd.DataFrame, name: Annotated[str, NewName()], source_columns: Annotated[str | list[str], Column(many=True)], func: str) -> pd.DataFrame:
@@ -722,7 +722,7 @@ def _label_encode(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     return _with_columns(df, new)
 
 
-@make_override_tool(toolsets=PAPER, stages=_FEATURES)
+@make_override_tool(toolsets=PAPER, roles=_FEATURES)
 @shared_doc()
 def one_hot_encode(df: pd.DataFrame, columns: Annotated[str | list[str] | None, Column(many=True, not_tracking="encoded")] = None,
                    drop_first: bool = True,
@@ -756,7 +756,7 @@ def one_hot_encode(df: pd.DataFrame, columns: Annotated[str | list[str] | None, 
     return _one_hot(df, _encodable_columns(df, columns), drop_first, prefix)
 
 
-@make_override_tool(toolsets=PAPER, stages=_FEATURES)
+@make_override_tool(toolsets=PAPER, roles=_FEATURES)
 @shared_doc()
 def label_encode(df: pd.DataFrame,
                  columns: Annotated[str | list[str] | None, Column(many=True, not_tracking="encoded")] = None) -> pd.DataFrame:
@@ -783,7 +783,7 @@ def label_encode(df: pd.DataFrame,
     return _label_encode(df, _encodable_columns(df, columns))
 
 
-@make_override_tool(toolsets=PAPER, stages=_FEATURES)
+@make_override_tool(toolsets=PAPER, roles=_FEATURES)
 @shared_doc()
 def encode_all_categorical_columns(df: pd.DataFrame, method: Annotated[str, OneOf(("one_hot", "label"))] = "one_hot",
                                    drop_first: bool = True) -> pd.DataFrame:
@@ -842,7 +842,7 @@ def _normalize(df: pd.DataFrame, columns: list[str], method: str) -> pd.DataFram
     return _with_columns(df, new)
 
 
-@make_override_tool(toolsets=PAPER, stages=_FEATURES)
+@make_override_tool(toolsets=PAPER, roles=_FEATURES)
 @shared_doc()
 def normalize_features(df: pd.DataFrame,
                        columns: Annotated[str | list[str] | None,
@@ -881,7 +881,7 @@ def normalize_features(df: pd.DataFrame,
     return _normalize(df, chosen, method)
 
 
-@make_override_tool(toolsets=PAPER, stages=_FEATURES)
+@make_override_tool(toolsets=PAPER, roles=_FEATURES)
 @shared_doc()
 def normalize_all_numerical_columns(df: pd.DataFrame, method: Annotated[str, OneOf(NORMALIZE_METHODS)] = "standard") -> pd.DataFrame:
     """Rescale every numeric (non-bool) column except the ``_is_train`` tracking column.
@@ -906,10 +906,10 @@ def normalize_all_numerical_columns(df: pd.DataFrame, method: Annotated[str, One
 
 
 # ------------------------------------------------------------ column selection
-_COLUMN_STAGES = ("cleaning", "features", "modeling")
+_COLUMN_ROLES = ("cleaning", "features", "modeling")
 
 
-@make_override_tool(toolsets=PAPER, stages=_COLUMN_STAGES)
+@make_override_tool(toolsets=PAPER, roles=_COLUMN_ROLES)
 @shared_doc()
 def drop_feature(df: pd.DataFrame, column: Annotated[str | list[str], Column(many=True)]) -> pd.DataFrame:
     """Drop one column or a list of columns.
@@ -937,7 +937,7 @@ def drop_feature(df: pd.DataFrame, column: Annotated[str | list[str], Column(man
     return df.drop(columns=columns)
 
 
-@make_get_and_set_tool(toolsets=PAPER, stages=_COLUMN_STAGES)
+@make_get_and_set_tool(toolsets=PAPER, roles=_COLUMN_ROLES)
 @shared_doc()
 def get_features(df: pd.DataFrame, columns: Annotated[str | list[str], Column(many=True)]) -> pd.DataFrame:
     """Store a new frame holding only the given columns, in the given order.
@@ -968,7 +968,7 @@ def get_features(df: pd.DataFrame, columns: Annotated[str | list[str], Column(ma
     return df[chosen]
 
 
-@make_override_tool(toolsets=PAPER, stages=_COLUMN_STAGES)
+@make_override_tool(toolsets=PAPER, roles=_COLUMN_ROLES)
 @shared_doc()
 def rename_feature(df: pd.DataFrame, old_name: Annotated[str | list[str], Column(many=True)],
                    new_name: Annotated[str | list[str], NewName(many=True)]) -> pd.DataFrame:
@@ -1007,7 +1007,7 @@ def rename_feature(df: pd.DataFrame, old_name: Annotated[str | list[str], Column
     return df.rename(columns=dict(zip(old, new)))
 
 
-@make_get_tool(toolsets=PAPER, stages=("cleaning", "features"))
+@make_get_tool(toolsets=PAPER, roles=("cleaning", "features"))
 @shared_doc()
 def get_unique_values(df: pd.DataFrame, column: Annotated[str, Column()], sort: bool = True, include_counts: bool = True) -> pd.DataFrame:
     """Show the distinct values of a column (missing shown as NaN), optionally with their counts.
@@ -1045,7 +1045,7 @@ def get_unique_values(df: pd.DataFrame, column: Annotated[str, Column()], sort: 
     return ToolReturn(table, f"{len(table)} distinct value(s) in {column!r} over {len(df)} rows.")
 
 
-@make_get_and_set_tool(toolsets=PAPER, stages=("cleaning", "features"))
+@make_get_and_set_tool(toolsets=PAPER, roles=("cleaning", "features"))
 @documents_expressions
 @shared_doc()
 def filter_dataframe(df: pd.DataFrame, condition: str) -> pd.DataFrame:

@@ -33,7 +33,7 @@ __all__ = [
     "join_dataframes", "get_dataframe_summary", "get_dataframe_dtypes_summary",
 ]
 
-SUMMARY_STAGES = ("loading", "cleaning", "features")
+SUMMARY_ROLES = ("loading", "cleaning", "features")
 
 
 # -------------------------------------------------------------- shared helpers
@@ -61,7 +61,7 @@ READ_SUFFIXES = tuple(s for s in _READERS if s != ".gz") + (".csv.gz", ".tsv.gz"
 _TASK_ROWS = {TRAIN_FILE: "train", TEST_FILE: "test"}
 
 
-@make_set_tool(toolsets=PAPER, stages=("loading",))
+@make_set_tool(toolsets=PAPER, roles=("loading",))
 @shared_doc()
 def read_data(filepath: Annotated[str, ReadFile(READ_SUFFIXES)], ctx: ToolContext) -> pd.DataFrame:
     """Read CSV data into a pandas DataFrame.
@@ -102,7 +102,7 @@ _PAIR = (f"train_df takes the {TRAIN_FILE} frame and test_df the {TEST_FILE} fra
          "cleaned or not), each before combining")
 
 
-@make_get_and_set_tool(toolsets=PAPER, stages=("loading",))
+@make_get_and_set_tool(toolsets=PAPER, roles=("loading",))
 @shared_doc()
 def concatenate_train_test(train_df: Annotated[pd.DataFrame, frame_of("train", _PAIR, combined=False)],
                            test_df: Annotated[pd.DataFrame, frame_of("test", _PAIR, combined=False)]) -> pd.DataFrame:
@@ -157,7 +157,7 @@ def concatenate_train_test(train_df: Annotated[pd.DataFrame, frame_of("train", _
     return ToolReturn(combined, " ".join(notes))
 
 
-@make_get_and_set_tool(toolsets=PAPER, stages=("loading",), output_parts=("train", "test"))
+@make_get_and_set_tool(toolsets=PAPER, roles=("loading",), output_parts=("train", "test"))
 def split_combined_into_train_test(combined: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Split combined data back into train and test using tracking columns.
 
@@ -198,7 +198,7 @@ def split_combined_into_train_test(combined: pd.DataFrame) -> tuple[pd.DataFrame
             mark_rows(rest[~is_train].reset_index(drop=True), "test"))
 
 
-@make_get_and_set_tool(toolsets=PAPER, stages=("loading", "modeling"), output_parts=("X", "y"),
+@make_get_and_set_tool(toolsets=PAPER, roles=("loading", "modeling"), output_parts=("X", "y"),
                        parts_unless=("is_train", False))
 def convert_dataframe_to_features_target(df: Annotated[pd.DataFrame, PART_FRAME],
                                          target_column: Annotated[str, Column(unless=("is_train", False))],
@@ -249,7 +249,7 @@ def convert_dataframe_to_features_target(df: Annotated[pd.DataFrame, PART_FRAME]
     return ToolReturn((X, y), " ".join(notes)) if notes else (X, y)
 
 
-@make_get_and_set_tool(toolsets=PAPER, stages=("loading", "evaluation"), objects=("data",))
+@make_get_and_set_tool(toolsets=PAPER, roles=("loading", "evaluation"), objects=("data",))
 @shared_doc()
 def convert_to_dataframe(data: Annotated[Any, CONVERTIBLE],
                          columns: Annotated[list[str] | None, NewName(many=True)] = None) -> pd.DataFrame:
@@ -293,7 +293,7 @@ def convert_to_dataframe(data: Annotated[Any, CONVERTIBLE],
     return frame
 
 
-@make_get_and_set_tool(toolsets=PAPER, stages=("loading", "features"))
+@make_get_and_set_tool(toolsets=PAPER, roles=("loading", "features"))
 @shared_doc()
 def concatenate_dataframes(df1: Annotated[pd.DataFrame, CONVERTIBLE], df2: Annotated[pd.DataFrame, CONVERTIBLE],
                            axis: Annotated[int, OneOf((0, 1))] = 0) -> pd.DataFrame:
@@ -378,7 +378,7 @@ def _refuse_train_test_mix(first: tuple[str, Any], second: tuple[str, Any], lead
 _JOIN_KINDS = {kind: kind for kind in ("inner", "left", "right", "outer", "cross")}   # the model's word -> mltb's
 
 
-@make_get_and_set_tool(toolsets=PAPER, stages=("loading", "features"))
+@make_get_and_set_tool(toolsets=PAPER, roles=("loading", "features"))
 @shared_doc()
 def join_dataframes(left_df: pd.DataFrame, right_df: pd.DataFrame,
                     left_on: Annotated[str | list[str], Column(of="left_df", many=True, unless=("how", "cross"))],
@@ -434,7 +434,7 @@ def join_dataframes(left_df: pd.DataFrame, right_df: pd.DataFrame,
     return joined
 
 
-@make_get_tool(toolsets=PAPER, stages=SUMMARY_STAGES)
+@make_get_tool(toolsets=PAPER, roles=SUMMARY_ROLES)
 def get_dataframe_summary(df: pd.DataFrame) -> str:
     """Get a brief textual summary of a DataFrame to guide planning.
 
@@ -470,7 +470,7 @@ def get_dataframe_summary(df: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-@make_get_tool(toolsets=PAPER, stages=SUMMARY_STAGES)
+@make_get_tool(toolsets=PAPER, roles=SUMMARY_ROLES)
 @shared_doc()
 def get_dataframe_dtypes_summary(df: pd.DataFrame) -> str:
     """Get comprehensive summary of the dtypes in the entire DataFrame.

@@ -41,7 +41,8 @@ MAX_FOLDS = 20
 MAX_CLASSES = 100
 CLASSIFICATION_METRICS = ("accuracy", "prior_weighted_accuracy", "macro_f1", "roc_auc", "gini", "mcc", "log_loss")
 REGRESSION_METRICS = ("rmse", "rmsle", "mae", "r2")
-_STAGES = ("modeling",)
+_ROLES = ("modeling", "fits_model")
+_TUNING_ROLES = _ROLES + ("tuning",)
 _CATEGORY_MISSING = "NaN"  # CatBoost takes categorical values as text only
 
 
@@ -504,7 +505,7 @@ def _register(spec: ModelSpec, tuning: bool) -> Callable:
     tool.__name__ = tool.__qualname__ = tool_name
     tool.__doc__ = _docstring(spec, tool_name, tuning)
     tool.__module__ = __name__
-    make_get_and_set_tool(tool, stages=_STAGES, toolsets=PAPER)
+    make_get_and_set_tool(tool, roles=_TUNING_ROLES if tuning else _ROLES, toolsets=PAPER)
     globals()[tool_name] = tool
     __all__.append(tool_name)
     return tool

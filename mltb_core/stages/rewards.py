@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
 
 # The stage list itself (names, titles, count) lives in the lowest layer: prompts and front ends read it too.
-from mltb_core.bench.stages import REWARD_STAGES, Stage, stage_index
+from mltb_core.stages.specs import REWARD_STAGES, Stage, by_stage, stage_index
 from mltb_core.bench.tasks import SUBMISSION_FILE, TEST_FILE, TRAIN_FILE, graded_per_class
 from mltb_core.toolkit import cvrecord
 from mltb_core.toolkit.registry import ToolCall
@@ -407,7 +407,7 @@ class _Checker:
         return (f"fit_lightgbm_{kind}(X_train={self._name('X_train', 'X_train')!r}, "
                 f"y_train={self._name('y_train', 'y_train')!r}) or another fit_* / tune_* {kind} tool")
 
-    def stage1(self) -> tuple[bool, str]:
+    def train_loaded(self) -> tuple[bool, str]:
         for name, f in self.frames:
             if self.log.writer(name) == "read_data" and self._holds("train", f):
                 self.found["train"] = name
@@ -415,7 +415,7 @@ class _Checker:
         return False, (f"Train data not loaded yet: read_data(filepath='{TRAIN_FILE}') "
                        f"(expect {self.ctx.n_train} rows with the target column {self.task.target!r}).")
 
-    def stage2(self) -> tuple[bool, str]:
+    def test_loaded(self) -> tuple[bool, str]:
         for name, f in self.frames:
             if self.log.writer(name) == "read_data" and self._holds("test", f):
                 self.found["test"] = name
@@ -423,14 +423,14 @@ class _Checker:
         return False, (f"Test data not loaded yet: read_data(filepath='{TEST_FILE}') (expect {self.ctx.n_test} rows "
                        f"without the target column {self.task.target!r}).")
 
-    def stage3(self) -> tuple[bool, str]:
+    def combined(self) -> tuple[bool, str]:
         if "concatenate_train_test" in self.log.tools_used and self._combined():
             return True, ""
         return False, ("Train and test are not combined yet: concatenate_train_test(train_df="
                        f"{self._name('train', 'train')!r}, test_df={self._name('test', 'test')!r}) so cleaning and "
                        "encoding treat both alike (it adds the tracking column '_is_train').")
 
-    def stage4(self) -> tuple[bool, str]:
+    def no_missing_values(self) -> tuple[bool, str]:
         combined = self._combined()
         for _, f in combined:
             if not f.isna().any().any():
@@ -451,7 +451,7 @@ class _Checker:
         return False, (f"Data cleaning incomplete: {_nan_report(frame)}. Fill them: {' and '.join(tools)}, "
                        f"or drop_feature(df={name!r}, column=[...]) for columns not worth keeping.")
 
-    def stage5(self) -> tuple[bool, str]:
+    def features_encoded(self) -> tuple[bool, str]:
         combined = [(n, f) for n, f in self._combined() if not f.isna().any().any()]
         if not combined:
             return False, ("Feature engineering needs a combined frame without missing values: fill the combined "
@@ -475,7 +475,7 @@ class _Checker:
             break
         return False, " ".join(notes)
 
-    def stage6(self) -> tuple[bool, str]:
+    def split_back(self) -> tuple[bool, str]:
         target = self.task.target
         split_call = self._split_call()
         if "split_combined_into_train_test" not in self.log.tools_used:
@@ -500,7 +500,7 @@ class _Checker:
         return False, (f"Split did not give {self.ctx.n_train} train and {self.ctx.n_test} test rows; split the "
                        f"combined frame that has '_is_train': {split_call}.")
 
-    def stage7(self) -> tuple[bool, str]:
+    def train_features_and_target(self) -> tuple[bool, str]:
         xs = [(n, f) for n, f in self.frames if self._holds("X_train", f)]
         ys = []
         for name in self.log.latest():
@@ -520,7 +520,7 @@ class _Checker:
         return False, (f"Convert the train frame into features and target: {convert}; the features must be "
                        "encoded, complete and finite.")
 
-    def stage8(self) -> tuple[bool, str]:
+    def test_features(self) -> tuple[bool, str]:
         want = set(self.found.get("X_train_columns") or [])
         convert = self._convert_call(train=False)
         candidates = [(n, f) for n, f in self.frames if len(f) == self.ctx.n_test
@@ -559,7 +559,7 @@ class _Checker:
                            f"{_shown(missing)}, extra {_shown(extra)}); {convert}.")
         return False, f"Convert the split test frame into features: {convert}."
 
-    def stage9(self) -> tuple[bool, str]:
+    def model_fitted(self) -> tuple[bool, str]:
         other_features = None
         for name in self.log.latest():
             model = self.pad.get(name)
@@ -589,7 +589,7 @@ class _Checker:
             return []
         return target_copies(X, y, self.ctx.classes() is not None)
 
-    def stage10(self) -> tuple[bool, str]:
+    def submission_written(self) -> tuple[bool, str]:
         predictions = self.predictions = self._test_predictions()
         save = f"save_dataframe_to_csv(df={predictions or '<the predictions>'!r}, filepath={SUBMISSION_FILE!r})"
         submitted = self.log.submission_check if self.log.submission is not None else None
@@ -749,6 +749,22 @@ def _shown(columns: list[Any], limit: int = 12) -> str:
     return repr(names[:limit])[:-1] + (f", ... ({len(names)} in all)]" if len(names) > limit else "]")
 
 
+# Each stage's check, keyed by stage name (by_stage refuses, at import, a missing or unknown stage): passes, or
+# fails with the feedback the model is shown.
+CHECKS: dict[str, Callable[[_Checker], tuple[bool, str]]] = by_stage({
+    "train_data_loading": _Checker.train_loaded,
+    "test_data_loading": _Checker.test_loaded,
+    "combine_train_test": _Checker.combined,
+    "data_cleaning": _Checker.no_missing_values,
+    "feature_engineering": _Checker.features_encoded,
+    "split_train_test": _Checker.split_back,
+    "train_data_to_features_target": _Checker.train_features_and_target,
+    "test_data_to_features": _Checker.test_features,
+    "modeling": _Checker.model_fitted,
+    "create_submission": _Checker.submission_written,
+}, "rewards.CHECKS")
+
+
 def advance(ctx: StageContext, previous: Progress, pad: Scratchpad, log: PathLog,
             found: dict[str, Any] | None = None) -> tuple[Progress, dict[str, Any]]:
     """Pass as many further stages as this node's state allows, in order, once each.
@@ -762,7 +778,7 @@ def advance(ctx: StageContext, previous: Progress, pad: Scratchpad, log: PathLog
     feedback = ""
     while stage < len(REWARD_STAGES):
         checker.overwritten.clear()   # a note belongs to the stage whose feedback is shown, not to one that passed
-        ok, why = getattr(checker, f"stage{stage + 1}")()
+        ok, why = CHECKS[REWARD_STAGES[stage].name](checker)
         if not ok:
             feedback = " ".join(part for part in (why, checker.overwritten_note()) if part)
             break

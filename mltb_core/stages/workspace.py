@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from mltb_core.bench.tasks import SUBMISSION_FILE
 from mltb_core.llm import prompts
-from mltb_core.planners.rewards import (REWARD_STAGES, PathLog, Progress, StageContext, advance, check_submission,
+from mltb_core.stages.rewards import (REWARD_STAGES, PathLog, Progress, StageContext, advance, check_submission,
                                         read_submission_snapshot)
 from mltb_core.toolkit import cvrecord
 from mltb_core.toolkit.constraints import call_schema, readable_files

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mltb_core.bench.documents import json_lines
-from mltb_core.bench.stages import STAGE_COUNT
+from mltb_core.stages.specs import STAGE_COUNT
 
 __all__ = ["TRAJECTORY_FORMAT", "EVENTS", "Shape", "TrajectoryRead", "parse_events", "read_events",
            "check_event", "MAX_NODE_ID", "MAX_EVENT_COUNT"]
