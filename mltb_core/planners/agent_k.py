@@ -82,7 +82,7 @@ class AgentK(Planner):
         if not self.masking:
             return None
         tools = subtask_tools(stage.name, self.ep.registry)
-        if stage.name == "modeling":
+        if stage.tools.fits_models:   # the stage that offers the model fits: tune when it can
             reg = self.ep.registry
             tune = [t for t in tools if reg.get(t).tunes]
             if tune:
