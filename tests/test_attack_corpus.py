@@ -349,7 +349,8 @@ def test_no_file_in_the_repository_cwd_either():
 # ------------------------------------------------------------------------------------------------------------
 # Issue 34: hostile replies through the real OpenAI client (loopback fake server), the boundary and the cache.
 # A bound of a few seconds per reply tells a linear parse (milliseconds) from the quadratic ones it replaced
-# (35-109 s per reply); it is a containment bound, not a speed target.
+# (35-109 s per reply); it is a containment bound, not a speed target. It is CPU seconds of this process
+# (time.process_time), so other processes' load cannot fail it: a quadratic parse burns CPU, a busy box does not.
 from attack_corpus import FILE_ATTACKS, REPLY_ATTACKS  # noqa: E402
 from fake_openai_server import FakeOpenAIServer, content_reply, tool_call_reply  # noqa: E402
 
@@ -386,15 +387,15 @@ def test_a_hostile_reply_is_the_models_malformed_reply(tmp_path, name, kind, pay
         backend = OpenAIBackend("gpt-4o", base_url=server.base_url, api_key="test", cache=cache,
                                 sleep=lambda s: None, max_retries=0)
         messages = [{"role": "user", "content": f"attack {name}"}]
-        started = time.perf_counter()
+        started = time.process_time()
         response = backend.complete(messages, [])
         [candidate] = response.candidates
         if kind == "judge":
             score = judge_score(candidate.text)
             assert score is None or 0.1 <= score <= 1.0
-        seconds = time.perf_counter() - started
+        seconds = time.process_time() - started
         again = backend.complete(messages, [])   # replayed from the cache: what was stored is what came back
-    assert seconds < STALL_SECONDS, f"{name}: {seconds:.1f} s for one reply"
+    assert seconds < STALL_SECONDS, f"{name}: {seconds:.1f} CPU s for one reply"
     assert again.cached and again.candidates[0].to_dict() == candidate.to_dict()
     _encodable_json(candidate.to_dict())
     assert len(candidate.text) <= 200_000
@@ -488,9 +489,9 @@ def test_judge_scores_are_read_in_linear_time():
     from mltb_core.planners.lats import judge_score
 
     for text in ("score" + " " * 400_000, "1" * 400_000, "score: 1 " * 100_000, "1/" * 200_000):
-        started = time.perf_counter()
+        started = time.process_time()
         judge_score(text)
-        assert time.perf_counter() - started < STALL_SECONDS, text[:20]
+        assert time.process_time() - started < STALL_SECONDS, text[:20]
 
 
 def test_mltb_report_reads_a_run_with_a_hostile_results_line(capsys, tmp_path):
