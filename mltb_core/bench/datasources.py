@@ -30,6 +30,7 @@ import tempfile
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -37,7 +38,7 @@ import pandas as pd
 from mltb_core.bench.fixtures import FIXTURES
 from mltb_core.environment import default as default_environment
 from mltb_core.environment import read as read_environment
-from mltb_core.bench.tasks import TRAIN_FILE
+from mltb_core.bench.tasks import TRAIN_FILE, Task
 
 __all__ = [
     "DATA_DIR", "DATA_SOURCES", "BUILDERS", "DataSourceError", "KaggleUnavailableError", "default_cache_dir",
@@ -68,12 +69,12 @@ def default_cache_dir(cache_dir: Path | str | None = None) -> Path:
     return Path(read_environment(CACHE_ENV) or default_environment(CACHE_ENV)).expanduser()
 
 
-def raw_data_dir(task) -> Path:
+def raw_data_dir(task: Task) -> Path:
     """Where a task's bundled raw files live."""
     return DATA_DIR / task.slug
 
 
-def read_csv(path: Path | str, **kwargs) -> pd.DataFrame:
+def read_csv(path: Path | str, **kwargs: Any) -> pd.DataFrame:
     """``pd.read_csv`` whose errors name the file (corrupt gzip, truncated or malformed CSV)."""
     path = Path(path)
     if not path.exists():
@@ -347,7 +348,7 @@ _KAGGLE_TRAIN_OPTIONS: dict[str, dict] = {
 
 
 # ----------------------------------------------------------------------------------------------- loading
-def resolve_source(task, source: str | None = None) -> str:
+def resolve_source(task: Task, source: str | None = None) -> str:
     """Which data to use: the ``source`` argument, else env ``MLTB_DATA_SOURCE``, else the spec's source.
 
     ``original`` applies to tasks with an ``original_builder``; other tasks keep their own source (as
@@ -366,16 +367,16 @@ def resolve_source(task, source: str | None = None) -> str:
     return task.source
 
 
-def _source_files(task, source: str) -> list[Path]:
+def _source_files(task: Task, source: str) -> list[Path]:
     if source == "kaggle":
         return []
-    if task.data is not None:
+    if task.data_path is not None:  # a user spec's own file (None exactly when task.data is)
         return [task.data_path]
     directory = raw_data_dir(task)
     return sorted(p for p in directory.rglob("*") if p.is_file()) if directory.is_dir() else []
 
 
-def source_fingerprint(task, source: str | None = None) -> str:
+def source_fingerprint(task: Task, source: str | None = None) -> str:
     """Hash of what the labelled frame is built from: raw file bytes, builder name and version."""
     source = resolve_source(task, source)
     digest = hashlib.sha256(f"{task.slug}|{source}|{_builder_name(task, source)}|{BUILDER_VERSION}".encode())
@@ -387,7 +388,7 @@ def source_fingerprint(task, source: str | None = None) -> str:
     return digest.hexdigest()[:16]
 
 
-def _check_columns(frame: pd.DataFrame, task, origin: str) -> pd.DataFrame:
+def _check_columns(frame: pd.DataFrame, task: Task, origin: str) -> pd.DataFrame:
     columns = list(frame.columns)
     for field_name in ("target", "id_column"):
         column = getattr(task, field_name)
@@ -409,11 +410,11 @@ def _check_columns(frame: pd.DataFrame, task, origin: str) -> pd.DataFrame:
     return frame
 
 
-def _builder_name(task, source: str) -> str | None:
+def _builder_name(task: Task, source: str) -> str | None:
     return task.original_builder if source == "original" else task.builder
 
 
-def _build(task, source: str, kaggle_dir: Path | None) -> tuple[pd.DataFrame, str]:
+def _build(task: Task, source: str, kaggle_dir: Path | None) -> tuple[pd.DataFrame, str]:
     if source == "kaggle":
         directory = fetch_from_kaggle(task, kaggle_dir)
         return competition_train(directory, **_KAGGLE_TRAIN_OPTIONS.get(task.slug, {})), str(directory)
@@ -423,7 +424,7 @@ def _build(task, source: str, kaggle_dir: Path | None) -> tuple[pd.DataFrame, st
     return BUILDERS[builder](raw_data_dir(task)), f"{raw_data_dir(task)} (builder {builder})"
 
 
-def load_labelled_frame(task, source: str | None = None, cache_dir: Path | str | None = None) -> pd.DataFrame:
+def load_labelled_frame(task: Task, source: str | None = None, cache_dir: Path | str | None = None) -> pd.DataFrame:
     """The task's labelled frame in competition columns, built once and cached as a pickle."""
     source = resolve_source(task, source)
     cache = default_cache_dir(cache_dir)
@@ -464,7 +465,7 @@ def _cached_frame(path: Path) -> pd.DataFrame | None:
     return None
 
 
-def _atomic_pickle(obj, path: Path) -> None:
+def _atomic_pickle(obj: object, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     handle = tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", delete=False)
     try:
@@ -477,7 +478,7 @@ def _atomic_pickle(obj, path: Path) -> None:
 
 
 # ----------------------------------------------------------------------------------------------- kaggle
-def _kaggle_api():
+def _kaggle_api() -> Any:
     try:
         from kaggle.api.kaggle_api_extended import KaggleApi
     except ImportError as exc:
@@ -494,7 +495,7 @@ def _kaggle_api():
     return api
 
 
-def fetch_from_kaggle(task, dest_dir: Path | str) -> Path:
+def fetch_from_kaggle(task: Task, dest_dir: Path | str) -> Path:
     """Download the competition's files into ``dest_dir`` (once) and unpack them; returns ``dest_dir``."""
     dest = Path(dest_dir)
     if not any(dest.glob("train.csv*")):
