@@ -19,19 +19,24 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from mltb_core.bench.fixtures import FIXTURES
 from mltb_core.bench.leaderboards import Leaderboard
 from mltb_core.bench.metrics import Metric, task_metric
-from mltb_core.bench.tasks import (DEFAULT_BOARD, SUBMISSION_FILE, board_file, check_board, graded_per_class,
+from mltb_core.bench.tasks import (DEFAULT_BOARD, SUBMISSION_FILE, Task, board_file, check_board, graded_per_class,
                                    percentile_note)
+
+if TYPE_CHECKING:
+    from mltb_core.bench.splits import Split
 
 __all__ = ["Grade", "grade_submission", "check_submission", "validate_submission", "submission_columns", "safe_text", "MAX_REASON_CHARS", "baseline_prediction",
            "baseline_description", "metric_inputs",
@@ -110,8 +115,8 @@ class _Invalid(Exception):
     """Internal: the submission is invalid for the reason in args[0]."""
 
 
-def validate_submission(task, submission_df: pd.DataFrame, labels_df: pd.DataFrame,
-                        classes=None) -> tuple[bool, str, pd.Series | pd.DataFrame | None]:
+def validate_submission(task: Task, submission_df: pd.DataFrame, labels_df: pd.DataFrame,
+                        classes: Sequence[Any] | None = None) -> tuple[bool, str, pd.Series | pd.DataFrame | None]:
     """Check a submission against the held-out labels.
 
     Returns ``(ok, reason, aligned_predictions)``: predictions coerced to the label's form and
@@ -133,7 +138,8 @@ def validate_submission(task, submission_df: pd.DataFrame, labels_df: pd.DataFra
     return True, "ok", aligned
 
 
-def _validate(task, submission_df, labels_df, classes):
+def _validate(task: Task, submission_df: pd.DataFrame, labels_df: pd.DataFrame,
+              classes: Sequence[Any] | None) -> pd.Series | pd.DataFrame:
     id_col, target = task.id_column, task.target
     truth = labels_df[target]
     if classes is None and task.problem_type != "regression":
@@ -159,6 +165,7 @@ def _validate(task, submission_df, labels_df, classes):
     aligned_ids = labels_df[id_col].reset_index(drop=True)
 
     if per_class:
+        assert classes is not None   # filled in above: a per-class task is a classification task
         columns = {str(c): _coerce_probability(aligned_rows[str(c)], aligned_ids, id_col, str(c))
                    for c in classes}
         frame = pd.DataFrame(columns).set_axis(labels_df.index)
@@ -170,14 +177,16 @@ def _validate(task, submission_df, labels_df, classes):
     elif task.problem_type == "regression":
         coerced = _coerce_regression(values, aligned_ids, id_col, target, getattr(task, "metric", None))
     else:
+        assert classes is not None   # filled in above for a classification task
         coerced = _coerce_labels(values, truth, classes, aligned_ids, id_col, target)
     return pd.Series(np.asarray(coerced), index=labels_df.index, name=target)
 
 
-def submission_columns(task, classes) -> list[str]:
+def submission_columns(task: Task, classes: Sequence[Any] | None) -> list[str]:
     """The columns of a Kaggle-form submission: the id, then the target, or one column per class of
     ``classes`` where the task is graded on per-class probabilities."""
     if graded_per_class(task):
+        assert classes is not None   # a per-class task is a classification task: it has classes
         return [task.id_column] + [str(c) for c in classes]
     return [task.id_column, task.target]
 
@@ -254,7 +263,7 @@ def _id_keys(ids: pd.Series, exact_integers: bool = True) -> pd.Series:
     return keys.reset_index(drop=True).astype(object)
 
 
-def _some(values) -> str:
+def _some(values: Iterable[Any]) -> str:
     values = [v.item() if isinstance(v, np.generic) else v for v in values]
     shown = ", ".join(repr(v) for v in values[:_SHOWN])
     return shown + (f", ... ({len(values)} in all)" if len(values) > _SHOWN else "")
@@ -294,7 +303,7 @@ def _bad_values_reason(values: pd.Series, bad: np.ndarray, ids: pd.Series, id_co
             f"for {id_col} {_some(ids[bad])}")
 
 
-def _numbers(values: pd.Series, ids, id_col, column, what: str) -> np.ndarray:
+def _numbers(values: pd.Series, ids: pd.Series, id_col: str, column: str, what: str) -> np.ndarray:
     """Values as floats; booleans count as 0/1; non-numeric or non-finite values are invalid."""
     if pd.api.types.is_bool_dtype(values):
         return values.astype(float).to_numpy()
@@ -305,7 +314,7 @@ def _numbers(values: pd.Series, ids, id_col, column, what: str) -> np.ndarray:
     return numbers
 
 
-def _coerce_regression(values, ids, id_col, column, metric: str | None = None) -> np.ndarray:
+def _coerce_regression(values: pd.Series, ids: pd.Series, id_col: str, column: str, metric: str | None = None) -> np.ndarray:
     numbers = _numbers(values, ids, id_col, column, "a regression target needs numbers")
     if metric == "rmsle":
         negative = numbers < 0
@@ -318,7 +327,7 @@ def _coerce_regression(values, ids, id_col, column, metric: str | None = None) -
     return numbers
 
 
-def _coerce_probability(values, ids, id_col, column) -> np.ndarray:
+def _coerce_probability(values: pd.Series, ids: pd.Series, id_col: str, column: str) -> np.ndarray:
     _check_no_missing(values, ids, id_col, column)
     numbers = _numbers(values, ids, id_col, column, "probabilities must be numbers in [0, 1]")
     bad = (numbers < 0) | (numbers > 1)
@@ -338,7 +347,8 @@ def _sorted_classes(truth: pd.Series) -> list:
     return sorted(pd.unique(truth.dropna()).tolist())
 
 
-def _coerce_labels(values: pd.Series, truth: pd.Series, classes, ids, id_col, column) -> np.ndarray:
+def _coerce_labels(values: pd.Series, truth: pd.Series, classes: Sequence[Any], ids: pd.Series, id_col: str,
+                   column: str) -> np.ndarray:
     """Class predictions in the truth's own form (see validate_submission for the rules)."""
     if _is_bool_labels(truth):
         return _coerce_bool_labels(values, ids, id_col, column)
@@ -347,7 +357,7 @@ def _coerce_labels(values: pd.Series, truth: pd.Series, classes, ids, id_col, co
     return _coerce_string_labels(values, classes, ids, id_col, column)
 
 
-def _coerce_bool_labels(values, ids, id_col, column) -> np.ndarray:
+def _coerce_bool_labels(values: pd.Series, ids: pd.Series, id_col: str, column: str) -> np.ndarray:
     if pd.api.types.is_bool_dtype(values):
         return values.to_numpy(dtype=bool)
     mapped = values.map(lambda v: _BOOL_WORDS.get(str(v).strip().lower()))
@@ -358,7 +368,8 @@ def _coerce_bool_labels(values, ids, id_col, column) -> np.ndarray:
     return mapped.to_numpy(dtype=bool)
 
 
-def _coerce_numeric_labels(values, classes, ids, id_col, column) -> np.ndarray:
+def _coerce_numeric_labels(values: pd.Series, classes: Sequence[Any], ids: pd.Series, id_col: str,
+                           column: str) -> np.ndarray:
     numbers = _numbers(values, ids, id_col, column, f"class labels are {_some(classes)}")
     allowed = np.asarray(classes, dtype=float)
     bad = ~np.isin(numbers, allowed)
@@ -370,7 +381,8 @@ def _coerce_numeric_labels(values, classes, ids, id_col, column) -> np.ndarray:
     return np.asarray([lookup[n] for n in numbers])
 
 
-def _coerce_string_labels(values, classes, ids, id_col, column) -> np.ndarray:
+def _coerce_string_labels(values: pd.Series, classes: Sequence[Any], ids: pd.Series, id_col: str,
+                          column: str) -> np.ndarray:
     class_names = [str(c) for c in classes]
     as_text = values.astype(str).str.strip()
     if as_text.isin(class_names).all():
@@ -392,17 +404,19 @@ def _coerce_string_labels(values, classes, ids, id_col, column) -> np.ndarray:
 
 
 # -- scoring -------------------------------------------------------------------------------
-def _positive_class(classes):
+def _positive_class(classes: Sequence[Any]) -> Any:
     """The positive class of a binary task: True / 1 / the last label in sorted order."""
     return classes[-1]
 
 
-def metric_inputs(task, truth: pd.Series, predictions, classes):
+def metric_inputs(task: Task, truth: pd.Series, predictions: npt.ArrayLike | pd.DataFrame,
+                  classes: Sequence[Any] | None) -> tuple[np.ndarray, np.ndarray]:
     """(y_true, y_pred) as the metric expects them."""
     if graded_per_class(task):
         codes = pd.Categorical(truth, categories=classes).codes
         return np.asarray(codes), np.asarray(predictions, dtype=float)
     if task.prediction == "probability":
+        assert classes is not None   # probabilities are predicted for classification tasks only
         y_true = (truth.to_numpy() == _positive_class(classes)).astype(int)
         return y_true, np.asarray(predictions, dtype=float)
     if task.problem_type == "regression":
@@ -410,7 +424,8 @@ def metric_inputs(task, truth: pd.Series, predictions, classes):
     return truth.to_numpy(), np.asarray(predictions)
 
 
-def baseline_prediction(task, train_target: pd.Series, n_rows: int, classes):
+def baseline_prediction(task: Task, train_target: pd.Series, n_rows: int,
+                        classes: Sequence[Any] | None) -> np.ndarray:
     """The trivial constant prediction that normalized score 0 stands for.
 
     Regression: the train mean (for rmsle, expm1 of the mean of log1p, the constant that
@@ -421,6 +436,7 @@ def baseline_prediction(task, train_target: pd.Series, n_rows: int, classes):
     """
     weights = (getattr(task, "scoring", None) or {}).get("class_weights")
     if weights and task.prediction == "label" and task.problem_type != "regression":
+        assert classes is not None   # a classification task has classes
         by_label = {str(c): c for c in classes}
         heaviest = max((w, label) for label, w in weights.items() if label in by_label)[1]
         return np.asarray([by_label[heaviest]] * n_rows)
@@ -436,6 +452,7 @@ def baseline_prediction(task, train_target: pd.Series, n_rows: int, classes):
         prior = target.value_counts(normalize=True).reindex(classes, fill_value=0.0).to_numpy(dtype=float)
         return np.tile(prior, (n_rows, 1))
     if task.prediction == "probability":
+        assert classes is not None   # probabilities are predicted for classification tasks only
         prior = float((target.to_numpy() == _positive_class(classes)).mean())
         return np.full(n_rows, prior)
     counts = target.value_counts()
@@ -443,7 +460,7 @@ def baseline_prediction(task, train_target: pd.Series, n_rows: int, classes):
     return np.asarray([majority] * n_rows, dtype=object if isinstance(majority, str) else None)
 
 
-def baseline_description(task) -> str:
+def baseline_description(task: Task) -> str:
     """Which trivial prediction normalized score 0 stands for on ``task`` (:func:`baseline_prediction`'s rule)."""
     weights = (getattr(task, "scoring", None) or {}).get("class_weights")
     if weights and task.prediction == "label" and task.problem_type != "regression":
@@ -469,7 +486,7 @@ def normalized_score(score: float, baseline: float, metric: Metric) -> float | N
     return (score - baseline) / span
 
 
-def task_leaderboard(task, metric: Metric | None = None, board: str = DEFAULT_BOARD) -> Leaderboard | None:
+def task_leaderboard(task: Task, metric: Metric | None = None, board: str = DEFAULT_BOARD) -> Leaderboard | None:
     """The task's ``board`` (public | private) leaderboard, or None when it has no such board file.
 
     Whether a score may be placed on it is :func:`tasks.percentile_note`'s decision, not this one's.
@@ -515,8 +532,8 @@ def _read_submission(submission: Path | str | bytes | pd.DataFrame) -> pd.DataFr
                        f"{str(exc).strip()[:300]}") from None
 
 
-def check_submission(task, submission: Path | str | bytes | pd.DataFrame, labels_df: pd.DataFrame,
-                     classes=None) -> tuple[bool, str, pd.Series | pd.DataFrame | None]:
+def check_submission(task: Task, submission: Path | str | bytes | pd.DataFrame, labels_df: pd.DataFrame,
+                     classes: Sequence[Any] | None = None) -> tuple[bool, str, pd.Series | pd.DataFrame | None]:
     """Read and validate a submission (a path, the file's bytes or a frame): the one rule the grader and
     the stage-10 check of the search share. Returns :func:`validate_submission`'s triple."""
     try:
@@ -526,7 +543,7 @@ def check_submission(task, submission: Path | str | bytes | pd.DataFrame, labels
     return validate_submission(task, submission_df, labels_df, classes=classes)
 
 
-def _split_source(split) -> str | None:
+def _split_source(split: Split) -> str | None:
     """The data source the split was made from (its meta.json), or None when it does not say."""
     try:
         return split.meta.get("data_source")
@@ -534,7 +551,7 @@ def _split_source(split) -> str | None:
         return None
 
 
-def scored_mask(task, labels: pd.DataFrame) -> np.ndarray:
+def scored_mask(task: Task, labels: pd.DataFrame) -> np.ndarray:
     """Which held-out rows count: the spec's ``[scoring] rows`` filter, else all of them."""
     rows = getattr(task, "scoring_rows", None)
     if rows is None:
@@ -542,7 +559,7 @@ def scored_mask(task, labels: pd.DataFrame) -> np.ndarray:
     return rows.mask(labels)
 
 
-def grade_submission(task, submission: Path | str | pd.DataFrame, split, board: str = DEFAULT_BOARD) -> Grade:
+def grade_submission(task: Task, submission: Path | str | pd.DataFrame, split: Split, board: str = DEFAULT_BOARD) -> Grade:
     """Validate, score and place a submission; invalid submissions give ``Grade(valid=False)``."""
     check_board(board)
     metric = task_metric(task)
@@ -612,7 +629,8 @@ def _row_rng(seed: int) -> np.random.Generator:
     return np.random.default_rng([int(seed), 0x5EED_B007])
 
 
-def row_bootstrap(metric: Callable[[np.ndarray, np.ndarray], float], y_true, y_pred, seed: int,
+def row_bootstrap(metric: Callable[[np.ndarray, np.ndarray], float], y_true: npt.ArrayLike, y_pred: npt.ArrayLike,
+                  seed: int,
                   replicates: int = ROW_REPLICATES) -> list[float | None]:
     """``metric`` on ``replicates`` resamples (with replacement) of the scored rows.
 
