@@ -31,10 +31,13 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 __all__ = ["Leaderboard", "LeaderboardError", "MedalThresholds", "medal_ranks", "MEDALS"]
@@ -42,6 +45,8 @@ __all__ = ["Leaderboard", "LeaderboardError", "MedalThresholds", "medal_ranks", 
 MEDALS = ("gold", "silver", "bronze")
 _REQUIRED_COLUMNS = ("rank", "score")
 _TIE_TOLERANCE = 1e-9
+# a score or an array of scores: _to_goodness keeps the kind it is given
+_Scores = TypeVar("_Scores", float, np.ndarray)
 
 
 class LeaderboardError(ValueError):
@@ -85,8 +90,8 @@ class Leaderboard:
     list is truncated to the top teams (``None``: the list is complete).
     """
 
-    def __init__(self, scores, greater_is_better: bool, total_teams: int | None = None,
-                 name: str = "<leaderboard>"):
+    def __init__(self, scores: npt.ArrayLike, greater_is_better: bool, total_teams: int | None = None,
+                 name: str = "<leaderboard>") -> None:
         values = np.asarray(scores, dtype=float)
         if values.ndim != 1 or values.size == 0:
             raise LeaderboardError(f"{name}: a leaderboard needs at least one score")
@@ -163,7 +168,7 @@ class Leaderboard:
         return goodness > self._to_goodness(self._median()) + self._tolerance(goodness)
 
     # -- helpers -------------------------------------------------------------------------
-    def _to_goodness(self, values):
+    def _to_goodness(self, values: _Scores) -> _Scores:
         return values if self.greater_is_better else -values
 
     _from_goodness = _to_goodness  # negation is its own inverse
@@ -207,7 +212,7 @@ class Leaderboard:
         return (lower + upper) / 2.0
 
 
-def _stat_or_raise(path: Path):
+def _stat_or_raise(path: Path) -> os.stat_result:
     try:
         return path.stat()
     except FileNotFoundError:
