@@ -13,9 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from mltb_core.bench.tasks import Task
 
 __all__ = ["Metric", "METRICS", "UnknownMetricError", "get_metric", "task_metric"]
 
@@ -56,17 +60,17 @@ class Metric:
             raise ValueError(f"metric {self.name!r} needs [scoring] {', '.join(missing)}")
         return replace(self, settings={name: scoring[name] for name in self.params})
 
-    def __call__(self, y_true, y_pred) -> float:
+    def __call__(self, y_true: npt.ArrayLike, y_pred: npt.ArrayLike) -> float:
         if len(self.settings) != len(self.params):
             raise ValueError(f"metric {self.name!r} is not configured: it needs {', '.join(self.params)}")
         return float(self.func(y_true, y_pred, **self.settings))
 
 
-def _accuracy(y_true, y_pred) -> float:
+def _accuracy(y_true: npt.ArrayLike, y_pred: npt.ArrayLike) -> float:
     return _sklearn_metrics().accuracy_score(y_true, y_pred)
 
 
-def _prior_weighted_accuracy(y_true, y_pred, class_weights: Mapping[str, float]) -> float:
+def _prior_weighted_accuracy(y_true: npt.ArrayLike, y_pred: npt.ArrayLike, class_weights: Mapping[str, float]) -> float:
     """Accuracy on a test set with other class shares: sum over classes c of w_c * recall_c.
 
     ``class_weights`` maps each class label (as text, e.g. "1") to its count or share in the test
@@ -86,16 +90,16 @@ def _prior_weighted_accuracy(y_true, y_pred, class_weights: Mapping[str, float])
     return float(np.dot(present / present.sum(), recalls))
 
 
-def _macro_f1(y_true, y_pred) -> float:
+def _macro_f1(y_true: npt.ArrayLike, y_pred: npt.ArrayLike) -> float:
     # Macro average over the labels present in truth or prediction (Kaggle's "macro F1").
     return _sklearn_metrics().f1_score(y_true, y_pred, average="macro", zero_division=0)
 
 
-def _roc_auc(y_true, y_score) -> float:
+def _roc_auc(y_true: npt.ArrayLike, y_score: npt.ArrayLike) -> float:
     return _sklearn_metrics().roc_auc_score(y_true, y_score)
 
 
-def _gini(y_true, y_score) -> float:
+def _gini(y_true: npt.ArrayLike, y_score: npt.ArrayLike) -> float:
     """Normalized Gini coefficient as Porto Seguro's reference kernel computes it (the Claim Prediction
     Challenge's "normalized Gini" code every public kernel of the competition used): rows ordered by score,
     highest first, **tied scores kept in the order the rows come** (a stable sort), the Gini of that order
@@ -117,15 +121,15 @@ def _gini(y_true, y_score) -> float:
     return gini_of(by_score) / gini_of(np.sort(truth)[::-1])
 
 
-def _mcc(y_true, y_pred) -> float:
+def _mcc(y_true: npt.ArrayLike, y_pred: npt.ArrayLike) -> float:
     return _sklearn_metrics().matthews_corrcoef(y_true, y_pred)
 
 
-def _rmse(y_true, y_pred) -> float:
+def _rmse(y_true: npt.ArrayLike, y_pred: npt.ArrayLike) -> float:
     return _sklearn_metrics().root_mean_squared_error(y_true, y_pred)
 
 
-def _rmsle(y_true, y_pred) -> float:
+def _rmsle(y_true: npt.ArrayLike, y_pred: npt.ArrayLike) -> float:
     """Root mean squared logarithmic error.
 
     A submission with a negative prediction never gets here: the grader and the stage-10 validity
@@ -141,11 +145,11 @@ def _rmsle(y_true, y_pred) -> float:
     return _sklearn_metrics().root_mean_squared_log_error(y_true, y_pred)
 
 
-def _mae(y_true, y_pred) -> float:
+def _mae(y_true: npt.ArrayLike, y_pred: npt.ArrayLike) -> float:
     return _sklearn_metrics().mean_absolute_error(y_true, y_pred)
 
 
-def _log_loss(y_true, y_prob) -> float:
+def _log_loss(y_true: npt.ArrayLike, y_prob: npt.ArrayLike) -> float:
     """Multiclass log loss.
 
     ``y_prob`` is an (n, k) matrix whose columns follow the sorted class labels (as
@@ -164,13 +168,13 @@ def _log_loss(y_true, y_prob) -> float:
     return _sklearn_metrics().log_loss(y_true, y_prob)
 
 
-def _is_code_like(y_true, n_classes: int) -> bool:
+def _is_code_like(y_true: npt.ArrayLike, n_classes: int) -> bool:
     """True when y_true are integer codes 0..k-1 (so labels= can pin unseen classes)."""
     values = np.asarray(y_true)
     return values.dtype.kind in "iu" and values.min() >= 0 and values.max() < n_classes
 
 
-def _r2(y_true, y_pred) -> float:
+def _r2(y_true: npt.ArrayLike, y_pred: npt.ArrayLike) -> float:
     return _sklearn_metrics().r2_score(y_true, y_pred)
 
 
@@ -207,7 +211,7 @@ def get_metric(name: str) -> Metric:
         ) from None
 
 
-def task_metric(task) -> Metric:
+def task_metric(task: Task) -> Metric:
     """The metric of ``task``, configured from its spec's ``[scoring]`` table when it takes settings."""
     metric = get_metric(task.metric)
     return metric.configure(getattr(task, "scoring", None) or {}) if metric.params else metric
