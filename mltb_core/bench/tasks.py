@@ -314,12 +314,12 @@ class Task:
         return f"{self.target} – {kind}{values}, in the same form as the {self.target} column of train.csv."
 
 
-def graded_per_class(task) -> bool:
+def graded_per_class(task: Task) -> bool:
     """The task's submission holds one probability column per class, named after it (multiclass log loss)."""
     return task.problem_type == "multiclass" and task.prediction == "probability"
 
 
-def active_data_origin(task, source: str | None = None) -> str | None:
+def active_data_origin(task: Task, source: str | None = None) -> str | None:
     """Origin of the rows ``task`` gets from ``source`` (default: MLTB_DATA_SOURCE, else the spec)."""
     from mltb_core.bench.datasources import resolve_source  # lazy: datasources imports this module
 
@@ -338,13 +338,13 @@ def check_board(board: str) -> str:
     return board
 
 
-def board_file(task, board: str) -> str | None:
+def board_file(task: Task, board: str) -> str | None:
     """The ``rank,score`` file of ``task``'s ``board`` (public | private) in fixtures/leaderboards, or None."""
     name = "leaderboard_public" if check_board(board) == "public" else "leaderboard"
     return getattr(task, name, None)
 
 
-def percentile_note(task, source: str | None = None, board: str | None = None) -> str | None:
+def percentile_note(task: Task, source: str | None = None, board: str | None = None) -> str | None:
     """Why a score on ``task`` must not be placed on its Kaggle board, or None when it may.
 
     The one home of this rule: rows must be the competition's own (``data_origin`` competition or
