@@ -92,7 +92,7 @@ def _warn_once(reason: str) -> None:
               "a tool that escapes the expression evaluator could read the held-out labels", file=sys.stderr)
 
 
-def _libc():
+def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
 
 

@@ -25,7 +25,8 @@ import re
 import signal
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from types import FrameType
+from typing import Any, NoReturn
 
 from mltb_core.environment import default as environment_default, read as read_environment
 
@@ -177,7 +178,7 @@ def call_with_time_limit(func: Callable[..., Any], kwargs: dict[str, Any], secon
                "(fewer rows/columns, fewer estimators, a smaller grid)")
     fired = threading.Event()
 
-    def on_alarm(signum, frame):  # noqa: ARG001
+    def on_alarm(signum: int, frame: FrameType | None) -> NoReturn:  # noqa: ARG001
         fired.set()
         raise ToolTimeout(message)
 
