@@ -8,13 +8,18 @@ from __future__ import annotations
 
 import io
 import re
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["pyplot", "figure_svg", "inline_svg"]
 
 SVG_SALT = "mltb"   # seeds matplotlib's SVG ids (svg.hashsalt)
 
 
-def pyplot():
+def pyplot() -> ModuleType:
     """matplotlib.pyplot on the Agg backend (no display), labels kept as SVG text."""
     import matplotlib
 
@@ -27,7 +32,7 @@ def pyplot():
     return plt
 
 
-def figure_svg(fig) -> str:
+def figure_svg(fig: Figure) -> str:
     """The figure as a standalone SVG document (XML prolog included); closes the figure."""
     import matplotlib
 
