@@ -675,7 +675,8 @@ class RateSample:
         return self.successes / self._n
 
 
-def bootstrap_ci(values: Sequence[float], stat: str | Callable = "median", *, replicates=None,
+def bootstrap_ci(values: Sequence[float], stat: str | Callable = "median", *,
+                 replicates: Sequence[Sequence[float | None] | None] | None = None,
                  level: float = DEFAULT_LEVEL, resamples: int = DEFAULT_RESAMPLES, seed: int = 0) -> CI:
     """Percentile-bootstrap CI of ``stat`` over ``values`` (None entries are dropped when no
     ``replicates`` are given); with ``replicates`` (see :class:`TrialSample`) the held-out rows
