@@ -392,7 +392,8 @@ def split_string_column(df: pd.DataFrame, name_prefix: Annotated[str, NewName()]
     return _with_columns(df, new)
 
 
-def _grouped(df: pd.DataFrame, group_column: str | list[str], agg_column: str, agg_func: str):
+def _grouped(df: pd.DataFrame, group_column: str | list[str], agg_column: str,
+             agg_func: str) -> tuple[pd.api.typing.SeriesGroupBy, str]:
     groups = as_column_list(group_column, "group_column")
     if not groups:
         raise ToolInputError("'group_column' must name at least one column")
