@@ -202,7 +202,8 @@ def split_combined_into_train_test(combined: pd.DataFrame) -> tuple[pd.DataFrame
                        parts_unless=("is_train", False))
 def convert_dataframe_to_features_target(df: Annotated[pd.DataFrame, PART_FRAME],
                                          target_column: Annotated[str, Column(unless=("is_train", False))],
-                                         is_train: bool = True, ctx: ToolContext | None = None):
+                                         is_train: bool = True, ctx: ToolContext | None = None,
+                                         ) -> pd.DataFrame | tuple[pd.DataFrame, pd.Series] | ToolReturn:
     """Convert DataFrame to features and target format.
 
     Parameters
