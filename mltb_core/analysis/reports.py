@@ -37,6 +37,7 @@ from mltb_core.analysis.tables import (Table, planner_rank, build_tables, markdo
 from mltb_core.analysis.templating import render
 from mltb_core.analysis.treeview import embed_json, tree_from_steps
 from mltb_core.stages.specs import REWARD_STAGES
+from mltb_core.stages.events import EventKind
 
 __all__ = ["build_report", "report_main", "load_runs", "trial_page_name", "task_page_name", "provenance",
            "config_legend", "ReportSection", "default_out_dir", "MIN_BOX_POINTS",
@@ -102,7 +103,7 @@ def _config_of(record: TrialRecord) -> dict | None:
     flattened to their own names), or None when no trajectory has one."""
     steps, _ = read_steps(record)
     for step in steps[:3]:
-        if step.get("step_type") == "trial_start" and isinstance(step.get("config"), dict):
+        if step.get("step_type") == EventKind.TRIAL_START and isinstance(step.get("config"), dict):
             config = {k: v for k, v in step["config"].items() if k not in _TRIAL_IDENTITY and k != "knobs"}
             knobs = step["config"].get("knobs")
             config.update(knobs if isinstance(knobs, dict) else {})
@@ -361,7 +362,7 @@ _RECORD_FIELDS = ("outcome", "valid", "score", "percentile", "medal", "normalize
 
 def _trial_page(record: TrialRecord, label: str, prov: dict) -> str:
     steps, problem = read_steps(record)
-    start = next((s for s in steps if s.get("step_type") == "trial_start"), {})
+    start = next((s for s in steps if s.get("step_type") == EventKind.TRIAL_START), {})
     fields = [(k, str(getattr(record, k) or "—") if k in ("error", "feedback") else _num(getattr(record, k), 4),
                k in ("error", "feedback"))
               for k in _RECORD_FIELDS if getattr(record, k) not in (None, "") or k in ("percentile", "score")]

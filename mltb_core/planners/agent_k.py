@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mltb_core.stages.events import read_events
+from mltb_core.stages.events import EventKind, read_events
 from mltb_core.config import Range, knob
 from mltb_core.llm import prompts
 from mltb_core.planners.base import Planner, SearchResult
@@ -53,10 +53,10 @@ def remember(task_slug: str, trajectory_path: Path, valid: bool) -> None:
     calls: dict[int, str] = {}
     best_path: list[int] = []
     for step in read_events(trajectory_path).events:   # bounded and typed; a malformed line is passed over
-        if step.get("step_type") == "tool_execution_initiation":
+        if step.get("step_type") == EventKind.TOOL_STARTED:
             tools = step.get("tools_to_execute") or [{}]
             calls[int(step.get("node_id", -1))] = str(tools[0].get("tool_name", "?"))
-        elif step.get("step_type") == "search_summary":
+        elif step.get("step_type") == EventKind.SEARCH_SUMMARY:
             best_path = [int(i) for i in step.get("best_path", [])]
     if best_path:
         sequence = ", ".join(calls.get(i, "?") for i in best_path)
@@ -106,7 +106,7 @@ class AgentK(Planner):
             if not candidates:
                 break
             node = self.ep.step(node, candidates[0], allowed)
-        self.ep.trajectory.write("unit_test", planner=self.name, stage=stage.number, stage_name=stage.name,
+        self.ep.trajectory.write(EventKind.UNIT_TEST, planner=self.name, stage=stage.number, stage_name=stage.name,
                                  passed=node.progress.stage >= stage.number, attempts=attempts, node_id=node.id,
                                  result=node.progress.feedback[:300])
         return node, attempts

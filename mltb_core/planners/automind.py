@@ -29,6 +29,7 @@ from mltb_core.planners.base import Planner, SearchResult
 from mltb_core.bench.stops import StopKind
 from mltb_core.planners.episode import BudgetExhausted
 from mltb_core.planners.pipeline import Solution
+from mltb_core.stages.events import EventKind
 
 __all__ = ["AutoMind", "SolutionSearch"]
 
@@ -54,7 +55,7 @@ class SolutionSearch(Planner):
         self.solutions.append(solution)
         if solution.parent is not None:
             solution.parent.children.append(solution)
-        self.ep.trajectory.write("solution", planner=self.name, kind=solution.kind, node_id=solution.leaf.id,
+        self.ep.trajectory.write(EventKind.SOLUTION, planner=self.name, kind=solution.kind, node_id=solution.leaf.id,
                                  parent_node=solution.parent.leaf.id if solution.parent else None,
                                  valid=solution.valid, cv_score=solution.score, debug_depth=solution.debug_depth,
                                  note=solution.note[:300])
@@ -89,7 +90,7 @@ class SolutionSearch(Planner):
         shown = f"{call.tool_name}({', '.join(f'{k}={v}' for k, v in {**call.bindings, **call.func_kwargs}.items())})"
         if pl.edit_kind(steps, index, call) == "same":
             tried.append(f"{shown[:150]}: the same call as before (no change)")
-            self.ep.trajectory.write("solution_unchanged", planner=self.name, kind=kind, base_node=base.leaf.id,
+            self.ep.trajectory.write(EventKind.SOLUTION_UNCHANGED, planner=self.name, kind=kind, base_node=base.leaf.id,
                                      step=index + 1)
             return None
         leaf, edit, _ = pl.apply_edit(self.ep, steps, index, candidates[0])

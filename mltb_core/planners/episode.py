@@ -30,6 +30,7 @@ from mltb_core.bench.tasks import SUBMISSION_FILE
 from mltb_core.planners import progress
 from mltb_core.planners.trajectory import TrajectoryWriter
 from mltb_core.planners.tree import Node, path_to
+from mltb_core.stages.events import EventKind
 
 __all__ = ["Episode", "BudgetExhausted", "Budget"]
 
@@ -197,7 +198,7 @@ class Episode:
         self.usage = self.usage + response.usage
         self._report_progress()
         with model_output("the model's reply"):
-            self.trajectory.write("llm_call", node_id=node.id, purpose="propose", n=n,
+            self.trajectory.write(EventKind.LLM_CALL, node_id=node.id, purpose="propose", n=n,
                                   constrained=schema is not None,
                                   candidates=[{"text": c.text[:300], "tool_calls": [t.to_dict() for t in c.tool_calls],
                                                "error": c.error} for c in response.candidates],
@@ -217,7 +218,7 @@ class Episode:
         self._report_progress()
         text = response.candidates[0].text if response.candidates else ""
         with model_output("the model's reply"):
-            self.trajectory.write("llm_call", node_id=node.id, purpose=purpose, text=text[:500],
+            self.trajectory.write(EventKind.LLM_CALL, node_id=node.id, purpose=purpose, text=text[:500],
                                   usage=response.usage.to_dict())
         return text
 
@@ -232,7 +233,7 @@ class Episode:
                 return self.llm.complete(messages(), tools, **options)
             except ContextOverflowError as exc:
                 self.trimming = True
-                self.trajectory.write("context_trimmed", node_id=node.id, reason=cap_text(str(exc), 300))
+                self.trajectory.write(EventKind.CONTEXT_TRIMMED, node_id=node.id, reason=cap_text(str(exc), 300))
         with _context_overflow_ends_search():
             return self.llm.complete(messages(), tools, **options)
 
@@ -257,7 +258,7 @@ class Episode:
             detail = f": {cap_text(candidate.error, 1_000)}" if candidate.error else ""
             child.ok = False
             child.observation = prompts.NO_TOOL_CALL.format(detail=detail)
-            self.trajectory.write("invalid_reply", node_id=child.id, parent_id=parent.id,
+            self.trajectory.write(EventKind.INVALID_REPLY, node_id=child.id, parent_id=parent.id,
                                   content_preview=child.observation[:300])
             return parent.add_child(child)
         call = candidate.tool_calls[0]
@@ -274,7 +275,7 @@ class Episode:
         child.progress = facts.progress
         child.observation = self._observation(child, facts.message)
         if child.progress.newly_passed or child.progress.feedback:
-            self.trajectory.write("reward_feedback", node_id=child.id, stage=child.progress.stage,
+            self.trajectory.write(EventKind.REWARD_FEEDBACK, node_id=child.id, stage=child.progress.stage,
                                   passed=list(child.progress.newly_passed), feedback=child.progress.feedback,
                                   predicted=child.progress.predicted, shown_to_model=self.feedback)
         if _furthest(child) > _furthest(self.best):

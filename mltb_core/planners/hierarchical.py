@@ -15,6 +15,7 @@ from mltb_core.bench.stops import StopKind
 from mltb_core.stages.masking import subtask_tools
 from mltb_core.planners.mcts import TreeSearch
 from mltb_core.planners.tree import Node
+from mltb_core.stages.events import EventKind
 
 
 class HierarchicalMCTS(TreeSearch):
@@ -34,7 +35,8 @@ class HierarchicalMCTS(TreeSearch):
         seeds = [self.ep.root]
         for stage in REWARD_STAGES:
             self._stage = stage
-            self.ep.trajectory.write("subtask_start", stage=stage.number, name=stage.name, seeds=[s.id for s in seeds])
+            self.ep.trajectory.write(EventKind.SUBTASK_START, stage=stage.number, name=stage.name,
+                                     seeds=[s.id for s in seeds])
             solutions: list[Node] = []
             for seed in seeds:
                 wanted = self.config.knob("max_solutions") - len(solutions)

@@ -13,6 +13,7 @@ from mltb_core.llm import prompts
 
 from mltb_core.planners.mcts import TreeSearch
 from mltb_core.planners.tree import Node
+from mltb_core.stages.events import EventKind
 
 # The judge is asked to end with "Score: N"; models also write {"score": N}, "the score is N", "Grade: N"
 # and "N/10". Read from the reply's tokens (words, numbers, single marks) in one pass: the reply is model
@@ -116,7 +117,7 @@ class LATS(TreeSearch):
         text = self.ep.ask(node, prompts.LATS_EVALUATOR_SYSTEM, prompts.EVALUATOR_REQUEST, purpose="evaluate")
         score = judge_score(text)
         # said in the trajectory: a judge that gives no grade makes LATS's values the default, not the model's
-        self.ep.trajectory.write("judge_score", node_id=node.id, score=score, scored=score is not None)
+        self.ep.trajectory.write(EventKind.JUDGE_SCORE, node_id=node.id, score=score, scored=score is not None)
         return UNSCORED if score is None else score
 
     def extra_messages(self, node: Node):

@@ -40,6 +40,7 @@ from mltb_core.planners.pipeline import Solution
 from mltb_core.planners.tree import Node
 from mltb_core.toolkit.registry import ToolCall
 from mltb_core.toolkit.tools.evaluation import ENSEMBLE_TOOL
+from mltb_core.stages.events import EventKind
 
 __all__ = ["MLEStar", "ablated_calls", "renamed", "ENSEMBLE_SIZE"]
 
@@ -137,7 +138,7 @@ class MLEStar(SolutionSearch):
                     break
             ablated = pl.cv_score(node) if ok else None
             effects[block] = ESSENTIAL if ablated is None or base.score is None else abs(base.score - ablated)
-            self.ep.trajectory.write("ablation", planner=self.name, block=block, base_score=base.score,
+            self.ep.trajectory.write(EventKind.ABLATION, planner=self.name, block=block, base_score=base.score,
                                      ablated_score=ablated, effect=None if effects[block] == ESSENTIAL
                                      else effects[block], node_id=node.id)
         return effects
@@ -205,7 +206,7 @@ class MLEStar(SolutionSearch):
             if len(members) == ENSEMBLE_SIZE:
                 break
         if len(members) < 2:
-            self.ep.trajectory.write("ensemble", planner=self.name, built=False,
+            self.ep.trajectory.write(EventKind.ENSEMBLE, planner=self.name, built=False,
                                      members=[m.leaf.id for m, _ in members],
                                      reason="fewer than 2 distinct valid pipelines that end in create_submission")
             return None
@@ -239,7 +240,7 @@ class MLEStar(SolutionSearch):
         sol = self._record(Solution(node, "ensemble", parent=best,
                                     note=f"average of {len(members)} pipelines" + (f"; {why}" if why else "")))
         # Judged by ``why``, not ``sol.valid``: the path may hold an earlier valid submission of the best pipeline.
-        self.ep.trajectory.write("ensemble", planner=self.name, built=not why,
+        self.ep.trajectory.write(EventKind.ENSEMBLE, planner=self.name, built=not why,
                                  members=[m.leaf.id for m, _ in members],
                                  member_cv_scores=[m.score for m, _ in members], node_id=node.id,
                                  reason=why or "valid submission from the averaged predictions")

@@ -32,6 +32,7 @@ from mltb_core.bench.documents import JSONShapeError, check_document_size, json_
 from mltb_core.llm.base import Candidate, ContextOverflowError, LLMBackend, LLMResponse, Usage, admitted
 from mltb_core.planners.trajectory import TrajectoryWriter
 from mltb_core.toolkit.registry import ToolCallError
+from mltb_core.stages.events import EventKind
 
 __all__ = ["TrialCheckpoint", "ReplayingBackend", "request_identity", "kept_for_resume", "CHECKPOINT_VERSION"]
 
@@ -314,8 +315,8 @@ class ReplayingBackend(LLMBackend):
             self.replayed_usage = self.replayed_usage + entry.response.usage
             return LLMResponse(list(entry.response.candidates), entry.response.usage)
         if was_replaying:
-            self.trajectory.write("replay_ended", reason=checkpoint.stopped, replayed_requests=checkpoint.replayed,
-                                  replayed_llm_calls=checkpoint.replayed_calls)
+            self.trajectory.write(EventKind.REPLAY_ENDED, reason=checkpoint.stopped,
+                                  replayed_requests=checkpoint.replayed, replayed_llm_calls=checkpoint.replayed_calls)
         try:
             response = self.inner.complete(messages, tools, n=n, temperature=temperature, seed=seed,
                                            call_schema=call_schema)

@@ -26,6 +26,7 @@ from mltb_core.planners.trajectory import TrajectoryWriter
 from mltb_core.runner.checkpoint import ReplayingBackend, TrialCheckpoint
 from mltb_core.runner.solve import (ConfinementError, WorkerSettings, confinement_label, prepare_agent_data,
                                     solve_and_grade)
+from mltb_core.stages.events import EventKind
 
 __all__ = ["run_trial", "SearchOutcome", "write_prompts"]
 
@@ -152,11 +153,11 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
         extra.update(confinement=confinement_label(workspace), worker_start_seconds=round(workspace.start_seconds, 3))
         feedback = planner_cls.feedback_enabled(config)
         episode = Episode(task, config, llm, workspace, writer, feedback=feedback)
-        writer.write("trial_start", task=task.slug, config=config.to_dict(), seed=config.trial_seed,
+        writer.write(EventKind.TRIAL_START, task=task.slug, config=config.to_dict(), seed=config.trial_seed,
                      synthetic=llm.synthetic, feedback=feedback, prompt=episode.task_prompt,
                      **({"resumed_from": checkpoint.kept_summary()} if checkpoint.summary() is not None else {}))
         result = planner_cls(episode, config).run()
-        writer.write("search_summary", **episode.summary(result.best, result.stop_reason),
+        writer.write(EventKind.SEARCH_SUMMARY, **episode.summary(result.best, result.stop_reason),
                      stop_kind=str(result.stop_kind))
         return (SearchOutcome.of(episode, result.best, result.stop_reason, result.stop_kind),
                 result.best.log.submission)
@@ -172,7 +173,7 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
                                  search, config.board)
         if solved.worker_failure is not None:
             reason = f"the tool worker failed: {solved.worker_failure}"
-            writer.write("worker_failed", reason=reason, stderr=solved.worker_stderr)
+            writer.write(EventKind.WORKER_FAILED, reason=reason, stderr=solved.worker_stderr)
             return record(Outcome.PLANNER_FAILURE, **solved.grade_fields(task, config.board), **spent(reason, StopKind.WORKER_FAILED),
                           error=reason)
         found = solved.result
@@ -191,13 +192,13 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
                       feedback=(best.progress.feedback or reason)[:500])
     except ModelFault as exc:   # raised handling the model's output outside the worker (Episode.model_output)
         reason = f"the model's output could not be handled: {exc}"
-        writer.write("model_fault", reason=reason)
+        writer.write(EventKind.MODEL_FAULT, reason=reason)
         return record(Outcome.PLANNER_FAILURE, **spent(reason, StopKind.MODEL_FAULT), error=reason)
     except (InfraError, MemoryError, OSError, ConfinementError) as exc:
-        writer.write("infra_error", error=repr(exc))
+        writer.write(EventKind.INFRA_ERROR, error=repr(exc))
         return record(Outcome.INFRA_ERROR, **spent("infrastructure error", StopKind.ERROR), error=f"{type(exc).__name__}: {exc}")
     except Exception as exc:  # noqa: BLE001 - a harness bug must not look like a planner failure
-        writer.write("infra_error", error=traceback.format_exc())
+        writer.write(EventKind.INFRA_ERROR, error=traceback.format_exc())
         return record(Outcome.INFRA_ERROR, **spent("internal error", StopKind.ERROR),
                       error=f"internal error {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=6)}")
     finally:

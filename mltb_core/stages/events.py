@@ -8,10 +8,15 @@ a started call without ``tool_name``, an integer of 400 digits) is reported with
 skipped, so no reader meets one and no single line can end a report. Fields not declared here pass
 unchecked (no reader may rely on them); kinds not declared pass with their envelope checked only.
 
-The format has a version (:data:`TRAJECTORY_FORMAT`), read from the first event's ``format_version`` (a
-trajectory without one is version 1, every trajectory mltb has written so far). A newer version is refused
-with a reason; an older one is brought up to date by :data:`_MIGRATIONS`, as records are
-(``analysis/results.py``).
+The kinds are :class:`EventKind`, each declared with its fields in :data:`EVENTS`; writers and readers name
+a kind by its member (``EventKind.LLM_CALL``), never by a bare string. A kind a plug-in planner writes on
+its own (any string) is no member and passes with its envelope checked only.
+
+The format has a version (:data:`TRAJECTORY_FORMAT`): :class:`~mltb_core.planners.trajectory.TrajectoryWriter`
+writes it as the first event's ``format_version``, and a reader takes it from the first line that is a JSON
+object (a trajectory without one is version 1, every trajectory mltb wrote before version 2). A newer
+version is refused with a reason, whatever its first event looks like; an older one is brought up to date
+by :data:`_MIGRATIONS`, as records are (``analysis/results.py``).
 """
 from __future__ import annotations
 
@@ -19,18 +24,20 @@ import math
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from enum import StrEnum
+from typing import Any, Callable
 
 from mltb_core.bench.documents import json_lines
 from mltb_core.stages.specs import STAGE_COUNT
 
-__all__ = ["TRAJECTORY_FORMAT", "EVENTS", "Shape", "TrajectoryRead", "parse_events", "read_events",
-           "check_event", "MAX_NODE_ID", "MAX_EVENT_COUNT"]
+__all__ = ["TRAJECTORY_FORMAT", "EventKind", "EVENTS", "ENVELOPE", "Shape", "TrajectoryRead", "parse_events",
+           "read_events", "check_event", "format_of", "MAX_NODE_ID", "MAX_EVENT_COUNT"]
 
 # The trajectory format's version. Raise it when an event kind or field changes meaning, and add a step to
 # _MIGRATIONS that turns an event of the version before into one of this version.
-#   1: the trajectories mltb has written so far (no format_version field)
-TRAJECTORY_FORMAT = 1
+#   1: the trajectories mltb wrote before version 2 (no format_version field)
+#   2: the first event carries format_version; no kind or field changed meaning
+TRAJECTORY_FORMAT = 2
 
 MAX_NODE_ID = 10**9          # node ids are a trial's node count
 MAX_EVENT_COUNT = 10**15     # tokens, counts and lengths of one event
@@ -130,46 +137,79 @@ USAGE = Shape((dict,), values=Shape((int, float), low=0, high=MAX_EVENT_COUNT, o
 ENVELOPE: Mapping[str, Shape] = {"step_type": TEXT, "step_number": _int(), "timestamp": TEXT,
                                  "format_version": _int(1, None)}
 
+
+class EventKind(StrEnum):
+    """The kinds of event mltb writes (the ``step_type`` of a trajectory line); :data:`EVENTS` declares each
+    one's fields."""
+    TRIAL_START = "trial_start"
+    SUBTASK_START = "subtask_start"
+    TOOL_STARTED = "tool_execution_initiation"
+    TOOL_COMPLETED = "tool_execution_completion"
+    INVALID_REPLY = "invalid_reply"
+    REWARD_FEEDBACK = "reward_feedback"
+    LLM_CALL = "llm_call"
+    JUDGE_SCORE = "judge_score"
+    CONTEXT_TRIMMED = "context_trimmed"
+    REPLAY_ENDED = "replay_ended"
+    SEARCH_SUMMARY = "search_summary"
+    INFRA_ERROR = "infra_error"
+    SOLVER_DIED = "solver_died"
+    WORKER_FAILED = "worker_failed"
+    MODEL_FAULT = "model_fault"
+    UNIT_TEST = "unit_test"              # AgentK's unit test of a stage
+    SOLUTION = "solution"                # AutoMind's and MLE-STAR's whole solutions
+    SOLUTION_UNCHANGED = "solution_unchanged"
+    ABLATION = "ablation"                # MLE-STAR's ablation of a block
+    ENSEMBLE = "ensemble"                # MLE-STAR's ensemble
+
+
+_K = EventKind
 # The event kinds and the fields a reader may rely on (the writers: planners/trajectory.py, episode.py,
 # runner/trial.py, runner/checkpoint.py and the planners' own events).
-EVENTS: Mapping[str, Mapping[str, Shape]] = {
-    "trial_start": {"task": TEXT, "config": _object({"max_llm_calls": _int(optional=True), "knobs": Shape(
+EVENTS: Mapping[EventKind, Mapping[str, Shape]] = {
+    _K.TRIAL_START: {"task": TEXT, "config": _object({"max_llm_calls": _int(optional=True), "knobs": Shape(
         (dict,), optional=True)}), "seed": _int(), "synthetic": FLAG, "feedback": FLAG, "prompt": OPTIONAL_TEXT},
-    "subtask_start": {"stage": STAGE, "name": TEXT, "seeds": _list(NODE)},
-    "tool_execution_initiation": {"node_id": NODE, "parent_id": OPTIONAL_NODE, "action": TEXT,
-                                  "tools_to_execute": _list(CALL)},
-    "tool_execution_completion": {"node_id": NODE, "action": TEXT, "seconds": NUMBER, "tool_results": _list(
+    _K.SUBTASK_START: {"stage": STAGE, "name": TEXT, "seeds": _list(NODE)},
+    _K.TOOL_STARTED: {"node_id": NODE, "parent_id": OPTIONAL_NODE, "action": TEXT,
+                      "tools_to_execute": _list(CALL)},
+    _K.TOOL_COMPLETED: {"node_id": NODE, "action": TEXT, "seconds": NUMBER, "tool_results": _list(
         _object({"ok": OPTIONAL_FLAG, "content_preview": TEXT, "content_length": _int(),
                  "message_type": TEXT}))},
-    "invalid_reply": {"node_id": NODE, "parent_id": OPTIONAL_NODE, "content_preview": TEXT},
-    "reward_feedback": {"node_id": NODE, "stage": STAGE, "passed": _list(STAGE), "feedback": OPTIONAL_TEXT,
-                        "predicted": OPTIONAL_FLAG, "shown_to_model": OPTIONAL_FLAG},
-    "llm_call": {"node_id": NODE, "purpose": TEXT, "n": _int(), "constrained": FLAG, "text": TEXT,
-                 "candidates": _list(CANDIDATE), "usage": USAGE},
-    "judge_score": {"node_id": NODE, "score": OPTIONAL_NUMBER, "scored": FLAG},
-    "context_trimmed": {"node_id": NODE, "reason": TEXT},
-    "replay_ended": {"reason": TEXT, "replayed_requests": _int(), "replayed_llm_calls": _int()},
-    "search_summary": {"nodes": _int(), "best_node": OPTIONAL_NODE, "best_stage": STAGE, "best_depth": _int(),
-                       "best_value": OPTIONAL_NUMBER, "stop_reason": TEXT, "stop_kind": TEXT,
-                       "best_path": _list(NODE),
-                       "tree": _list(_object({"id": NODE, "parent": OPTIONAL_NODE, "visits": _int(optional=True),
-                                              "value": OPTIONAL_NUMBER, "reward": OPTIONAL_NUMBER,
-                                              "stage": _int(0, STAGE_COUNT, optional=True), "ok": OPTIONAL_FLAG,
-                                              "dead": OPTIONAL_FLAG}, required=("id",)))},
-    "infra_error": {"error": TEXT},
-    "solver_died": {"reason": TEXT},
-    "worker_failed": {"reason": TEXT, "stderr": OPTIONAL_TEXT},
-    "model_fault": {"reason": TEXT},
-    "unit_test": {"planner": TEXT}, "solution": {"planner": TEXT}, "solution_unchanged": {"planner": TEXT},
-    "ablation": {"planner": TEXT}, "ensemble": {"planner": TEXT},
+    _K.INVALID_REPLY: {"node_id": NODE, "parent_id": OPTIONAL_NODE, "content_preview": TEXT},
+    _K.REWARD_FEEDBACK: {"node_id": NODE, "stage": STAGE, "passed": _list(STAGE), "feedback": OPTIONAL_TEXT,
+                         "predicted": OPTIONAL_FLAG, "shown_to_model": OPTIONAL_FLAG},
+    _K.LLM_CALL: {"node_id": NODE, "purpose": TEXT, "n": _int(), "constrained": FLAG, "text": TEXT,
+                  "candidates": _list(CANDIDATE), "usage": USAGE},
+    _K.JUDGE_SCORE: {"node_id": NODE, "score": OPTIONAL_NUMBER, "scored": FLAG},
+    _K.CONTEXT_TRIMMED: {"node_id": NODE, "reason": TEXT},
+    _K.REPLAY_ENDED: {"reason": TEXT, "replayed_requests": _int(), "replayed_llm_calls": _int()},
+    _K.SEARCH_SUMMARY: {"nodes": _int(), "best_node": OPTIONAL_NODE, "best_stage": STAGE, "best_depth": _int(),
+                        "best_value": OPTIONAL_NUMBER, "stop_reason": TEXT, "stop_kind": TEXT,
+                        "best_path": _list(NODE),
+                        "tree": _list(_object({"id": NODE, "parent": OPTIONAL_NODE,
+                                               "visits": _int(optional=True), "value": OPTIONAL_NUMBER,
+                                               "reward": OPTIONAL_NUMBER,
+                                               "stage": _int(0, STAGE_COUNT, optional=True),
+                                               "ok": OPTIONAL_FLAG, "dead": OPTIONAL_FLAG}, required=("id",)))},
+    _K.INFRA_ERROR: {"error": TEXT},
+    _K.SOLVER_DIED: {"reason": TEXT},
+    _K.WORKER_FAILED: {"reason": TEXT, "stderr": OPTIONAL_TEXT},
+    _K.MODEL_FAULT: {"reason": TEXT},
+    _K.UNIT_TEST: {"planner": TEXT}, _K.SOLUTION: {"planner": TEXT}, _K.SOLUTION_UNCHANGED: {"planner": TEXT},
+    _K.ABLATION: {"planner": TEXT}, _K.ENSEMBLE: {"planner": TEXT},
 }
 
 # An object without a step_type is no event any reader looks at: it passes, as an unknown kind does.
-_EVENT_SHAPES = {kind: _object({**ENVELOPE, **fields}) for kind, fields in EVENTS.items()}
+_EVENT_SHAPES: dict[str, Shape] = {kind: _object({**ENVELOPE, **fields}) for kind, fields in EVENTS.items()}
 _ANY_KIND = _object(ENVELOPE)
 
-# version n → the step that makes an event of version n one of version n + 1 (none yet)
-_MIGRATIONS: dict[int, Any] = {}
+
+def _from_1(event: dict[str, Any]) -> dict[str, Any]:
+    return event     # version 2 only put the version on the first line: a version-1 event means the same
+
+
+# version n → the step that makes an event of version n one of version n + 1
+_MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _from_1}
 
 
 def check_event(event: Any) -> str | None:
@@ -196,19 +236,28 @@ class TrajectoryRead:
         return f"{len(self.malformed)} trajectory line(s) were malformed and are not shown ({shown})"
 
 
+def format_of(value: Any) -> int:
+    """The format version a trajectory's first JSON object declares (``format_version``; 1 without one, or
+    when it is no version number, which :func:`check_event` reports)."""
+    version = value.get("format_version", 1) if isinstance(value, dict) else 1
+    return version if isinstance(version, int) and not isinstance(version, bool) and version >= 1 else 1
+
+
 def parse_events(lines: Iterable[tuple[int, Any, str | None]]) -> TrajectoryRead:
     """The events of ``lines`` (:func:`mltb_core.bench.documents.json_lines`' triples), each checked against
-    its kind's declaration and migrated to :data:`TRAJECTORY_FORMAT`; a bad line is recorded and skipped."""
+    its kind's declaration and migrated to :data:`TRAJECTORY_FORMAT`; a bad line is recorded and skipped.
+    The version is the first JSON object's (:func:`format_of`), read before its shape is checked: a newer
+    format is refused whole, with the reason, even when its events no longer fit today's declaration."""
     read = TrajectoryRead()
     version: int | None = None
     for lineno, value, reason in lines:
-        problem = reason if reason is not None else check_event(value)
-        if problem is None and version is None:
-            version = value.get("format_version", 1)
+        if version is None and reason is None and isinstance(value, dict):
+            version = format_of(value)
             if version > TRAJECTORY_FORMAT:
                 read.malformed.append((lineno, f"a trajectory of format {version}, written by a newer mltb "
                                                f"(this one reads up to {TRAJECTORY_FORMAT})"))
                 return read
+        problem = reason if reason is not None else check_event(value)
         if problem is not None:
             read.malformed.append((lineno, problem))
             continue
