@@ -95,13 +95,11 @@ def test_each_break_is_refused_at_the_boundary(damage):
 
 
 def test_the_declaration_covers_every_kind_the_writers_write():
-    writers = [ROOT / "mltb_core" / d for d in ("planners", "runner")]
-    import re
+    from test_trajectory_format import written_kinds
 
-    written = {m for d in writers for f in d.rglob("*.py")
-               for m in re.findall(r'write\("([a-z_]+)"', f.read_text(encoding="utf-8"))}
-    written |= {"tool_execution_initiation", "tool_execution_completion"}   # TrajectoryWriter's own helpers
-    assert written and written <= set(EVENTS), written - set(EVENTS)
+    written, bare = written_kinds()
+    assert not bare, f"kinds written as bare strings, not EventKind members: {bare}"
+    assert len(written) >= 15 and written <= set(EVENTS), written - set(EVENTS)
 
 
 def test_every_published_trajectory_reads_without_a_skipped_line():
