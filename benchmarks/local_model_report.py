@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from _bench import ROOT, count
 
+from mltb_core.stages.events import EventKind
+
 PLANNERS = ("react", "mcts_shaped", "hierarchical_mcts")
 TASK = "spaceship-titanic"
 
@@ -90,12 +92,12 @@ def trajectory_counts(path: str | None) -> dict[str, object]:
         except json.JSONDecodeError:
             continue
         kind = step.get("step_type")
-        if kind == "invalid_reply":
+        if kind == EventKind.INVALID_REPLY:
             counts["invalid"] += 1
-        elif kind == "tool_execution_initiation":
+        elif kind == EventKind.TOOL_STARTED:
             for call in step.get("tools_to_execute", []):
                 counts["tools"][call.get("tool_name")] += 1
-        elif kind == "tool_execution_completion":
+        elif kind == EventKind.TOOL_COMPLETED:
             counts["executed"] += 1
             for result in step.get("tool_results", []):
                 if result.get("ok"):

@@ -32,14 +32,15 @@ from mltb_core.llm.base import Candidate
 from mltb_core.planners.base import Planner, SearchResult, register
 from mltb_core.planners.mcts import MCTSShaped
 from mltb_core.runner.trial import run_trial
+from mltb_core.stages.events import EventKind
 from mltb_core.toolkit.registry import ToolCall
 
 
 def recorded_path(trajectory: Path, node: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The trial's config and the recorded calls of the root→``node`` path, in order."""
     rows = [json.loads(line) for line in trajectory.read_text().splitlines() if line.strip()]
-    start = next(r for r in rows if r["step_type"] == "trial_start")
-    started = {r["node_id"]: r for r in rows if r["step_type"] == "tool_execution_initiation"}
+    start = next(r for r in rows if r["step_type"] == EventKind.TRIAL_START)
+    started = {r["node_id"]: r for r in rows if r["step_type"] == EventKind.TOOL_STARTED}
     calls = []
     while node:
         row = started[node]
@@ -74,7 +75,7 @@ def proposed_tools(trajectory: Path) -> collections.Counter:
     counts: collections.Counter = collections.Counter()
     for line in trajectory.read_text().splitlines():
         row = json.loads(line)
-        if row["step_type"] == "llm_call":
+        if row["step_type"] == EventKind.LLM_CALL:
             for cand in row["candidates"]:
                 calls = cand["tool_calls"]
                 counts[calls[0]["tool_name"] if calls else "(no call)"] += 1
