@@ -16,8 +16,9 @@ from mltb_core.stages.specs import REWARD_STAGES, STAGE_COUNT, STAGE_NAMES, Stag
 # were keyed by REWARD_STAGES; re-pinned deliberately (issue 33) when the stage's parameter note was added and
 # LATS's reflection prompt stopped saying the trajectory "ended" (it now comes at a budget-derived depth);
 # re-pinned (issue 60) when the listing's Agent K stage request showed "<count>" for the stage count and lost
-# the tune request no planner sent.
-PROMPTS_SHA256 = "e2868d3fedc7b85cd7c9d4bcab10f0d24fe47ef685b21f43f1633f514884106b"
+# the tune request no planner sent; re-pinned (issue 60) when the stage checks' feedback templates moved into
+# prompts and the listing gained "stage_feedback" (every other entry unchanged: without it, e2868d3f...).
+PROMPTS_SHA256 = "6c0188fb1236faa591a3394198fc85489a93088c5706b8f982c7cd3ae48b81cc"
 
 
 def test_the_prompts_are_byte_identical_to_before():
@@ -29,10 +30,35 @@ def test_the_prompts_are_byte_identical_to_before():
 
 
 def test_the_stage_tables_are_keyed_by_the_stage_list_in_its_order():
-    from mltb_core.llm.prompts import SUBTASK_PREFIXES
+    from mltb_core.llm.prompts import STAGE_FEEDBACK, SUBTASK_PREFIXES
     from mltb_core.stages.rewards import CHECKS
 
-    assert tuple(SUBTASK_PREFIXES) == STAGE_NAMES == tuple(CHECKS)
+    assert tuple(SUBTASK_PREFIXES) == STAGE_NAMES == tuple(CHECKS) == tuple(STAGE_FEEDBACK)
+    assert [s.feedback for s in REWARD_STAGES] == list(STAGE_FEEDBACK.values())
+
+
+def test_every_feedback_template_is_one_the_checks_fill_in():
+    # the feedback texts live in prompts and the checks name them by key: a template no check names any more is
+    # dead text in the documented prompts, and a field that is not a plain name would not fill in
+    import inspect
+    import string
+
+    from mltb_core.llm import prompts
+    from mltb_core.stages import rewards
+
+    source = inspect.getsource(rewards) + inspect.getsource(prompts.feedback_list)
+    tables = {"stage": [t for table in prompts.STAGE_FEEDBACK.values() for t in table.items()],
+              "call": list(prompts.FEEDBACK_CALLS.items()), "part": list(prompts.FEEDBACK_PARTS.items())}
+    unused = [key for kind, items in tables.items() for key, _ in items if f'"{key}"' not in source]
+    assert unused == []
+    for key, template in (item for items in tables.values() for item in items):
+        fields = [field for _, field, _, _ in string.Formatter().parse(template) if field is not None]
+        assert all(field.isidentifier() for field in fields), (key, fields)
+        template.format(**{field: "x" for field in fields})
+    everything = prompts.all_prompts()["stage_feedback"]
+    assert everything["stages"] is prompts.STAGE_FEEDBACK and everything["calls"] is prompts.FEEDBACK_CALLS
+    assert prompts.feedback_list(["a", "b"]) == "['a', 'b']"
+    assert prompts.feedback_list(list("abc"), limit=2) == "['a', 'b', ... (3 in all)]"
     assert [s.number for s in REWARD_STAGES] == list(range(1, STAGE_COUNT + 1))
 
 

@@ -321,6 +321,152 @@ def stage_request(title: str, number: int, count: int | str, last_result: str) -
 MEMORY_HEADER = "What worked on earlier tasks of this run (pipelines whose submissions were valid):"
 
 
+# -- stage feedback (why the next stage is not reached yet; shown to the model after a tool result) ------------
+# The checks (stages/rewards.py) fill these in; every template is a str.format string with named fields.
+# STAGE_FEEDBACK is keyed by stage name (stages/specs.py refuses, at import, a table that lacks a stage or
+# names an unknown one), then by situation. FEEDBACK_CALLS are the tool calls the texts name, FEEDBACK_PARTS
+# the fragments several texts share, FEEDBACK_ROLES what each object an earlier stage found is called.
+FEEDBACK_CALLS: dict[str, str] = {
+    "read": "read_data(filepath='{filepath}')",
+    "concatenate": "concatenate_train_test(train_df={train!r}, test_df={test!r})",
+    "remake_combined": "concatenate_train_test, then clean and encode the combined frame",
+    "fill_median": "fillna_with_median(df={df!r}, columns={columns})",
+    "fill_mode": "fillna_with_mode(df={df!r}, columns={columns})",
+    "split": "split_combined_into_train_test(combined={combined!r})",
+    "convert": "convert_dataframe_to_features_target(df={df!r}, target_column={target!r}, is_train={is_train})",
+    "fit": "fit_lightgbm_{kind}(X_train={X_train!r}, y_train={y_train!r}) or another fit_* / tune_* {kind} tool",
+    "fit_ensemble": "fit_random_forest_{kind}(X_train={X_train!r}, y_train={y_train!r})",
+    "predict": "predict_target(model={model!r}, X_data={X_test!r}{flag})",
+    "predict_flag": ", return_probabilities={value}",
+    "rename_to_target": "convert_to_dataframe(data={data!r}, columns=[{target!r}], output={data!r})",
+    "save": "save_dataframe_to_csv(df={df!r}, filepath={filepath!r})",
+}
+
+FEEDBACK_PARTS: dict[str, str] = {
+    "placeholder": "<the {what}>",
+    "list_more": ", ... ({count} in all)]",
+    "missing_values": "{total} missing values remain in {count} column(s): {columns}{more}",
+    "missing_column": "{column} ({count})",
+    "missing_more": " and {count} more columns",
+    "unencoded_column": "{column} ({unique} unique, {dtype})",
+    "unencoded_more": " and {count} more",
+    "overwritten": "{name!r} does not hold the {role} now{how}; make it again under a new name: {remake}",
+    "last_written_by": " (last written by {tool})",
+    "gone": " (it is gone)",
+}
+
+FEEDBACK_ROLES: dict[str, str] = {
+    "train": "train data", "test": "test data", "combined": "encoded combined frame",
+    "train_part": "split train part", "test_part": "split test part", "X_train": "train features",
+    "y_train": "train target", "X_test": "test features", "model": "fitted model",
+    "predictions": "predictions", "new_model": "new model",
+}
+
+STAGE_FEEDBACK: dict[str, dict[str, str]] = {
+    "train_data_loading": {
+        "not_loaded": "Train data not loaded yet: {read} (expect {rows} rows with the target column {target!r}).",
+    },
+    "test_data_loading": {
+        "not_loaded": "Test data not loaded yet: {read} (expect {rows} rows without the target column {target!r}).",
+    },
+    "combine_train_test": {
+        "not_combined": ("Train and test are not combined yet: {concatenate} so cleaning and encoding treat both "
+                         "alike (it adds the tracking column '_is_train')."),
+    },
+    "data_cleaning": {
+        "combined_gone": ("The combined train+test frame (with '_is_train') is gone; recombine train and test: "
+                          "{concatenate}."),
+        "missing_values": ("Data cleaning incomplete: {report}. Fill them: {fills}, or drop_feature(df={name!r}, "
+                           "column=[...]) for columns not worth keeping."),
+    },
+    "feature_engineering": {
+        "not_clean": ("Feature engineering needs a combined frame without missing values: fill the combined frame "
+                      "(fillna_with_median / fillna_with_mode) and keep its '_is_train' column."),
+        "unencoded": ("Categorical columns still unencoded: {described}. Encode them with label_encode(df={name!r}, "
+                      "columns={columns}) (one_hot_encode for few levels), or drop identifiers and free text with "
+                      "drop_feature(df={name!r}, column=[...])."),
+        "too_many_features": ("Feature count blew up to {count} (bound {bound}; the raw data had {raw}): drop "
+                              "high-cardinality columns (drop_feature) instead of one-hot encoding them."),
+    },
+    "split_train_test": {
+        "not_split": "Split the encoded combined frame back into train and test: {split}.",
+        "no_target": ("The split train part {name!r} has no target column {target!r}: it was dropped before the "
+                      "split, so no model can learn it. Split a combined frame that still has {target!r} (from "
+                      "before the drop): {split}."),
+        "not_ready": ("The split frames still have missing values or unencoded columns: clean and encode the "
+                      "combined frame before splitting, then {split}."),
+        "wrong_rows": ("Split did not give {n_train} train and {n_test} test rows; split the combined frame that "
+                       "has '_is_train': {split}."),
+    },
+    "train_data_to_features_target": {
+        "wrong_target": "The extracted target is {name!r}, but the challenge's target column is {target!r}; {convert}.",
+        "not_converted": ("Convert the train frame into features and target: {convert}; the features must be "
+                          "encoded, complete and finite."),
+    },
+    "test_data_to_features": {
+        "holds_target": ("The split test part {name!r} has the training features, complete, but still holds the "
+                         "target column {target!r} (a placeholder on test rows): {convert}."),
+        "bad_values": ("The test features {name!r} have the training columns, but {cause}. Clean and encode the "
+                       "combined frame before splitting, so train and test are treated alike, then {convert}."),
+        "cause_unencoded": "categorical columns are still unencoded: {described}",
+        "cause_infinite": "column(s) {columns} hold infinite values",
+        "mismatch": ("Test features do not match the training features (the test frame {name!r}: missing {missing}, "
+                     "extra {extra}); {convert}."),
+        "not_converted": "Convert the split test frame into features: {convert}.",
+    },
+    "modeling": {
+        "other_features": ("The fitted model {name!r} was trained on other columns than the train features; fit on "
+                           "them: {fit}."),
+        "no_model": "No fitted model yet: {fit}.",
+        "target_copies": ("The fit earns no CV quality: feature(s) {columns} alone predict the target {target!r} on "
+                          "the training rows almost perfectly, so they were made from it (the test rows have no "
+                          "target to make them from) and the CV score measures the copy, not a model. Drop them "
+                          "from the train and test features and fit again."),
+    },
+    "create_submission": {
+        "not_written": "No submission written yet: {finish}; {form}.",
+        "invalid": "The submission is invalid: {reason}. To fix it: {finish}.",
+        "form": ("the predictions alone (one row per test.csv row, in its order{per_class}) or a frame with the "
+                 "columns {columns} are valid"),
+        "per_class": ", one column per class named after it",
+        "refused": "the predictions {name!r} cannot be the submission ({reason}). To finish, {remedy}",
+        "predict_and_save": "predict the test features with {predict}, then {save}",
+        "predict_labels": "predict labels: {predict}, then {save}",
+        "predict_probabilities": "predict probabilities: {predict}, then {save}",
+        "newer_model": "predict with the fitted model {name!r}: {predict}, then {save}",
+        "ensemble_refit": ("fit on the train target with a tree ensemble, whose predictions stay within the target's "
+                           "values: {fit}, then predict with it ({predict}) and {save}"),
+        "kind_refit": "fit a model of the task's kind: {fit}, then predict with it ({predict}) and {save}",
+        "rename": "name its column after the target: {convert}, then {save}",
+        "unwritable": "they could not be written as CSV ({error})",
+        # recorded as a trial's submission_reason too (runner/trial.py)
+        "no_model": ("the submission file is valid, but no model predicted it (predict_target never ran on its "
+                     "path): fit a model, predict the test rows with predict_target and save those predictions"),
+    },
+}
+
+
+def stage_feedback(stage_name: str, situation: str, **fields: Any) -> str:
+    """:data:`STAGE_FEEDBACK`'s text for ``situation`` of stage ``stage_name``, filled in with ``fields``."""
+    return STAGE_FEEDBACK[stage_name][situation].format(**fields)
+
+
+def feedback_call(name: str, **fields: Any) -> str:
+    """A tool call the feedback names (:data:`FEEDBACK_CALLS`), filled in with ``fields``."""
+    return FEEDBACK_CALLS[name].format(**fields)
+
+
+def feedback_part(name: str, **fields: Any) -> str:
+    """A fragment several feedback texts share (:data:`FEEDBACK_PARTS`), filled in with ``fields``."""
+    return FEEDBACK_PARTS[name].format(**fields)
+
+
+def feedback_list(names: list[Any], limit: int = 12) -> str:
+    """A list of names (columns, mostly) for a feedback line: at most ``limit``, then how many in all."""
+    shown = [str(n) for n in names]
+    return repr(shown[:limit])[:-1] + (feedback_part("list_more", count=len(shown)) if len(shown) > limit else "]")
+
+
 def all_prompts() -> dict[str, Any]:
     return {
         "shared_preamble": shared_preamble("{task description}", [{"name": "{tool}", "description": "{summary}"}]),
@@ -363,4 +509,6 @@ def all_prompts() -> dict[str, Any]:
                                     "whole scratchpad listing with columns; tool schemas keep the first paragraph "
                                     "of their descriptions; without --context trimmed, the same cut applies "
                                     "from the first request that outgrows the model's context window on"},
+        "stage_feedback": {"stages": STAGE_FEEDBACK, "calls": FEEDBACK_CALLS, "parts": FEEDBACK_PARTS,
+                           "roles": FEEDBACK_ROLES},
     }

@@ -17,6 +17,8 @@ import pandas as pd
 # The stage list itself (names, titles, count) lives in the lowest layer: prompts and front ends read it too.
 from mltb_core.stages.specs import REWARD_STAGES, Stage, by_stage, stage_index
 from mltb_core.bench.tasks import SUBMISSION_FILE, TEST_FILE, TRAIN_FILE, graded_per_class
+from mltb_core.llm.prompts import (FEEDBACK_ROLES, feedback_call, feedback_list, feedback_part,
+                                   stage_feedback)
 from mltb_core.toolkit import cvrecord
 from mltb_core.toolkit.registry import ToolCall
 from mltb_core.toolkit.scratchpad import Scratchpad
@@ -47,8 +49,7 @@ def _relabels(call: ToolCall, before: Scratchpad | None) -> bool:
 # The tool whose outputs are a fitted model's predictions for the test rows (every other route to them,
 # average_predictions or create_submission, starts from its outputs).
 PREDICTION_TOOL = "predict_target"
-NO_MODEL_REASON = ("the submission file is valid, but no model predicted it (predict_target never ran on its "
-                   "path): fit a model, predict the test rows with predict_target and save those predictions")
+NO_MODEL_REASON = stage_feedback("create_submission", "no_model")
 
 
 @dataclass
@@ -177,7 +178,7 @@ class StageContext:
         try:
             return check_submission(self, _saved_bytes(predictions))
         except Exception as exc:  # noqa: BLE001 - what the model made: a verdict, never a failed check
-            return False, f"they could not be written as CSV ({type(exc).__name__})"
+            return False, stage_feedback("create_submission", "unwritable", error=type(exc).__name__)
 
     def takes_classes(self, model: Any) -> bool:
         """Would the grader take ``model``'s classes as predicted labels (a classifier fitted on another target
@@ -275,17 +276,18 @@ def _unencoded(df: pd.DataFrame, skip: set[str]) -> list[str]:
 
 
 def _describe_unencoded(df: pd.DataFrame, cols: list[str]) -> str:
-    shown = [f"{c} ({df[c].nunique()} unique, {df[c].dtype})" for c in cols[:12]]
-    more = f" and {len(cols) - 12} more" if len(cols) > 12 else ""
+    shown = [feedback_part("unencoded_column", column=c, unique=df[c].nunique(), dtype=df[c].dtype) for c in cols[:12]]
+    more = feedback_part("unencoded_more", count=len(cols) - 12) if len(cols) > 12 else ""
     return ", ".join(shown) + more
 
 
 def _nan_report(df: pd.DataFrame) -> str:
     counts = df.isna().sum()
     counts = counts[counts > 0].sort_values(ascending=False)
-    shown = [f"{c} ({n})" for c, n in counts.head(12).items()]
-    more = f" and {len(counts) - 12} more columns" if len(counts) > 12 else ""
-    return f"{int(counts.sum())} missing values remain in {len(counts)} column(s): " + ", ".join(shown) + more
+    shown = [feedback_part("missing_column", column=c, count=n) for c, n in counts.head(12).items()]
+    more = feedback_part("missing_more", count=len(counts) - 12) if len(counts) > 12 else ""
+    return feedback_part("missing_values", total=int(counts.sum()), count=len(counts), columns=", ".join(shown),
+                         more=more)
 
 
 class _Checker:
@@ -307,10 +309,8 @@ class _Checker:
     # What each object an earlier stage found is, checked again before a feedback names it: the model may have
     # written another value under the same name since (get_features into 'X_train'), and a feedback that sends
     # it to fit on that name asks for a call the tool refuses. One home for each role, so a stage that finds
-    # an object and a feedback that names it later agree on what it must be.
-    _ROLES = {"train": "train data", "test": "test data", "combined": "encoded combined frame",
-              "train_part": "split train part", "test_part": "split test part", "X_train": "train features",
-              "y_train": "train target", "X_test": "test features", "model": "fitted model"}
+    # an object and a feedback that names it later agree on what it must be; what a feedback calls each role is
+    # prompts.FEEDBACK_ROLES.
 
     def _holds(self, role: str, obj: Any) -> bool:
         ctx, target = self.ctx, self.task.target
@@ -368,7 +368,7 @@ class _Checker:
                 return newer
         if (role, name) not in self.overwritten:
             self.overwritten.append((role, name))
-        return f"<the {self._ROLES[role]}>"
+        return _placeholder(role)
 
     def overwritten_note(self) -> str:
         """Why a found name is not offered: what happened to it, and the call that makes it again."""
@@ -376,59 +376,60 @@ class _Checker:
         while i < len(self.overwritten):   # a remake call may name another overwritten object: it joins the list
             role, name = self.overwritten[i]
             writer = self.log.writer(name) if name in self.pad else None
-            how = (f" (last written by {writer})" if writer else "") if name in self.pad else " (it is gone)"
-            notes.append(f"{name!r} does not hold the {self._ROLES[role]} now{how}; make it again under a new "
-                         f"name: {self._remake(role)}")
+            how = (feedback_part("last_written_by", tool=writer) if writer else "") if name in self.pad else (
+                feedback_part("gone"))
+            notes.append(feedback_part("overwritten", name=name, role=FEEDBACK_ROLES[role], how=how,
+                                       remake=self._remake(role)))
             i += 1
         return ". ".join(notes) + "." if notes else ""
 
     # The calls that make each found object, shared by the stage that asks for it and by the note above.
     def _remake(self, role: str) -> str:
         if role in ("train", "test"):
-            return f"read_data(filepath='{TRAIN_FILE if role == 'train' else TEST_FILE}')"
+            return feedback_call("read", filepath=TRAIN_FILE if role == "train" else TEST_FILE)
         if role == "combined":
-            return "concatenate_train_test, then clean and encode the combined frame"
+            return feedback_call("remake_combined")
         if role in ("train_part", "test_part"):
             return self._split_call()
         if role == "model":
             return self._fit_call()
         return self._convert_call(train=role != "X_test")
 
+    def _concatenate_call(self) -> str:
+        return feedback_call("concatenate", train=self._name("train", "train"), test=self._name("test", "test"))
+
     def _split_call(self) -> str:
-        return f"split_combined_into_train_test(combined={self._name('combined', 'combined')!r})"
+        return feedback_call("split", combined=self._name("combined", "combined"))
 
     def _convert_call(self, train: bool) -> str:
         part = self._name("train_part", "train_df") if train else self._name("test_part", "test_df")
-        return (f"convert_dataframe_to_features_target(df={part!r}, target_column={self.task.target!r}, "
-                f"is_train={'true' if train else 'false'})")
+        return feedback_call("convert", df=part, target=self.task.target, is_train="true" if train else "false")
 
     def _fit_call(self) -> str:
         kind = "regressor" if self.task.problem_type == "regression" else "classifier"
-        return (f"fit_lightgbm_{kind}(X_train={self._name('X_train', 'X_train')!r}, "
-                f"y_train={self._name('y_train', 'y_train')!r}) or another fit_* / tune_* {kind} tool")
+        return feedback_call("fit", kind=kind, X_train=self._name("X_train", "X_train"),
+                             y_train=self._name("y_train", "y_train"))
 
     def train_loaded(self) -> tuple[bool, str]:
         for name, f in self.frames:
             if self.log.writer(name) == "read_data" and self._holds("train", f):
                 self.found["train"] = name
                 return True, ""
-        return False, (f"Train data not loaded yet: read_data(filepath='{TRAIN_FILE}') "
-                       f"(expect {self.ctx.n_train} rows with the target column {self.task.target!r}).")
+        return False, stage_feedback("train_data_loading", "not_loaded", read=self._remake("train"),
+                                     rows=self.ctx.n_train, target=self.task.target)
 
     def test_loaded(self) -> tuple[bool, str]:
         for name, f in self.frames:
             if self.log.writer(name) == "read_data" and self._holds("test", f):
                 self.found["test"] = name
                 return True, ""
-        return False, (f"Test data not loaded yet: read_data(filepath='{TEST_FILE}') (expect {self.ctx.n_test} rows "
-                       f"without the target column {self.task.target!r}).")
+        return False, stage_feedback("test_data_loading", "not_loaded", read=self._remake("test"),
+                                     rows=self.ctx.n_test, target=self.task.target)
 
     def combined(self) -> tuple[bool, str]:
         if "concatenate_train_test" in self.log.tools_used and self._combined():
             return True, ""
-        return False, ("Train and test are not combined yet: concatenate_train_test(train_df="
-                       f"{self._name('train', 'train')!r}, test_df={self._name('test', 'test')!r}) so cleaning and "
-                       "encoding treat both alike (it adds the tracking column '_is_train').")
+        return False, stage_feedback("combine_train_test", "not_combined", concatenate=self._concatenate_call())
 
     def no_missing_values(self) -> tuple[bool, str]:
         combined = self._combined()
@@ -436,26 +437,23 @@ class _Checker:
             if not f.isna().any().any():
                 return True, ""
         if not combined:
-            return False, ("The combined train+test frame (with '_is_train') is gone; recombine train and test: "
-                           f"concatenate_train_test(train_df={self._name('train', 'train')!r}, "
-                           f"test_df={self._name('test', 'test')!r}).")
+            return False, stage_feedback("data_cleaning", "combined_gone", concatenate=self._concatenate_call())
         name, frame = combined[0]
         gaps = [c for c in frame.columns if frame[c].isna().any()]
         numeric = [c for c in gaps if pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])]
         other = [c for c in gaps if c not in numeric]
         tools = []
         if numeric:
-            tools.append(f"fillna_with_median(df={name!r}, columns={_shown(numeric)})")
+            tools.append(feedback_call("fill_median", df=name, columns=feedback_list(numeric)))
         if other:
-            tools.append(f"fillna_with_mode(df={name!r}, columns={_shown(other)})")
-        return False, (f"Data cleaning incomplete: {_nan_report(frame)}. Fill them: {' and '.join(tools)}, "
-                       f"or drop_feature(df={name!r}, column=[...]) for columns not worth keeping.")
+            tools.append(feedback_call("fill_mode", df=name, columns=feedback_list(other)))
+        return False, stage_feedback("data_cleaning", "missing_values", report=_nan_report(frame),
+                                     fills=" and ".join(tools), name=name)
 
     def features_encoded(self) -> tuple[bool, str]:
         combined = [(n, f) for n, f in self._combined() if not f.isna().any().any()]
         if not combined:
-            return False, ("Feature engineering needs a combined frame without missing values: fill the combined "
-                           "frame (fillna_with_median / fillna_with_mode) and keep its '_is_train' column.")
+            return False, stage_feedback("feature_engineering", "not_clean")
         notes = []
         for name, f in combined:
             if self._holds("combined", f):
@@ -464,14 +462,11 @@ class _Checker:
             bad = _unencoded(f, self._skip())
             n_features = f.shape[1] - len(self._skip() & set(f.columns))
             if bad:
-                notes.append(f"Categorical columns still unencoded: {_describe_unencoded(f, bad)}. Encode them "
-                             f"with label_encode(df={name!r}, columns={_shown(bad)}) (one_hot_encode for few "
-                             f"levels), or drop identifiers and free text with drop_feature(df={name!r}, "
-                             "column=[...]).")
+                notes.append(stage_feedback("feature_engineering", "unencoded", described=_describe_unencoded(f, bad),
+                                            name=name, columns=feedback_list(bad)))
             if n_features > self.ctx.feature_bound:
-                notes.append(f"Feature count blew up to {n_features} (bound {self.ctx.feature_bound}; the raw data "
-                             f"had {self.ctx.original_features}): drop high-cardinality columns (drop_feature) "
-                             "instead of one-hot encoding them.")
+                notes.append(stage_feedback("feature_engineering", "too_many_features", count=n_features,
+                                            bound=self.ctx.feature_bound, raw=self.ctx.original_features))
             break
         return False, " ".join(notes)
 
@@ -479,7 +474,7 @@ class _Checker:
         target = self.task.target
         split_call = self._split_call()
         if "split_combined_into_train_test" not in self.log.tools_used:
-            return False, f"Split the encoded combined frame back into train and test: {split_call}."
+            return False, stage_feedback("split_train_test", "not_split", split=split_call)
         parts = [(n, f) for n, f in self.frames if self.log.writer(n) == "split_combined_into_train_test"
                  and TRACKING_COLUMN not in f.columns]
         trains = [(n, f) for n, f in parts if len(f) == self.ctx.n_train]
@@ -492,13 +487,11 @@ class _Checker:
                 return True, ""
         if trains and tests:
             if all(target not in tr.columns for _, tr in trains):
-                return False, (f"The split train part {trains[0][0]!r} has no target column {target!r}: it was "
-                               "dropped before the split, so no model can learn it. Split a combined frame that "
-                               f"still has {target!r} (from before the drop): {split_call}.")
-            return False, ("The split frames still have missing values or unencoded columns: clean and encode the "
-                           f"combined frame before splitting, then {split_call}.")
-        return False, (f"Split did not give {self.ctx.n_train} train and {self.ctx.n_test} test rows; split the "
-                       f"combined frame that has '_is_train': {split_call}.")
+                return False, stage_feedback("split_train_test", "no_target", name=trains[0][0], target=target,
+                                             split=split_call)
+            return False, stage_feedback("split_train_test", "not_ready", split=split_call)
+        return False, stage_feedback("split_train_test", "wrong_rows", n_train=self.ctx.n_train,
+                                     n_test=self.ctx.n_test, split=split_call)
 
     def train_features_and_target(self) -> tuple[bool, str]:
         xs = [(n, f) for n, f in self.frames if self._holds("X_train", f)]
@@ -515,10 +508,9 @@ class _Checker:
             self.found["y_train"] = good_y[0][0]
             return True, ""
         if ys and not good_y:
-            return False, (f"The extracted target is {ys[0][1].name!r}, but the challenge's target column is "
-                           f"{self.task.target!r}; {convert}.")
-        return False, (f"Convert the train frame into features and target: {convert}; the features must be "
-                       "encoded, complete and finite.")
+            return False, stage_feedback("train_data_to_features_target", "wrong_target", name=ys[0][1].name,
+                                         target=self.task.target, convert=convert)
+        return False, stage_feedback("train_data_to_features_target", "not_converted", convert=convert)
 
     def test_features(self) -> tuple[bool, str]:
         want = set(self.found.get("X_train_columns") or [])
@@ -536,28 +528,28 @@ class _Checker:
             if set(rest.columns) == want and not rest.isna().any().any():
                 # the split's test part is ready but for its target placeholder; the raw test.csv frame may have
                 # the same columns with gaps, and naming it sent the model to clean what it had cleaned
-                return False, (f"The split test part {part_name!r} has the training features, complete, but still "
-                               f"holds the target column {self.task.target!r} (a placeholder on test rows): "
-                               f"{convert}.")
+                return False, stage_feedback("test_data_to_features", "holds_target", name=part_name,
+                                             target=self.task.target, convert=convert)
         same_columns = [(n, f) for n, f in candidates if set(f.columns) == want]
         if same_columns:   # the columns match: what is wrong is in the values
             name, frame = same_columns[0]
             if frame.isna().any().any():
                 cause = _nan_report(frame)
             elif text := _unencoded(frame, set()):
-                cause = f"categorical columns are still unencoded: {_describe_unencoded(frame, text)}"
+                cause = stage_feedback("test_data_to_features", "cause_unencoded",
+                                       described=_describe_unencoded(frame, text))
             else:
-                cause = f"column(s) {_shown(infinite_columns(frame))} hold infinite values"
-            return False, (f"The test features {name!r} have the training columns, but {cause}. Clean and encode "
-                           "the combined frame before splitting, so train and test are treated alike, "
-                           f"then {convert}.")
+                cause = stage_feedback("test_data_to_features", "cause_infinite",
+                                       columns=feedback_list(infinite_columns(frame)))
+            return False, stage_feedback("test_data_to_features", "bad_values", name=name, cause=cause,
+                                         convert=convert)
         if candidates:   # the closest frame: fewest columns apart from the training features
             name, frame = min(candidates, key=lambda item: len(want ^ set(item[1].columns)))
             cols = set(frame.columns)
             missing, extra = sorted(map(str, want - cols)), sorted(map(str, cols - want))
-            return False, (f"Test features do not match the training features (the test frame {name!r}: missing "
-                           f"{_shown(missing)}, extra {_shown(extra)}); {convert}.")
-        return False, f"Convert the split test frame into features: {convert}."
+            return False, stage_feedback("test_data_to_features", "mismatch", name=name,
+                                         missing=feedback_list(missing), extra=feedback_list(extra), convert=convert)
+        return False, stage_feedback("test_data_to_features", "not_converted", convert=convert)
 
     def model_fitted(self) -> tuple[bool, str]:
         other_features = None
@@ -575,9 +567,8 @@ class _Checker:
             return True, ""
         fit = self._fit_call()
         if other_features:
-            return False, (f"The fitted model {other_features!r} was trained on other columns than the train "
-                           f"features; fit on them: {fit}.")
-        return False, f"No fitted model yet: {fit}."
+            return False, stage_feedback("modeling", "other_features", name=other_features, fit=fit)
+        return False, stage_feedback("modeling", "no_model", fit=fit)
 
     def _target_copies(self) -> list[str]:
         """The columns of the train features stage 7 found that stand in for the target (:func:`target_copies`)."""
@@ -591,7 +582,7 @@ class _Checker:
 
     def submission_written(self) -> tuple[bool, str]:
         predictions = self.predictions = self._test_predictions()
-        save = f"save_dataframe_to_csv(df={predictions or '<the predictions>'!r}, filepath={SUBMISSION_FILE!r})"
+        save = _save_call(predictions or _placeholder("predictions"))
         submitted = self.log.submission_check if self.log.submission is not None else None
         if predictions is not None:
             finish = save
@@ -600,28 +591,30 @@ class _Checker:
             remedy = self._renamed_back(name) or self._remedy(save)
             # the saved file refused for the same reason as the predictions: the reason once, then the remedy
             finish = (remedy if submitted is not None and submitted[1] == reason else
-                      f"the predictions {name!r} cannot be the submission ({reason}). To finish, {remedy}")
+                      stage_feedback("create_submission", "refused", name=name, reason=reason, remedy=remedy))
         else:
             # a model whose labels the grader cannot take: no call on predicting with it
-            finish = (self._label_model_fix(save) or
-                      f"predict the test features with {self._predict_call(self._name('model', 'model'))}, then {save}")
+            finish = (self._label_model_fix(save) or stage_feedback(
+                "create_submission", "predict_and_save", predict=self._predict_call(self._name("model", "model")),
+                save=save))
         from mltb_core.bench import grading
 
         columns = grading.submission_columns(self.task, self.ctx.classes() or [])
-        per_class = ", one column per class named after it" if graded_per_class(self.task) else ""
-        form = (f"the predictions alone (one row per test.csv row, in its order{per_class}) or a frame with the "
-                f"columns {_shown(columns, limit=40)} are valid")
+        per_class = stage_feedback("create_submission", "per_class") if graded_per_class(self.task) else ""
+        form = stage_feedback("create_submission", "form", per_class=per_class,
+                              columns=feedback_list(columns, limit=40))
         if self.log.submission is None:
-            return False, f"No submission written yet: {finish}; {form}."
+            return False, stage_feedback("create_submission", "not_written", finish=finish, form=form)
         ok, reason = self.log.submission_check
-        return (True, "") if ok else (False, f"The submission is invalid: {reason}. To fix it: {finish}.")
+        return (True, "") if ok else (False, stage_feedback("create_submission", "invalid", reason=reason,
+                                                            finish=finish))
 
     def _predict_call(self, model: str, explicit: bool = False) -> str:
         """The predict_target call on the test features that gives what the task is graded on; ``explicit``
         spells out return_probabilities even at its default (false)."""
         wanted = self.ctx.graded_on_probabilities()
-        flag = f", return_probabilities={'true' if wanted else 'false'}" if wanted or explicit else ""
-        return f"predict_target(model={model!r}, X_data={self._name('X_test', 'X_test')!r}{flag})"
+        flag = feedback_call("predict_flag", value="true" if wanted else "false") if wanted or explicit else ""
+        return feedback_call("predict", model=model, X_test=self._name("X_test", "X_test"), flag=flag)
 
     def _remedy(self, save: str) -> str:
         """What gives a submission when the path's newest test predictions cannot be one. Saving them again,
@@ -634,8 +627,8 @@ class _Checker:
         name, model = self._path_model()
         classification = self.task.problem_type != "regression"
         if classification and _model_kind(model) == "classifier" and self.ctx.takes_classes(model):
-            what = "probabilities" if self.ctx.graded_on_probabilities() else "labels"
-            return f"predict {what}: {self._predict_call(name, explicit=True)}, then {save}"
+            what = "predict_probabilities" if self.ctx.graded_on_probabilities() else "predict_labels"
+            return stage_feedback("create_submission", what, predict=self._predict_call(name, explicit=True), save=save)
         if fix := self._label_model_fix(save) or self._other_kind_refit(save):
             return fix
         return self._ensemble_refit(save)
@@ -668,17 +661,18 @@ class _Checker:
         for newer in self.log.latest():
             obj = self.pad.get(newer) if newer != name and newer in self.pad else None
             if obj is not None and self._holds("model", obj) and self._label_problem(obj) is None:
-                return f"predict with the fitted model {newer!r}: {self._predict_call(newer)}, then {save}"
+                return stage_feedback("create_submission", "newer_model", name=newer,
+                                      predict=self._predict_call(newer), save=save)
         return self._other_kind_refit(save) if problem == "kind" else self._ensemble_refit(save)
 
     def _ensemble_refit(self, save: str) -> str:
         """A fit on the train target with a tree ensemble (its predictions stay within the target's values),
         then its predictions and the save."""
         kind = "classifier" if self.task.problem_type != "regression" else "regressor"
-        return (f"fit on the train target with a tree ensemble, whose predictions stay within the target's values: "
-                f"fit_random_forest_{kind}(X_train={self._name('X_train', 'X_train')!r}, "
-                f"y_train={self._name('y_train', 'y_train')!r}), then predict with it "
-                f"({self._predict_call('<the new model>')}) and {save}")
+        fit = feedback_call("fit_ensemble", kind=kind, X_train=self._name("X_train", "X_train"),
+                            y_train=self._name("y_train", "y_train"))
+        return stage_feedback("create_submission", "ensemble_refit", fit=fit,
+                              predict=self._predict_call(_placeholder("new_model")), save=save)
 
     def _other_kind_refit(self, save: str) -> str | None:
         """When the path's model is a regressor on a classification task or a classifier on a regression task:
@@ -686,8 +680,8 @@ class _Checker:
         kind = _model_kind(self._path_model()[1])
         if kind is None or (kind == "classifier") == (self.task.problem_type != "regression"):
             return None
-        return (f"fit a model of the task's kind: {self._fit_call()}, then predict with it "
-                f"({self._predict_call('<the new model>')}) and {save}")
+        return stage_feedback("create_submission", "kind_refit", fit=self._fit_call(),
+                              predict=self._predict_call(_placeholder("new_model")), save=save)
 
     def _renamed_back(self, name: str) -> str | None:
         """For a one-column frame of the predictions the grader refuses for its name alone (a conversion that
@@ -697,8 +691,9 @@ class _Checker:
             return None
         if not self.ctx.saved_alone_as_target(obj):
             return None
-        return (f"name its column after the target: convert_to_dataframe(data={name!r}, columns=[{self.task.target!r}], "
-                f"output={name!r}), then save_dataframe_to_csv(df={name!r}, filepath={SUBMISSION_FILE!r})")
+        return stage_feedback("create_submission", "rename",
+                              convert=feedback_call("rename_to_target", data=name, target=self.task.target),
+                              save=_save_call(name))
 
     def _test_predictions(self) -> str | None:
         """The latest object holding predict_target's values (``PathLog.predictions``), one per test row, that
@@ -743,10 +738,14 @@ def _same_features(names: list[Any], want: list[Any]) -> bool:
     return same_features(names, want)
 
 
-def _shown(columns: list[Any], limit: int = 12) -> str:
-    """A column list for a feedback line, at most ``limit`` names."""
-    names = [str(c) for c in columns]
-    return repr(names[:limit])[:-1] + (f", ... ({len(names)} in all)]" if len(names) > limit else "]")
+def _placeholder(role: str) -> str:
+    """What a feedback names an object by that the path does not hold (``<the fitted model>``)."""
+    return feedback_part("placeholder", what=FEEDBACK_ROLES[role])
+
+
+def _save_call(df: str) -> str:
+    """The save_dataframe_to_csv call that writes ``df`` as the submission."""
+    return feedback_call("save", df=df, filepath=SUBMISSION_FILE)
 
 
 # Each stage's check, keyed by stage name (by_stage refuses, at import, a missing or unknown stage): passes, or
@@ -860,10 +859,7 @@ def single_feature_skill(X: pd.DataFrame, y: pd.Series, classification: bool) ->
 
 
 def _copies_note(ctx: StageContext, copies: list[str]) -> str:
-    return (f"The fit earns no CV quality: feature(s) {_shown(copies)} alone predict the target "
-            f"{ctx.task.target!r} on the training rows almost perfectly, so they were made from it (the test "
-            "rows have no target to make them from) and the CV score measures the copy, not a model. Drop "
-            "them from the train and test features and fit again.")
+    return stage_feedback("modeling", "target_copies", columns=feedback_list(copies), target=ctx.task.target)
 
 
 def _quality(ctx: StageContext, cv: float | None, scored_in: str | None) -> float:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Mapping, TypeVar
 
+from mltb_core.llm.prompts import STAGE_FEEDBACK as _FEEDBACK
 from mltb_core.llm.prompts import SUBTASK_PREFIXES as _PREFIXES
 
 __all__ = ["Stage", "Subtask", "SUMMARY_TOOLS", "stage", "REWARD_STAGES", "STAGE_COUNT", "STAGE_NAMES", "stage_index", "stage_label", "by_stage",
@@ -39,8 +40,9 @@ class Subtask:
 @dataclass(frozen=True)
 class Stage:
     """One stage's spec: number, name (what tables and records key by), title (what reports print), the tools it
-    offers, and (looked up by name) its prompt prefix and check. A stage's check and feedback are in
-    :mod:`mltb_core.stages.rewards` (``CHECKS``, keyed by stage name), its texts in :mod:`mltb_core.llm.prompts`."""
+    offers, and (looked up by name) its prompt prefix, check and feedback texts. A stage's check is in
+    :mod:`mltb_core.stages.rewards` (``CHECKS``, keyed by stage name); its texts (prefix, feedback templates) in
+    :mod:`mltb_core.llm.prompts`, which the check fills in."""
     number: int
     name: str
     title: str
@@ -57,6 +59,11 @@ class Stage:
     def prefix(self) -> str:
         """The hierarchical planner's subtask prefix (the paper's Appendix H.3)."""
         return SUBTASK_PREFIXES[self.name]
+
+    @property
+    def feedback(self) -> Mapping[str, str]:
+        """The check's feedback templates, by situation (``prompts.STAGE_FEEDBACK``; the check fills them in)."""
+        return STAGE_FEEDBACK[self.name]
 
 
 _SUMMARIES = ("get_dataframe_summary", "get_dataframe_dtypes_summary", "get_missing_summary", "get_unique_values")
@@ -130,3 +137,5 @@ def stage(name: str) -> Stage:
 
 # Every stage has a prompt prefix, and every prefix a stage (refused at import otherwise).
 SUBTASK_PREFIXES = by_stage(_PREFIXES, "prompts.SUBTASK_PREFIXES")
+# Every stage has its feedback texts, and every table of them a stage (refused at import otherwise).
+STAGE_FEEDBACK = by_stage(_FEEDBACK, "prompts.STAGE_FEEDBACK")
