@@ -680,3 +680,52 @@ def test_a_trial_whose_file_no_model_predicted_is_not_counted_valid(monkeypatch,
     assert all(r["ok"] for r in results), results
     assert record.outcome == "planner_failure" and not record.valid and record.normalized is None
     assert record.extra["submission_reason"] == NO_MODEL_REASON
+
+
+def test_each_role_holds_only_what_it_names(spaceship):
+    # the predicates the checks and the feedback share (one per role): each takes its own kind of object and
+    # refuses the near misses a model makes (wrong rows, a target or tracking column, gaps, text, infinities)
+    import numpy as np
+    import pandas as pd
+
+    from mltb_core.llm.prompts import FEEDBACK_ROLES
+    from mltb_core.stages.rewards import PathLog, _Checker
+    from mltb_core.toolkit.scratchpad import Scratchpad
+
+    task, split, _data_dir, _ = spaceship
+    ctx = StageContext.from_split(task, split)
+    checker = _Checker(ctx, Scratchpad(), PathLog(), {})
+    holds = checker._holds
+    target, n_train, n_test = task.target, ctx.n_train, ctx.n_test
+    train, test = pd.read_csv(split.train_path), pd.read_csv(split.test_path)
+    assert set(_Checker._HOLDS) <= set(FEEDBACK_ROLES)   # every role has the name a feedback calls it by
+    assert holds("train", train) and not holds("test", train) and not holds("train", train.drop(columns=[target]))
+    assert holds("test", test) and not holds("train", test) and not holds("test", test.head(3))
+    assert holds("y_train", train[target]) and not holds("y_train", train[target].rename("other"))
+    assert not holds("y_train", train[target].head(3)) and not holds("y_train", train)
+
+    def numeric(rows, **extra):
+        return pd.DataFrame({"a": np.arange(rows, dtype=float), **extra})
+
+    assert holds("X_train", numeric(n_train)) and not holds("X_train", numeric(n_test))
+    for bad in (numeric(n_train, **{target: 1}), numeric(n_train, _is_train=1), numeric(n_train).iloc[:, :0],
+                numeric(n_train).assign(a=np.nan), numeric(n_train).assign(a=np.inf),
+                numeric(n_train).assign(a=[f"t{i}" for i in range(n_train)])):
+        assert not holds("X_train", bad)
+    checker.found["X_train_columns"] = ["a"]
+    assert holds("X_test", numeric(n_test)) and not holds("X_test", numeric(n_test).rename(columns={"a": "b"}))
+    assert not holds("X_train", numeric(n_train).rename(columns={"a": "b"}))   # once found, the same columns
+
+    combined = numeric(n_train + n_test, _is_train=[1] * n_train + [0] * n_test)
+    assert holds("combined", combined) and not holds("combined", combined.head(n_train))
+    assert not holds("combined", combined.assign(a=np.nan)) and not holds("combined", combined.drop(columns="a"))
+    text = [f"t{i}" for i in range(n_train + n_test)]
+    assert not holds("combined", combined.assign(a=text)) and not holds("combined", combined.drop(columns="_is_train"))
+    part = numeric(n_train, **{target: 1})
+    assert holds("train_part", part) and not holds("train_part", part.assign(_is_train=1))
+    assert not holds("train_part", part.assign(a=np.nan)) and not holds("train_part", numeric(n_train))
+    test_part = numeric(n_test, **{target: np.nan})   # the test rows' target is a placeholder: gaps allowed
+    assert holds("test_part", test_part) and holds("test_part", numeric(n_test))
+    assert not holds("test_part", test_part.assign(b=1.0)) and not holds("test_part", test_part.assign(a=np.nan))
+    with pytest.raises(ValueError, match="unknown role"):
+        holds("submission", train)

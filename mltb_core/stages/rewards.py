@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -313,39 +313,81 @@ class _Checker:
     # prompts.FEEDBACK_ROLES.
 
     def _holds(self, role: str, obj: Any) -> bool:
-        ctx, target = self.ctx, self.task.target
-        if role == "y_train":
-            return (isinstance(obj, pd.Series) and len(obj) == ctx.n_train and obj.name == target
-                    and not obj.isna().any())
-        if role == "model":
-            return cvrecord.read(obj) is not None and self._fits_train_features(obj)
+        """Does ``obj`` hold what ``role`` names (one predicate per role, :data:`_HOLDS`)?"""
+        holds = self._HOLDS.get(role)
+        if holds is None:
+            raise ValueError(f"unknown role {role!r}")
+        return holds(self, obj)
+
+    def _frame_facts(self, obj: Any) -> tuple[bool, int, bool] | None:
+        """A frame's tracking column, row count and target column (whether it has them); None for a non-frame."""
         if not isinstance(obj, pd.DataFrame):
+            return None
+        return TRACKING_COLUMN in obj.columns, len(obj), self.task.target in obj.columns
+
+    def _complete_and_encoded(self, obj: pd.DataFrame, drop_target: bool = False) -> bool:
+        """No unencoded column (the tracking column and the target aside) and no missing value (outside the
+        target's column when ``drop_target``: the test rows' target is a placeholder)."""
+        if _unencoded(obj, self._skip()):
             return False
-        tracked, rows, has_target = TRACKING_COLUMN in obj.columns, len(obj), target in obj.columns
-        if role == "train":
-            return rows == ctx.n_train and has_target and not tracked
-        if role == "test":
-            return rows == ctx.n_test and not has_target and not tracked
-        if role == "combined":
-            return (tracked and rows == ctx.n_total and not obj.isna().any().any()
-                    and not _unencoded(obj, self._skip())
-                    and 0 < obj.shape[1] - len(self._skip() & set(obj.columns)) <= ctx.feature_bound)
-        if role == "train_part":
-            return (rows == ctx.n_train and has_target and not tracked and not _unencoded(obj, self._skip())
-                    and not obj.drop(columns=[target]).isna().any().any())
-        want = self.found.get("X_train_columns")   # known once stage 7 has passed
-        if role == "test_part":   # split from the encoded, complete frame; its conversion gives the train columns
-            return (rows == ctx.n_test and not tracked and not _unencoded(obj, self._skip())
-                    and not obj.drop(columns=[target], errors="ignore").isna().any().any()
-                    and (want is None or set(obj.columns) - {target} == set(want)))
-        # features as every fit and predict_target take them: some columns, encoded, complete and finite
-        features = (not has_target and not tracked and obj.shape[1] > 0 and not obj.isna().any().any()
-                    and not _unencoded(obj, set()) and not infinite_columns(obj))
-        if role == "X_train":   # once found, the same columns: stage 9 counts a fit on those
-            return features and rows == ctx.n_train and (want is None or _same_features(list(obj.columns), want))
-        if role == "X_test":
-            return features and rows == ctx.n_test and set(obj.columns) == set(want or [])
-        raise ValueError(f"unknown role {role!r}")
+        values = obj.drop(columns=[self.task.target], errors="ignore") if drop_target else obj
+        return not values.isna().any().any()
+
+    def _holds_y_train(self, obj: Any) -> bool:
+        return (isinstance(obj, pd.Series) and len(obj) == self.ctx.n_train and obj.name == self.task.target
+                and not obj.isna().any())
+
+    def _holds_model(self, obj: Any) -> bool:
+        return cvrecord.read(obj) is not None and self._fits_train_features(obj)
+
+    def _holds_train(self, obj: Any) -> bool:
+        facts = self._frame_facts(obj)
+        return facts is not None and facts == (False, self.ctx.n_train, True)
+
+    def _holds_test(self, obj: Any) -> bool:
+        facts = self._frame_facts(obj)
+        return facts is not None and facts == (False, self.ctx.n_test, False)
+
+    def _holds_combined(self, obj: Any) -> bool:
+        facts = self._frame_facts(obj)
+        if facts is None or facts[:2] != (True, self.ctx.n_total) or obj.isna().any().any():
+            return False
+        return (not _unencoded(obj, self._skip())
+                and 0 < obj.shape[1] - len(self._skip() & set(obj.columns)) <= self.ctx.feature_bound)
+
+    def _holds_train_part(self, obj: Any) -> bool:
+        facts = self._frame_facts(obj)
+        return facts == (False, self.ctx.n_train, True) and self._complete_and_encoded(obj, drop_target=True)
+
+    def _holds_test_part(self, obj: Any) -> bool:
+        """Split from the encoded, complete frame; once stage 7 has passed, with the train features' columns."""
+        facts = self._frame_facts(obj)
+        if facts is None or facts[:2] != (False, self.ctx.n_test):
+            return False
+        want = self.found.get("X_train_columns")
+        return (self._complete_and_encoded(obj, drop_target=True)
+                and (want is None or set(obj.columns) - {self.task.target} == set(want)))
+
+    def _features(self, obj: Any, rows: int) -> bool:
+        """Features as every fit and predict_target take them, ``rows`` of them: some columns, encoded, complete
+        and finite, with neither the target nor the tracking column."""
+        facts = self._frame_facts(obj)
+        if facts is None or facts[0] or facts[2] or obj.shape[1] == 0 or obj.isna().any().any():
+            return False
+        return not _unencoded(obj, set()) and not infinite_columns(obj) and facts[1] == rows
+
+    def _holds_X_train(self, obj: Any) -> bool:
+        """Once found, the same columns: stage 9 counts a fit on those."""
+        want = self.found.get("X_train_columns")
+        return self._features(obj, self.ctx.n_train) and (want is None or _same_features(list(obj.columns), want))
+
+    def _holds_X_test(self, obj: Any) -> bool:
+        return self._features(obj, self.ctx.n_test) and set(obj.columns) == set(self.found.get("X_train_columns") or [])
+
+    _HOLDS: ClassVar[dict[str, Callable[[_Checker, Any], bool]]] = {
+        "train": _holds_train, "test": _holds_test, "combined": _holds_combined, "train_part": _holds_train_part,
+        "test_part": _holds_test_part, "X_train": _holds_X_train, "y_train": _holds_y_train,
+        "X_test": _holds_X_test, "model": _holds_model}
 
     def _fits_train_features(self, model: Any) -> bool:
         from mltb_core.toolkit.tools.evaluation import model_feature_names
