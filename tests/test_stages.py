@@ -51,10 +51,19 @@ def test_every_feedback_template_is_one_the_checks_fill_in():
               "call": list(prompts.FEEDBACK_CALLS.items()), "part": list(prompts.FEEDBACK_PARTS.items())}
     unused = [key for kind, items in tables.items() for key, _ in items if f'"{key}"' not in source]
     assert unused == []
-    for key, template in (item for items in tables.values() for item in items):
-        fields = [field for _, field, _, _ in string.Formatter().parse(template) if field is not None]
-        assert all(field.isidentifier() for field in fields), (key, fields)
-        template.format(**{field: "x" for field in fields})
+    def fields(template):
+        names = [field for _, field, _, _ in string.Formatter().parse(template) if field is not None]
+        assert all(name.isidentifier() for name in names), (template, names)
+        return {name: "x" for name in names}
+
+    # filled in through the functions the checks call: a field may share a parameter's name ("name")
+    for stage_name, table in prompts.STAGE_FEEDBACK.items():
+        for situation, template in table.items():
+            assert "{" not in prompts.stage_feedback(stage_name, situation, **fields(template))
+    for key, template in prompts.FEEDBACK_CALLS.items():
+        assert "{" not in prompts.feedback_call(key, **fields(template))
+    for key, template in prompts.FEEDBACK_PARTS.items():
+        assert "{" not in prompts.feedback_part(key, **fields(template))
     everything = prompts.all_prompts()["stage_feedback"]
     assert everything["stages"] is prompts.STAGE_FEEDBACK and everything["calls"] is prompts.FEEDBACK_CALLS
     assert prompts.feedback_list(["a", "b"]) == "['a', 'b']"

@@ -446,17 +446,17 @@ STAGE_FEEDBACK: dict[str, dict[str, str]] = {
 }
 
 
-def stage_feedback(stage_name: str, situation: str, **fields: Any) -> str:
+def stage_feedback(stage_name: str, situation: str, /, **fields: Any) -> str:
     """:data:`STAGE_FEEDBACK`'s text for ``situation`` of stage ``stage_name``, filled in with ``fields``."""
     return STAGE_FEEDBACK[stage_name][situation].format(**fields)
 
 
-def feedback_call(name: str, **fields: Any) -> str:
+def feedback_call(name: str, /, **fields: Any) -> str:
     """A tool call the feedback names (:data:`FEEDBACK_CALLS`), filled in with ``fields``."""
     return FEEDBACK_CALLS[name].format(**fields)
 
 
-def feedback_part(name: str, **fields: Any) -> str:
+def feedback_part(name: str, /, **fields: Any) -> str:
     """A fragment several feedback texts share (:data:`FEEDBACK_PARTS`), filled in with ``fields``."""
     return FEEDBACK_PARTS[name].format(**fields)
 
