@@ -8,9 +8,10 @@ root and after every call it builds ReAct's proposal request (the full path so f
 sends it (``chatml_messages``: tool results as user turns, the catalogue in the first system message),
 renders it as the chat text the server evaluates (``prompts.render_chat``) and counts characters and,
 with ``--tokens``, tokens of the default model's tokenizer (its vocabulary only is loaded: no model
-weights evaluated, nothing generated). "before" is the request without the note (what mltb sent until
-the note was added), "after" with it. "kept" is the share of the request the next request starts with
-(what the server's prefix cache can reuse): the note, last, is the only part a step drops.
+weights evaluated, nothing generated). "before" is the request without the notes (what mltb sent until
+the note was added), "after" with them (since issue 62 each note follows the step where it changed and
+stays there), "note chars" the node's own note. "kept" is the share of the request the next request starts
+with (what the server's prefix cache can reuse): 100 % since the notes stopped being the request's tail.
 No LLM is called.
 """
 from __future__ import annotations
@@ -52,8 +53,9 @@ def tokenizer():
     return lambda text: len(vocab.tokenize(text.encode(), add_bos=False, special=True))
 
 
-def requests_along_expert(slug: str) -> list[tuple[int, str, str]]:
-    """(stage reached, rendered request before, after) at the root and after each expert call."""
+def requests_along_expert(slug: str) -> list[tuple[int, str, str, int]]:
+    """(stage reached, rendered request before, after, the node's note's characters) at the root and after
+    each expert call."""
     task = get_task(slug)
     split = prepare_split(task, seed=0)
     with tempfile.TemporaryDirectory(prefix="stage-prompt-") as tmp:
@@ -75,7 +77,8 @@ def requests_along_expert(slug: str) -> list[tuple[int, str, str]]:
             after = episode.proposal_messages(node, prompts.REACT_SYSTEM)
             rows.append((node.progress.stage,
                          prompts.render_chat(chatml_messages(before, tools)),
-                         prompts.render_chat(chatml_messages(after, tools))))
+                         prompts.render_chat(chatml_messages(after, tools)),
+                         len(episode.stage_tools_note(node))))
         return rows
 
 
@@ -103,12 +106,11 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     count = tokenizer() if args.tokens else None
     rows = requests_along_expert(args.task)
-    markup = len(prompts.render_chat([{"role": "user", "content": ""}]))   # the note's turn's chat markup
     table = []
-    for index, (stage, before, after) in enumerate(rows):
+    for index, (stage, before, after, note_chars) in enumerate(rows):
         following = rows[index + 1][2] if index + 1 < len(rows) else None
         kept = prompts.shared_prefix_length([after, following]) if following else None
-        row = [index, stage, len(before), len(after), len(after) - len(before) - markup,
+        row = [index, stage, len(before), len(after), note_chars,
                f"{kept / len(after):.1%}" if kept is not None else "-"]
         if count:
             row[4:4] = [count(before), count(after)]
@@ -121,7 +123,7 @@ def main(argv=None) -> int:
     print()
     print(tabulate(stage_notes(args.task, count), headers=["next stage", "note chars", "note tokens",
                                                            "tools with parameters", "by name only"]))
-    notes = [len(after) - len(before) - markup for _stage, before, after in rows]
+    notes = [note_chars for *_texts, note_chars in rows]
     figures = [Figure("stage note, characters (max over the path)", f"{max(notes):,}",
                       f"<= {prompts.STAGE_TOOLS_BUDGET:,}", max(notes) <= prompts.STAGE_TOOLS_BUDGET),
                Figure("first request, characters before -> after", f"{len(rows[0][1]):,} -> {len(rows[0][2]):,}")]

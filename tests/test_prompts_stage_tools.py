@@ -1,5 +1,6 @@
-"""The parameters of the next stage's tools close every proposal request: within the budget, from the
-tools' schemas, the same for every planner, and after the path so the rest of the request stays a cached prefix.
+"""The parameters of the next stage's tools in every proposal request: within the budget, from the tools'
+schemas, the same for every planner, and placed after the step where they changed so that each request along a
+path extends the previous one (a prefix cache evaluates only the new turn).
 Also: a request that outgrows the context window is retried with older results trimmed, and LATS reflects at
 a depth its call budget reaches."""
 import dataclasses
@@ -158,29 +159,66 @@ def test_the_budget_cuts_the_least_relevant_tools_to_names_and_holds_for_any_bud
     assert prompts.stage_tools_note([]) == ""
 
 
-def test_the_note_comes_last_and_everything_before_it_is_the_next_requests_prefix(workspace):
-    """Along a real path across stages: each request without its note is where the next request starts,
-    in the messages and in the chat text the local model's server evaluates."""
+def _notes(request):
+    return [m["content"] for m in request if prompts.is_stage_tools_note(m)]
+
+
+def test_each_request_along_a_path_extends_the_previous_one(workspace):
+    """Along a real path across stages: each proposal request is the previous one plus the new step (and the
+    note, where the stage changed), in the messages and in the chat text the local model's server
+    evaluates; the note shown last is the node's own, and a note is never repeated back to back."""
     ep, _ = _episode(workspace)
     tools = ep.tool_schemas()
-    node, requests, stages = ep.root, [], []
+    node, requests, stages, expected = ep.root, [], [], []
     for call in load_expert(TASK)[:8]:
         requests.append(ep.proposal_messages(node, prompts.REACT_SYSTEM))
         stages.append(node.progress.stage)
+        if not expected or expected[-1] != ep.stage_tools_note(node):
+            expected.append(ep.stage_tools_note(node))
+        assert _notes(requests[-1]) == expected
         node = ep.step(node, Candidate("", [call]))
     assert len(set(stages)) >= 4, stages   # the path crosses stages: the note changes along it
     for request, following in zip(requests, requests[1:]):
-        assert prompts.is_stage_tools_note(request[-1])
-        assert following[:len(request) - 1] == request[:-1]
+        assert following[:len(request)] == request and len(following) > len(request)
         before, after = (prompts.render_chat(chatml_messages(r, tools)) for r in (request, following))
-        note_chars = len(prompts.render_chat([request[-1]]))
-        assert prompts.shared_prefix_length([before, after]) >= len(before) - note_chars
+        # the chat text too, up to the end-of-turn marker the server adds after the last message
+        assert prompts.shared_prefix_length([before, after]) == len(before)
+    assert len(expected) >= 3 and all(a != b for a, b in zip(expected, expected[1:]))
     # the note is the only stage-dependent part: the system messages are the same at every stage
     assert len({json.dumps(r[:2]) for r in requests}) == 1
 
 
+def test_a_sibling_branch_keeps_the_parents_request_as_its_prefix(workspace):
+    """MCTS grows several children of a node: the request from each child starts with the request from
+    the node, and a later request from the node itself is unchanged by what was proposed below it."""
+    ep, _ = _episode(workspace, "mcts_shaped")
+    calls = load_expert(TASK)
+    parent = ep.step(ep.root, Candidate("", [calls[0]]))
+    first = ep.proposal_messages(parent, prompts.EXPANSION_SYSTEM)
+    children = [ep.step(parent, Candidate("", [call])) for call in (calls[1], calls[0])]
+    assert children[0].progress.stage != children[1].progress.stage   # the one that loaded the test data moved on
+    for child in children:
+        request = ep.proposal_messages(child, prompts.EXPANSION_SYSTEM)
+        assert request[:len(first)] == first
+        assert _notes(request)[-1] == ep.stage_tools_note(child)
+    assert ep.proposal_messages(parent, prompts.EXPANSION_SYSTEM) == first
+
+
+def test_a_request_with_other_tools_ends_with_its_own_note(workspace):
+    """A second proposal from a node with other ``allowed`` tools: its note comes last; the note recorded
+    by the first proposal stays what later requests below the node show."""
+    ep, _ = _episode(workspace)
+    first = ep.proposal_messages(ep.root, prompts.REACT_SYSTEM)
+    narrow = ep.proposal_messages(ep.root, prompts.REACT_SYSTEM, allowed=["read_data"])
+    assert narrow[:-1] == first and narrow[-1]["content"] == ep.stage_tools_note(ep.root, ["read_data"])
+    assert narrow[-1] != first[-1]
+    child = ep.step(ep.root, Candidate("", [load_expert(TASK)[0]]))
+    assert ep.proposal_messages(child, prompts.REACT_SYSTEM)[:len(first)] == first
+
+
 @pytest.mark.parametrize("planner", ["react", "lats", "mcts_shaped", "hierarchical_mcts", "automind", "agent_k"])
 def test_every_planner_ends_its_first_request_with_the_same_note(workspace, planner):
+    """At the root the path is empty, so the root's note is the first request's last message."""
     ep, config = _episode(workspace, planner, max_llm_calls=1)
     PLANNERS[planner](ep, config).run()
     first = ep.llm.requests[0]

@@ -18,7 +18,9 @@ from mltb_core.stages.specs import REWARD_STAGES, STAGE_COUNT, STAGE_NAMES, Stag
 # re-pinned (issue 60) when the listing's Agent K stage request showed "<count>" for the stage count and lost
 # the tune request no planner sent; re-pinned (issue 60) when the stage checks' feedback templates moved into
 # prompts and the listing gained "stage_feedback" (every other entry unchanged: without it, e2868d3f...).
-PROMPTS_SHA256 = "6c0188fb1236faa591a3394198fc85489a93088c5706b8f982c7cd3ae48b81cc"
+# re-pinned (issue 62) when the stage note moved from the end of every proposal request to after the step where
+# it changed (message_order says so), so that along a path each request extends the previous one.
+PROMPTS_SHA256 = "fc9fb7e77e0cbc5d5336b2489891a5ff12c4ccb1d85dc0d48647d0a39adfa47c"
 
 
 def test_the_prompts_are_byte_identical_to_before():

@@ -172,10 +172,12 @@ def trim_observation(text: str) -> str:
     return "\n".join(kept + ([TRIMMED_MARKER.format(lines=rest)] if rest > 0 else []))
 
 
-# -- the parameters of the next stage's tools (the last message of every proposal request) -----------------
+# -- the parameters of the next stage's tools (a user turn of every proposal request) ----------------------
 # The preamble's catalogue names every tool in one line; a model that gets no function schemas (the local
-# model reads the prompt only) would otherwise never see a parameter. This note follows the path, so it is
-# the only part of a request that changes with the node's stage: everything before it stays a cached prefix.
+# model reads the prompt only) would otherwise never see a parameter. The note changes with the node's
+# stage, so it is never the request's tail: it follows the step after which it changed and stays there in
+# every later request along the path (Episode.proposal_messages), so each request extends the previous one
+# and a prefix cache evaluates only the new turn.
 # It lists the tools of the stage after the furthest one the node has passed (stages/masking.py:
 # stage_tools, most relevant first) with their parameters, at most STAGE_TOOLS_BUDGET characters (what the
 # local model's ~4,000-character catalogue budget was: ~1,000 tokens); tools past the budget by name only.
@@ -500,8 +502,10 @@ def all_prompts() -> dict[str, Any]:
                           "system: the planner's instructions (react_system, expansion_system, subtask_system, "
                           "lats_evaluator_system or lats_reflection_system)",
                           "user: reflections_header + reflections (LATS, when there are any)",
-                          "the path's history: assistant tool calls and tool results",
-                          "user: stage_tools_note (proposal requests: the parameters of the next stage's tools)",
+                          "the path's history: assistant tool calls and tool results; in proposal requests, "
+                          "user: stage_tools_note (the parameters of the next stage's tools) before the first "
+                          "step and after each step where the note changed along the path, kept there in "
+                          "every later request (no note at the end that changes with the stage)",
                           "user: evaluator_request or reflection_request (LATS judge and reflector)"],
         "trimmed_context": {"full_observations": TRIMMED_FULL_OBSERVATIONS, "first_lines": TRIMMED_FIRST_LINES,
                             "line_chars": TRIMMED_LINE_CHARS, "marker": TRIMMED_MARKER,

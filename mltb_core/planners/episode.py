@@ -99,6 +99,9 @@ class Episode:
         self.root = Node()
         self.best: Node = self.root   # furthest stage reached so far (ties: test predictions made, then the shallower)
         self._stage_notes: dict[tuple[int, bool, tuple[str, ...] | None], str] = {}
+        # node id -> the stage note of the first proposal request from that node: where a note was shown, it
+        # stays in every later request along the path (proposal_messages), so each request extends the last.
+        self._shown_notes: dict[int, str] = {}
         # Older tool results cut (prompts.trim_observation): from the start with --context trimmed, else from
         # the first request that outgrew the model's context window (see _complete).
         self.trimming = config.context == "trimmed"
@@ -118,11 +121,14 @@ class Episode:
         allowed = set(allowed)
         return [s for name, s in self._schemas.items() if name in allowed]
 
-    def messages(self, node: Node, system: str, extra: Iterable[str] = ()) -> list[dict[str, Any]]:
+    def messages(self, node: Node, system: str, extra: Iterable[str] = (),
+                 stage_notes: bool = False) -> list[dict[str, Any]]:
         """The chat history of the root→node path, OpenAI style.
 
         Order, longest shared part first: the shared preamble (task, tool catalogue), the planner's
-        ``system`` instructions, ``extra`` user turns, then the path. When trimming (``context="trimmed"``,
+        ``system`` instructions, ``extra`` user turns, then the path. With ``stage_notes`` (proposal
+        requests), the stage note shown at a node of the path follows that node's step, unless it repeats
+        the last note shown before it (see :meth:`proposal_messages`). When trimming (``context="trimmed"``,
         or since the full path outgrew the context window) tool results older than the last
         :data:`prompts.TRIMMED_FULL_OBSERVATIONS` are cut to their first lines and the last one lists every
         scratchpad object with its columns.
@@ -130,7 +136,18 @@ class Episode:
         msgs: list[dict[str, Any]] = [{"role": "system", "content": self.preamble},
                                       {"role": "system", "content": system}]
         msgs += [{"role": "user", "content": text} for text in extra]
-        steps = path_to(node)[1:]
+        path = path_to(node)
+        steps = path[1:]
+        shown = ""
+
+        def note_after(at: Node) -> None:
+            nonlocal shown
+            note = self._shown_notes.get(at.id, "") if stage_notes else ""
+            if note and note != shown:
+                msgs.append({"role": "user", "content": note})
+                shown = note
+
+        note_after(path[0])
         trimmed = self.trimming
         for index, step in enumerate(steps):
             observation = step.observation
@@ -142,17 +159,18 @@ class Episode:
             if step.call is None:
                 msgs.append({"role": "assistant", "content": step.assistant_text or ""})
                 msgs.append({"role": "user", "content": observation})
-                continue
-            arguments = json.dumps(step.call.to_dict()["tool_args"], default=str)
-            msgs.append({"role": "assistant", "content": step.assistant_text or None, "tool_calls": [{
-                "id": step.call_id, "type": "function",
-                "function": {"name": encodable(step.call.tool_name), "arguments": encodable(arguments)}}]})
-            msgs.append({"role": "tool", "tool_call_id": step.call_id, "content": observation})
+            else:
+                arguments = json.dumps(step.call.to_dict()["tool_args"], default=str)
+                msgs.append({"role": "assistant", "content": step.assistant_text or None, "tool_calls": [{
+                    "id": step.call_id, "type": "function",
+                    "function": {"name": encodable(step.call.tool_name), "arguments": encodable(arguments)}}]})
+                msgs.append({"role": "tool", "tool_call_id": step.call_id, "content": observation})
+            note_after(step)
         return msgs
 
     def stage_tools_note(self, node: Node, allowed: Iterable[str] | None = None) -> str:
-        """The parameters of the tools for ``node``'s next stage (those of ``allowed`` only, when given):
-        the last message of a proposal request (:func:`prompts.stage_tools_note`); '' once every stage passed."""
+        """The parameters of the tools for ``node``'s next stage (those of ``allowed`` only, when given), a
+        user turn of a proposal request (:func:`prompts.stage_tools_note`); '' once every stage passed."""
         if node.progress.done:
             return ""
         progress = node.progress
@@ -166,10 +184,20 @@ class Episode:
 
     def proposal_messages(self, node: Node, system: str, allowed: Iterable[str] | None = None,
                           extra: Iterable[str] = ()) -> list[dict[str, Any]]:
-        """What a proposal request from ``node`` sends: :meth:`messages`, then the parameters of the next
-        stage's tools (last, so the path before it stays the cached prefix of the next request)."""
+        """What a proposal request from ``node`` sends: :meth:`messages` with the stage notes of the path.
+
+        The note of the next stage's tools is a user turn after the step that led to it, shown where it first
+        changed along the path and kept there: the first proposal from a node records its note, every later
+        request below the node shows that note after the node's step unless it repeats the last note shown
+        before it. So along a path each request is the previous one plus the new turn (a prefix cache
+        evaluates the new step and, when the stage changed, its note), instead of a note at the end that
+        changes with the stage and is re-evaluated by every call. A repeated proposal from a node whose note
+        differs from the recorded one (other ``allowed`` tools) ends with its own note."""
         note = self.stage_tools_note(node, allowed)
-        return self.messages(node, system, extra) + ([{"role": "user", "content": note}] if note else [])
+        self._shown_notes.setdefault(node.id, note)
+        msgs = self.messages(node, system, extra, stage_notes=True)
+        last = next((m["content"] for m in reversed(msgs) if prompts.is_stage_tools_note(m)), "")
+        return msgs + ([{"role": "user", "content": note}] if note and note != last else [])
 
     def _with_full_listing(self, node: Node) -> str:
         """``node``'s observation with its scratchpad listing replaced by every object and its columns
