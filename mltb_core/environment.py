@@ -119,6 +119,11 @@ ENVIRONMENT: tuple[EnvironmentVariable, ...] = (
                                              "one way only without decoding them, with json.dumps's whitespace "
                                              "(off: today's plain decoding; reports/benchmarks.md)", "on",
                         ("mltb_core.llm.local.backend",)),
+    EnvironmentVariable("MLTB_LOCAL_THREADS", "threads of the local llama.cpp server (prompt and decode): auto "
+                                              "takes the machine's idle cores when the server starts (its cores "
+                                              "less the 1-minute load average), at most the xdist worker's "
+                                              "share and at least 1; or a number", "auto",
+                        ("mltb_core.llm.local.backend",)),
     EnvironmentVariable("MLTB_PREFIX_STORE", "disk the local llama.cpp servers may fill with saved prompt prefixes, "
                                              "so a new server skips the cold first prompt (0/off: none)", "2 GiB",
                         ("mltb_core.llm.local.backend",)),

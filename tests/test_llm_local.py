@@ -14,6 +14,7 @@ from fake_openai_server import FakeOpenAIServer, content_reply
 from tiny_model import needs_tiny_model
 from mltb_core.llm import make_backend, prompts
 from mltb_core.llm.base import cut_off_error
+from mltb_core.environment import available_cores
 from mltb_core.llm.local.engine import users_gone
 from mltb_core.llm.local.backend import (LocalBackend, LocalModelUnavailable, LocalServer,
                                  LocalServerError, _pid_alive, _ready, call_schema, chatml_messages,
@@ -201,12 +202,48 @@ def test_server_command_runs_mltbs_server_with_a_prefix_cache():
     assert server.n_threads == 1 and server.n_threads_batch >= 1 and server.n_ctx == 8192  # a GGUF by path
 
 
-def test_a_named_models_file_is_served_with_its_own_settings():
+def test_threads_follow_the_idle_cores_and_the_workers_share():
+    from mltb_core.llm.local.backend import threads_by_load
+
+    assert threads_by_load(2, 2, 0.05) == 2          # alone on an idle 2-core box: both cores
+    assert threads_by_load(2, 2, 0.4) == 2
+    assert threads_by_load(2, 2, 0.6) == threads_by_load(2, 2, 1.0) == 1   # another process holds a core
+    assert threads_by_load(2, 2, 5.8) == 1           # never fewer than one
+    assert threads_by_load(1, 2, 0.0) == 1           # -n 2 on 2 cores: one core each, however idle
+    assert threads_by_load(4, 8, 3.0) == 4           # never more than the partition's share
+    assert threads_by_load(8, 8, 5.2) == 3
+
+
+def test_the_threads_setting_is_auto_by_default_or_a_number(monkeypatch):
+    from mltb_core.environment import default
+    from mltb_core.llm.local import backend
+
+    assert default(backend.THREADS_ENV) == "auto"
+    monkeypatch.delenv(backend.THREADS_ENV, raising=False)
+    monkeypatch.setattr(backend, "load_average", lambda: 0.1)
+    assert backend.threads_setting(2, 2) == 2
+    monkeypatch.setattr(backend, "load_average", lambda: 1.3)
+    assert backend.threads_setting(2, 2) == 1
+    monkeypatch.setattr(backend, "load_average", lambda: float(available_cores()))   # every core busy
+    server = LocalServer(Path("m.gguf"), cache_dir="/nonexistent-not-created", partitions=1)
+    assert server.n_threads == server.n_threads_batch == 1
+    monkeypatch.setenv(backend.THREADS_ENV, "3")
+    assert backend.threads_setting(2, 2) == 3        # a number is taken as given
+    for bad in ("0", "two", "-1"):
+        monkeypatch.setenv(backend.THREADS_ENV, bad)
+        with pytest.raises(ValueError, match="MLTB_LOCAL_THREADS must be auto or a whole number"):
+            backend.threads_setting(2, 2)
+
+
+def test_a_named_models_file_is_served_with_its_own_settings(monkeypatch):
+    from mltb_core.llm.local import backend
     from mltb_core.llm.local.models import get_model
 
+    monkeypatch.setattr(backend, "load_average", lambda: 0.0)   # an idle box: every core of the partition
     qwen = get_model("qwen2.5-coder-1.5b")
     server = LocalServer(Path("/x") / qwen.filename, cache_dir="/nonexistent-not-created", partitions=1)
     assert server.n_ctx == qwen.n_ctx and server.n_threads == min(qwen.n_threads, server.n_threads_batch)
+    assert server.n_threads_batch == available_cores()
     # two xdist workers on the cores: never more decode threads than a worker's share
     halves = LocalServer(Path("/x") / qwen.filename, cache_dir="/nonexistent-not-created", partitions=64)
     assert halves.n_threads == 1 == halves.n_threads_batch
@@ -380,6 +417,9 @@ def test_a_user_killed_without_releasing_does_not_keep_the_server_alive(model_fi
 
 
 def test_each_xdist_worker_gets_its_own_server_with_its_share_of_the_cores(model_file, tmp_path, monkeypatch):
+    from mltb_core.llm.local import backend
+
+    monkeypatch.setattr(backend, "load_average", lambda: 0.0)   # the shares of an idle box
     monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
     servers = []
     for worker in ("gw0", "gw1"):

