@@ -114,7 +114,7 @@ class MLEStar(SolutionSearch):
     def ablate(self, base: Solution) -> dict[str, float]:
         """Block → |CV change| when the block is removed or replaced (ESSENTIAL when the run breaks)."""
         steps = pl.steps_of(base.leaf)
-        last_model = max((i for i, s in enumerate(steps) if s.call.tool_name.startswith(pl.MODEL_TOOL_PREFIXES)),
+        last_model = max((i for i, s in enumerate(steps) if self.ep.registry.fits_model(s.call.tool_name)),
                          default=len(steps) - 1)
         effects: dict[str, float] = {}
         for block, positions in pl.block_positions(self.ep, steps).items():

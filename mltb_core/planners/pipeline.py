@@ -3,8 +3,8 @@
 A *solution* is a root→leaf path of the episode tree that ends in a submission attempt (or in the
 first failed call, which makes it buggy). Solutions share prefixes in the tree, so a modified copy of
 a pipeline branches at the first changed step and re-executes (replays) the unchanged calls after
-it, without asking the model again. Its score is the cross-validation score the last ``fit_*`` /
-``tune_*`` tool on the path reported (a tool's own CV on the training rows, never held-out labels),
+it, without asking the model again. Its score is the cross-validation score the last model-fitting
+tool (``Tool.fits_model``) on the path reported (a tool's own CV on the training rows, never held-out labels),
 oriented so that higher is better.
 """
 from __future__ import annotations
@@ -18,11 +18,8 @@ from mltb_core.planners.tree import Node, path_to
 from mltb_core.toolkit.registry import ToolCall
 
 __all__ = ["Solution", "generate", "replay", "cv_score", "steps_of", "failure_text", "wrote_submission",
-           "pipeline_listing", "MODEL_TOOL_PREFIXES", "BLOCKS", "block_of",
+           "pipeline_listing", "BLOCKS", "block_of",
            "block_positions", "branch_point", "edit_kind", "apply_edit"]
-
-MODEL_TOOL_PREFIXES = ("fit_", "tune_")
-
 
 @dataclass(eq=False)
 class Solution:
@@ -61,7 +58,7 @@ def wrote_submission(node: Node) -> bool:
 def cv_score(node: Node) -> float | None:
     """The CV score (higher is better) of the last model fitted on the path, as its tool reported it."""
     for step in reversed(steps_of(node)):
-        if not step.ok or not step.call.tool_name.startswith(MODEL_TOOL_PREFIXES):
+        if not step.ok or not step.cv_scores:   # cv_scores: the models a model-fitting tool wrote
             continue
         outputs = step.call.output if isinstance(step.call.output, list) else [step.call.output]
         for name in outputs:

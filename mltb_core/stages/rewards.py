@@ -26,7 +26,8 @@ from mltb_core.toolkit.validation import MAX_CATEGORY_LEVELS, TRACKING_COLUMN, i
 
 __all__ = ["REWARD_STAGES", "Stage", "StageContext", "Progress", "PathLog", "advance", "stage_index"]
 
-_MODELING = stage_index("modeling")   # its reward is scaled by the cross-validated quality
+# the stage that offers the model fits (its spec says so): its reward is scaled by the cross-validated quality
+_MODELING = next(s.number for s in REWARD_STAGES if s.tools.fits_models)
 # Tools whose output holds the values of their one object input unchanged (a frame of a Series, columns renamed)
 _KEEPS_VALUES = frozenset({"convert_to_dataframe"})
 
