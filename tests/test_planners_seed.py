@@ -123,6 +123,24 @@ def test_agent_k_memory_keeps_valid_paths_of_the_same_run_only(tmp_path):
     assert memory_notes(tmp_path / "other" / "trajectories" / "c.jsonl") == []
 
 
+def test_after_trial_hook_keeps_agent_k_memory_only_when_switched_on(tmp_path):
+    """The runner calls each planner's after_trial; only agent_k with agent_memory on notes the path."""
+    from mltb_core.planners import get_planner_class
+
+    run = tmp_path / "run" / "trajectories"
+    run.mkdir(parents=True)
+    traj = run / "a.jsonl"
+    steps = [{"step_type": "tool_execution_initiation", "node_id": 1, "tools_to_execute": [{"tool_name": "read_data"}]},
+             {"step_type": "search_summary", "best_path": [1]}]
+    traj.write_text("\n".join(json.dumps(s) for s in steps) + "\n")
+    off = TrialConfig(planner="agent_k", model="sim")
+    get_planner_class("react").after_trial(off.with_(planner="react", agent_memory=True), "t", traj, True)
+    AgentK.after_trial(off, "t", traj, True)
+    assert memory_notes(run / "b.jsonl") == []
+    AgentK.after_trial(off.with_(agent_memory=True), "t", traj, True)
+    assert memory_notes(run / "b.jsonl") == ["t: read_data"]
+
+
 def test_agent_k_modeling_stage_offers_tuning_instead_of_plain_fits():
     import mltb_core.toolkit.tools  # noqa: F401
     from mltb_core.stages.rewards import REWARD_STAGES

@@ -10,7 +10,7 @@ has them, instead of the plain ``fit_*`` tools.
 
 Memory (``agent_memory``, off by default; in agent_k's config hash): the tool sequences of
 valid solutions found on earlier tasks of the same run, shown in the requests. The parent process
-records them after each trial from its trajectory (:func:`remember`), so the notes reach the next
+records them after each trial from its trajectory (:meth:`AgentK.after_trial`, :func:`remember`), so the notes reach the next
 trial's solver, which is forked from it; trials run by other worker processes do not share them.
 """
 from __future__ import annotations
@@ -77,6 +77,11 @@ class AgentK(Planner):
     def __init__(self, episode: Any, config: Any):
         super().__init__(episode, config)
         self.memory = memory_notes(self.ep.trajectory.path) if config.knob("agent_memory") else []
+
+    @classmethod
+    def after_trial(cls, config: Any, task_slug: str, trajectory_path: Path, valid: bool) -> None:
+        if config.knob("agent_memory"):
+            remember(task_slug, trajectory_path, valid)
 
     def allowed(self, stage: Stage) -> list[str] | None:
         if not self.masking:

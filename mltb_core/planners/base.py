@@ -9,6 +9,7 @@ settings table when it is registered.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 from mltb_core.config import Setting, TrialConfig, declare_knobs
@@ -59,6 +60,12 @@ class Planner:
     @classmethod
     def feedback_enabled(cls, config: TrialConfig) -> bool:
         return _pick(config.feedback, cls.default_feedback)
+
+    @classmethod
+    def after_trial(cls, config: TrialConfig, task_slug: str, trajectory_path: Path, valid: bool) -> None:
+        """In the parent process after a trial (its ``valid``: the search's own last-stage check, never the
+        graded labels): a planner that keeps something across a run's trials (agent_k's memory) notes it
+        here, so the runner needs to know no planner's internals. Nothing by default."""
 
     def run(self) -> SearchResult:
         try:

@@ -179,9 +179,8 @@ def run_trial(task: Task, config: TrialConfig, out_dir: Path, split: Any = None)
         found = solved.result
         best = found.best
         stage = best.progress.stage
-        if config.knob("agent_memory"):   # the search's own validity check (the last stage), never the graded labels
-            from mltb_core.planners.agent_k import remember
-            remember(task.slug, trajectory_path, stage >= STAGE_COUNT)
+        # the search's own validity check (the last stage), never the graded labels
+        planner_cls.after_trial(config, task.slug, trajectory_path, stage >= STAGE_COUNT)
         # the paper's consistency counts a valid file only when a model predicted it (PathLog.valid_submission)
         counted = solved.valid and best.log.predicted_by_model
         reason = solved.invalid_reason or ("" if counted else NO_MODEL_REASON)
