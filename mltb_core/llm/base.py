@@ -18,7 +18,8 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from mltb_core.toolkit.registry import ToolCall, ToolCallError
-from mltb_core.toolkit.textsafety import MAX_JSON_DEPTH, JSONShapeError, cap_text, clean_strings, encodable, loads_bounded
+from mltb_core.bench.documents import JSONShapeError, clean_strings, encodable, loads_bounded
+from mltb_core.toolkit.textsafety import MAX_JSON_DEPTH, cap_text
 
 if TYPE_CHECKING:
     from mltb_core.llm.cache import ResponseCache
@@ -433,7 +434,7 @@ def _native_call(name: Any, arguments: Any) -> ToolCall:
             raise ToolCallError(f"the arguments of {name!r} have {len(arguments):,} characters "
                                 f"(at most {MAX_REPLY_CHARS:,})")
         try:
-            arguments = loads_bounded(arguments, max_chars=MAX_REPLY_CHARS) if arguments.strip() else {}
+            arguments = loads_bounded(arguments, MAX_JSON_DEPTH, MAX_REPLY_CHARS) if arguments.strip() else {}
         except JSONShapeError as exc:
             raise ToolCallError(f"arguments of {name!r} refused: {exc}") from None
         except ValueError as exc:

@@ -20,7 +20,8 @@ from typing import Any
 from mltb_core.environment import default as default_environment
 from mltb_core.environment import read as read_environment
 from mltb_core.llm.base import MAX_REPLY_CHARS, LLMResponse
-from mltb_core.toolkit.textsafety import cap_text, loads_bounded
+from mltb_core.bench.documents import loads_bounded
+from mltb_core.toolkit.textsafety import cap_text
 
 __all__ = ["ResponseCache", "default_cache_dir", "CACHE_ENV"]
 

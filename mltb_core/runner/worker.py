@@ -45,7 +45,8 @@ from typing import Any
 from mltb_core.stages.rewards import Progress
 from mltb_core.stages.workspace import ModelFault, StepFacts, UntrustedReply
 from mltb_core.toolkit.registry import ToolCall
-from mltb_core.toolkit.textsafety import JSONShapeError, cap_text, clean_strings, loads_bounded
+from mltb_core.bench.documents import JSONShapeError, clean_strings, loads_bounded
+from mltb_core.toolkit.textsafety import MAX_JSON_DEPTH, cap_text
 
 __all__ = ["WorkerInit", "WorkerWorkspace", "WorkerFailed", "WorkerStartFailed", "QuotaExceeded", "MAX_REPLY_BYTES",
            "call_schema_problem", "worker_environment"]
@@ -495,7 +496,7 @@ class WorkerWorkspace:
                 del buffer[:_HEADER.size]
                 need, header_done = size, True
         try:
-            message = loads_bounded(bytes(buffer).decode("utf-8", "replace"), max_chars=MAX_REPLY_BYTES)
+            message = loads_bounded(bytes(buffer).decode("utf-8", "replace"), MAX_JSON_DEPTH, MAX_REPLY_BYTES)
         except (ValueError, JSONShapeError) as exc:
             self._fail(f"the worker sent a reply that is not acceptable JSON ({exc})")
         message = clean_strings(message)

@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple, Union, get_args, get_origin
 
 from mltb_core.plugins import claim, origin_of
-from mltb_core.toolkit.textsafety import JSONShapeError, check_json_value, loads_bounded
+from mltb_core.bench.documents import JSONShapeError, loads_bounded
+from mltb_core.toolkit.textsafety import MAX_JSON_CHARS, MAX_JSON_DEPTH, check_json_value
 from mltb_core.toolkit.scratchpad import MissingObjectError, ObjectNameError, Scratchpad, check_object_name, describe_object
 
 __all__ = [
@@ -150,7 +151,7 @@ class ToolCall:
         """Parse ``{"tool_name": ..., "tool_args": {"bindings", "func_kwargs", "output"}}``."""
         if isinstance(data, str):
             try:
-                data = loads_bounded(data)
+                data = loads_bounded(data, MAX_JSON_DEPTH, MAX_JSON_CHARS)
             except JSONShapeError as exc:
                 raise ToolCallError(f"tool call refused: {exc}") from None
             except ValueError as exc:
@@ -168,7 +169,7 @@ class ToolCall:
         """Parse the arguments object of a function call (OpenAI style, maybe a JSON string)."""
         if isinstance(args, str):
             try:
-                args = loads_bounded(args) if args.strip() else {}
+                args = loads_bounded(args, MAX_JSON_DEPTH, MAX_JSON_CHARS) if args.strip() else {}
             except JSONShapeError as exc:
                 raise ToolCallError(f"arguments of {name!r} refused: {exc}") from None
             except ValueError as exc:

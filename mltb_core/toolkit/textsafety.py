@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from mltb_core.bench.documents import JSONShapeError, clean_strings, encodable, loads_bounded as _loads_bounded
+from mltb_core.bench.documents import JSONShapeError, clean_strings, encodable
 
-__all__ = ["encodable", "cap_text", "clean_strings", "loads_bounded", "check_json_value", "MAX_JSON_DEPTH", "JSONShapeError"]
+__all__ = ["encodable", "cap_text", "clean_strings", "check_json_value", "MAX_JSON_DEPTH", "MAX_JSON_CHARS",
+           "JSONShapeError"]
 
+# the bounds of a tool call's JSON, passed to the one bounded parser (mltb_core.bench.documents.loads_bounded)
 MAX_JSON_DEPTH = 32          # a tool call's arguments are two or three levels deep
 MAX_JSON_CHARS = 100_000     # one tool call's arguments as text
 
@@ -24,11 +26,6 @@ def cap_text(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     return f"{text[:limit]}\n... [cut: {len(text) - limit} more characters]"
-
-
-def loads_bounded(text: str, max_depth: int = MAX_JSON_DEPTH, max_chars: int = MAX_JSON_CHARS) -> Any:
-    """The shared bounded parser (:func:`mltb_core.bench.documents.loads_bounded`) with a tool call's bounds."""
-    return _loads_bounded(text, max_depth, max_chars)
 
 
 def check_json_value(value: Any, max_depth: int = MAX_JSON_DEPTH, max_items: int = 100_000) -> None:
