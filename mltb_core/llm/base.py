@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Usage", "Candidate", "candidate_key", "LLMResponse", "LLMBackend", "InfraError", "UnknownModelError",
-    "parse_content_tool_calls", "candidate_from_message", "admitted", "MAX_REPLY_CHARS",
+    "parse_content_tool_calls", "candidate_from_message", "admitted", "MAX_REPLY_CHARS", "MAX_ASSISTANT_CHARS",
 ]
 
 
@@ -268,7 +268,7 @@ class LLMBackend:
 
 # ------------------------------------------------------------------ tool-call parsing
 MALFORMED = "your tool call was malformed: "
-MAX_ASSISTANT_TEXT = 4_000   # what a refused reply keeps of its text (the trajectory and the next prompt)
+MAX_ASSISTANT_CHARS = 4_000   # the model's own text kept (a refused reply's too): trajectory, later requests
 CUT_OFF = "your reply was cut off"   # how every cut-off error starts (reports count them by it)
 
 
@@ -456,7 +456,7 @@ def candidate_from_message(content: Any, native_calls: list[tuple[Any, Any]]) ->
     never an exception: text too long, JSON too deep, an integer past the digit limit, a lone surrogate."""
     text = content if isinstance(content, str) else ""
     if len(text) > MAX_REPLY_CHARS:
-        return Candidate(cap_text(text, MAX_ASSISTANT_TEXT), [], _too_long("your reply", len(text)))
+        return Candidate(cap_text(text, MAX_ASSISTANT_CHARS), [], _too_long("your reply", len(text)))
     text = encodable(text)
     try:
         if native_calls:
@@ -470,7 +470,7 @@ def candidate_from_message(content: Any, native_calls: list[tuple[Any, Any]]) ->
             return Candidate(text, calls, MALFORMED + "; ".join(problems) if problems else None)
         calls, error = parse_content_tool_calls(text)
     except (ValueError, TypeError, RecursionError, MemoryError) as exc:   # the model's reply, not mltb's fault
-        return Candidate(cap_text(text, MAX_ASSISTANT_TEXT), [],
+        return Candidate(cap_text(text, MAX_ASSISTANT_CHARS), [],
                          f"{MALFORMED}{type(exc).__name__}: {cap_text(str(exc), 300)}")
     return Candidate(text, calls, error)
 
@@ -503,7 +503,7 @@ def admitted(response: LLMResponse) -> LLMResponse:
         try:
             out.append(candidate_from_message(text, native))
         except (ValueError, TypeError, RecursionError):   # a native value no bound could check
-            out.append(Candidate(cap_text(text, MAX_ASSISTANT_TEXT), [], MALFORMED + "the reply could not be read"))
+            out.append(Candidate(cap_text(text, MAX_ASSISTANT_CHARS), [], MALFORMED + "the reply could not be read"))
         if candidate.error and out[-1].error is None:
             out[-1].error = cap_text(candidate.error, 2_000)
     response.candidates = out

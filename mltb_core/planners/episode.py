@@ -19,13 +19,14 @@ from typing import Any
 
 from mltb_core.llm import prompts
 from mltb_core.config import TrialConfig
-from mltb_core.llm.base import Candidate, ContextOverflowError, InfraError, LLMBackend, LLMResponse, Usage
+from mltb_core.llm.base import (MAX_ASSISTANT_CHARS, Candidate, ContextOverflowError, InfraError, LLMBackend,
+                                LLMResponse, Usage)
 from mltb_core.toolkit.registry import REGISTRY, ToolContext, ToolRegistry
 from mltb_core.toolkit.textsafety import cap_text, encodable
 from mltb_core.stages.masking import stage_tools
 from mltb_core.stages.rewards import REWARD_STAGES, StageContext
 from mltb_core.bench.stops import StopKind
-from mltb_core.stages.workspace import LocalWorkspace, ModelFault, Workspace
+from mltb_core.stages.workspace import MAX_OBSERVATION_CHARS, LocalWorkspace, ModelFault, Workspace
 from mltb_core.bench.tasks import SUBMISSION_FILE
 from mltb_core.planners import progress
 from mltb_core.planners.trajectory import TrajectoryWriter
@@ -35,7 +36,6 @@ from mltb_core.stages.events import EventKind
 __all__ = ["Episode", "BudgetExhausted", "Budget"]
 
 STAGE_CHECK = "Stage check: "
-MAX_ASSISTANT_CHARS = 4_000   # the model's own text carried into later requests
 
 
 class BudgetExhausted(Exception):
@@ -205,7 +205,7 @@ class Episode:
         text = self.workspace.listing(node.state)
         if not text:
             return node.observation
-        listing = prompts.scratchpad_note(cap_text(text, 8_000))
+        listing = prompts.scratchpad_note(cap_text(text, MAX_OBSERVATION_CHARS))
         parts = [p for p in node.observation.split("\n\n") if not p.startswith(prompts.SCRATCHPAD_HEADER)]
         # The listing goes where _observation puts it: after the tool's message, before stage checks.
         checks = [i for i, p in enumerate(parts) if p.startswith(STAGE_CHECK)]

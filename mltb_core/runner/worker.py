@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from mltb_core.stages.rewards import Progress
-from mltb_core.stages.workspace import ModelFault, StepFacts, UntrustedReply
+from mltb_core.stages.workspace import MAX_OBSERVATION_CHARS, ModelFault, StepFacts, UntrustedReply
 from mltb_core.toolkit.registry import ToolCall
 from mltb_core.bench.documents import JSONShapeError, clean_strings, loads_bounded
 from mltb_core.toolkit.textsafety import MAX_JSON_DEPTH, cap_text
@@ -435,7 +435,7 @@ class WorkerWorkspace:
         reply = self._receive(QUERY_SECONDS, "a scratchpad listing")
         if not isinstance(reply, str):
             self._fail("the worker sent a listing that is not text")
-        return cap_text(reply, 8_000)
+        return cap_text(reply, MAX_OBSERVATION_CHARS)
 
     def peak_memory_mib(self) -> float | None:
         """The worker's peak resident memory above what it held when it was ready (Linux /proc), or None."""

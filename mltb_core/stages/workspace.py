@@ -28,7 +28,8 @@ from mltb_core.toolkit.textsafety import cap_text
 __all__ = ["StepFacts", "Workspace", "LocalWorkspace", "MAX_OBSERVATION_CHARS", "MAX_SUBMISSION_BYTES",
            "UntrustedReply", "ModelFault"]
 
-MAX_OBSERVATION_CHARS = 8_000        # one tool result as the model sees it (the context window is shared)
+MAX_OBSERVATION_CHARS = 8_000        # one tool result, or a full scratchpad listing, as the model sees it
+                                     # (the context window is shared)
 MAX_FEEDBACK_CHARS = 2_000
 MAX_NAMES = 200
 MAX_SUBMISSION_BYTES = 64 * 2**20    # far above any bundled test set's submission
