@@ -64,7 +64,7 @@ def first_request(task, planner: str, trial: int, out: Path, context: str = "ful
     sandbox.mkdir(parents=True, exist_ok=True)
     config = TrialConfig(planner=planner, model="sim:0.7", trial=trial, max_llm_calls=1, context=context)
     llm = FirstRequest(0.7, seed=config.trial_seed)
-    episode = Episode.in_process(task, config, llm, StageContext.from_split(task, split, config.max_features),
+    episode = Episode.in_process(task, config, llm, StageContext.from_agent_data(task, data_dir, config.max_features),
                       ToolContext(sandbox=sandbox, data_dir=data_dir, task=task))
     planner_cls = PLANNERS[planner]
     planner_cls(episode, config).run()

@@ -41,7 +41,7 @@ def build_episode(planner: str, out: Path, **config):
     data_dir = prepare_agent_data(split, out)
     sandbox = out / "sandbox"
     sandbox.mkdir(parents=True, exist_ok=True)
-    episode = Episode.in_process(task, cfg, make_backend("sim", seed=cfg.trial_seed), StageContext.from_split(task, split,
+    episode = Episode.in_process(task, cfg, make_backend("sim", seed=cfg.trial_seed), StageContext.from_agent_data(task, data_dir,
                       cfg.max_features), ToolContext(sandbox=sandbox, data_dir=data_dir, task=task, threads=1,
                       seed=cfg.trial_seed, time_limit=cfg.tool_time_limit))
     return episode, get_planner_class(planner)(episode, cfg)

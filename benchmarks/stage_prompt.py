@@ -64,7 +64,7 @@ def requests_along_expert(slug: str) -> list[tuple[int, str, str, int]]:
         sandbox = out / "sandbox"
         sandbox.mkdir()
         config = TrialConfig(planner="react", model="local", toolset=expert_toolset(slug))
-        episode = Episode.in_process(task, config, SimPolicy(0.7), StageContext.from_split(task, split, 1000),
+        episode = Episode.in_process(task, config, SimPolicy(0.7), StageContext.from_agent_data(task, data_dir, 1000),
                                      ToolContext(sandbox=sandbox, data_dir=data_dir, task=task))
         tools = episode.tool_schemas()
         node, rows = episode.root, []

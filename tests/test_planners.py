@@ -6,7 +6,7 @@ import pytest
 
 from mltb_core.config import TrialConfig
 from mltb_core.planners import PLANNERS, UnknownPlannerError, get_planner_class
-from mltb_core.planners.lats import parse_score
+from mltb_core.planners.lats import judge_score
 from mltb_core.stages.masking import subtask_tools
 from mltb_core.planners.tree import Node, backpropagate, uct_select
 from mltb_core.stages.rewards import REWARD_STAGES
@@ -58,15 +58,15 @@ def test_uct_prefers_unvisited_then_value_plus_exploration():
 
 
 def test_lats_score_parsing():
-    assert parse_score("good progress. Score: 7") == 0.7
-    assert parse_score("Score: 12") == 1.0 and parse_score("no idea") == 0.1
+    assert judge_score("good progress. Score: 7") == 0.7
+    assert judge_score("Score: 12") == 1.0 and judge_score("no idea") is None
     # forms a 1.5B judge wrote in the planner table instead of "Score: N" (the last grade counts)
-    assert parse_score('{"reflection": "Loaded the train data.", "score": 5}') == 0.5
-    assert parse_score("Each step is justified. The score is 10, a valid submission.") == 1.0
-    assert parse_score("Good start (3/10 done). I would give it 6 out of 10") == 0.6
-    assert parse_score("a score of 4. Score: 7") == 0.7
-    assert parse_score("The features are stored on the scratchpad.\n\nGrade: 7") == 0.7
-    assert parse_score("Stored 10 rows; 2 columns") == 0.1
+    assert judge_score('{"reflection": "Loaded the train data.", "score": 5}') == 0.5
+    assert judge_score("Each step is justified. The score is 10, a valid submission.") == 1.0
+    assert judge_score("Good start (3/10 done). I would give it 6 out of 10") == 0.6
+    assert judge_score("a score of 4. Score: 7") == 0.7
+    assert judge_score("The features are stored on the scratchpad.\n\nGrade: 7") == 0.7
+    assert judge_score("Stored 10 rows; 2 columns") is None   # the judge then counts it as UNSCORED
 
 
 def test_masking_offers_each_subtask_its_tools():

@@ -73,7 +73,7 @@ def _episode(workspace, planner="react", llm=None, trajectory=None, **config):
     sandbox.mkdir(parents=True, exist_ok=True)
     config = TrialConfig(planner=planner, model="sim:0.7", **config)
     llm = llm or Recording(0.7, seed=config.trial_seed)
-    return Episode.in_process(task, config, llm, StageContext.from_split(task, split, config.max_features),
+    return Episode.in_process(task, config, llm, StageContext.from_files(task, split.train_path, split.test_path, config.max_features),
                               ToolContext(sandbox=sandbox, data_dir=data_dir, task=task), trajectory), config
 
 

@@ -35,7 +35,7 @@ def run_episode(spaceship, script, max_features=1000, feedback=True, raw_width=N
     """The episode after stepping the calls one by one below the root (its last node as ``.last``); its steps
     are written to the file ``trajectory`` when given."""
     task, split, data_dir, out = spaceship
-    stage_ctx = StageContext.from_split(task, split, max_features)
+    stage_ctx = StageContext.from_files(task, split.train_path, split.test_path, max_features)
     if raw_width is not None:
         stage_ctx.original_features = raw_width
     sandbox = out / f"sandbox-{len(script)}-{max_features}"
@@ -249,7 +249,7 @@ def test_a_task_graded_on_probabilities_is_told_to_predict_probabilities_in_the_
     from mltb_core.toolkit.scratchpad import Scratchpad
 
     task, split, _data_dir, _out = spaceship
-    labels = StageContext.from_split(task, split)
+    labels = StageContext.from_files(task, split.train_path, split.test_path)
     proba = dataclasses.replace(labels, task=dataclasses.replace(task, prediction="probability"), _saved_alone={})
     log = PathLog(frozenset({"fit_lightgbm_classifier"}), (("m", "fit_lightgbm_classifier"),))
     per_class = dataclasses.replace(labels, task=dataclasses.replace(task, prediction="probability",
@@ -278,8 +278,8 @@ def test_per_class_probabilities_relabelled_by_a_conversion_are_not_offered(spac
     from mltb_core.toolkit.scratchpad import Scratchpad
 
     task, split, _data_dir, _out = spaceship
-    ctx = StageContext.from_split(dataclasses.replace(task, prediction="probability", problem_type="multiclass"),
-                                  split)
+    ctx = StageContext.from_files(dataclasses.replace(task, prediction="probability", problem_type="multiclass"),
+                                  split.train_path, split.test_path)
     p = np.linspace(0.1, 0.9, ctx.n_test)
     proba = pd.DataFrame({"False": 1 - p, "True": p})
     pad = Scratchpad(objects={"proba": proba, "framed": proba.copy(), "restated": proba.copy(),
@@ -346,7 +346,7 @@ def test_every_stage_feedback_names_a_tool_call(spaceship):
         assert fragment in feedback[stage], (stage, feedback[stage])
     first = run_script(spaceship, [call("get_dataframe_summary", {"df": "nothing"})])[-1]
     assert "read_data(filepath='train.csv')" in first.progress.feedback
-    stage_ctx = StageContext.from_split(task, split)
+    stage_ctx = StageContext.from_files(task, split.train_path, split.test_path)
     from mltb_core.stages.rewards import PathLog, Progress, advance
     from mltb_core.toolkit.scratchpad import Scratchpad
 
@@ -376,7 +376,7 @@ def test_stage_eight_names_missing_values_as_the_cause(spaceship):
     from mltb_core.toolkit.scratchpad import Scratchpad
 
     task, split, data_dir, out = spaceship
-    stage_ctx = StageContext.from_split(task, split)
+    stage_ctx = StageContext.from_files(task, split.train_path, split.test_path)
     columns = ["Age", "VIP"]
     gappy = pd.DataFrame({"Age": np.where(np.arange(stage_ctx.n_test) % 3 == 0, np.nan, 30.0), "VIP": 0})
     pad = Scratchpad(objects={"X_test": gappy})
@@ -494,7 +494,7 @@ def test_roles_take_what_the_tools_take(spaceship):
     assert run_script(spaceship, bare)[-1].progress.stage == 4   # no feature left: stage 5 does not pass
 
     task, split, data_dir, out = spaceship
-    ctx = StageContext.from_split(task, split)
+    ctx = StageContext.from_files(task, split.train_path, split.test_path)
 
     class Fitted:   # a fit whose folds gave NaN (one class in a fold, for ROC AUC)
         def __init__(self):

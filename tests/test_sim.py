@@ -143,7 +143,7 @@ def node_at_cleaning(tmp_path_factory):
     data_dir = prepare_agent_data(split, out)
     (out / "sandbox").mkdir()
     config = TrialConfig(planner="mcts_shaped", model="sim:0.5", tool_masking=False)
-    ep = Episode.in_process(task, config, SimPolicy(0.5, seed=7), StageContext.from_split(task, split, 1000),
+    ep = Episode.in_process(task, config, SimPolicy(0.5, seed=7), StageContext.from_files(task, split.train_path, split.test_path, 1000),
                  ToolContext(sandbox=out / "sandbox", data_dir=data_dir, task=task))
     steps = [("load_train", ToolCall("read_data", {}, {"filepath": str(data_dir / "train.csv")}, "train")),
              ("load_test", ToolCall("read_data", {}, {"filepath": str(data_dir / "test.csv")}, "test")),

@@ -77,12 +77,6 @@ def _out_of_ten(tokens: list[tuple[str, int]], i: int, text: str) -> int | None:
     return None
 
 
-def parse_score(text: str) -> float:
-    """'... Score: 7' → 0.7; a reply without a score → :data:`UNSCORED`."""
-    score = judge_score(text)
-    return UNSCORED if score is None else score
-
-
 def reflection_depth(config, calls_per_candidate: bool) -> int:
     """How deep a LATS path grows before it is reflected on as a failed attempt (and again at every multiple).
 

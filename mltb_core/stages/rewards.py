@@ -143,11 +143,6 @@ class StageContext:
         """From the agent's data dir (``train.csv`` and ``test.csv``, see trial.prepare_agent_data)."""
         return cls.from_files(task, Path(data_dir) / TRAIN_FILE, Path(data_dir) / TEST_FILE, max_features)
 
-    @classmethod
-    def from_split(cls, task: Any, split: Any, max_features: int = 1000) -> StageContext:
-        """From a split's train.csv and test.csv (never its labels file)."""
-        return cls.from_files(task, split.train_path, split.test_path, max_features)
-
     def validity_reference(self) -> pd.DataFrame:
         """Held-out ids with a stand-in target column for :func:`grading.validate_submission`.
 
