@@ -59,7 +59,7 @@ def _one(job: tuple[str, TrialConfig, str]) -> tuple[dict, str | None]:
 def run_grid(out: Path, tasks: Sequence[str], planners: Sequence[str], model: str, seeds: int, max_llm_calls: int,
              max_iterations: int, toolset: str, jobs: int) -> None:
     """Every (task, planner, seed) trial, recorded in the run store at ``out`` (work directories are scratch)."""
-    from mltb_core.analysis.results import TrialRecord
+    from mltb_core.analysis.records import TrialRecord
     from mltb_core.analysis.runstore import RunStore
     from mltb_core.config import case_id
 

@@ -42,8 +42,8 @@ _PUBLIC = {
     "knob": "mltb_core.config",          # a planner's own setting (Planner.knobs)
     # one trial
     "TrialConfig": "mltb_core.config",
-    "TrialRecord": "mltb_core.analysis.results",
-    "Outcome": "mltb_core.analysis.results",
+    "TrialRecord": "mltb_core.analysis.records",
+    "Outcome": "mltb_core.analysis.records",
     "run_trial": "mltb_core.runner.trial",
 }
 __all__ = ["__version__", *_PUBLIC]

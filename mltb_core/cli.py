@@ -18,7 +18,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from mltb_core.analysis.results import SYNTHETIC_LABEL, Outcome  # light (json, filelock)
+from mltb_core.analysis.records import Outcome  # light (json)
+from mltb_core.analysis.labels import SYNTHETIC_LABEL  # light (no imports)
 from mltb_core.analysis.safety import terminal_text
 from mltb_core.stages.specs import stage_label  # light (no imports)
 
@@ -462,7 +463,7 @@ def _record_lines(record) -> list[str]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from mltb_core.planners import UnknownPlannerError, get_planner_class
-    from mltb_core.analysis.results import ResultsFileError
+    from mltb_core.analysis.resultsfile import ResultsFileError
     from mltb_core.analysis.runstore import RunInUseError, RunStore
     from mltb_core.config import case_id
     from mltb_core.runner.solve import ConfinementError, check_confinement

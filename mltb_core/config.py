@@ -175,7 +175,7 @@ def option(default: Any = MISSING, help: str = "", *, range: Range | None = None
 SETTING_META, HASHED_META = "mltb_setting", "mltb_hashed"
 _AT_LEAST_1 = Range(int, 1)
 _AT_LEAST_0 = Range(int, 0)
-# Trial numbers stay small enough for a file name (case_id) and a record's range (analysis/results.py).
+# Trial numbers stay small enough for a file name (case_id) and a record's range (analysis/records.py).
 MAX_TRIAL = 99_999
 SEED_RANGE = Range(int, 0, 2**32 - 1, why="seeds numpy's generators")
 _POSITIVE = Range(float, 0, low_open=True)

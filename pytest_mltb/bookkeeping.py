@@ -10,7 +10,7 @@ import pytest
 from .collection import Case, Plan
 
 if TYPE_CHECKING:
-    from mltb_core.analysis.results import TrialRecord
+    from mltb_core.analysis.records import TrialRecord
     from mltb_core.analysis.runstore import RunStore
 
 __all__ = ["RunBook"]
@@ -61,7 +61,7 @@ class RunBook:
         error before anything runs; lines that are not records are kept in ``unreadable`` (reported,
         then skipped, so --resume reruns their trials) instead of crashing the run."""
         if self._existing is None:
-            from mltb_core.analysis.results import ResultsFileError
+            from mltb_core.analysis.resultsfile import ResultsFileError
 
             try:
                 self.store.check()
@@ -73,7 +73,8 @@ class RunBook:
     def done_records(self, plan: Plan) -> dict[str, TrialRecord]:
         """The records of ``plan``'s cases already recorded with a real outcome (infra errors are rerun)
         under the configuration that case runs with now, by case id."""
-        from mltb_core.analysis.results import Outcome, latest_records
+        from mltb_core.analysis.records import Outcome
+        from mltb_core.analysis.results import latest_records
 
         done: dict[str, TrialRecord] = {}
         for record in latest_records(self.read_existing()):
@@ -91,7 +92,8 @@ class RunBook:
     def crash_record(case: Case, config, why: str):
         """The infrastructure-error record of a case whose worker died while running it (built like every
         record from the case's configuration, so it names the board and toolset like the others)."""
-        from mltb_core.analysis.results import Outcome, StopKind, TrialRecord
+        from mltb_core.analysis.records import Outcome, TrialRecord
+        from mltb_core.bench.stops import StopKind
 
         return TrialRecord.for_config(case.task, config, Outcome.INFRA_ERROR, stop_reason="worker crashed",
                                       stop_kind=StopKind.ERROR,

@@ -252,7 +252,7 @@ def mltb_record(request: pytest.FixtureRequest, mltb_case: Case, mltb_task, mltb
                 mltb_context: WorkerContext):
     """Run the trial (in setup, so an infrastructure error makes the item ERROR, not fail) and attach
     its record and trajectory to the report."""
-    from mltb_core.analysis.results import Outcome
+    from mltb_core.analysis.records import Outcome
 
     from .running import InfraErrorOutcome, failure_message, run_case
     from .transport import attach

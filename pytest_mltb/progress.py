@@ -40,7 +40,7 @@ import pytest
 from .transport import RECORD_PROPERTY
 
 if TYPE_CHECKING:
-    from mltb_core.analysis.results import TrialRecord
+    from mltb_core.analysis.records import TrialRecord
 
 __all__ = ["ProgressReporter", "PLAIN_INTERVAL", "CALL_INTERVAL", "PLUGIN_NAME", "format_duration"]
 
@@ -60,7 +60,7 @@ def _record(report: pytest.TestReport) -> "TrialRecord | None":
     for key, value in getattr(report, "user_properties", ()) or ():
         if key == RECORD_PROPERTY:
             try:
-                from mltb_core.analysis.results import TrialRecord
+                from mltb_core.analysis.records import TrialRecord
 
                 return TrialRecord.from_dict(json.loads(value))
             except (ValueError, TypeError):
@@ -118,7 +118,7 @@ class ProgressReporter:
             if self.trials:
                 self._show(None)
             return
-        from mltb_core.analysis.results import Outcome   # only once a trial ran: a plain test run stays light
+        from mltb_core.analysis.records import Outcome  # only once a trial ran: a plain test run stays light
 
         self.trials += 1
         self.valid += int(record.valid)

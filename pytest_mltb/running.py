@@ -20,7 +20,7 @@ class InfraErrorOutcome(Exception):
 def run_case(config: pytest.Config, case: Case, trial_config, task, run_dir: Path, retries: int, split=None):
     """Run one trial through the ``pytest_mltb_run_trial`` hook, retrying infrastructure errors ``retries`` times."""
     from mltb_core.analysis.provenance import code_version, machine_facts
-    from mltb_core.analysis.results import Outcome
+    from mltb_core.analysis.records import Outcome
     from mltb_core.analysis.runstore import RunStore
 
     earlier_cost = 0.0   # what attempts that ended in an infrastructure error spent: it counts against --run-max-cost
@@ -51,7 +51,7 @@ def run_case(config: pytest.Config, case: Case, trial_config, task, run_dir: Pat
 
 def failure_message(record) -> str:
     """A few lines: what the trial reached and why it stopped."""
-    from mltb_core.analysis.results import display_text   # one line, no control characters
+    from mltb_core.analysis.safety import one_line as display_text  # one line, no control characters
     from mltb_core.stages.specs import stage_label
 
     # the stop reason, feedback and error quote what the model and the worker wrote: no terminal sequences

@@ -24,7 +24,7 @@ from .servers import SessionHolds
 from .transport import RECORD_PROPERTY, TRAJECTORY_PROPERTY, decode_trajectory, report_property
 
 if TYPE_CHECKING:
-    from mltb_core.analysis.results import TrialRecord
+    from mltb_core.analysis.records import TrialRecord
 
 __all__ = ["Controller"]
 
@@ -158,7 +158,7 @@ class Controller:
     def header_lines(self) -> list[str]:
         if not self.engaged:
             return []
-        from mltb_core.analysis.results import problem_lines
+        from mltb_core.analysis.resultsfile import problem_lines
 
         lines = [f"mltb: run directory {self.run_dir}"]
         lines += [f"mltb: warning: {line}" for line in problem_lines(self.book.unreadable)]
@@ -208,7 +208,7 @@ class Controller:
                 self.other_failures += 1
         if report.when != "teardown" or raw is None:
             return
-        from mltb_core.analysis.results import TrialRecord
+        from mltb_core.analysis.records import TrialRecord
 
         record = TrialRecord.from_dict(json.loads(raw))
         trajectory = report_property(report, TRAJECTORY_PROPERTY)

@@ -39,7 +39,7 @@ def decode_trajectory(value: str) -> str:
 
 def attach(item: pytest.Item, record) -> None:
     """Put the record and its trajectory text into the item's user_properties (→ report → controller)."""
-    from mltb_core.analysis.results import record_json
+    from mltb_core.analysis.records import record_json
 
     item.user_properties.append((RECORD_PROPERTY, record_json(record)))
     if record.trajectory and Path(record.trajectory).is_file():

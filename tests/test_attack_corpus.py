@@ -436,7 +436,7 @@ def test_fenced_calls_and_prose_brackets_still_parse():
 
 @pytest.mark.parametrize("name,line", FILE_ATTACKS, ids=[a[0] for a in FILE_ATTACKS])
 def test_a_hostile_results_line_is_reported_and_skipped(tmp_path, name, line):
-    from mltb_core.analysis.results import scan_records
+    from mltb_core.analysis.resultsfile import scan_records
 
     path = tmp_path / "results.jsonl"
     path.write_text(line + "\n", encoding="utf-8")
@@ -459,7 +459,7 @@ def test_a_hostile_baseline_is_a_clear_error(tmp_path, name, line):
 @pytest.mark.parametrize("name,line", FILE_ATTACKS, ids=[a[0] for a in FILE_ATTACKS])
 def test_a_hostile_trajectory_line_is_named_or_passed_over(tmp_path, name, line):
     from mltb_core.analysis.reports import read_steps
-    from mltb_core.analysis.results import TrialRecord
+    from mltb_core.analysis.records import TrialRecord
     from mltb_core.planners.trajectory import read_trajectory
 
     path = tmp_path / "t.jsonl"
@@ -506,7 +506,7 @@ def test_mltb_report_reads_a_run_with_a_hostile_results_line(capsys, tmp_path):
         for _, line in FILE_ATTACKS:
             handle.write(line + "\n")
     capsys.readouterr()
-    from mltb_core.analysis.results import ResultsFileWarning
+    from mltb_core.analysis.resultsfile import ResultsFileWarning
 
     with pytest.warns(ResultsFileWarning) as warned:
         code = cli.main(["report", str(run_dir), "--out", str(tmp_path / "report")])

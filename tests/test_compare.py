@@ -5,7 +5,7 @@ import pytest
 
 from mltb_core.analysis.compare import (BASELINE_VERSION, cell_figures, compare_to_baseline, load_baseline,
                                parse_regression_spec, save_baseline)
-from mltb_core.analysis.results import TrialRecord
+from mltb_core.analysis.records import TrialRecord
 from mltb_core.analysis.stats import rate_gate_probabilities, trials_needed_for_rate_gate
 
 SPEC = "consistency:-0.05,percentile:-2"

@@ -2,7 +2,7 @@
 import pytest
 
 from mltb_core.analysis.compare_runs import compare_runs, render_comparison
-from mltb_core.analysis.results import TrialRecord
+from mltb_core.analysis.records import TrialRecord
 from mltb_core.cli import main as cli_main
 
 from test_reports import make_run
@@ -138,7 +138,7 @@ def test_the_markdown_comparison_escapes_what_records_hold(tmp_path):
 
     make_run(tmp_path / "a", "react")
     make_run(tmp_path / "b", "react")
-    from mltb_core.analysis.results import append_records
+    from mltb_core.analysis.resultsfile import append_records
     from mltb_core.analysis.runstore import RunStore
 
     records = RunStore(tmp_path / "b").read()
@@ -182,7 +182,7 @@ def test_compare_and_the_gate_report_the_same_change():
 def _stamp(run_dir, code, **fields):
     """Set the code every record of ``run_dir`` says ran it (as TrialRecord.for_config stamps code_version()), and
     other ``fields``."""
-    from mltb_core.analysis.results import append_records
+    from mltb_core.analysis.resultsfile import append_records
     from mltb_core.analysis.runstore import RunStore
 
     records = RunStore(run_dir).read()

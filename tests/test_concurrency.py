@@ -7,7 +7,8 @@ import json
 import multiprocessing
 from pathlib import Path
 
-from mltb_core.analysis.results import TrialRecord, append_records, read_records
+from mltb_core.analysis.records import TrialRecord
+from mltb_core.analysis.resultsfile import append_records, read_records
 from mltb_core.bench.splits import prepare_split
 from mltb_core.bench.tasks import get_task
 

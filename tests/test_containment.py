@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from mltb_core.analysis.results import TrialRecord
+from mltb_core.analysis.records import TrialRecord
 from mltb_core.runner.confine import landlock_abi
 from mltb_core.toolkit import limits
 from mltb_core.toolkit.registry import ToolCall, ToolCallError

@@ -1,7 +1,7 @@
 """Containment round 5, the run's own files: one malformed trajectory line, or a record holding an integer of
 400 digits, made a whole run unreportable (``mltb report``, ``--markdown``, ``compare``, ``--resume``).
 Trajectory events are now read at one boundary (mltb_core/stages/events.py) and records' integers have ranges
-(analysis/results.py INT_RANGES): a bad line is reported and skipped, never the end of a report."""
+(analysis/records.py INT_RANGES): a bad line is reported and skipped, never the end of a report."""
 from __future__ import annotations
 
 import json
@@ -12,7 +12,8 @@ import pytest
 
 from mltb_core import cli
 from mltb_core.analysis.reports import build_report, load_runs, trial_page_name
-from mltb_core.analysis.results import INT_RANGES, TrialRecord, read_records, record_json
+from mltb_core.analysis.records import INT_RANGES, TrialRecord, record_json
+from mltb_core.analysis.resultsfile import read_records
 from mltb_core.analysis.runstore import MAX_FILE_NAME_BYTES
 from mltb_core.analysis.sections import read_steps
 from mltb_core.analysis.treeview import tree_from_steps

@@ -131,7 +131,7 @@ def _own_planner_example() -> tuple[str, str, str]:
 def test_the_own_planner_example_runs_a_sim_trial_to_a_valid_submission(tmp_path):
     """The example is complete: installed as the docs say (a module and its mltb.planners entry point) and run with
     the command they give, it reaches the valid submission they promise."""
-    from mltb_core.analysis.results import read_records
+    from mltb_core.analysis.resultsfile import read_records
     from mltb_core.planners import ENTRY_POINT_GROUP
 
     code, name, value = _own_planner_example()

@@ -71,7 +71,8 @@ def test_unknown_format_and_missing_run_are_usage_errors(tmp_path, capsys):
 
 def _graded_run(run_dir, task="spaceship-titanic", comparable=True):
     """Three trials of one cell: a failure, a valid one below the baseline, a good one; with row samples."""
-    from mltb_core.analysis.results import TrialRecord, append_records
+    from mltb_core.analysis.records import TrialRecord
+    from mltb_core.analysis.resultsfile import append_records
 
     note = None if comparable else "original dataset: no leaderboard"
     common = dict(task=task, planner="react", model="sim", config_hash="h", synthetic=True, percentile_note=note)

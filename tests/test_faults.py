@@ -19,7 +19,7 @@ import pytest
 from mltb_core.config import TrialConfig
 from mltb_core.llm.openai_backend import OpenAIBackend
 from mltb_core.llm.prices import FREE
-from mltb_core.analysis.results import read_records
+from mltb_core.analysis.resultsfile import read_records
 from mltb_core.bench.tasks import get_task
 from mltb_core.runner.trial import run_trial
 

@@ -8,7 +8,7 @@ import pytest
 
 from mltb_core.analysis.compare import (behaviour_fire_probability, cell_figures, compare_to_baseline,
                                         parse_regression_spec)
-from mltb_core.analysis.results import TrialRecord
+from mltb_core.analysis.records import TrialRecord
 from mltb_core.config import GATE_LOST_SHARE, GATE_PRESETS
 
 TRIALS = int(GATE_PRESETS["ci"]["trials"])

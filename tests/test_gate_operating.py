@@ -19,7 +19,7 @@ import pytest
 
 from mltb_core.analysis.compare import _consistency_delta, _median_delta, _planning_rate
 from mltb_core.analysis.coverage import DEPENDENCES, GateRule
-from mltb_core.analysis.results import TrialRecord
+from mltb_core.analysis.records import TrialRecord
 from mltb_core.analysis.stats import NEWCOMBE_MIN_TRIALS, family_level, rate_gate_probabilities
 from mltb_core.config import GATE_PRESETS
 

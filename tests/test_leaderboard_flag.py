@@ -6,7 +6,8 @@ import io
 import json
 
 from mltb_core import cli
-from mltb_core.analysis.results import NO_LEADERBOARD, TrialRecord, percentile_exclusion
+from mltb_core.analysis.records import TrialRecord
+from mltb_core.analysis.results import NO_LEADERBOARD, percentile_exclusion
 from mltb_core.bench.tasks import load_tasks
 
 

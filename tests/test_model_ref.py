@@ -12,7 +12,7 @@ import pytest
 
 from mltb_core.analysis.estimate import estimate_cost
 from mltb_core.analysis.reports import trial_page_name
-from mltb_core.analysis.results import TrialRecord
+from mltb_core.analysis.records import TrialRecord
 from mltb_core.bench.tasks import get_task
 from mltb_core.config import SETTINGS_BY_NAME, TrialConfig, case_id, is_case_id
 from mltb_core.llm import backends

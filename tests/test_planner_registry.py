@@ -12,7 +12,7 @@ import pytest
 
 import mltb_core
 from mltb_core import config, environment
-from mltb_core.analysis.results import read_records
+from mltb_core.analysis.resultsfile import read_records
 from mltb_core.config import Range, TrialConfig, knob
 from mltb_core.planners import ENTRY_POINT_GROUP, PLANNERS, Planner, planner_names, register
 from mltb_core.planners.mcts import MCTSShaped

@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from mltb_core.analysis.results import read_records
+from mltb_core.analysis.resultsfile import read_records
 
 pytest_plugins = ["pytester"]
 
@@ -27,7 +27,7 @@ def test_challenge(mltb_case, mltb_split, mltb_record, mltb_check):
 FAKE_CONFTEST = '''
 import os
 from pathlib import Path
-from mltb_core.analysis.results import TrialRecord
+from mltb_core.analysis.records import TrialRecord
 
 
 def pytest_mltb_run_trial(task, config, out_dir):

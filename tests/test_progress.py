@@ -3,7 +3,7 @@ import re
 from types import SimpleNamespace
 
 
-from mltb_core.analysis.results import TrialRecord, record_json
+from mltb_core.analysis.records import TrialRecord, record_json
 from pytest_mltb.progress import ProgressReporter, format_duration
 from pytest_mltb.session import RECORD_PROPERTY
 

@@ -15,7 +15,8 @@ import mltb_core
 from mltb_core.analysis import provenance
 from mltb_core.analysis.provenance import NOT_RECORDED, code_version, git_commit, trial_code
 from mltb_core.analysis.reports import build_report
-from mltb_core.analysis.results import TrialRecord, append_records, read_records
+from mltb_core.analysis.records import TrialRecord
+from mltb_core.analysis.resultsfile import append_records, read_records
 from mltb_core.config import TrialConfig
 
 pytest_plugins = ["pytester"]

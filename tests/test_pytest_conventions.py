@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from mltb_core.analysis.results import read_records
+from mltb_core.analysis.resultsfile import read_records
 from test_plugin import FAKE_CONFTEST, SUITE, TASK, suite  # noqa: F401  (suite: the pytester project with the fake trial)
 
 pytest_plugins = ["pytester"]

@@ -7,8 +7,9 @@ import json
 import pytest
 
 from mltb_core.analysis.provenance import machine_counts, machine_facts, machine_label
-from mltb_core.analysis.results import (SCHEMA_VERSION, RecordVersionError, StopKind, TrialRecord, record_json,
-                                        scan_records)
+from mltb_core.analysis.records import SCHEMA_VERSION, RecordVersionError, TrialRecord, record_json
+from mltb_core.analysis.resultsfile import scan_records
+from mltb_core.bench.stops import StopKind
 from mltb_core.bench.stops import STOP_KIND_MEANINGS
 
 OLD = {"task": "spaceship-titanic", "planner": "react", "model": "sim", "trial": 0, "seed": 0,

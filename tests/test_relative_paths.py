@@ -150,7 +150,7 @@ def test_a_worker_that_fails_to_start_is_an_infrastructure_error_with_its_cause(
 
 @needs_landlock
 def test_a_trial_whose_worker_cannot_start_is_an_infra_error_not_a_model_fault(tmp_path, monkeypatch):
-    from mltb_core.analysis.results import Outcome
+    from mltb_core.analysis.records import Outcome
     from mltb_core.bench.stops import StopKind
     from mltb_core.bench.tasks import get_task
     from mltb_core.config import TrialConfig

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from mltb_core.analysis.results import Outcome, StopKind, TrialRecord
+from mltb_core.analysis.records import Outcome, TrialRecord
+from mltb_core.bench.stops import StopKind
 from mltb_core.analysis.sections import SECTIONS, Section, SectionContext, pick_sections, register_section
 from mltb_core.analysis.tables import Table
 

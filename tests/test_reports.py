@@ -12,7 +12,8 @@ import pytest
 
 from mltb_core.analysis.reports import (ReportSection, build_report, config_legend, load_runs, report_main,
                                         task_page_name, trial_page_name)
-from mltb_core.analysis.results import TrialRecord, append_records
+from mltb_core.analysis.records import TrialRecord
+from mltb_core.analysis.resultsfile import append_records
 from mltb_core.analysis.tables import Table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -488,7 +489,7 @@ def test_a_section_named_like_its_table_is_titled_once(tmp_path):
 
 
 def test_the_synthetic_banner_is_a_sentence_on_every_page(tmp_path):
-    from mltb_core.analysis.results import SYNTHETIC_BANNER
+    from mltb_core.analysis.labels import SYNTHETIC_BANNER
 
     paths = first_screen_run(tmp_path / "run")
     pages = [paths["index"], *(tmp_path / "run" / "report" / "tasks").iterdir(),

@@ -5,9 +5,10 @@ import warnings
 
 import pytest
 
-from mltb_core.analysis.results import (MAX_REPORTED_PROBLEMS, Outcome, ResultsFileError, ResultsFileWarning,
-                                        TrialRecord, append_records, consistency_values, latest_records,
-                                        percentile_values, read_records, sort_records)
+from mltb_core.analysis.records import Outcome, TrialRecord
+from mltb_core.analysis.resultsfile import (MAX_REPORTED_PROBLEMS, ResultsFileError, ResultsFileWarning,
+                                            append_records, read_records)
+from mltb_core.analysis.results import consistency_values, latest_records, percentile_values, sort_records
 
 
 def rec(trial=0, outcome="valid", planner="react", percentile=50.0, **kw):

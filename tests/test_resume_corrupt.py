@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from mltb_core.analysis.results import ResultsFileWarning, latest_records, read_records
+from mltb_core.analysis.resultsfile import ResultsFileWarning, read_records
+from mltb_core.analysis.results import latest_records
 from test_plugin import COMMON, FAKE_CONFTEST, SUITE
 
 pytest_plugins = ["pytester"]

@@ -10,7 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-from mltb_core.analysis.results import latest_records, read_records
+from mltb_core.analysis.resultsfile import read_records
+from mltb_core.analysis.results import latest_records
 from tiny_model import needs_tiny_model
 
 SUITE = '''

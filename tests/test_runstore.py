@@ -6,7 +6,8 @@ import io
 import json
 
 from mltb_core import cli
-from mltb_core.analysis.results import TrialRecord, append_records, read_records
+from mltb_core.analysis.records import TrialRecord
+from mltb_core.analysis.resultsfile import append_records, read_records
 from mltb_core.analysis.runstore import RunStore, TrialFiles
 
 

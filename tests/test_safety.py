@@ -32,7 +32,7 @@ def test_no_hand_escaping_left_in_the_analysis_package():
 
 def test_comparisons_warn_when_runs_mix_machines():
     from mltb_core.analysis.reports import _machine_warnings
-    from mltb_core.analysis.results import TrialRecord
+    from mltb_core.analysis.records import TrialRecord
 
     def record(machine):
         return TrialRecord(task="spaceship-titanic", planner="react", model="sim", trial=0, seed=0,

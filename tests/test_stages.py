@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from mltb_core.analysis.results import TrialRecord
+from mltb_core.analysis.records import TrialRecord
 from mltb_core.stages import specs as stages
 from mltb_core.stages.specs import REWARD_STAGES, STAGE_COUNT, STAGE_NAMES, StageTableError, by_stage, stage_label
 
@@ -144,7 +144,7 @@ def test_front_ends_print_the_count_of_the_stage_list(monkeypatch):
 def test_the_progress_line_prints_the_count_of_the_stage_list(monkeypatch):
     from types import SimpleNamespace
 
-    from mltb_core.analysis.results import record_json
+    from mltb_core.analysis.records import record_json
     from pytest_mltb.progress import ProgressReporter
     from pytest_mltb.transport import RECORD_PROPERTY
 

@@ -364,7 +364,7 @@ def test_a_partial_report_withholds_the_p_values():
 def test_ranking_section_has_pass_at_k_rating_and_a_cd_diagram():
     from mltb_core.analysis.ranking import ranking_markdown
     from mltb_core.analysis.safety import markdown_to_html
-    from mltb_core.analysis.results import TrialRecord
+    from mltb_core.analysis.records import TrialRecord
 
     records = []
     for t, task in enumerate(("t1", "t2", "t3")):
@@ -401,7 +401,7 @@ def test_ranking_section_has_pass_at_k_rating_and_a_cd_diagram():
 
 def test_ratings_over_too_few_tasks_print_no_interval():
     from mltb_core.analysis.ranking import ranking_markdown
-    from mltb_core.analysis.results import TrialRecord
+    from mltb_core.analysis.records import TrialRecord
 
     records = [TrialRecord(task=task, planner=planner, model="sim:0.5", trial=trial, seed=trial, config_hash="h",
                            outcome="valid", valid=True, normalized=0.1 * (p + trial + 1))

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from mltb_core.analysis.results import TrialRecord
+from mltb_core.analysis.records import TrialRecord
 from mltb_core.analysis.stats import RateSample, bootstrap_ci, clustered_ci
 from mltb_core.analysis.tables import (build_tables, consistency_table, normalized_table, percentile_table,
                                        render_summary)

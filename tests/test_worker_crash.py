@@ -58,7 +58,7 @@ def test_killed_worker_is_an_infra_error_and_the_run_finishes(pytester, tmp_path
 
 
 def test_a_crash_record_is_built_from_the_case_configuration():
-    from mltb_core.analysis.results import Outcome
+    from mltb_core.analysis.records import Outcome
     from mltb_core.config import TrialConfig
     from pytest_mltb.bookkeeping import RunBook
     from pytest_mltb.collection import Case

@@ -76,8 +76,8 @@ from scipy.stats import binom as _binom
 from scipy.stats import chi2 as _chi2
 from tabulate import tabulate
 
-from mltb_core.analysis.results import (TrialRecord, counted_records, group_by, latest_records, normalized_cell,
-                                        percentile_cell)
+from mltb_core.analysis.records import TrialRecord
+from mltb_core.analysis.results import counted_records, group_by, latest_records, normalized_cell, percentile_cell
 from mltb_core.analysis.safety import terminal_text
 from mltb_core.analysis.stats import (CI, DEFAULT_LEVEL, MAX_GATE_TRIALS, MIN_TRIALS_FOR_MEDIAN_CI, POWER, TrialSample,
                                       cluster_sign_flip, family_level, holm, median_change, median_standard_error,

@@ -40,7 +40,8 @@ from tabulate import tabulate
 from mltb_core.analysis.plots import figure_svg, inline_svg, pyplot
 from mltb_core.analysis.compare import paired_median_change
 from mltb_core.analysis.provenance import code_difference, trial_code
-from mltb_core.analysis.results import Outcome, TrialRecord, markdown_text
+from mltb_core.analysis.records import Outcome, TrialRecord
+from mltb_core.analysis.safety import markdown as markdown_text
 from mltb_core.analysis.safety import html as escape_html, terminal_text
 from mltb_core.analysis.stats import (CI, MIN_TRIALS_FOR_MEDIAN_CI, NEWCOMBE_MIN_TRIALS, cluster_sign_flip, holm, median_interval,
                                       paired_proportion_diff_ci, sign_test_p, t_interval)

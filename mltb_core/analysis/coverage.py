@@ -146,7 +146,7 @@ class GateRates:
 def _verdict_of(name: str, base_valid: list[bool], cur_valid: list[bool], seeds_differ: bool, drop: float,
                 level: float) -> str:
     from mltb_core.analysis.compare import _consistency_delta     # the gate's own rule (compare imports stats)
-    from mltb_core.analysis.results import Outcome, TrialRecord
+    from mltb_core.analysis.records import Outcome, TrialRecord
 
     def records(valid: list[bool], offset: int) -> list[TrialRecord]:
         return [TrialRecord(task="t", planner="p", model="sim", trial=i, seed=i + offset, config_hash="h",

@@ -10,7 +10,7 @@ The score columns hold what the tables count, so ``frame.groupby(...).median()``
 
 | column | what it holds |
 |---|---|
-| every TrialRecord field | as in ``results.jsonl`` (``mltb_core/analysis/results.py``), but the two below |
+| every TrialRecord field | as in ``results.jsonl`` (``mltb_core/analysis/records.py``), but the two below |
 | ``counted`` | False for an infrastructure error (never counted, as in the tables) |
 | ``normalized`` | the normalized score the tables count (:func:`results.quality_value`): 0 = the task's trivial baseline, 1 = perfect; a failed trial, or a valid one below the baseline, 0; empty for an infra error |
 | ``normalized_raw`` | the grader's normalized score (below 0 under the baseline; empty for a failed trial) |
@@ -31,7 +31,8 @@ import math
 from pathlib import Path
 from typing import Any, Sequence
 
-from mltb_core.analysis.results import Outcome, TrialRecord, group_by, percentile_exclusion, quality_value
+from mltb_core.analysis.records import Outcome, TrialRecord
+from mltb_core.analysis.results import group_by, percentile_exclusion, quality_value
 
 __all__ = ["FORMATS", "export_rows", "write_export", "ExportError"]
 

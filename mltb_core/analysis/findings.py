@@ -10,7 +10,8 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from mltb_core.analysis.results import TrialRecord, counted_records
+from mltb_core.analysis.records import TrialRecord
+from mltb_core.analysis.results import counted_records
 from mltb_core.analysis.safety import markdown as markdown_text
 from mltb_core.analysis.tables import entry_label, entry_order, markdown_label
 from mltb_core.stages.events import EventKind

@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterable
 from tabulate import tabulate
 
 from mltb_core.analysis.plots import figure_svg, pyplot
-from mltb_core.analysis.results import TrialRecord, counted_records, quality_value
+from mltb_core.analysis.records import TrialRecord
+from mltb_core.analysis.results import counted_records, quality_value
 from mltb_core.analysis.tables import entry_label, markdown_label, policy_assumptions
 from mltb_core.analysis.stats import (MIN_TASKS_FOR_RATING, MIN_TASKS_FOR_RATING_CI, POSTHOC_TESTS, FriedmanResult,
                                       Rating, bradley_terry_ratings, friedman_test,

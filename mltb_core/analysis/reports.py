@@ -27,10 +27,11 @@ from mltb_core.analysis.compare import cell_figures
 from mltb_core.analysis.plots import figure_svg, inline_svg, pyplot
 from mltb_core.analysis.provenance import code_note, git_commit, trial_code
 from mltb_core.analysis.runstore import RunStore, bounded_file_name
-from mltb_core.analysis.results import (SYNTHETIC_BANNER, TrialRecord, consistency_values, counted_records,
-                                        display_text, group_by, markdown_text, latest_records, model_label,
+from mltb_core.analysis.records import TrialRecord
+from mltb_core.analysis.results import (consistency_values, counted_records, group_by, latest_records,
                                         normalized_values, percentile_values)
-from mltb_core.analysis.safety import terminal_text
+from mltb_core.analysis.labels import SYNTHETIC_BANNER, model_label
+from mltb_core.analysis.safety import markdown as markdown_text, one_line as display_text, terminal_text
 from mltb_core.analysis.sections import Block, Section, SectionContext, pick_sections, read_steps
 from mltb_core.analysis.tables import (Table, planner_rank, build_tables, markdown_label, notes_not_given,
                                       render_tables, variant_labels)

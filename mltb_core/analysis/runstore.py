@@ -3,7 +3,7 @@
 Both front ends (``mltb run`` and the pytest plugin) write the same layout, and every reader (``mltb
 report``, ``export``, ``compare``, ``--resume``) finds files through :class:`RunStore`::
 
-    <run>/results.jsonl                        the trial records (analysis/results.py: one JSON line each)
+    <run>/results.jsonl                        the trial records (analysis/records.py: one JSON line each)
     <run>/prompts.json                         every prompt text the run used
     <run>/trajectories/<config hash>/<case>.jsonl   each trial's trajectory; records hold this path, relative
     <run>/work/<case>/[attempt<n>/]            one trial attempt's working files (:class:`TrialFiles`), removed
@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from mltb_core.analysis.results import TrialRecord, UnreadableLine
+    from mltb_core.analysis.records import TrialRecord
+    from mltb_core.analysis.resultsfile import UnreadableLine
 
 __all__ = ["bounded_file_name", "MAX_FILE_NAME_BYTES", "RunStore", "TrialFiles", "RESULTS_FILE", "TRAJECTORY_DIR", "PROMPTS_FILE", "REPORT_DIR", "WORK_DIR",
            "NotARunError", "RunInUseError", "agent_data_dir"]
@@ -215,20 +216,20 @@ class RunStore:
 
     # ---- records -----------------------------------------------------------------------------------
     def check(self) -> None:
-        """:class:`~mltb_core.analysis.results.ResultsFileError` when the results file cannot be used."""
-        from mltb_core.analysis.results import check_results_file
+        """:class:`~mltb_core.analysis.resultsfile.ResultsFileError` when the results file cannot be used."""
+        from mltb_core.analysis.resultsfile import check_results_file
 
         check_results_file(self.results_path)
 
     def scan(self) -> tuple[list[TrialRecord], list[UnreadableLine]]:
         """Every record of the run as written, and the lines that are not records."""
-        from mltb_core.analysis.results import scan_records
+        from mltb_core.analysis.resultsfile import scan_records
 
         return scan_records(self.results_path)
 
     def read(self) -> list[TrialRecord]:
         """The run's records as written (unreadable lines warned about and skipped)."""
-        from mltb_core.analysis.results import read_records
+        from mltb_core.analysis.resultsfile import read_records
 
         return list(read_records(self.results_path)) if self.results_path.is_file() else []
 
@@ -249,7 +250,8 @@ class RunStore:
         the record and trajectory are the result, and ``mltb replay`` rebuilds a sandbox from the trajectory;
         a run of thousands of trials would otherwise keep a sandbox and a data copy for each. It stays with
         ``keep_work`` (``--keep-work``) and after an infrastructure error, whose cause may be in its files."""
-        from mltb_core.analysis.results import Outcome, append_records
+        from mltb_core.analysis.records import Outcome
+        from mltb_core.analysis.resultsfile import append_records
 
         if trajectory_text is not None:
             relative = self.trajectory_name(record)

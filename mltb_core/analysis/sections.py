@@ -22,7 +22,8 @@ from typing import Any, Union
 
 from mltb_core.analysis.provenance import (LOAD_SAMPLE_SECONDS, NOT_RECORDED, machine_counts, machine_label,
                                            trial_code)
-from mltb_core.analysis.results import QUALITY_FLOOR_NOTE, TrialRecord, counted_records
+from mltb_core.analysis.records import TrialRecord
+from mltb_core.analysis.results import QUALITY_FLOOR_NOTE, counted_records
 from mltb_core.analysis.safety import markdown
 from mltb_core.analysis.tables import Table, build_tables, entry_label, entry_order, markdown_label, variant_labels
 from mltb_core.stages.events import TrajectoryRead, read_events

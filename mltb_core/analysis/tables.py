@@ -31,10 +31,11 @@ from typing import Callable, Iterable, Sequence
 
 from tabulate import tabulate
 
-from mltb_core.analysis.results import (QUALITY_FLOOR_NOTE, SYNTHETIC_LABEL, Outcome, PercentileCell, TrialRecord,
-                                        counted_records, display_text, group_by, latest_records, markdown_text,
-                                        model_label, normalized_cell, percentile_cell)
-from mltb_core.analysis.safety import terminal_text
+from mltb_core.analysis.records import Outcome, TrialRecord
+from mltb_core.analysis.results import (QUALITY_FLOOR_NOTE, PercentileCell, counted_records, group_by,
+                                        latest_records, normalized_cell, percentile_cell)
+from mltb_core.analysis.labels import SYNTHETIC_LABEL, model_label
+from mltb_core.analysis.safety import markdown as markdown_text, one_line as display_text, terminal_text
 from mltb_core.analysis.stats import (MIN_TRIALS_FOR_MEDIAN_CI, CI, RateSample, TrialSample, clustered_ci,
                                       pass_at_k, rate_interval, reachable_k)
 

@@ -4,7 +4,7 @@ The kind is what tables count and group by; the reason (``stop_reason``) is the 
 (which budget, how large, which stage). Nothing parses the reason back into a kind: a planner says the
 kind when it stops (``SearchResult(best, reason, kind)``, ``BudgetExhausted(reason, kind)``), the trial
 runner says it for the stops it causes (the worker failed, an infrastructure error). Records written
-before the kind existed get theirs once, when they are read (``analysis/results.py``'s migration).
+before the kind existed get theirs once, when they are read (``analysis/records.py``'s migration).
 """
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from typing import Any
 from mltb_core.llm import prompts
 from mltb_core.config import TrialConfig, case_id
 from mltb_core.analysis.provenance import LoadMeter
-from mltb_core.analysis.results import Outcome, TrialRecord
+from mltb_core.analysis.records import Outcome, TrialRecord
 from mltb_core.analysis.runstore import RunStore, TrialFiles
 from mltb_core.stages.specs import STAGE_COUNT
 from mltb_core.bench.tasks import Task

@@ -16,7 +16,7 @@ The format has a version (:data:`TRAJECTORY_FORMAT`): :class:`~mltb_core.planner
 writes it as the first event's ``format_version``, and a reader takes it from the first line that is a JSON
 object (a trajectory without one is version 1, every trajectory mltb wrote before version 2). A newer
 version is refused with a reason, whatever its first event looks like; an older one is brought up to date
-by :data:`_MIGRATIONS`, as records are (``analysis/results.py``).
+by :data:`_MIGRATIONS`, as records are (``analysis/records.py``).
 """
 from __future__ import annotations
 
