@@ -217,6 +217,18 @@ def test_model_strings_name_the_default_and_refuse_unknown_names():
         parse_model("local:qwen9")
 
 
+def test_a_model_string_says_what_it_names_and_its_reply_limit():
+    """The backend describes its own model strings (reports read this, never the local model table)."""
+    qwen = models.get_model(None)
+    assert parse_model("local").describe() == (f"{qwen.note.split(';')[0]}, `{qwen.filename}`, "
+                                               f"{qwen.size:,} bytes, SHA-256 `{qwen.sha256}`")
+    assert models.get_model("smollm2").sha256 in parse_model("local:smollm2").describe()
+    assert parse_model("local:/m/x.gguf").describe() is None and parse_model("sim:0.5").describe() is None
+    assert parse_model("local").reply_limit() == qwen.max_tokens
+    assert parse_model("local:/m/x.gguf").reply_limit() == models.REPLY_TOKENS
+    assert parse_model("sim:0.5").reply_limit() is None and parse_model("openai:gpt-4o").reply_limit() is None
+
+
 def test_the_pinned_table_adds_up():
     for model in models.MODELS.values():
         assert sum(p.size for p in model.parts) == model.size

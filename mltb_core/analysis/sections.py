@@ -24,6 +24,7 @@ from mltb_core.analysis.provenance import (LOAD_SAMPLE_SECONDS, NOT_RECORDED, ma
                                            trial_code)
 from mltb_core.analysis.records import TrialRecord
 from mltb_core.analysis.results import QUALITY_FLOOR_NOTE, counted_records
+from mltb_core.analysis.labels import SYNTHETIC_LABEL
 from mltb_core.analysis.safety import markdown
 from mltb_core.analysis.tables import Table, build_tables, entry_label, entry_order, markdown_label, variant_labels
 from mltb_core.stages.events import TrajectoryRead, read_events
@@ -225,13 +226,10 @@ def _model_facts(model: str) -> str:
         ref = parse_model(model)
     except ValueError:
         return f"`{markdown(model)}` (no installed backend reads it)"
-    if ref.kind != "local" or ref.value[0] != "name":
-        return f"`{markdown(model)}`" + (" (synthetic policy, not an LLM)" if ref.synthetic else "")
-    from mltb_core.llm.local.models import get_model
-
-    named = get_model(ref.value[1])
-    return (f"`{model}` = {named.note.split(';')[0]}, `{named.filename}`, {named.size:,} bytes, "
-            f"SHA-256 `{named.sha256}`")
+    facts = ref.describe()
+    if facts is None:
+        return f"`{markdown(model)}`" + (f" {SYNTHETIC_LABEL}" if ref.synthetic else "")
+    return f"`{markdown(model)}` = {facts}"
 
 
 def _loads(records: list[TrialRecord]) -> list[float]:

@@ -84,6 +84,15 @@ class BackendSpec:
         """What this model lacks before a run can start (missing key, package, file); [] when ready."""
         return []
 
+    def describe(self, value: Any) -> str | None:
+        """What the model string names, for a report (a pinned model file: its size and hash); None: the
+        string says it all."""
+        return None
+
+    def reply_limit(self, value: Any) -> int | None:
+        """Tokens a reply may run to when mltb sets the limit; None: the server's or the API's own."""
+        return None
+
     def build(self, value: Any, *, model: str, seed: int, cache: Any, price_table: Any, **opts: Any) -> LLMBackend:
         raise NotImplementedError(f"backend {self.name!r} must implement build()")
 
@@ -226,6 +235,12 @@ class ModelRef:
 
     def price(self, table: Any = None) -> tuple[Any, str | None]:
         return self.spec.price(self.value, table)
+
+    def describe(self) -> str | None:
+        return self.spec.describe(self.value)
+
+    def reply_limit(self) -> int | None:
+        return self.spec.reply_limit(self.value)
 
     def build(self, *, seed: int = 0, cache: Any = None, price_table: Any = None, **opts: Any) -> LLMBackend:
         return self.spec.build(self.value, model=self.text, seed=seed, cache=cache, price_table=price_table, **opts)
@@ -405,6 +420,24 @@ class LocalSpec(BackendSpec):
         if kind == "name":
             return f"local-{text}"
         return "local-" + re.split(r"[\\/]", text.rstrip("/\\"))[-1].removesuffix(".gguf")
+
+    def describe(self, value: tuple[str, str]) -> str | None:
+        """A named model: what it is, its file, size and SHA-256 (pinned); a file given by path: None (its
+        record describes it)."""
+        from mltb_core.llm.local.models import get_model
+
+        kind, text = value
+        if kind != "name":
+            return None
+        named = get_model(text)
+        return f"{named.note.split(';')[0]}, `{named.filename}`, {named.size:,} bytes, SHA-256 `{named.sha256}`"
+
+    def reply_limit(self, value: tuple[str, str]) -> int | None:
+        """What the local backend sets (``models.reply_tokens_for`` of the model's file)."""
+        from mltb_core.llm.local.models import get_model, reply_tokens_for
+
+        kind, text = value
+        return reply_tokens_for(get_model(text).filename if kind == "name" else text)
 
     def preflight(self, value: tuple[str, str]) -> list[str]:
         """llama.cpp installed; a named model's packages installed at their pins and its file assembled
