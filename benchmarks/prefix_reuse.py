@@ -132,7 +132,7 @@ def replay(path: Path, count, out: Path) -> TrialReplay | None:
     data_dir = prepare_agent_data(split, out)
     sandbox = out / "sandboxes" / path.stem
     sandbox.mkdir(parents=True, exist_ok=True)
-    episode = Episode.in_process(task, config, SimPolicy(0.7), StageContext.from_split(task, split, config.max_features),
+    episode = Episode.in_process(task, config, SimPolicy(0.7), StageContext.from_agent_data(task, data_dir, config.max_features),
                                  ToolContext(sandbox=sandbox, data_dir=data_dir, task=task),
                                  feedback=bool(start.get("feedback", True)))
     system, tools = SYSTEMS[planner], episode.tool_schemas()

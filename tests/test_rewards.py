@@ -693,7 +693,7 @@ def test_each_role_holds_only_what_it_names(spaceship):
     from mltb_core.toolkit.scratchpad import Scratchpad
 
     task, split, _data_dir, _ = spaceship
-    ctx = StageContext.from_split(task, split)
+    ctx = StageContext.from_files(task, split.train_path, split.test_path)
     checker = _Checker(ctx, Scratchpad(), PathLog(), {})
     holds = checker._holds
     target, n_train, n_test = task.target, ctx.n_train, ctx.n_test
