@@ -364,57 +364,91 @@ def _sensitivity(ctx: SectionContext) -> list[Block]:
     """A sensitivity run (``--sensitivity``: one run directory holding several models on the same items, e.g.
     ``sim:0.5`` and ``sim:0.5:neutral`` at one commit): each planner's figures under each model side by side,
     over the (task, trial) items every model holds, with each model's ordering (mean rank of the stage reached)."""
-    from mltb_core.analysis.ranking import friedman_text, stage_blocks
-    from mltb_core.analysis.results import quality_value
-    from mltb_core.analysis.stats import friedman_test
-    from mltb_core.analysis.tables import policy_assumptions
-
     counted = counted_records(ctx.sensitivity)
     models = sorted({r.model for r in counted}, key=lambda m: (len(m), m))    # sim:0.5 before sim:0.5:neutral
     if len(models) < 2:
         return [f"The sensitivity run holds {len(models)} model(s); it needs two to compare."] if counted else []
     items = set.intersection(*({(r.task, r.trial) for r in counted if r.model == m} for m in models))
-    runs = [[r for r in counted if r.model == m and (r.task, r.trial) in items] for m in models]
-    # a planner configuration's label, alike under every model (the hash has no model): decided over all models
-    labels = variant_labels(dataclasses.replace(r, model="") for r in ctx.sensitivity)
+    label = _model_free_label(ctx.sensitivity)
+    planners = entry_order(counted, label)
+    runs = [_ranked_under(model, [r for r in counted if r.model == model and (r.task, r.trial) in items],
+                          planners, label) for model in models]
+    rows = [_sensitivity_row(planner, runs, label) for planner in runs[0].order]
+    headers = ["planner"] + [f"{model}: {what}" for model in models
+                             for what in ("valid/trials", "mean normalized", "mean stage rank (place)")]
+    return [Table("sensitivity", "Each planner under each model of the sensitivity run", headers, rows,
+                  notes=_sensitivity_notes(ctx, models, len(items)),
+                  untrusted_text=(*models, *{r.code for r in ctx.sensitivity if r.code})),
+            _sensitivity_prose(runs)]
+
+
+@dataclass
+class _RankedRun:
+    """One model's trials of a sensitivity run on the shared items, their Friedman test over the stage reached,
+    and the planners in that model's order (mean rank, ties in entry order)."""
+    model: str
+    records: list[TrialRecord]
+    result: Any
+    order: list[str]
+
+
+def _model_free_label(records: list[TrialRecord]) -> Callable[[TrialRecord], str]:
+    """A planner configuration's label, alike under every model (the hash has no model): decided over all models."""
+    labels = variant_labels(dataclasses.replace(r, model="") for r in records)
 
     def label(r: TrialRecord) -> str:
         return labels[("", r.planner, r.config_hash)]
+    return label
 
-    planners = entry_order(counted, label)
-    results = [friedman_test(stage_blocks(run, label), ordinal=True) for run in runs]
-    def ordering(result: Any) -> list[str]:
-        return sorted(planners, key=lambda p: (result.mean_ranks.get(p, float("inf")), planners.index(p)))
 
-    order = [ordering(res) for res in results]
-    rows = []
-    for planner in order[0]:
-        row = [planner]
-        for run, res, ranked in zip(runs, results, order):
-            mine = [r for r in run if label(r) == planner]
-            quality = [q for q in map(quality_value, mine) if q is not None]
-            rank = res.mean_ranks.get(planner)
-            row += [f"{sum(r.valid for r in mine)}/{len(mine)}",
-                    f"{sum(quality) / len(quality):.2f}" if quality else "–",
-                    f"{rank:.2f} ({ranked.index(planner) + 1})" if rank is not None else "–"]
-        rows.append(row)
-    headers = ["planner"] + [f"{model}: {what}" for model in models
-                             for what in ("valid/trials", "mean normalized", "mean stage rank (place)")]
-    notes = [f"the sensitivity run: {', '.join(models)} on the same {len(items)} (task, trial) items (a trial's seed "
+def _ranked_under(model: str, records: list[TrialRecord], planners: list[str],
+                  label: Callable[[TrialRecord], str]) -> _RankedRun:
+    from mltb_core.analysis.ranking import stage_blocks
+    from mltb_core.analysis.stats import friedman_test
+
+    result = friedman_test(stage_blocks(records, label), ordinal=True)
+    order = sorted(planners, key=lambda p: (result.mean_ranks.get(p, float("inf")), planners.index(p)))
+    return _RankedRun(model, records, result, order)
+
+
+def _sensitivity_row(planner: str, runs: list[_RankedRun], label: Callable[[TrialRecord], str]) -> list[str]:
+    """The planner's valid/trials, mean normalized score and mean stage rank (place) under each model."""
+    from mltb_core.analysis.results import quality_value
+
+    row = [planner]
+    for run in runs:
+        mine = [r for r in run.records if label(r) == planner]
+        quality = [q for q in map(quality_value, mine) if q is not None]
+        rank = run.result.mean_ranks.get(planner)
+        row += [f"{sum(r.valid for r in mine)}/{len(mine)}",
+                f"{sum(quality) / len(quality):.2f}" if quality else "–",
+                f"{rank:.2f} ({run.order.index(planner) + 1})" if rank is not None else "–"]
+    return row
+
+
+def _sensitivity_notes(ctx: SectionContext, models: list[str], items: int) -> list[str]:
+    from mltb_core.analysis.tables import policy_assumptions
+
+    notes = [f"the sensitivity run: {', '.join(models)} on the same {items} (task, trial) items (a trial's seed "
              "depends on its index: the same split and seed stream under every model), trials run by "
              f"{trial_code(ctx.sensitivity)}; rows in the first model's order",
              "mean stage rank: the planner's mean rank (1 = best, ties sharing a rank) of the stage each trial "
              "reached, within blocks of one task and one trial; place: its position in that model's ordering"]
-    notes += [note for model in models if (note := policy_assumptions(model))]
+    return notes + [note for model in models if (note := policy_assumptions(model))]
+
+
+def _sensitivity_prose(runs: list[_RankedRun]) -> str:
+    """Each model's Friedman test over the stage reached (a model whose test could not run says nothing)."""
+    from mltb_core.analysis.ranking import friedman_text
+
     prose = []
-    for model, res in zip(models, results):
-        if res.statistic is not None:
-            prose += [f"**{markdown(model)}.** " + " ".join(friedman_text(res, {}, blocks="blocks (task, trial seed)",
-                                                                            measure="the stage each trial reached")),
+    for run in runs:
+        if run.result.statistic is not None:
+            prose += [f"**{markdown(run.model)}.** " + " ".join(friedman_text(run.result, {},
+                                                                             blocks="blocks (task, trial seed)",
+                                                                             measure="the stage each trial reached")),
                       ""]
-    return [Table("sensitivity", "Each planner under each model of the sensitivity run", headers, rows,
-                  notes=notes, untrusted_text=(*models, *{r.code for r in ctx.sensitivity if r.code})),
-            "\n".join(prose).strip()]
+    return "\n".join(prose).strip()
 
 
 def _machine(ctx: SectionContext) -> list[Block]:
