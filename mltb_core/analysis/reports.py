@@ -391,45 +391,69 @@ def build_report(run_dirs: Sequence[Path | str], out_dir: Path | str | None = No
     extra = _section_tables(records, seed, sections) if records else []
     for sub in ("trials", "tasks"):
         (out_dir / sub).mkdir(parents=True, exist_ok=True)
-    synthetic = any(r.synthetic for r in records)
     prov = provenance(run_dirs, records, planners)
     legend = config_legend(records)
-    labels = variant_labels(records)
-
-    commit = prov["git_commit"] or "no git checkout"
-    markdown = [f"# mltb leaderboard\n\nmltb {prov['mltb_version']} · commit {commit} · {prov['generated_utc']} · "
-                f"runs: {', '.join(prov['runs'])} · {len(records)} trial record(s)"
-                + (f", run by {trial_code(records, markdown_label)}" if records else "")
-                + (f", planners {', '.join(prov['planners'])} only" if prov["planners"] else "")
-                + (f" ({prov['superseded']} earlier record(s) of rerun trials superseded: the latest counts)"
-                   if prov["superseded"] else "") + "\n"]
-    if not records:
-        markdown.append("No trial records in these runs.\n")
-    if synthetic:
-        markdown.append(f"> {SYNTHETIC_BANNER}\n")
-    if len(legend["hashes"]) > 1:
-        markdown.append("## Configurations\n\n" + "\n".join(
-            f"- `{h}` ({', '.join(e['labels'])}): " + ("; ".join(f"{markdown_text(k)}="
-                                                             f"{markdown_text(json.dumps((e['config'] or {}).get(k)))}"
-                                                             for k in legend["differing"]) or "configuration unknown")
-            for h, e in legend["hashes"].items()) + "\n")
     page_blocks = once_per_page([*built, *extra])   # each note once on the page (the tables keep theirs)
     shown = [(s, blocks) for s, blocks in page_blocks if isinstance(s, Section)]
     shown_extra = [(title, tables) for title, tables in page_blocks if isinstance(title, str)]
+    paths = {"leaderboard": out_dir / "leaderboard.md", "summary": out_dir / "summary.json",
+             "index": out_dir / "index.html"}
+    paths["leaderboard"].write_text(_leaderboard_markdown(records, prov, legend, shown, shown_extra), encoding="utf-8")
+    paths["summary"].write_text(_summary_json(records, seed, run_dirs, prov, legend, built, extra), encoding="utf-8")
+    paths["index"].write_text(_index_page(records, prov, legend, ctx, shown, shown_extra), encoding="utf-8")
+    _write_pages(out_dir, records, prov)
+    return paths
+
+
+def _leaderboard_header(records: list[TrialRecord], prov: dict) -> str:
+    """The first lines of leaderboard.md: the code, the runs, who ran the trials, what was left out."""
+    commit = prov["git_commit"] or "no git checkout"
+    return (f"# mltb leaderboard\n\nmltb {prov['mltb_version']} · commit {commit} · {prov['generated_utc']} · "
+            f"runs: {', '.join(prov['runs'])} · {len(records)} trial record(s)"
+            + (f", run by {trial_code(records, markdown_label)}" if records else "")
+            + (f", planners {', '.join(prov['planners'])} only" if prov["planners"] else "")
+            + (f" ({prov['superseded']} earlier record(s) of rerun trials superseded: the latest counts)"
+               if prov["superseded"] else "") + "\n")
+
+
+def _leaderboard_configurations(legend: dict) -> str:
+    """Each configuration's hash, its labels and the settings in which the configurations differ."""
+    def settings(entry: dict) -> str:
+        config = entry["config"] or {}
+        return "; ".join(f"{markdown_text(k)}={markdown_text(json.dumps(config.get(k)))}" for k in legend["differing"])
+
+    return "## Configurations\n\n" + "\n".join(
+        f"- `{h}` ({', '.join(e['labels'])}): " + (settings(e) or "configuration unknown")
+        for h, e in legend["hashes"].items()) + "\n"
+
+
+def _leaderboard_markdown(records: list[TrialRecord], prov: dict, legend: dict, shown: list, shown_extra: list) -> str:
+    """leaderboard.md: the header, the configurations when there are several, then the sections shown."""
+    markdown = [_leaderboard_header(records, prov)]
+    if not records:
+        markdown.append("No trial records in these runs.\n")
+    if any(r.synthetic for r in records):
+        markdown.append(f"> {SYNTHETIC_BANNER}\n")
+    if len(legend["hashes"]) > 1:
+        markdown.append(_leaderboard_configurations(legend))
     for section, blocks in shown:
         markdown += [f"## {section.title}\n", *(block_markdown(b, section.title) for b in blocks)]
     markdown += [f"## {title}\n\n" + "\n".join(block_markdown(t) for t in ts) for title, ts in shown_extra]
-    all_tables = [b for _, blocks in built for b in blocks if isinstance(b, Table)] + [t for _, ts in extra for t in ts]
-    paths = {"leaderboard": out_dir / "leaderboard.md", "summary": out_dir / "summary.json",
-             "index": out_dir / "index.html"}
-    paths["leaderboard"].write_text("\n".join(markdown), encoding="utf-8")
+    return "\n".join(markdown)
 
+
+def _summary_json(records: list[TrialRecord], seed: int, run_dirs: Sequence[Path | str], prov: dict, legend: dict,
+                  built: list, extra: list) -> str:
+    """summary.json: provenance, configurations, every table with all its notes, and the cells' figures."""
+    all_tables = [b for _, blocks in built for b in blocks if isinstance(b, Table)] + [t for _, ts in extra for t in ts]
     summary = {"provenance": prov, "configurations": legend, "runs": [str(d) for d in run_dirs],
                "records": len(records), "tables": [t.to_dict() for t in all_tables],
                "cells": cell_figures(records, seed) if records else {}}
-    paths["summary"].write_text(json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
+    return json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n"
 
-    # the summary's figures (how far trials got, how often they were valid), then the others
+
+def _plots(records: list[TrialRecord], ctx: SectionContext) -> tuple[list, list]:
+    """(the summary's figures: how far trials got and how often they were valid, per model; the other plots)."""
     key_plots, plots = [p for p in [_funnel_plot(records)] if p], []
     for (model,), cell in group_by(counted_records(records), "model").items():   # infra errors alone: nothing to draw
         consistency, *others = _distribution_plots(cell, model, any(r.synthetic for r in cell))
@@ -437,21 +461,31 @@ def build_report(run_dirs: Sequence[Path | str], out_dir: Path | str | None = No
         plots += others
     plots += [p for p in [_cost_vs_score(records)] if p]
     plots += list(ctx.figures.values())     # figures sections drew (the critical-difference diagram)
-    page = render("index.html", title="mltb leaderboard", prov=prov, synthetic=synthetic, synthetic_banner=SYNTHETIC_BANNER,
+    return key_plots, plots
+
+
+def _index_page(records: list[TrialRecord], prov: dict, legend: dict, ctx: SectionContext, shown: list,
+                shown_extra: list) -> str:
+    """index.html: the summary first, then the trial list and the plots; the other sections after them."""
+    synthetic = any(r.synthetic for r in records)
+    key_plots, plots = _plots(records, ctx)
+    return render("index.html", title="mltb leaderboard", prov=prov, synthetic=synthetic, synthetic_banner=SYNTHETIC_BANNER,
                   records=bool(records), tasks=[{"name": t, "page": task_page_name(t)} for t in sorted({r.task for r in records})],
                   **_legend_context(legend), key_plots=key_plots, plots=plots, distribution_note=DISTRIBUTION_NOTE,
-                  # the summary first, then the trial list and the plots; the other sections after them
                   summary=[(s, b) for s, b in shown if s.name == SUMMARY_SECTION],
                   sections=[(s, b) for s, b in shown if s.name != SUMMARY_SECTION], extra=shown_extra,
-                  trial_rows=_trial_rows(records, labels), trials_open=len(records) <= OPEN_TRIAL_LIST, prefix="")
-    paths["index"].write_text(page, encoding="utf-8")
+                  trial_rows=_trial_rows(records, variant_labels(records)), trials_open=len(records) <= OPEN_TRIAL_LIST,
+                  prefix="")
 
+
+def _write_pages(out_dir: Path, records: list[TrialRecord], prov: dict) -> None:
+    """One page per task (tasks/) and per trial (trials/)."""
+    labels = variant_labels(records)
     for (task,), cell in group_by(records, "task").items():
         (out_dir / "tasks" / task_page_name(task)).write_text(_task_page(task, cell, records, prov), encoding="utf-8")
     for record in records:
         label = labels[(record.model, record.planner, record.config_hash)]
         (out_dir / "trials" / trial_page_name(record)).write_text(_trial_page(record, label, prov), encoding="utf-8")
-    return paths
 
 
 # ---- the published Markdown report ----------------------------------------------------------------------
