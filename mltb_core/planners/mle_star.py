@@ -188,23 +188,60 @@ class MLEStar(SolutionSearch):
         made = _producer(steps[:-1], name)
         return (steps, name, made) if made is not None else None
 
-    def build_ensemble(self) -> Solution | None:
-        """Average the best pipelines' predictions and submit the average (no LLM calls; see the module doc)."""
-        if ENSEMBLE_TOOL not in self.ep.registry:
-            return None
+    def _ensemble_members(self) -> list[tuple[Solution, tuple[list[Node], str, int]]]:
+        """The best valid pipelines by CV that end in create_submission (with :meth:`_submitted`'s facts), at
+        most ``ENSEMBLE_SIZE``, best first."""
         ranked = sorted((s for s in self.solutions if s.valid and s.score is not None and s.kind != "ensemble"),
                         key=lambda s: -s.score)
         members: list[tuple[Solution, tuple[list[Node], str, int]]] = []
         seen: set[tuple] = set()
         for sol in ranked:
             found = self._submitted(sol)
+            if found is None:
+                continue
             # Pipelines that make the same calls up to their predictions predict the same: one of them suffices.
-            key = tuple(s.call.key() for s in found[0][:found[2] + 1]) if found else None
-            if found and key not in seen:
+            key = tuple(s.call.key() for s in found[0][:found[2] + 1])
+            if key not in seen:
                 seen.add(key)
                 members.append((sol, found))
             if len(members) == ENSEMBLE_SIZE:
                 break
+        return members
+
+    def _replay_members(self, node: Node, others: list[tuple[Solution, tuple[list[Node], str, int]]]
+                        ) -> tuple[Node, list[str], str]:
+        """Replay each other member's pipeline from ``node`` up to its predictions, renamed so that they do not
+        overwrite the best pipeline's: (the node reached, the members' prediction names, why it failed or "")."""
+        names: list[str] = []
+        for k, (_, (steps, name, made)) in enumerate(others, 2):
+            fresh = f"ensemble_member_{k}_predictions"
+            calls = [s.call for s in steps[:made]] + [renamed(steps[made].call, name, fresh)]
+            for call in calls:
+                node = self.ep.step(node, Candidate(f"Ensemble: replay member {k}.", [call]))
+                if not node.ok:
+                    return node, names, f"member {k}'s replay failed: {pl.failure_text(node)[:200]}"
+            names.append(fresh)
+        return node, names, ""
+
+    def _average_and_submit(self, node: Node, names: list[str], submission: ToolCall,
+                            best_name: str) -> tuple[Node, str]:
+        """Average the predictions ``names`` and submit the average with the best pipeline's ``submission``
+        call: (the node reached, why it failed or "")."""
+        average = ToolCall(ENSEMBLE_TOOL, {f"predictions_{i}": n for i, n in enumerate(names, 1)}, {},
+                           "ensemble_predictions")
+        node = self.ep.step(node, Candidate("Ensemble: average the members' predictions.", [average]))
+        if node.ok:
+            submit = renamed(submission, best_name, "ensemble_predictions")
+            node = self.ep.step(node, Candidate("Ensemble: submit the averaged predictions.", [submit]))
+        if not (node.ok and pl.wrote_submission(node) and node.terminal):
+            return node, pl.failure_text(node)[:300]
+        return node, ""
+
+    def build_ensemble(self) -> Solution | None:
+        """Average the best pipelines' predictions and submit the average (no LLM calls; see the module doc)."""
+        if ENSEMBLE_TOOL not in self.ep.registry:
+            return None
+        members = self._ensemble_members()
         if len(members) < 2:
             self.ep.trajectory.write(EventKind.ENSEMBLE, planner=self.name, built=False,
                                      members=[m.leaf.id for m, _ in members],
@@ -212,31 +249,12 @@ class MLEStar(SolutionSearch):
             return None
         self.ensemble_members = [m for m, _ in members]
         (best, (best_steps, best_name, _)), others = members[0], members[1:]
-        node = best_steps[-2]   # the best pipeline up to its submission: its predictions are on the scratchpad
-        names = [best_name]
-        why = ""
-        for k, (_, (steps, name, made)) in enumerate(others, 2):
-            fresh = f"ensemble_member_{k}_predictions"
-            calls = [s.call for s in steps[:made]] + [renamed(steps[made].call, name, fresh)]
-            for call in calls:
-                node = self.ep.step(node, Candidate(f"Ensemble: replay member {k}.", [call]))
-                if not node.ok:
-                    why = f"member {k}'s replay failed: {pl.failure_text(node)[:200]}"
-                    break
-            if why:
-                break
-            names.append(fresh)
-        if not why and node.writer(best_name) is not best_steps[-2].writer(best_name):
+        start = best_steps[-2]   # the best pipeline up to its submission: its predictions are on the scratchpad
+        node, names, why = self._replay_members(start, others)
+        if not why and node.writer(best_name) is not start.writer(best_name):
             why = f"a member's replay overwrote the best pipeline's predictions '{best_name}'"
         if not why:
-            average = ToolCall(ENSEMBLE_TOOL, {f"predictions_{i}": n for i, n in enumerate(names, 1)}, {},
-                               "ensemble_predictions")
-            node = self.ep.step(node, Candidate("Ensemble: average the members' predictions.", [average]))
-            if node.ok:
-                submit = renamed(best_steps[-1].call, best_name, "ensemble_predictions")
-                node = self.ep.step(node, Candidate("Ensemble: submit the averaged predictions.", [submit]))
-            if not (node.ok and pl.wrote_submission(node) and node.terminal):
-                why = pl.failure_text(node)[:300]
+            node, why = self._average_and_submit(node, [best_name, *names], best_steps[-1].call, best_name)
         sol = self._record(Solution(node, "ensemble", parent=best,
                                     note=f"average of {len(members)} pipelines" + (f"; {why}" if why else "")))
         # Judged by ``why``, not ``sol.valid``: the path may hold an earlier valid submission of the best pipeline.
