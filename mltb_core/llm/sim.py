@@ -60,7 +60,7 @@ import random
 import re
 import time
 from dataclasses import dataclass, field
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from mltb_core.llm import prompts
@@ -427,80 +427,8 @@ class SimPolicy(LLMBackend):
         return self._say(done, "", "The submission file is written; the task is complete.")
 
     def _call_for(self, state: State, step: str, rng: random.Random) -> ToolCall | None:
-        info, roles, objs = state.info, state.roles, state.objects
-        combined = roles.get("combined", "combined")
-        if step == "load_train":
-            return ToolCall("read_data", {}, {"filepath": info.train_path}, "train")
-        if step == "load_test":
-            return ToolCall("read_data", {}, {"filepath": info.test_path}, "test")
-        if step == "inspect":
-            return ToolCall("get_dataframe_summary", {"df": roles.get("train", "train")}, {})
-        if step == "combine":
-            return ToolCall("concatenate_train_test", {"train_df": roles.get("train", "train"),
-                                                       "test_df": roles.get("test", "test")}, {}, "combined")
-        if step == "fill_numeric":
-            return ToolCall("fillna_with_median", {"df": combined}, {}, combined)
-        if step == "fill_rest":
-            cols = _feedback_nan_columns(state)
-            if cols and _times_done(state, "fillna_with_mode") >= 1:
-                return ToolCall("drop_feature", {"df": combined}, {"column": cols}, combined)
-            return ToolCall("fillna_with_mode", {"df": combined}, {}, combined)
-        if step == "drop_ids":
-            cols = [c for c in (info.id_column, *NAME_LIKE) if c in _columns(objs.get(combined, ""))]
-            return ToolCall("drop_feature", {"df": combined}, {"column": sorted(set(cols))}, combined) if cols else None
-        if step == "datetime":
-            cols = [c for c in _columns(objs.get(combined, "")) if "datetime" in c.lower() or c.lower() in ("date", "timestamp")]
-            if not cols:
-                return None
-            return ToolCall("extract_datetime_features", {"df": combined}, {"datetime_column": cols[0]}, combined)
-        if step == "encode":
-            return ToolCall("encode_all_categorical_columns", {"df": combined}, {"method": "label"}, combined)
-        if step == "split":
-            return ToolCall("split_combined_into_train_test", {"combined": combined}, {}, ["train_df", "test_df"])
-        if step == "xy_train":
-            return ToolCall("convert_dataframe_to_features_target", {"df": roles.get("train_part", "train_df")},
-                            {"target_column": info.target, "is_train": True}, ["X_train", "y_train"])
-        if step == "x_test":
-            return ToolCall("convert_dataframe_to_features_target", {"df": roles.get("test_part", "test_df")},
-                            {"target_column": info.target, "is_train": False}, "X_test")
-        if step == "fit":
-            family = rng.choices(["lightgbm", "xgboost", "random_forest", "linear"], [0.55, 0.2, 0.15, 0.1])[0]
-            if info.regression and info.logarithmic:
-                # What the prompt's metric tells any data scientist: a logarithmic error needs predictions >= 0.
-                # A forest predicts within the training targets' range; boosting and linear models can go
-                # below it, which Kaggle rejects (issue 18). The draw above stays, so later draws are unchanged.
-                family = "random_forest"
-            kind = "regressor" if info.regression else "classifier"
-            name = f"fit_{family}_{kind}" if family != "linear" else (
-                "fit_linear_regressor" if info.regression else "fit_logistic_regressor")
-            tuned = "tune_" + name.removeprefix("fit_")
-            if name not in state.offered and tuned in state.offered:
-                name = tuned   # the plain fit is not offered, the same model's tuning is: use that
-            return ToolCall(name, {"X_train": roles.get("X_train", "X_train"), "y_train": roles.get("y_train", "y_train")},
-                            {"cv": 3}, "model")
-        if step == "predict":
-            kwargs = {"return_probabilities": True} if info.probability else {}
-            return ToolCall("predict_target", {"model": roles.get("model", "model"),
-                                               "X_data": roles.get("X_test", "X_test")}, kwargs, "predictions")
-        if step in ("submit_ids", "submit_frame", "submit_join") and "create_submission" in state.offered:
-            return None   # create_submission attaches the ids itself
-        if step == "submit_ids":
-            return ToolCall("get_features", {"df": roles.get("test", "test")}, {"columns": [info.id_column]},
-                            "test_ids")
-        if step == "submit_frame":
-            return ToolCall("convert_to_dataframe", {"data": roles.get("preds", "predictions")},
-                            {"columns": [info.target]}, "prediction_frame")
-        if step == "submit_join":
-            return ToolCall("concatenate_dataframes", {"df1": roles.get("ids", "test_ids"),
-                                                       "df2": roles.get("pred_frame", "prediction_frame")},
-                            {"axis": 1}, "submission")
-        if step == "submit":
-            if "create_submission" in state.offered:
-                return ToolCall("create_submission", {"predictions": roles.get("preds", "predictions"),
-                                                      "test_df": roles.get("test", "test")}, {})
-            return ToolCall("save_dataframe_to_csv", {"df": roles.get("submission", "submission")},
-                            {"filepath": info.output_path})
-        raise ValueError(f"unknown pipeline step {step!r}")
+        """The correct call for pipeline ``step`` in ``state``; None when the step has nothing to do here."""
+        return step_call(state, step, rng)
 
     def _mistake(self, state: State, done: list[str], step: str, rng: random.Random) -> Candidate:
         """One of the typical agent mistakes that fit this step."""
@@ -652,3 +580,168 @@ def _feedback_nan_columns(state: State) -> list[str]:
 def _times_done(state: State, tool: str) -> int:
     return sum(1 for s in state.history if s.call is not None and s.call.tool_name == tool
                and not s.observation.startswith("Error"))
+
+
+# --------------------------------------------------------------------------- the correct call of each step
+# One builder per pipeline step (assumption 2): the call a careful agent makes for it in ``state``, or None when
+# the step has nothing to do there. Only the model family is drawn from the request's RNG; the other builders
+# take it so that all have one signature.
+CallBuilder = Callable[[State, random.Random], ToolCall | None]
+
+
+def step_call(state: State, step: str, rng: random.Random) -> ToolCall | None:
+    """The correct call for pipeline ``step`` in ``state`` (None: nothing to do for it here)."""
+    build = _STEP_CALLS.get(step)
+    if build is None:
+        raise ValueError(f"unknown pipeline step {step!r}")
+    return build(state, rng)
+
+
+def _combined(state: State) -> str:
+    return state.roles.get("combined", "combined")
+
+
+def _one_call_submission(state: State) -> bool:
+    """create_submission is offered: it attaches the ids itself, so the hand-made frame's steps have nothing to do."""
+    return "create_submission" in state.offered
+
+
+def _load_train_call(state: State, rng: random.Random) -> ToolCall:
+    return ToolCall("read_data", {}, {"filepath": state.info.train_path}, "train")
+
+
+def _load_test_call(state: State, rng: random.Random) -> ToolCall:
+    return ToolCall("read_data", {}, {"filepath": state.info.test_path}, "test")
+
+
+def _inspect_call(state: State, rng: random.Random) -> ToolCall:
+    return ToolCall("get_dataframe_summary", {"df": state.roles.get("train", "train")}, {})
+
+
+def _combine_call(state: State, rng: random.Random) -> ToolCall:
+    return ToolCall("concatenate_train_test", {"train_df": state.roles.get("train", "train"),
+                                               "test_df": state.roles.get("test", "test")}, {}, "combined")
+
+
+def _fill_numeric_call(state: State, rng: random.Random) -> ToolCall:
+    combined = _combined(state)
+    return ToolCall("fillna_with_median", {"df": combined}, {}, combined)
+
+
+def _fill_rest_call(state: State, rng: random.Random) -> ToolCall:
+    combined = _combined(state)
+    cols = _feedback_nan_columns(state)
+    if cols and _times_done(state, "fillna_with_mode") >= 1:
+        # the mode already filled what it could and the stage still names gaps: drop those columns
+        return ToolCall("drop_feature", {"df": combined}, {"column": cols}, combined)
+    return ToolCall("fillna_with_mode", {"df": combined}, {}, combined)
+
+
+def _drop_ids_call(state: State, rng: random.Random) -> ToolCall | None:
+    combined = _combined(state)
+    present = _columns(state.objects.get(combined, ""))
+    cols = [c for c in (state.info.id_column, *NAME_LIKE) if c in present]
+    return ToolCall("drop_feature", {"df": combined}, {"column": sorted(set(cols))}, combined) if cols else None
+
+
+def _is_datetime_column(name: str) -> bool:
+    return "datetime" in name.lower() or name.lower() in ("date", "timestamp")
+
+
+def _datetime_call(state: State, rng: random.Random) -> ToolCall | None:
+    combined = _combined(state)
+    cols = [c for c in _columns(state.objects.get(combined, "")) if _is_datetime_column(c)]
+    if not cols:
+        return None
+    return ToolCall("extract_datetime_features", {"df": combined}, {"datetime_column": cols[0]}, combined)
+
+
+def _encode_call(state: State, rng: random.Random) -> ToolCall:
+    combined = _combined(state)
+    return ToolCall("encode_all_categorical_columns", {"df": combined}, {"method": "label"}, combined)
+
+
+def _split_call(state: State, rng: random.Random) -> ToolCall:
+    return ToolCall("split_combined_into_train_test", {"combined": _combined(state)}, {}, ["train_df", "test_df"])
+
+
+def _xy_train_call(state: State, rng: random.Random) -> ToolCall:
+    return ToolCall("convert_dataframe_to_features_target", {"df": state.roles.get("train_part", "train_df")},
+                    {"target_column": state.info.target, "is_train": True}, ["X_train", "y_train"])
+
+
+def _x_test_call(state: State, rng: random.Random) -> ToolCall:
+    return ToolCall("convert_dataframe_to_features_target", {"df": state.roles.get("test_part", "test_df")},
+                    {"target_column": state.info.target, "is_train": False}, "X_test")
+
+
+def _fit_tool(state: State, rng: random.Random) -> str:
+    """The fit tool of the drawn model family (or its tune_ tool when only that is offered)."""
+    info = state.info
+    family = rng.choices(["lightgbm", "xgboost", "random_forest", "linear"], [0.55, 0.2, 0.15, 0.1])[0]
+    if info.regression and info.logarithmic:
+        # What the prompt's metric tells any data scientist: a logarithmic error needs predictions >= 0.
+        # A forest predicts within the training targets' range; boosting and linear models can go
+        # below it, which Kaggle rejects (issue 18). The draw above stays, so later draws are unchanged.
+        family = "random_forest"
+    kind = "regressor" if info.regression else "classifier"
+    name = f"fit_{family}_{kind}" if family != "linear" else (
+        "fit_linear_regressor" if info.regression else "fit_logistic_regressor")
+    tuned = "tune_" + name.removeprefix("fit_")
+    if name not in state.offered and tuned in state.offered:
+        name = tuned   # the plain fit is not offered, the same model's tuning is: use that
+    return name
+
+
+def _fit_call(state: State, rng: random.Random) -> ToolCall:
+    roles = state.roles
+    return ToolCall(_fit_tool(state, rng), {"X_train": roles.get("X_train", "X_train"),
+                                            "y_train": roles.get("y_train", "y_train")}, {"cv": 3}, "model")
+
+
+def _predict_call(state: State, rng: random.Random) -> ToolCall:
+    kwargs = {"return_probabilities": True} if state.info.probability else {}
+    return ToolCall("predict_target", {"model": state.roles.get("model", "model"),
+                                       "X_data": state.roles.get("X_test", "X_test")}, kwargs, "predictions")
+
+
+def _submit_ids_call(state: State, rng: random.Random) -> ToolCall | None:
+    if _one_call_submission(state):
+        return None
+    return ToolCall("get_features", {"df": state.roles.get("test", "test")}, {"columns": [state.info.id_column]},
+                    "test_ids")
+
+
+def _submit_frame_call(state: State, rng: random.Random) -> ToolCall | None:
+    if _one_call_submission(state):
+        return None
+    return ToolCall("convert_to_dataframe", {"data": state.roles.get("preds", "predictions")},
+                    {"columns": [state.info.target]}, "prediction_frame")
+
+
+def _submit_join_call(state: State, rng: random.Random) -> ToolCall | None:
+    if _one_call_submission(state):
+        return None
+    return ToolCall("concatenate_dataframes", {"df1": state.roles.get("ids", "test_ids"),
+                                               "df2": state.roles.get("pred_frame", "prediction_frame")},
+                    {"axis": 1}, "submission")
+
+
+def _submit_call(state: State, rng: random.Random) -> ToolCall:
+    roles = state.roles
+    if _one_call_submission(state):
+        return ToolCall("create_submission", {"predictions": roles.get("preds", "predictions"),
+                                              "test_df": roles.get("test", "test")}, {})
+    return ToolCall("save_dataframe_to_csv", {"df": roles.get("submission", "submission")},
+                    {"filepath": state.info.output_path})
+
+
+_STEP_CALLS: dict[str, CallBuilder] = {
+    "load_train": _load_train_call, "load_test": _load_test_call, "inspect": _inspect_call,
+    "combine": _combine_call, "fill_numeric": _fill_numeric_call, "fill_rest": _fill_rest_call,
+    "drop_ids": _drop_ids_call, "datetime": _datetime_call, "encode": _encode_call, "split": _split_call,
+    "xy_train": _xy_train_call, "x_test": _x_test_call, "fit": _fit_call, "predict": _predict_call,
+    "submit_ids": _submit_ids_call, "submit_frame": _submit_frame_call, "submit_join": _submit_join_call,
+    "submit": _submit_call,
+}
+assert set(_STEP_CALLS) == set(PIPELINE), "every pipeline step needs its call builder"
