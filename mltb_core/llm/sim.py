@@ -432,74 +432,22 @@ class SimPolicy(LLMBackend):
 
     def _mistake(self, state: State, done: list[str], step: str, rng: random.Random) -> Candidate:
         """One of the typical agent mistakes that fit this step."""
-        info, roles = state.info, state.roles
         call = self._call_for(state, step, rng)
-        options: list[str] = ["wrong_name", "kwargs_for_object"] if call is not None and call.bindings else ["bad_path"]
-        if step in SKIPPABLE:
-            options += ["skip"] * 2
-        if step in ("fill_numeric", "fill_rest"):
-            options += ["drop_rows"] * 2
-        if step == "encode":
-            options += ["one_hot"] * 2
-        if step == "xy_train":
-            options += ["wrong_target", "target_typo"]
-        if step == "predict":
-            options += ["wrong_frame"] * 2
-        if step == "submit":
-            options += ["csv_only"] * 3
-        if step == "submit_frame":
-            options += ["no_rename"] * 2
-        if step == "submit_join":
-            options += ["join_test_frame"] * 2
-        if step in ("combine", "fill_numeric", "encode", "xy_train", "fit"):
-            options += ["out_of_order"]
-        kind = rng.choice(options)
+        kind = rng.choice(_mistake_kinds(step, call))
         if call is None or kind == "skip":
-            nxt = self._next_step(state, done + [step])
-            if nxt is None or nxt == step:
-                return self._correct(state, done, step, rng)
-            # believe the step done and go on: a silent mistake that surfaces later, if at all
-            return self._correct(state, done + [step], nxt, rng)
-        if kind == "wrong_name":
-            param = rng.choice(sorted(call.bindings))
-            wrong = rng.choice(["df", "data", f"{call.bindings[param]}_df", "train_data", "dataset"])
-            call = ToolCall(call.tool_name, {**call.bindings, param: wrong}, call.func_kwargs, call.output)
-        elif kind == "kwargs_for_object":
-            param = rng.choice(sorted(call.bindings))
-            rest = {k: v for k, v in call.bindings.items() if k != param}
-            call = ToolCall(call.tool_name, rest, {**call.func_kwargs, param: call.bindings[param]}, call.output)
-        elif kind == "bad_path":
-            call = ToolCall(call.tool_name, {}, {"filepath": "data/" + str(call.func_kwargs.get("filepath", "x")).rsplit("/", 1)[-1].replace(".csv", "_data.csv")}, call.output)
-        elif kind == "drop_rows":  # on the combined frame: refused where it would drop test rows
-            call = ToolCall("drop_rows_with_missing", {"df": roles.get("combined", "combined")}, {},
-                            roles.get("combined", "combined"))
-        elif kind == "one_hot":
-            call = ToolCall("encode_all_categorical_columns", call.bindings, {"method": "one_hot"}, call.output)
-        elif kind == "wrong_target":
-            cols = [c for c in _columns(state.objects.get(roles.get("train_part", ""), "")) if c != info.target]
-            wrong = rng.choice(cols) if cols else info.id_column
-            call = ToolCall(call.tool_name, call.bindings, {**call.func_kwargs, "target_column": wrong}, call.output)
-        elif kind == "target_typo":
-            call = ToolCall(call.tool_name, call.bindings, {**call.func_kwargs, "target_column": info.target.lower() + "_"}, call.output)
-        elif kind == "wrong_frame":
-            call = ToolCall(call.tool_name, {**call.bindings, "X_data": roles.get("X_train", "X_train")}, call.func_kwargs, call.output)
-        elif kind == "csv_only":
-            call = ToolCall("save_dataframe_to_csv", {"df": roles.get("preds", "predictions")},
-                            {"filepath": info.output_path})
-        elif kind == "no_rename":   # the predictions keep the model's name: the target column will be missing
-            call = ToolCall(call.tool_name, call.bindings, {}, call.output)
-        elif kind == "join_test_frame":   # the processed test frame (ids dropped) instead of the ids
-            call = ToolCall(call.tool_name, {**call.bindings, "df1": roles.get("test_part", "test_df")},
-                            call.func_kwargs, call.output)
-        elif kind == "out_of_order":
-            later = PIPELINE[PIPELINE.index(step) + 2: PIPELINE.index(step) + 5]
-            target_step = rng.choice(later) if later else step
-            alt = self._call_for(state, target_step, rng) if target_step not in ("inspect",) else None
-            if alt is not None:
-                call = alt
+            return self._skip(state, done, step, rng)
+        call = _MISTAKES[kind](state, call, step, rng)
         if call.tool_name not in state.offered and state.offered:
             return self._correct(state, done, step, rng)  # masking removed the tool this mistake needed
         return self._say(done + [step], step, f"Next I will {step.replace('_', ' ')}.", call)
+
+    def _skip(self, state: State, done: list[str], step: str, rng: random.Random) -> Candidate:
+        """Believe ``step`` done and go on: a silent mistake that surfaces later, if at all (when there is no
+        later step to go on to, it makes the step's call after all)."""
+        nxt = self._next_step(state, done + [step])
+        if nxt is None or nxt == step:
+            return self._correct(state, done, step, rng)
+        return self._correct(state, done + [step], nxt, rng)
 
     # -- judging (LATS) ----------------------------------------------------------------------
     def _judge(self, state: State, rng: random.Random) -> str:
@@ -745,3 +693,111 @@ _STEP_CALLS: dict[str, CallBuilder] = {
     "submit": _submit_call,
 }
 assert set(_STEP_CALLS) == set(PIPELINE), "every pipeline step needs its call builder"
+
+
+# --------------------------------------------------------------------------- the typical mistakes
+# The mistakes each step invites besides the generic ones, repeated by how much likelier they are there than a
+# generic one (the list is drawn from uniformly). Their order is part of the draw: keep it.
+_STEP_MISTAKES: dict[str, list[str]] = {
+    "fill_numeric": ["drop_rows"] * 2, "fill_rest": ["drop_rows"] * 2, "encode": ["one_hot"] * 2,
+    "xy_train": ["wrong_target", "target_typo"], "predict": ["wrong_frame"] * 2, "submit": ["csv_only"] * 3,
+    "submit_frame": ["no_rename"] * 2, "submit_join": ["join_test_frame"] * 2,
+}
+OUT_OF_ORDER_STEPS = ("combine", "fill_numeric", "encode", "xy_train", "fit")   # steps an agent tends to rush past
+
+
+def _mistake_kinds(step: str, call: ToolCall | None) -> list[str]:
+    """The mistakes that fit ``step`` (whose correct call is ``call``), each as often as it is likely."""
+    kinds = ["wrong_name", "kwargs_for_object"] if call is not None and call.bindings else ["bad_path"]
+    if step in SKIPPABLE:
+        kinds += ["skip"] * 2
+    kinds += _STEP_MISTAKES.get(step, [])
+    if step in OUT_OF_ORDER_STEPS:
+        kinds += ["out_of_order"]
+    return kinds
+
+
+# Each mistake turns the step's correct call into the wrong one: (state, correct call, step, rng) -> call.
+Mistake = Callable[[State, ToolCall, str, random.Random], ToolCall]
+
+
+def _wrong_name(state: State, call: ToolCall, step: str, rng: random.Random) -> ToolCall:
+    """An object binding names an object that does not exist."""
+    param = rng.choice(sorted(call.bindings))
+    wrong = rng.choice(["df", "data", f"{call.bindings[param]}_df", "train_data", "dataset"])
+    return ToolCall(call.tool_name, {**call.bindings, param: wrong}, call.func_kwargs, call.output)
+
+
+def _kwargs_for_object(state: State, call: ToolCall, step: str, rng: random.Random) -> ToolCall:
+    """An object passed as a plain value (its name as a string argument) instead of bound."""
+    param = rng.choice(sorted(call.bindings))
+    rest = {k: v for k, v in call.bindings.items() if k != param}
+    return ToolCall(call.tool_name, rest, {**call.func_kwargs, param: call.bindings[param]}, call.output)
+
+
+def _bad_path(state: State, call: ToolCall, step: str, rng: random.Random) -> ToolCall:
+    """A guessed file path: data/<name>_data.csv."""
+    name = str(call.func_kwargs.get("filepath", "x")).rsplit("/", 1)[-1]
+    return ToolCall(call.tool_name, {}, {"filepath": "data/" + name.replace(".csv", "_data.csv")}, call.output)
+
+
+def _drop_rows(state: State, call: ToolCall, step: str, rng: random.Random) -> ToolCall:
+    """Rows with gaps dropped, on the combined frame: refused where it would drop test rows."""
+    return ToolCall("drop_rows_with_missing", {"df": _combined(state)}, {}, _combined(state))
+
+
+def _one_hot(state: State, call: ToolCall, step: str, rng: random.Random) -> ToolCall:
+    return ToolCall("encode_all_categorical_columns", call.bindings, {"method": "one_hot"}, call.output)
+
+
+def _wrong_target(state: State, call: ToolCall, step: str, rng: random.Random) -> ToolCall:
+    """Another column of the train part as the target (the id when none is listed)."""
+    listing = state.objects.get(state.roles.get("train_part", ""), "")
+    cols = [c for c in _columns(listing) if c != state.info.target]
+    wrong = rng.choice(cols) if cols else state.info.id_column
+    return ToolCall(call.tool_name, call.bindings, {**call.func_kwargs, "target_column": wrong}, call.output)
+
+
+def _target_typo(state: State, call: ToolCall, step: str, rng: random.Random) -> ToolCall:
+    typo = state.info.target.lower() + "_"
+    return ToolCall(call.tool_name, call.bindings, {**call.func_kwargs, "target_column": typo}, call.output)
+
+
+def _wrong_frame(state: State, call: ToolCall, step: str, rng: random.Random) -> ToolCall:
+    """Predicting on the training features."""
+    return ToolCall(call.tool_name, {**call.bindings, "X_data": state.roles.get("X_train", "X_train")},
+                    call.func_kwargs, call.output)
+
+
+def _csv_only(state: State, call: ToolCall, step: str, rng: random.Random) -> ToolCall:
+    """The bare predictions saved as the submission."""
+    return ToolCall("save_dataframe_to_csv", {"df": state.roles.get("preds", "predictions")},
+                    {"filepath": state.info.output_path})
+
+
+def _no_rename(state: State, call: ToolCall, step: str, rng: random.Random) -> ToolCall:
+    """The predictions keep the model's name: the target column will be missing."""
+    return ToolCall(call.tool_name, call.bindings, {}, call.output)
+
+
+def _join_test_frame(state: State, call: ToolCall, step: str, rng: random.Random) -> ToolCall:
+    """The processed test frame (ids dropped) joined instead of the ids."""
+    return ToolCall(call.tool_name, {**call.bindings, "df1": state.roles.get("test_part", "test_df")},
+                    call.func_kwargs, call.output)
+
+
+def _out_of_order(state: State, call: ToolCall, step: str, rng: random.Random) -> ToolCall:
+    """The call of a step two to four places later; the correct call when that step is inspect or has nothing
+    to do."""
+    later = PIPELINE[PIPELINE.index(step) + 2: PIPELINE.index(step) + 5]
+    target_step = rng.choice(later) if later else step
+    alt = step_call(state, target_step, rng) if target_step not in ("inspect",) else None
+    return alt if alt is not None else call
+
+
+_MISTAKES: dict[str, Mistake] = {
+    "wrong_name": _wrong_name, "kwargs_for_object": _kwargs_for_object, "bad_path": _bad_path,
+    "drop_rows": _drop_rows, "one_hot": _one_hot, "wrong_target": _wrong_target, "target_typo": _target_typo,
+    "wrong_frame": _wrong_frame, "csv_only": _csv_only, "no_rename": _no_rename,
+    "join_test_frame": _join_test_frame, "out_of_order": _out_of_order,
+}
