@@ -236,54 +236,15 @@ class SimPolicy(LLMBackend):
     # -- reading the context --------------------------------------------------------------
     def _read(self, messages: list[dict], tools: list[dict]) -> State:
         start = _conversation_start(messages)
-        instructions = " ".join(str(m.get("content") or "") for m in messages[1:start])
-        last_user = next((str(m.get("content") or "") for m in reversed(messages)
-                          if m.get("role") == "user" and not prompts.is_stage_tools_note(m)), "")
-        # Only the request's form is read from the instructions: does it ask for a score?
-        judge_request = not tools and bool(SCORE_REQUEST.search(instructions) or SCORE_REQUEST.search(last_user))
-        info = parse_task_prompt(prompts.task_section(str(messages[0].get("content") or "")) if messages else "")
-        history: list[Step] = []
-        done: list[str] = []
-        doing = ""
-        reflections = False
-        pending: ToolCall | None = None
+        transcript = _Transcript()
         for msg in messages[start:]:
-            if prompts.is_stage_tools_note(msg):
-                continue
-            role, content = msg.get("role"), str(msg.get("content") or "")
-            if role == "assistant":
-                notes = NOTES.search(content)
-                if notes:
-                    done = [s for s in notes.group(1).split(",") if s]
-                    doing = notes.group(2)
-                calls = msg.get("tool_calls") or []
-                pending = None
-                if calls:
-                    fn = calls[0].get("function", {})
-                    try:
-                        pending = ToolCall.from_arguments(fn.get("name", ""), fn.get("arguments", "{}"))
-                    except ValueError:
-                        pending = None
-            elif role == "tool":
-                history.append(Step(pending, content))
-                pending = None
-            elif role == "user":
-                if content.startswith(prompts.REFLECTIONS_HEADER):
-                    reflections = True
-                elif history or pending is not None or content.startswith("Your reply"):
-                    history.append(Step(None, content))
-        objects: dict[str, str] = {}
-        for step in history:  # later listings win; a line with columns is kept until the name is rewritten
-            if prompts.SCRATCHPAD_HEADER not in step.observation:
-                continue
-            listing = step.observation.split(prompts.SCRATCHPAD_HEADER, 1)[1]
-            for line in listing.split("\n\n", 1)[0].splitlines():
-                m = re.match(r"- ([^:]+): (.*)", line.strip())
-                if m and ("columns=[" in m.group(2) or m.group(1) not in objects):
-                    objects[m.group(1)] = m.group(2)
+            if not prompts.is_stage_tools_note(msg):
+                transcript.read(msg)
+        info = parse_task_prompt(prompts.task_section(str(messages[0].get("content") or "")) if messages else "")
         offered = {t.get("function", {}).get("name", "") for t in tools}
-        state = State(info, history, done, doing, objects, offered=offered, reflections=reflections,
-                      judge_request=judge_request)
+        state = State(info, transcript.history, transcript.done, transcript.doing,
+                      _scratchpad_objects(transcript.history), offered=offered,
+                      reflections=transcript.reflections, judge_request=_asks_for_score(messages, tools, start))
         state.roles = self._roles(state)
         return state
 
@@ -473,6 +434,78 @@ def _conversation_start(messages: list[dict]) -> int:
     while start < len(messages) and messages[start].get("role") == "system":
         start += 1
     return start
+
+
+def _asks_for_score(messages: list[dict], tools: list[dict], start: int) -> bool:
+    """A request to judge: no tools offered and a score asked for. Only the request's form is read from the
+    instructions (the system messages after the preamble), never which planner wrote them."""
+    if tools:
+        return False
+    instructions = " ".join(str(m.get("content") or "") for m in messages[1:start])
+    last_user = next((str(m.get("content") or "") for m in reversed(messages)
+                      if m.get("role") == "user" and not prompts.is_stage_tools_note(m)), "")
+    return bool(SCORE_REQUEST.search(instructions) or SCORE_REQUEST.search(last_user))
+
+
+def _first_call(msg: dict) -> ToolCall | None:
+    """An assistant message's first tool call (None when it has none or it does not parse)."""
+    calls = msg.get("tool_calls") or []
+    if not calls:
+        return None
+    fn = calls[0].get("function", {})
+    try:
+        return ToolCall.from_arguments(fn.get("name", ""), fn.get("arguments", "{}"))
+    except ValueError:
+        return None
+
+
+@dataclass
+class _Transcript:
+    """The conversation after the system messages, read message by message: the steps taken (a call and what
+    came back), the policy's beliefs from its own last note, and whether reflections were shared."""
+    history: list[Step] = field(default_factory=list)
+    done: list[str] = field(default_factory=list)
+    doing: str = ""
+    reflections: bool = False
+    pending: ToolCall | None = None     # the last reply's call, waiting for its result
+
+    def read(self, msg: dict) -> None:
+        role, content = msg.get("role"), str(msg.get("content") or "")
+        if role == "assistant":
+            self._reply(msg, content)
+        elif role == "tool":
+            self.history.append(Step(self.pending, content))
+            self.pending = None
+        elif role == "user":
+            self._user(content)
+
+    def _reply(self, msg: dict, content: str) -> None:
+        notes = NOTES.search(content)
+        if notes:   # the beliefs travel in the policy's own replies, like an LLM's context
+            self.done = [s for s in notes.group(1).split(",") if s]
+            self.doing = notes.group(2)
+        self.pending = _first_call(msg)
+
+    def _user(self, content: str) -> None:
+        if content.startswith(prompts.REFLECTIONS_HEADER):
+            self.reflections = True
+        elif self.history or self.pending is not None or content.startswith("Your reply"):
+            # a step's feedback (stage checks, a reply with no valid call); a user turn before any step is none
+            self.history.append(Step(None, content))
+
+
+def _scratchpad_objects(history: list[Step]) -> dict[str, str]:
+    """Visible scratchpad names → listing line, from the listings in the observations."""
+    objects: dict[str, str] = {}
+    for step in history:  # later listings win; a line with columns is kept until the name is rewritten
+        if prompts.SCRATCHPAD_HEADER not in step.observation:
+            continue
+        listing = step.observation.split(prompts.SCRATCHPAD_HEADER, 1)[1]
+        for line in listing.split("\n\n", 1)[0].splitlines():
+            m = re.match(r"- ([^:]+): (.*)", line.strip())
+            if m and ("columns=[" in m.group(2) or m.group(1) not in objects):
+                objects[m.group(1)] = m.group(2)
+    return objects
 
 
 def parse_task_prompt(text: str) -> TaskInfo:
