@@ -255,34 +255,8 @@ class SimPolicy(LLMBackend):
             call = step.call
             if call is None or step.observation.startswith("Error"):
                 continue
-            out = call.output
-            b = call.bindings
-            name = call.tool_name
-            if name == "read_data":
-                path = str(call.func_kwargs.get("filepath", ""))
-                roles["test" if "test" in path.rsplit("/", 1)[-1] else "train"] = out if isinstance(out, str) else "data"
-            elif name == "concatenate_train_test" and isinstance(out, str):
-                roles["combined"] = out
-            elif name == "split_combined_into_train_test" and isinstance(out, list) and len(out) == 2:
-                roles["train_part"], roles["test_part"] = out
-            elif name == "convert_dataframe_to_features_target":
-                if call.func_kwargs.get("is_train", True) and isinstance(out, list) and len(out) == 2:
-                    roles["X_train"], roles["y_train"] = out
-                elif isinstance(out, str):
-                    roles["X_test"] = out
-            elif REGISTRY.fits_model(name) and isinstance(out, str):
-                roles["model"] = out
-            elif name == "predict_target" and isinstance(out, str):
-                roles["preds"] = out
-            elif name == "get_features" and isinstance(out, str) and \
-                    call.func_kwargs.get("columns") in (state.info.id_column, [state.info.id_column]):
-                roles["ids"] = out
-            elif name == "convert_to_dataframe" and isinstance(out, str) and b.get("data") == roles.get("preds"):
-                roles["pred_frame"] = out
-            elif name == "concatenate_dataframes" and isinstance(out, str) and b.get("df1") == roles.get("ids"):
-                roles["submission"] = out
-            elif "df" in b and b["df"] == roles.get("combined") and isinstance(out, str):
-                roles["combined"] = out
+            given = _roles_given(state, call, roles)
+            roles.update(given if given is not None else _renamed_combined(call, roles))
         return roles
 
     @staticmethod
@@ -506,6 +480,86 @@ def _scratchpad_objects(history: list[Step]) -> dict[str, str]:
             if m and ("columns=[" in m.group(2) or m.group(1) not in objects):
                 objects[m.group(1)] = m.group(2)
     return objects
+
+
+# -- roles: which object plays which part (see SimPolicy._roles) -----------------------------------------
+# Each rule reads one tool's successful call: the roles its output takes, or None when the call gives none by
+# this rule (then the generic one applies: a call on the combined frame moves that role to its output).
+RoleRule = Callable[[State, ToolCall, dict[str, str]], dict[str, str] | None]
+
+
+def _read_data_roles(state: State, call: ToolCall, roles: dict[str, str]) -> dict[str, str] | None:
+    path = str(call.func_kwargs.get("filepath", ""))
+    which = "test" if "test" in path.rsplit("/", 1)[-1] else "train"
+    return {which: call.output if isinstance(call.output, str) else "data"}
+
+
+def _combine_roles(state: State, call: ToolCall, roles: dict[str, str]) -> dict[str, str] | None:
+    return {"combined": call.output} if isinstance(call.output, str) else None
+
+
+def _split_roles(state: State, call: ToolCall, roles: dict[str, str]) -> dict[str, str] | None:
+    out = call.output
+    if isinstance(out, list) and len(out) == 2:
+        return {"train_part": out[0], "test_part": out[1]}
+    return None
+
+
+def _features_target_roles(state: State, call: ToolCall, roles: dict[str, str]) -> dict[str, str] | None:
+    out = call.output
+    if call.func_kwargs.get("is_train", True) and isinstance(out, list) and len(out) == 2:
+        return {"X_train": out[0], "y_train": out[1]}
+    return {"X_test": out} if isinstance(out, str) else {}
+
+
+def _model_roles(state: State, call: ToolCall, roles: dict[str, str]) -> dict[str, str] | None:
+    return {"model": call.output} if isinstance(call.output, str) else None
+
+
+def _predictions_roles(state: State, call: ToolCall, roles: dict[str, str]) -> dict[str, str] | None:
+    return {"preds": call.output} if isinstance(call.output, str) else None
+
+
+def _ids_roles(state: State, call: ToolCall, roles: dict[str, str]) -> dict[str, str] | None:
+    id_column = state.info.id_column
+    if isinstance(call.output, str) and call.func_kwargs.get("columns") in (id_column, [id_column]):
+        return {"ids": call.output}
+    return None
+
+
+def _prediction_frame_roles(state: State, call: ToolCall, roles: dict[str, str]) -> dict[str, str] | None:
+    if isinstance(call.output, str) and call.bindings.get("data") == roles.get("preds"):
+        return {"pred_frame": call.output}
+    return None
+
+
+def _submission_roles(state: State, call: ToolCall, roles: dict[str, str]) -> dict[str, str] | None:
+    if isinstance(call.output, str) and call.bindings.get("df1") == roles.get("ids"):
+        return {"submission": call.output}
+    return None
+
+
+_ROLE_RULES: dict[str, RoleRule] = {
+    "read_data": _read_data_roles, "concatenate_train_test": _combine_roles,
+    "split_combined_into_train_test": _split_roles, "convert_dataframe_to_features_target": _features_target_roles,
+    "predict_target": _predictions_roles, "get_features": _ids_roles,
+    "convert_to_dataframe": _prediction_frame_roles, "concatenate_dataframes": _submission_roles,
+}
+
+
+def _roles_given(state: State, call: ToolCall, roles: dict[str, str]) -> dict[str, str] | None:
+    """The roles ``call``'s own rule gives (a fit tool's: the model); None when no rule gives any."""
+    rule = _ROLE_RULES.get(call.tool_name)
+    if rule is None and REGISTRY.fits_model(call.tool_name):
+        rule = _model_roles
+    return rule(state, call, roles) if rule is not None else None
+
+
+def _renamed_combined(call: ToolCall, roles: dict[str, str]) -> dict[str, str]:
+    """A call on the combined frame whose output has a name of its own: that is the combined frame now."""
+    if "df" in call.bindings and call.bindings["df"] == roles.get("combined") and isinstance(call.output, str):
+        return {"combined": call.output}
+    return {}
 
 
 def parse_task_prompt(text: str) -> TaskInfo:
