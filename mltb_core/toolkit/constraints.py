@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -99,52 +100,96 @@ def _except(schema: dict[str, Any], rule: Any, value: Any) -> dict[str, Any] | N
     return None
 
 
+@dataclass(frozen=True)
+class _Offer:
+    """What one tool may be called with in this state: shared by all its branches."""
+    tool: Tool
+    found: Any                          # the tool's parameter declarations (params.declarations)
+    objects: dict[str, Any]
+    files: list[str]
+    widest: int
+    candidates: dict[str, list[str]]    # object parameter → the existing objects of a kind it takes
+    required: list[str]                 # the object parameters a call must bind
+    owners: list[str]                   # the object parameters whose frame's columns a column argument names
+
+
 def _tool_branches(tool: Tool, objects: dict[str, Any], files: list[str], widest: int) -> list[dict[str, Any]]:
     """The call schemas for ``tool`` in this state; [] when a required input cannot be given."""
     found = declarations(tool)
     candidates = {p: [name for name, obj in objects.items() if found.bound[p].accepts(obj)] for p in tool.object_params}
-    required_bindings = [p for p in tool.object_params if p in found.required]
-    if any(not candidates[p] for p in required_bindings):
+    required = [p for p in tool.object_params if p in found.required]
+    if any(not candidates[p] for p in required):
         return []
-    owners = sorted({o for rule in found.rules.values() if isinstance(rule, Column)
-                     if (o := rule.owner(found.first_frame)) in candidates and candidates[o]})
-    choices = list(itertools.product(*(candidates[o] for o in owners)))
-    if len(choices) > MAX_FRAME_BRANCHES:  # too many combinations: any candidate frame's columns
-        choices = [None]
+    offer = _Offer(tool, found, objects, files, widest, candidates, required, _column_owners(found, candidates))
     # a rule lifted by another argument's value (no key columns for a cross join): a branch with that value
     switches = list(dict.fromkeys(_switches(tool, found)))
     branches = []
-    for choice in choices:
-        chosen = dict(zip(owners, choice)) if choice is not None else {}
+    for chosen in _frame_choices(offer):
         for lifted in [None, *switches]:
-            # a frame of one part (Bound.part) is offered only in the branches where its rows fit
-            switched = {**found.defaults, **({lifted[0]: lifted[1]} if lifted is not None else {})}
-            fitting = {p: [n for n in ([chosen[p]] if p in chosen else candidates[p])
-                           if found.bound[p].takes(objects[n], switched)] for p in tool.object_params}
-            if any(not fitting[p] for p in (*required_bindings, *chosen)):
-                continue
-            frames = {o: [f for n in fitting[o] if isinstance(f := objects[n], pd.DataFrame)] for o in owners}
-            state = State(frames, files, found.first_frame, widest)
-            bindings = {p: ({"const": chosen[p]} if p in chosen else {"enum": fitting[p]})
-                        for p in tool.object_params if fitting[p]}
-            kwargs = _kwargs_schema(tool, found, state, lifted)
-            if kwargs is None:
-                continue
-            args: dict[str, Any] = {
-                "bindings": {"type": "object", "properties": bindings, "required": required_bindings,
-                             "additionalProperties": False},
-                "func_kwargs": kwargs}
-            required = ["bindings", "func_kwargs"]
-            if tool.kind != "get":
-                args["output"] = _output_schema(tool, parts=tool.parts_unless is None or lifted != tool.parts_unless)
-                if tool.kind in ("set", "get-set"):
-                    required.append("output")
-            branches.append({"type": "object", "properties": {
-                "tool_name": {"const": tool.name},
-                "tool_args": {"type": "object", "properties": args, "required": required,
-                              "additionalProperties": False}},
-                "required": ["tool_name", "tool_args"], "additionalProperties": False})
+            branch = _branch(offer, chosen, lifted)
+            if branch is not None:
+                branches.append(branch)
     return branches
+
+
+def _column_owners(found: Any, candidates: dict[str, list[str]]) -> list[str]:
+    """The object parameters, with a candidate each, whose frame's columns a column argument names."""
+    owners = {rule.owner(found.first_frame) for rule in found.rules.values() if isinstance(rule, Column)}
+    return sorted(o for o in owners if o in candidates and candidates[o])
+
+
+def _frame_choices(offer: _Offer) -> list[dict[str, str]]:
+    """One branch per combination of the owners' frames (owner → frame); past :data:`MAX_FRAME_BRANCHES`
+    combinations a single branch choosing none, whose column arguments take any candidate frame's columns."""
+    choices = list(itertools.product(*(offer.candidates[o] for o in offer.owners)))
+    if len(choices) > MAX_FRAME_BRANCHES:
+        return [{}]
+    return [dict(zip(offer.owners, choice)) for choice in choices]
+
+
+def _fitting(offer: _Offer, chosen: dict[str, str], lifted: tuple[str, Any] | None) -> dict[str, list[str]]:
+    """Per object parameter, the candidates (an owner's chosen frame alone) it may bind in the branch where
+    ``lifted`` holds: a frame of one part (Bound.part) only where its rows fit the switches' values."""
+    found = offer.found
+    switched = {**found.defaults, **({lifted[0]: lifted[1]} if lifted is not None else {})}
+    return {p: [n for n in ([chosen[p]] if p in chosen else offer.candidates[p])
+                if found.bound[p].takes(offer.objects[n], switched)] for p in offer.tool.object_params}
+
+
+def _branch(offer: _Offer, chosen: dict[str, str], lifted: tuple[str, Any] | None) -> dict[str, Any] | None:
+    """The call schema with the frames ``chosen`` and the switch value ``lifted`` (None: no rule lifted);
+    None when an input the branch needs has nothing that fits, or no value an argument needs exists."""
+    tool, found = offer.tool, offer.found
+    fitting = _fitting(offer, chosen, lifted)
+    if any(not fitting[p] for p in (*offer.required, *chosen)):
+        return None
+    frames = {o: [f for n in fitting[o] if isinstance(f := offer.objects[n], pd.DataFrame)] for o in offer.owners}
+    state = State(frames, offer.files, found.first_frame, offer.widest)
+    bindings = {p: ({"const": chosen[p]} if p in chosen else {"enum": fitting[p]})
+                for p in tool.object_params if fitting[p]}
+    kwargs = _kwargs_schema(tool, found, state, lifted)
+    if kwargs is None:
+        return None
+    return _call_object(tool, bindings, offer.required, kwargs, lifted)
+
+
+def _call_object(tool: Tool, bindings: dict[str, Any], required_bindings: list[str], kwargs: dict[str, Any],
+                 lifted: tuple[str, Any] | None) -> dict[str, Any]:
+    """The paper-format call ``{"tool_name", "tool_args": {"bindings", "func_kwargs", "output"}}``; the output
+    name only where the tool writes one (required where it must)."""
+    args: dict[str, Any] = {
+        "bindings": {"type": "object", "properties": bindings, "required": required_bindings,
+                     "additionalProperties": False},
+        "func_kwargs": kwargs}
+    required = ["bindings", "func_kwargs"]
+    if tool.kind != "get":
+        args["output"] = _output_schema(tool, parts=tool.parts_unless is None or lifted != tool.parts_unless)
+        if tool.kind in ("set", "get-set"):
+            required.append("output")
+    return {"type": "object", "properties": {
+        "tool_name": {"const": tool.name},
+        "tool_args": {"type": "object", "properties": args, "required": required, "additionalProperties": False}},
+        "required": ["tool_name", "tool_args"], "additionalProperties": False}
 
 
 def _switches(tool: Tool, found: Any) -> list[tuple[str, Any]]:
