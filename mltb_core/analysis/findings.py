@@ -49,15 +49,9 @@ def reply_limit(model: str) -> int | None:
     from mltb_core.llm.backends import parse_model
 
     try:
-        ref = parse_model(model)
+        return parse_model(model).reply_limit()   # the backend's own rule (a local model's reply tokens)
     except ValueError:
         return None
-    if ref.kind != "local":
-        return None
-    from mltb_core.llm.local.models import get_model, reply_tokens_for
-
-    kind, text = ref.value
-    return reply_tokens_for(get_model(text).filename if kind == "name" else text)
 
 
 def _calls(steps: list[dict]) -> list[dict]:
