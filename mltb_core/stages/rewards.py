@@ -448,21 +448,19 @@ class _Checker:
         return feedback_call("fit", kind=kind, X_train=self._name("X_train", "X_train"),
                              y_train=self._name("y_train", "y_train"))
 
-    def train_loaded(self) -> tuple[bool, str]:
+    def _loaded(self, role: str, stage: str, rows: int) -> tuple[bool, str]:
+        """A frame read_data wrote that holds the ``role`` ("train" or "test") data, or the stage's feedback."""
         for name, f in self.frames:
-            if self.log.writer(name) == "read_data" and self._holds("train", f):
-                self.found["train"] = name
+            if self.log.writer(name) == "read_data" and self._holds(role, f):
+                self.found[role] = name
                 return True, ""
-        return False, stage_feedback("train_data_loading", "not_loaded", read=self._remake("train"),
-                                     rows=self.ctx.n_train, target=self.task.target)
+        return False, stage_feedback(stage, "not_loaded", read=self._remake(role), rows=rows, target=self.task.target)
+
+    def train_loaded(self) -> tuple[bool, str]:
+        return self._loaded("train", "train_data_loading", self.ctx.n_train)
 
     def test_loaded(self) -> tuple[bool, str]:
-        for name, f in self.frames:
-            if self.log.writer(name) == "read_data" and self._holds("test", f):
-                self.found["test"] = name
-                return True, ""
-        return False, stage_feedback("test_data_loading", "not_loaded", read=self._remake("test"),
-                                     rows=self.ctx.n_test, target=self.task.target)
+        return self._loaded("test", "test_data_loading", self.ctx.n_test)
 
     def combined(self) -> tuple[bool, str]:
         if "concatenate_train_test" in self.log.tools_used and self._combined():
