@@ -17,9 +17,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def template() -> str:
-    """The own-data spec template of docs/tasks-and-data.md, as a user copies it."""
+    """The own-data spec template of docs/tasks-and-data.md, as a user copies it (the one block with a ``data``
+    file; the field reference further down is a bundled task's)."""
     text = (ROOT / "docs" / "tasks-and-data.md").read_text(encoding="utf-8")
-    (block,) = re.findall(r"```toml\n(.*?)```", text, re.S)
+    (block,) = [b for b in re.findall(r"```toml\n(.*?)```", text, re.S) if re.search(r"^data = ", b, re.M)]
     return block
 
 
