@@ -21,7 +21,7 @@ from typing import Any
 from mltb_core.analysis.records import Outcome  # light (json)
 from mltb_core.analysis.labels import SYNTHETIC_LABEL  # light (no imports)
 from mltb_core.analysis.safety import terminal_text
-from mltb_core.stages.specs import stage_label  # light (no imports)
+from mltb_core.stages.specs import stage_label  # light: the stage list and the prompts, no pandas
 
 __all__ = ["main", "UsageError", "build_parser"]
 

@@ -188,6 +188,24 @@ def test_each_request_along_a_path_extends_the_previous_one(workspace):
     assert len({json.dumps(r[:2]) for r in requests}) == 1
 
 
+def test_a_trimmed_request_keeps_only_the_current_stage_note(workspace):
+    """Notes of earlier stages stay in the path's requests, but not in a trimmed one (its bound would not hold
+    with a note per stage): there the current stage's note ends the request, once."""
+    ep, _ = _episode(workspace, context="trimmed")
+    node = ep.root
+    for call in load_expert(TASK)[:8]:
+        request = ep.proposal_messages(node, prompts.REACT_SYSTEM)
+        note = ep.stage_tools_note(node)
+        assert _notes(request) == ([note] if note else []) and (not note or request[-1]["content"] == note)
+        node = ep.step(node, Candidate("", [call]))
+    full, _ = _episode(workspace)
+    node = full.root
+    for call in load_expert(TASK)[:8]:
+        full.proposal_messages(node, prompts.REACT_SYSTEM)
+        node = full.step(node, Candidate("", [call]))
+    assert len(_notes(full.proposal_messages(node, prompts.REACT_SYSTEM))) >= 3   # untrimmed: one per stage
+
+
 def test_a_sibling_branch_keeps_the_parents_request_as_its_prefix(workspace):
     """MCTS grows several children of a node: the request from each child starts with the request from
     the node, and a later request from the node itself is unchanged by what was proposed below it."""

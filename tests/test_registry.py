@@ -167,6 +167,16 @@ def test_decorator_validation():
             """x"""
             return df
     assert registry.get("old").roles == ("cleaning",)
+    # a legacy fit_/tune_ tool keeps what its name meant before roles=: it fits (and tunes) a model
+    with pytest.warns(DeprecationWarning, match="'fits_model'"):
+        @make_get_tool(stages=("modeling", "modeling"), registry=registry)
+        def tune_mine(X: pd.DataFrame) -> pd.DataFrame:
+            """x"""
+            return X
+    tuned = registry.get("tune_mine")
+    assert tuned.fits_model and tuned.tunes and tuned.workflow_roles == ("modeling",)   # once each
+    with pytest.raises(ValueError, match="'tuning' role needs 'fits_model'"):
+        build_tool(lambda df: df, "get", roles=("modeling", "tuning"), objects=("df",))
     with pytest.raises(ValueError, match="cannot read objects"):
         @make_set_tool(roles=("loading",), registry=ToolRegistry())
         def bad(df: pd.DataFrame) -> pd.DataFrame:
@@ -245,3 +255,20 @@ def test_fitting_a_model_is_declared_by_the_tool_roles():
     assert {t.name for t in REGISTRY if t.tunes} == {n for n in fitting if REGISTRY.get(n).tunes} != set()
     # roles that say what a tool does are not workflow stages: a fit ranks as specific as one staged tool
     assert REGISTRY.get("fit_lightgbm_classifier").workflow_roles == ("modeling",)
+
+
+def test_the_modeling_stage_offers_every_model_fitting_tool_and_no_other_stage_does():
+    from mltb_core.stages.masking import subtask_tools
+    from mltb_core.stages.specs import REWARD_STAGES
+
+    registry = ToolRegistry()
+    for tool in REGISTRY:
+        registry.add(tool)
+
+    @make_get_and_set_tool(roles=("fits_model",), registry=registry)   # no workflow stage of its own
+    def fit_mine(X_train: pd.DataFrame, y_train: pd.Series) -> object:
+        """x"""
+        return None
+
+    for stage in REWARD_STAGES:
+        assert ("fit_mine" in subtask_tools(stage.name, registry)) == stage.tools.fits_models, stage.name

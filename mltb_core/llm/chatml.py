@@ -19,7 +19,7 @@ def tool_catalogue(tools: list[dict[str, Any]], listed: bool = False) -> str:
     format, after one ``name: summary`` line per tool unless ``listed`` (the shared preamble already names
     every tool; a second list would only add ~1,000 tokens to every cold prompt).
 
-    No parameter lists here: the request's last message, the stage note (:func:`prompts.stage_tools_note`),
+    No parameter lists here: the stage note (:func:`prompts.stage_tools_note`), a user turn of the request,
     carries them. Offered tools differ per subtask (Hierarchical MCTS masks them), and anything that
     varies with them in the first system message would break the cached prefix of every later call.
     """

@@ -128,7 +128,8 @@ class Episode:
         Order, longest shared part first: the shared preamble (task, tool catalogue), the planner's
         ``system`` instructions, ``extra`` user turns, then the path. With ``stage_notes`` (proposal
         requests), the stage note shown at a node of the path follows that node's step, unless it repeats
-        the last note shown before it (see :meth:`proposal_messages`). When trimming (``context="trimmed"``,
+        the last note shown before it (see :meth:`proposal_messages`); a trimmed request shows none of them.
+        When trimming (``context="trimmed"``,
         or since the full path outgrew the context window) tool results older than the last
         :data:`prompts.TRIMMED_FULL_OBSERVATIONS` are cut to their first lines and the last one lists every
         scratchpad object with its columns.
@@ -139,16 +140,19 @@ class Episode:
         path = path_to(node)
         steps = path[1:]
         shown = ""
+        trimmed = self.trimming
+        # a trimmed request keeps no note of earlier stages (they would outgrow its bound): the current stage's
+        # note ends it instead (proposal_messages)
+        keep_notes = stage_notes and not trimmed
 
         def note_after(at: Node) -> None:
             nonlocal shown
-            note = self._shown_notes.get(at.id, "") if stage_notes else ""
+            note = self._shown_notes.get(at.id, "") if keep_notes else ""
             if note and note != shown:
                 msgs.append({"role": "user", "content": note})
                 shown = note
 
         note_after(path[0])
-        trimmed = self.trimming
         for index, step in enumerate(steps):
             observation = step.observation
             if trimmed:
@@ -296,7 +300,9 @@ class Episode:
         self.tool_calls += 1
         self.tool_seconds += facts.seconds
         self.trajectory.tool_completed(child.id, facts.ok, facts.message, facts.seconds)
-        child.ok, child.written, child.cv_scores = facts.ok, tuple(facts.written), facts.cv_scores
+        # CV scores count only from a tool that fits models (decided here, on the trusted side, by its roles)
+        cv_scores = facts.cv_scores if self.registry.fits_model(call.tool_name) else {}
+        child.ok, child.written, child.cv_scores = facts.ok, tuple(facts.written), cv_scores
         # the worker's rule on the facts it answered, so both logs agree, but for `predictions`: telling names
         # restated from a renaming takes the data, which stays in the worker (its stage checks alone read them)
         child.log = parent.log.extend(call, facts.ok, facts.written, facts.submission, facts.submission_check)

@@ -58,7 +58,7 @@ def wrote_submission(node: Node) -> bool:
 def cv_score(node: Node) -> float | None:
     """The CV score (higher is better) of the last model fitted on the path, as its tool reported it."""
     for step in reversed(steps_of(node)):
-        if not step.ok or not step.cv_scores:   # cv_scores: the models a model-fitting tool wrote
+        if not step.ok or not step.cv_scores:   # cv_scores: the models a model-fitting tool wrote (Episode.step)
             continue
         outputs = step.call.output if isinstance(step.call.output, list) else [step.call.output]
         for name in outputs:

@@ -39,7 +39,7 @@ class Node:
     depth: int = 0                      # tool-call steps from the root
     state: int = 0                      # the workspace state it sees: its own id, its parent's when no call ran
     written: tuple[str, ...] = ()       # object names its call stored
-    cv_scores: dict[str, float] = field(default_factory=dict)   # model a fitting tool wrote -> CV, higher is better
+    cv_scores: dict[str, float] = field(default_factory=dict)   # model a fitting tool wrote -> CV (Episode.step)
 
     def writer(self, name: str) -> Node | None:
         """The nearest node on the root→self path whose call stored ``name`` (None: never stored)."""

@@ -16,8 +16,9 @@ def subtask_tools(stage_name: str, registry: ToolRegistry | None = None) -> list
         raise KeyError(f"unknown subtask {stage_name!r}") from None
     wanted = set(subtask.first) | set(subtask.also) | set(SUMMARY_TOOLS)
     wanted |= {t.name for t in reg if set(subtask.tags) & set(t.roles)}
-    if not subtask.fits_models:  # model fitting belongs to the stages that declare it only
-        wanted -= {t.name for t in reg if t.fits_model}
+    fitting = {t.name for t in reg if t.fits_model}
+    # model fitting belongs to the stages that declare it, and every model-fitting tool to them
+    wanted = wanted | fitting if subtask.fits_models else wanted - fitting
     return [n for n in reg.names() if n in wanted]
 
 

@@ -55,7 +55,7 @@ class StepFacts:
     submission: bytes | None = None                 # the submission file's bytes if this call (re)wrote it
     submission_check: tuple[bool, str] = (False, "")
     progress: Progress = field(default_factory=Progress)
-    cv_scores: dict[str, float] = field(default_factory=dict)   # model a fitting tool wrote -> CV, higher is better
+    cv_scores: dict[str, float] = field(default_factory=dict)   # written model -> CV score, higher is better
     seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
@@ -190,9 +190,7 @@ class LocalWorkspace:
             log = base.log.extend(call, ok, written, snapshot, check, before=base.pad)
             progress, found = advance(self.stage_ctx, base.progress, pad, log, base.found)
             metric = getattr(self.tool_ctx.task, "metric", None)
-            # the CV score of each model a model-fitting tool wrote (the tool's role, not its name, says so)
-            fitted = written if self.registry.fits_model(call.tool_name) else []
-            cv_scores = {n: s for n in fitted if (s := _cv_score(pad.get(n), metric)) is not None}
+            cv_scores = {n: s for n in written if (s := _cv_score(pad.get(n), metric)) is not None}
         except Exception as exc:  # noqa: BLE001 - checking the model's result failed: the call failed
             pad, ok, written, snapshot, check, log = base.pad.child(), False, [], None, None, base.log
             progress, found, cv_scores = base.progress, base.found, {}

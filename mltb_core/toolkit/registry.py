@@ -474,12 +474,18 @@ def _make_decorator(kind: str):
                   output_parts: Iterable[str] = (), parts_unless: tuple[str, Any] | None = None,
                   name: str | None = None, toolsets: Iterable[str] = (),
                   registry: ToolRegistry | None = None, overrides: bool = False, stages: Iterable[str] = ()):
-        if stages:   # the name before 0.2: still read, with a warning, so a plugin's tools keep registering
-            warnings.warn("the tool decorators' stages= is now roles=", DeprecationWarning, stacklevel=2)
-            roles = tuple(roles) + tuple(stages)
+        legacy = tuple(stages)
+        if legacy:   # the name before 0.2: still read, with a warning, so a plugin's tools keep registering
+            warnings.warn("the tool decorators' stages= is now roles= (a tool that fits a model also declares "
+                          "'fits_model', and a tuning one 'tuning')", DeprecationWarning, stacklevel=2)
 
         def wrap(fn: Callable) -> Callable:
-            tool = build_tool(fn, kind, roles=roles, objects=objects, output_parts=output_parts,
+            declared = tuple(roles) + legacy
+            if legacy:   # before roles=, a fit_/tune_ name was what made a tool "fit a model": it still does
+                tool_name = name or fn.__name__
+                declared += ("fits_model",) * tool_name.startswith(("fit_", "tune_"))
+                declared += ("tuning",) * tool_name.startswith("tune_")
+            tool = build_tool(fn, kind, roles=declared, objects=objects, output_parts=output_parts,
                               parts_unless=parts_unless, name=name, toolsets=toolsets)
             (registry if registry is not None else REGISTRY).add(tool, overrides=overrides)
             fn.tool = tool  # type: ignore[attr-defined]
@@ -498,9 +504,13 @@ def build_tool(fn: Callable, kind: str, *, roles: Iterable[str] = (), objects: I
     if kind not in KINDS:
         raise ValueError(f"unknown tool kind {kind!r}; expected one of {KINDS}")
     roles = tuple(roles)
+    roles = tuple(dict.fromkeys(roles))   # once each: the count of workflow roles ranks a tool in masking
     bad = [r for r in roles if r not in TOOL_ROLES]
     if bad:
         raise ValueError(f"tool {fn.__name__}: unknown role(s) {bad}; expected some of {list(TOOL_ROLES)}")
+    if "tuning" in roles and "fits_model" not in roles:
+        raise ValueError(f"tool {fn.__name__}: the 'tuning' role needs 'fits_model' (a tuning tool fits the model "
+                         "it tunes)")
     bad = [t for t in toolsets if t not in TOOLSETS]
     if bad:
         raise ValueError(f"tool {fn.__name__}: unknown toolset(s) {bad}; expected some of {TOOLSETS}")
