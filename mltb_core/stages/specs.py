@@ -66,7 +66,8 @@ class Stage:
         return STAGE_FEEDBACK[self.name]
 
 
-_SUMMARIES = ("get_dataframe_summary", "get_dataframe_dtypes_summary", "get_missing_summary", "get_unique_values")
+# The tools every stage offers (summaries of the scratchpad's frames).
+SUMMARY_TOOLS = ("get_dataframe_summary", "get_dataframe_dtypes_summary", "get_missing_summary", "get_unique_values")
 _FEATURES_OR_TARGET = ("convert_dataframe_to_features_target", "drop_feature", "get_features")
 
 REWARD_STAGES: tuple[Stage, ...] = (
@@ -95,8 +96,6 @@ REWARD_STAGES: tuple[Stage, ...] = (
                   predicted_first=("save_dataframe_to_csv", "create_submission", "convert_to_dataframe",
                                    "get_features", "concatenate_dataframes", "predict_target"))),
 )
-# The tools every stage offers (summaries of the scratchpad's frames).
-SUMMARY_TOOLS = _SUMMARIES
 STAGE_COUNT = len(REWARD_STAGES)
 STAGE_NAMES: tuple[str, ...] = tuple(s.name for s in REWARD_STAGES)
 
