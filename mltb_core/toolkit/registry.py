@@ -445,9 +445,6 @@ class ToolRegistry:
     def names(self) -> list[str]:
         return list(self._tools)
 
-    def for_roles(self, roles: Iterable[str]) -> list[Tool]:
-        wanted = set(roles)
-        return [t for t in self._tools.values() if wanted & set(t.roles)]
 
 
 REGISTRY = ToolRegistry()
@@ -503,7 +500,6 @@ def build_tool(fn: Callable, kind: str, *, roles: Iterable[str] = (), objects: I
                name: str | None = None, toolsets: Iterable[str] = ()) -> Tool:
     if kind not in KINDS:
         raise ValueError(f"unknown tool kind {kind!r}; expected one of {KINDS}")
-    roles = tuple(roles)
     roles = tuple(dict.fromkeys(roles))   # once each: the count of workflow roles ranks a tool in masking
     bad = [r for r in roles if r not in TOOL_ROLES]
     if bad:
