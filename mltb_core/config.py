@@ -18,6 +18,7 @@ from typing import Any
 from mltb_core import environment
 from mltb_core.bench.tasks import BOARDS, DEFAULT_BOARD
 from mltb_core.toolkit.registry import DEFAULT_TOOLSET, TOOLSETS
+from mltb_core.llm.prompts import CHARS_PER_TOKEN
 from mltb_core.llm.backends import DEFAULT_MODEL, ModelRef, as_model_ref, builtin_model_forms, model_id
 # declared in mltb_core.environment (the lowest layer, so every module can read through it)
 from mltb_core.environment import (ENVIRONMENT, PATH, PATH_LIST, EnvironmentVariable, Range, absolute_path, absolute_paths,
@@ -161,11 +162,13 @@ class Setting:
 
 def option(default: Any = MISSING, help: str = "", *, range: Range | None = None,
            choices: tuple[str, ...] | None = None, switch: bool = False, name: str | None = None,
-           front_ends: tuple[str, ...] = BOTH, unset_text: str = "none", hashed: bool = True) -> Any:
+           front_ends: tuple[str, ...] = BOTH, unset_text: str = "none", hashed: bool | str = True) -> Any:
     """A TrialConfig field that is also a setting of both front ends: declare it here and nothing else.
 
     ``name`` is the flag/env/ini name when it differs from the field's; ``hashed=False`` keeps a field
-    that cannot change a trial's result (the cache, threads) out of :meth:`TrialConfig.config_hash`.
+    that cannot change a trial's result (the cache, threads) out of :meth:`TrialConfig.config_hash`;
+    ``hashed=HASHED_WHEN_SET`` hashes it only when it differs from its default (a setting added after runs
+    were recorded: their hashes, resumes and baselines stay valid while it is left unset).
     """
     meta = {SETTING_META: dict(help=help, range=range, choices=choices, kind=SWITCH if switch else VALUE,
                                name=name, front_ends=front_ends, unset_text=unset_text), HASHED_META: hashed}
@@ -173,6 +176,7 @@ def option(default: Any = MISSING, help: str = "", *, range: Range | None = None
 
 
 SETTING_META, HASHED_META = "mltb_setting", "mltb_hashed"
+HASHED_WHEN_SET = "when set"
 _AT_LEAST_1 = Range(int, 1)
 _AT_LEAST_0 = Range(int, 0)
 # Trial numbers stay small enough for a file name (case_id) and a record's range (analysis/records.py).
@@ -223,6 +227,13 @@ class TrialConfig:
     context: str = option("full", "what each LLM request carries: 'full' (every tool result whole, the paper's) "
                                   "or 'trimmed' (older tool results cut to their first lines, tool descriptions "
                                   "to their first paragraph)", choices=CONTEXT_MODES)
+    # a bound on the tool results a request carries whole (see Episode.compacted_steps)
+    context_budget: int | None = option(None, "tokens of tool results a request carries whole (at "
+                                              f"{CHARS_PER_TOKEN} characters a token); beyond it the oldest are "
+                                              "cut to their first lines, in blocks that keep the cached prefix",
+                                        range=Range(int, 500, why="a few tool results"),
+                                        unset_text="unbounded: every result whole, the paper's",
+                                        hashed=HASHED_WHEN_SET)
     # execution
     max_features: int = option(1000, "stage 5 bound on the feature count", range=_AT_LEAST_1)
     llm_cache: bool = option(True, "on-disk LLM response cache", switch=True, hashed=False)
@@ -294,7 +305,8 @@ class TrialConfig:
         """Hash of what all trials of a configuration share (not planner/model/trial, nor the execution
         knobs declared ``hashed=False``), with the running planner's own knobs only: a knob added to one
         planner leaves every other planner's hash (its ``--resume``, its baselines) unchanged."""
-        data = {k: v for k, v in self.to_dict().items() if k not in _UNHASHED}
+        data = {k: v for k, v in self.to_dict().items()
+                if k not in _UNHASHED and not (k in _HASHED_WHEN_SET and v == _DEFAULTS[k])}
         own = self.planner_knobs()
         if own:
             data["knobs"] = own
@@ -316,6 +328,8 @@ def _trial_settings() -> tuple[Setting, ...]:
 # Case identity (set per case, never hashed) and the execution knobs declared hashed=False.
 _UNHASHED = frozenset({"planner", "model", "trial", "knobs"} | {f.name for f in fields(TrialConfig)
                                                        if f.metadata.get(HASHED_META) is False})
+_HASHED_WHEN_SET = frozenset(f.name for f in fields(TrialConfig) if f.metadata.get(HASHED_META) == HASHED_WHEN_SET)
+_DEFAULTS = {f.name: f.default for f in fields(TrialConfig)}
 TRIAL_SETTINGS: tuple[Setting, ...] = _trial_settings()
 
 # Gate presets (``--gate-preset NAME``): run options a preset fills in where the user set none (command line,

@@ -46,6 +46,10 @@ def test_estimate_is_tokens_times_price_times_items():
     # trimmed context is cheaper; a cheaper model is cheaper
     assert estimate_cost([(TASK, one.with_(context="trimmed"))], table).usd < single.usd
     assert estimate_cost([(TASK, one.with_(model="openai:gpt-4o-mini"))], table).usd < single.usd
+    # a context budget caps the history a long trial carries (a short one stays under it: no change)
+    long = config(max_iterations=60, max_depth=60)
+    assert tokens_per_call(TASK, long.with_(context_budget=1_000))[0] < tokens_per_call(TASK, long)[0]
+    assert tokens_per_call(TASK, one.with_(context_budget=100_000)) == tokens_per_call(TASK, one)
     assert "$" in single.line() and "10 LLM calls" in single.line()
 
 

@@ -23,7 +23,7 @@ from mltb_core.planners.lats import reflection_depth
 from mltb_core.stages.masking import stage_tools, subtask_tools
 from mltb_core.stages.rewards import REWARD_STAGES, StageContext
 from mltb_core.planners.trajectory import TrajectoryWriter, read_trajectory
-from mltb_core.planners.tree import Node
+from mltb_core.planners.tree import Node, path_to
 from mltb_core.runner.expert import load_expert
 from mltb_core.runner.solve import prepare_agent_data
 from mltb_core.toolkit.registry import ToolContext
@@ -333,3 +333,98 @@ def test_lats_reflects_within_a_60_call_budget_at_the_reflection_depth(tmp_path,
     parents = {s["node_id"]: s["parent_id"] for s in steps if s["step_type"] == "tool_execution_initiation"}
     nodes = [s["node_id"] for s in steps if s["step_type"] == "llm_call" and s["purpose"] == "reflect"]
     assert len({parents[n] for n in nodes}) == len(nodes)
+
+
+def _whole_tokens(texts) -> float:
+    return sum(len(text) for text in texts) / prompts.CHARS_PER_TOKEN
+
+
+def _bounded_walk(workspace, budget, planner="react"):
+    """The expert's path under ``--context-budget budget``: (node's path, request) at each step."""
+    ep, _ = _episode(workspace, planner, context_budget=budget)
+    node, out = ep.root, []
+    for call in load_expert(TASK):
+        out.append((path_to(node), ep.proposal_messages(node, prompts.REACT_SYSTEM)))
+        node = ep.step(node, Candidate("", [call]))
+    return ep, out
+
+
+def test_an_unset_context_budget_carries_every_result_whole(workspace):
+    ep, _ = _episode(workspace)
+    node = ep.root
+    for call in load_expert(TASK):
+        node = ep.step(node, Candidate("", [call]))
+    request = ep.proposal_messages(node, prompts.REACT_SYSTEM)
+    assert ep.compacted_steps(path_to(node)) == 0
+    assert [m["content"] for m in request if m["role"] == "tool"] == [n.observation for n in path_to(node)[1:]]
+
+
+def test_a_context_budget_bounds_the_whole_results_and_cuts_in_blocks(workspace):
+    """Under the budget the path's results are whole; past it the oldest are cut to their first lines until the
+    whole ones fit the low-water mark (the last few always whole). The cut point only moves forward and in
+    blocks, so between two cuts each request extends the previous one."""
+    budget = 2_000
+    ep, walk = _bounded_walk(workspace, budget)
+    counts = []
+    for path, request in walk:
+        steps = path[1:]
+        count = ep.compacted_steps(path)
+        results = [m["content"] for m in request if m["role"] == "tool"]
+        assert results == ([prompts.trim_observation(s.observation) for s in steps[:count]]
+                           + [s.observation for s in steps[count:]])
+        whole = _whole_tokens(results[count:])
+        assert whole <= budget or len(steps) - count == prompts.TRIMMED_FULL_OBSERVATIONS, (count, whole)
+        if counts and count > counts[-1]:   # a cut: down to the low-water mark, or to the last few whole
+            assert (whole <= budget * prompts.BOUNDED_LOW_WATER
+                    or len(steps) - count == prompts.TRIMMED_FULL_OBSERVATIONS), (count, whole)
+        counts.append(count)
+    assert counts == sorted(counts) and counts[-1] > 0, counts
+    cuts = sum(1 for a, b in zip(counts, counts[1:]) if b != a)
+    assert 0 < cuts < (len(counts) - 1) / 2, counts   # blocks, not a cut per step
+    for (_, request), (_, following), a, b in zip(walk, walk[1:], counts, counts[1:]):
+        if a == b:
+            assert following[:len(request)] == request
+
+
+def test_a_cut_drops_the_stage_notes_of_the_cut_steps(workspace):
+    ep, walk = _bounded_walk(workspace, 2_000)
+    path, request = walk[-1]
+    count = ep.compacted_steps(path)
+    assert count > 0
+    # each note follows the step after which it was shown; none follows a cut step (nor the root, once cut)
+    after, shown_after = None, []
+    for message in request[2:]:
+        if message["role"] == "tool":
+            after = message["tool_call_id"]
+        elif prompts.is_stage_tools_note(message):
+            shown_after.append(after)
+    cut_ids = {step.call_id for step in path[1:count + 1]}
+    assert None not in shown_after and not set(shown_after) & cut_ids, (shown_after, cut_ids)
+    assert _notes(request)[-1] == ep.stage_tools_note(path[-1])   # the current stage's note is always there
+    unbounded, _ = _episode(workspace)
+    node = unbounded.root
+    for call in load_expert(TASK):
+        unbounded.proposal_messages(node, prompts.REACT_SYSTEM)
+        node = unbounded.step(node, Candidate("", [call]))
+    assert len(_notes(unbounded.proposal_messages(node, prompts.REACT_SYSTEM))) > len(_notes(request))
+
+
+def test_siblings_under_a_budget_share_their_parents_cut(workspace):
+    """The cut point is decided once per node: a child's request starts with its parent's while the child adds
+    no cut, whichever sibling asks first."""
+    ep, walk = _bounded_walk(workspace, 2_000, "mcts_shaped")
+    parent = walk[-1][0][-1]
+    first = ep.proposal_messages(parent, prompts.EXPANSION_SYSTEM)
+    for call in load_expert(TASK)[-2:]:
+        child = ep.step(parent, Candidate("", [call]))
+        if ep.compacted_steps(path_to(child)) == ep.compacted_steps(path_to(parent)):
+            assert ep.proposal_messages(child, prompts.EXPANSION_SYSTEM)[:len(first)] == first
+    assert ep.proposal_messages(parent, prompts.EXPANSION_SYSTEM) == first
+
+
+def test_the_context_budget_is_hashed_only_when_set():
+    base = TrialConfig(planner="react", model="sim")
+    assert base.config_hash() == TrialConfig(planner="react", model="sim", context_budget=None).config_hash()
+    assert base.config_hash() != base.with_(context_budget=4_000).config_hash()
+    with pytest.raises(ValueError, match="context_budget"):
+        TrialConfig(planner="react", model="sim", context_budget=10)

@@ -19,8 +19,9 @@ from mltb_core.stages.specs import REWARD_STAGES, STAGE_COUNT, STAGE_NAMES, Stag
 # the tune request no planner sent; re-pinned (issue 60) when the stage checks' feedback templates moved into
 # prompts and the listing gained "stage_feedback" (every other entry unchanged: without it, e2868d3f...).
 # re-pinned (issue 62) when the stage note moved from the end of every proposal request to after the step where
-# it changed (message_order says so), so that along a path each request extends the previous one.
-PROMPTS_SHA256 = "fc9fb7e77e0cbc5d5336b2489891a5ff12c4ccb1d85dc0d48647d0a39adfa47c"
+# it changed (message_order says so), so that along a path each request extends the previous one; re-pinned
+# (issue 62) when the listing gained "bounded_context" (--context-budget; every other entry unchanged: fc9fb7e7...).
+PROMPTS_SHA256 = "e245aa67739d0d034da935c8581dd4c2506f5bbf13db8c51c8bea9850ad5df1d"
 
 
 def test_the_prompts_are_byte_identical_to_before():

@@ -23,7 +23,7 @@ from mltb_core.llm.prices import Price, PriceTable, UnknownPriceError, load_pric
 
 __all__ = ["CostEstimate", "estimate_cost", "calls_per_trial", "tokens_per_call", "prefix_tokens", "CHARS_PER_TOKEN"]
 
-CHARS_PER_TOKEN = 4
+CHARS_PER_TOKEN = prompts.CHARS_PER_TOKEN
 # History a call carries per step of its path, in tokens (a tool call, its result, the scratchpad listing),
 # fitted to benchmarks/context_tokens.py (reports/benchmarks.md): with the default budgets the sim's calls
 # averaged 29-31k input tokens (full) and 21-22k (trimmed) on spaceship-titanic and playground-series-s4e1.
@@ -85,6 +85,8 @@ def tokens_per_call(task: Any, config: TrialConfig) -> tuple[int, int]:
     first = prefix_tokens(task, config) + len(prompts.EXPANSION_SYSTEM) // CHARS_PER_TOKEN
     depth = min(calls_per_trial(config), config.max_depth) / 2   # the mean path length over a trial
     history = int(depth * HISTORY_TOKENS_PER_STEP[config.context])
+    if config.context_budget is not None:   # results past the budget are cut: a trimmed step's share each
+        history = min(history, int(config.context_budget + depth * HISTORY_TOKENS_PER_STEP["trimmed"]))
     candidates = config.planner_knobs().get("expansion_k", 1)   # tree searches propose k at once
     return first + history, candidates * OUTPUT_TOKENS_PER_CANDIDATE
 

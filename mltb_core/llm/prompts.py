@@ -143,10 +143,22 @@ def scratchpad_note(names_and_kinds: str) -> str:
 # Tool schemas are sent with the first paragraph of their descriptions (compact_schema). The last TRIMMED_FULL_OBSERVATIONS tool results stay whole; older ones keep their first
 # TRIMMED_FIRST_LINES lines (at most TRIMMED_LINE_CHARS characters each) and this marker.
 TRIMMED_FULL_OBSERVATIONS = 3
+# Prompt lengths estimated without a tokenizer (budgets, cost estimates): ~4 characters a token.
+CHARS_PER_TOKEN = 4
 TRIMMED_FIRST_LINES = 2
 TRIMMED_LINE_CHARS = 200
 TRIMMED_MARKER = "[... {lines} more lines cut: older result, trimmed context]"
 SCRATCHPAD_HEADER = "Scratchpad objects now available:"
+
+
+# -- a bounded context (``--context-budget N``) --------------------------------------------------------
+# A request carries the path's tool results whole while they total at most N tokens (CHARS_PER_TOKEN
+# characters a token). When a step takes them past N, the oldest are cut (trim_observation) until the whole
+# ones total at most BOUNDED_LOW_WATER × N, the last TRIMMED_FULL_OBSERVATIONS always whole; the stage notes
+# shown at cut steps go too. The cut point moves in such blocks and only forward along a path, so between two
+# cuts each request still extends the previous one (a prefix cache evaluates only the new turn); a cut
+# re-evaluates the path from its first newly cut step.
+BOUNDED_LOW_WATER = 0.5
 
 
 def compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
@@ -513,6 +525,12 @@ def all_prompts() -> dict[str, Any]:
                                     "whole scratchpad listing with columns; tool schemas keep the first paragraph "
                                     "of their descriptions; without --context trimmed, the same cut applies "
                                     "from the first request that outgrows the model's context window on"},
+        "bounded_context": {"chars_per_token": CHARS_PER_TOKEN, "low_water": BOUNDED_LOW_WATER,
+                            "full_observations": TRIMMED_FULL_OBSERVATIONS,
+                            "rule": "with --context-budget N: while the path's tool results total more than N "
+                                    "tokens, the oldest are cut to their first lines (the trimmed context's cut) "
+                                    "until the whole ones total at most low_water x N, and the stage notes after "
+                                    "cut steps are dropped; the cut point only moves forward along a path"},
         "stage_feedback": {"stages": STAGE_FEEDBACK, "calls": FEEDBACK_CALLS, "parts": FEEDBACK_PARTS,
                            "roles": FEEDBACK_ROLES},
     }

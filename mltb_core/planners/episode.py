@@ -105,6 +105,8 @@ class Episode:
         # Older tool results cut (prompts.trim_observation): from the start with --context trimmed, else from
         # the first request that outgrew the model's context window (see _complete).
         self.trimming = config.context == "trimmed"
+        # --context-budget: node id -> how many of its path's first steps have their tool results cut
+        self._compacted: dict[int, int] = {0: 0}
 
     @classmethod
     def in_process(cls, task: Any, config: TrialConfig, llm: LLMBackend, stage_ctx: StageContext,
@@ -142,17 +144,19 @@ class Episode:
         shown = ""
         trimmed = self.trimming
         # a trimmed request keeps no note of earlier stages (they would outgrow its bound): the current stage's
-        # note ends it instead (proposal_messages)
+        # note ends it instead (proposal_messages); a bounded one drops those of its cut steps
         keep_notes = stage_notes and not trimmed
+        compacted = 0 if trimmed else self.compacted_steps(path)
 
-        def note_after(at: Node) -> None:
+        def note_after(steps_before: int, at: Node) -> None:
             nonlocal shown
-            note = self._shown_notes.get(at.id, "") if keep_notes else ""
+            whole = steps_before > compacted or not compacted   # the note follows a step not cut
+            note = self._shown_notes.get(at.id, "") if keep_notes and whole else ""
             if note and note != shown:
                 msgs.append({"role": "user", "content": note})
                 shown = note
 
-        note_after(path[0])
+        note_after(0, path[0])
         for index, step in enumerate(steps):
             observation = step.observation
             if trimmed:
@@ -160,6 +164,8 @@ class Episode:
                     observation = self._with_full_listing(step)
                 elif index < len(steps) - prompts.TRIMMED_FULL_OBSERVATIONS:
                     observation = prompts.trim_observation(observation)
+            elif index < compacted:
+                observation = prompts.trim_observation(observation)
             if step.call is None:
                 msgs.append({"role": "assistant", "content": step.assistant_text or ""})
                 msgs.append({"role": "user", "content": observation})
@@ -169,8 +175,29 @@ class Episode:
                     "id": step.call_id, "type": "function",
                     "function": {"name": encodable(step.call.tool_name), "arguments": encodable(arguments)}}]})
                 msgs.append({"role": "tool", "tool_call_id": step.call_id, "content": observation})
-            note_after(step)
+            note_after(index + 1, step)
         return msgs
+
+    def compacted_steps(self, path: list[Node]) -> int:
+        """How many of ``path``'s first steps (root excluded) a request cuts under ``--context-budget``
+        (:data:`prompts.BOUNDED_LOW_WATER`): 0 when unbounded. Decided once per node from its parent's
+        count, so the cut point only moves forward along a path and every request from a node agrees."""
+        budget = self.config.context_budget
+        if budget is None:
+            return 0
+        for depth, node in enumerate(path):
+            if node.id in self._compacted:
+                continue
+            count = self._compacted[path[depth - 1].id]
+            sizes = [len(step.observation) for step in path[1:depth + 1]]
+            whole, limit = sum(sizes[count:]), budget * prompts.CHARS_PER_TOKEN   # in characters
+            if whole > limit:
+                last_cut = len(sizes) - prompts.TRIMMED_FULL_OBSERVATIONS
+                while count < last_cut and whole > limit * prompts.BOUNDED_LOW_WATER:
+                    whole -= sizes[count]
+                    count += 1
+            self._compacted[node.id] = count
+        return self._compacted[path[-1].id]
 
     def stage_tools_note(self, node: Node, allowed: Iterable[str] | None = None) -> str:
         """The parameters of the tools for ``node``'s next stage (those of ``allowed`` only, when given), a
