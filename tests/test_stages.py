@@ -21,7 +21,7 @@ from mltb_core.stages.specs import REWARD_STAGES, STAGE_COUNT, STAGE_NAMES, Stag
 # re-pinned (issue 62) when the stage note moved from the end of every proposal request to after the step where
 # it changed (message_order says so), so that along a path each request extends the previous one; re-pinned
 # (issue 62) when the listing gained "bounded_context" (--context-budget; every other entry unchanged: fc9fb7e7...).
-PROMPTS_SHA256 = "e245aa67739d0d034da935c8581dd4c2506f5bbf13db8c51c8bea9850ad5df1d"
+PROMPTS_SHA256 = "30cfca6a41ac3045a7538a3f9e57d11fde713b984c73340098a4565a7a565fcd"
 
 
 def test_the_prompts_are_byte_identical_to_before():

@@ -157,8 +157,9 @@ SCRATCHPAD_HEADER = "Scratchpad objects now available:"
 # ones total at most BOUNDED_LOW_WATER × N, the last TRIMMED_FULL_OBSERVATIONS always whole; the stage notes
 # shown at cut steps go too. The cut point moves in such blocks and only forward along a path, so between two
 # cuts each request still extends the previous one (a prefix cache evaluates only the new turn); a cut
-# re-evaluates the path from its first newly cut step.
-BOUNDED_LOW_WATER = 0.5
+# re-evaluates the path from its first newly cut step: the low-water mark L costs about L / (1 - L) of the
+# results' own tokens again (a third at 0.25), a lower L fewer whole results after a cut.
+BOUNDED_LOW_WATER = 0.25
 
 
 def compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
