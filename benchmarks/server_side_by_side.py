@@ -94,7 +94,10 @@ def run_arm(args, arm: str, out: Path) -> dict:
     if record is not None:
         return record
     out.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "MLTB_LOCAL_THREADS": str(args.threads), "MLTB_CACHE_DIR": str(out / "cache")}
+    from mltb_core.llm.local.models import MODELS_DIR_ENV, models_dir
+
+    env = {**os.environ, "MLTB_LOCAL_THREADS": str(args.threads), "MLTB_CACHE_DIR": str(out / "cache"),
+           MODELS_DIR_ENV: str(models_dir())}   # an empty cache, the model already assembled
     server = None
     if arm != "local":
         from mltb_core.llm.local.backend import default_model_path
