@@ -65,6 +65,7 @@ class Request:
     tokens: dict[str, np.ndarray] = field(default_factory=dict)
     recorded_uncached: int = 0
     recorded_prompt: int = 0
+    messages: list[dict] = field(default_factory=list)   # the new layout's request
 
 
 @dataclass
@@ -87,8 +88,42 @@ class TrialReplay:
             total += len(tokens) - shared
         return total
 
+    def new_parts(self, count) -> dict[str, int]:
+        """What the new layout's requests add over the request each extends (path), by part, in tokens of the
+        messages' texts: the stage notes, the tool results' scratchpad listings, the rest of the tool results,
+        the assistant's calls, the rest (a first request: everything)."""
+        parts = dict.fromkeys(PARTS, 0)
+        for index, request in enumerate(self.requests):
+            previous = next((r for r in reversed(self.requests[:index]) if r.node in request.ancestors), None)
+            start = 0
+            if previous is not None:
+                pairs = zip(request.messages, previous.messages)
+                start = next((i for i, (a, b) in enumerate(pairs) if a != b), len(previous.messages))
+            for message in request.messages[start:]:
+                for part, text in _parts(message):
+                    parts[part] += len(count(text))
+        return parts
+
     def context(self, layout: str) -> float:
         return statistics.fmean(len(r.tokens[layout]) for r in self.requests)
+
+
+PARTS = ("stage notes", "result listings", "results (rest)", "calls", "other")
+
+
+def _parts(message: dict) -> list[tuple[str, str]]:
+    content = message.get("content") or ""
+    if prompts.is_stage_tools_note(message):
+        return [("stage notes", content)]
+    if message["role"] == "tool":
+        paragraphs = content.split("\n\n")
+        listing = [p for p in paragraphs if p.startswith(prompts.SCRATCHPAD_HEADER)]
+        rest = [p for p in paragraphs if not p.startswith(prompts.SCRATCHPAD_HEADER)]
+        return [("result listings", "\n\n".join(listing)), ("results (rest)", "\n\n".join(rest))]
+    if message["role"] == "assistant":
+        calls = [c["function"]["name"] + c["function"]["arguments"] for c in message.get("tool_calls") or []]
+        return [("calls", content + "".join(calls))]
+    return [("other", content)]
 
 
 def common_prefix(a: np.ndarray, b: np.ndarray) -> int:
@@ -147,6 +182,7 @@ def replay(path: Path, count, out: Path) -> TrialReplay | None:
             for layout, messages in (("old", old_layout(episode, node, system)),
                                      ("new", episode.proposal_messages(node, system))):
                 request.tokens[layout] = count(render(messages, tools))
+            request.messages = messages
             usage = event.get("usage", {})
             request.recorded_prompt = int(usage.get("prompt_tokens", 0))
             request.recorded_uncached = request.recorded_prompt - int(usage.get("cached_input_tokens", 0))
@@ -220,6 +256,16 @@ def main(argv=None) -> int:
                               "<= 50 %", new_order <= 0.5 * old_order))
         figures.append(Figure(f"{planner}: mean request tokens (context), old -> new",
                               f"{old_context:,.0f} -> {new_context:,.0f}"))
+    parts_table = []
+    for planner, trials in replays.items():
+        if trials:
+            totals = [t.new_parts(count) for t in trials]
+            mean_parts = {part: statistics.fmean(p[part] for p in totals) for part in PARTS}
+            whole = sum(mean_parts.values()) or 1
+            parts_table.append([planner] + [f"{mean_parts[p]:,.0f} ({mean_parts[p] / whole:.0%})" for p in PARTS])
+    print("What the new layout's requests add over the request each extends (tokens of the texts, mean per "
+          "trial)")
+    print(tabulate(parts_table, headers=["planner", *PARTS]))
     print("Uncached prompt tokens per trial (mean over trials): a replay of the recorded trajectories under the "
           "note-at-the-end layout (old) and the note-after-its-step layout (new); not new trials")
     print(tabulate(table, headers=["planner", "trials", "requests", "recorded uncached", "old (path)", "new (path)",
