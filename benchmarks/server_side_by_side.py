@@ -80,7 +80,7 @@ def _record(out: Path) -> dict | None:
 def _replies(out: Path) -> tuple[int, int]:
     """(requests, replies that parsed into a tool call) from the run's trajectory."""
     requests = parsed = 0
-    for path in (out / "work").glob("*/trajectories/*.jsonl"):
+    for path in out.glob("trajectories/*/*.jsonl"):
         for line in path.read_text().splitlines():
             event = json.loads(line)
             if event.get("step_type") == "llm_call" and "candidates" in event:
