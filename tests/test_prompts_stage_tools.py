@@ -163,27 +163,45 @@ def _notes(request):
     return [m["content"] for m in request if prompts.is_stage_tools_note(m)]
 
 
+def _kept(request, following) -> list:
+    """What of ``request`` the ``following`` request must start with: all of it, less a closing note that the
+    following request replaces (the stage changed again at the very next step)."""
+    ends_with_note = prompts.is_stage_tools_note(request[-1])
+    if ends_with_note and following[len(request) - 1:len(request)] != request[-1:]:
+        return request[:-1]
+    return request
+
+
 def test_each_request_along_a_path_extends_the_previous_one(workspace):
     """Along a real path across stages: each proposal request is the previous one plus the new step (and the
-    note, where the stage changed), in the messages and in the chat text the local model's server
-    evaluates; the note shown last is the node's own, and a note is never repeated back to back."""
+    note, where the stage changed; a note the very next step replaces is dropped), in the messages and in the
+    chat text the local model's server evaluates; the note shown last is the node's own, and a note is never
+    repeated back to back."""
     ep, _ = _episode(workspace)
     tools = ep.tool_schemas()
     node, requests, stages, expected = ep.root, [], [], []
+    replaced = 0
     for call in load_expert(TASK)[:8]:
         requests.append(ep.proposal_messages(node, prompts.REACT_SYSTEM))
         stages.append(node.progress.stage)
-        if not expected or expected[-1] != ep.stage_tools_note(node):
-            expected.append(ep.stage_tools_note(node))
+        note = ep.stage_tools_note(node)
+        if not expected or expected[-1] != note:
+            if len(requests) > 1 and _notes(requests[-2]) and _notes(requests[-2])[-1] == expected[-1] \
+                    and prompts.is_stage_tools_note(requests[-2][-1]):
+                expected.pop()   # shown after the previous step only: replaced, one step later
+                replaced += 1
+            expected.append(note)
         assert _notes(requests[-1]) == expected
         node = ep.step(node, Candidate("", [call]))
     assert len(set(stages)) >= 4, stages   # the path crosses stages: the note changes along it
+    assert replaced >= 1   # the expert loads the test data right after the train data: a note replaced
     for request, following in zip(requests, requests[1:]):
-        assert following[:len(request)] == request and len(following) > len(request)
-        before, after = (prompts.render_chat(chatml_messages(r, tools)) for r in (request, following))
+        kept = _kept(request, following)
+        assert following[:len(kept)] == kept and len(following) > len(kept)
+        before, after = (prompts.render_chat(chatml_messages(r, tools)) for r in (kept, following))
         # the chat text too, up to the end-of-turn marker the server adds after the last message
-        assert prompts.shared_prefix_length([before, after]) == len(before)
-    assert len(expected) >= 3 and all(a != b for a, b in zip(expected, expected[1:]))
+        assert prompts.shared_prefix_length([before, after]) >= len(before) - len("<|im_end|>\n")
+    assert len(expected) >= 2 and all(a != b for a, b in zip(expected, expected[1:]))
     # the note is the only stage-dependent part: the system messages are the same at every stage
     assert len({json.dumps(r[:2]) for r in requests}) == 1
 
@@ -203,7 +221,7 @@ def test_a_trimmed_request_keeps_only_the_current_stage_note(workspace):
     for call in load_expert(TASK)[:8]:
         full.proposal_messages(node, prompts.REACT_SYSTEM)
         node = full.step(node, Candidate("", [call]))
-    assert len(_notes(full.proposal_messages(node, prompts.REACT_SYSTEM))) >= 3   # untrimmed: one per stage
+    assert len(_notes(full.proposal_messages(node, prompts.REACT_SYSTEM))) >= 2   # untrimmed: earlier ones too
 
 
 def test_a_sibling_branch_keeps_the_parents_request_as_its_prefix(workspace):
@@ -217,7 +235,8 @@ def test_a_sibling_branch_keeps_the_parents_request_as_its_prefix(workspace):
     assert children[0].progress.stage != children[1].progress.stage   # the one that loaded the test data moved on
     for child in children:
         request = ep.proposal_messages(child, prompts.EXPANSION_SYSTEM)
-        assert request[:len(first)] == first
+        kept = _kept(first, request)
+        assert request[:len(kept)] == kept and len(kept) >= len(first) - 1
         assert _notes(request)[-1] == ep.stage_tools_note(child)
     assert ep.proposal_messages(parent, prompts.EXPANSION_SYSTEM) == first
 
@@ -383,7 +402,8 @@ def test_a_context_budget_bounds_the_whole_results_and_cuts_in_blocks(workspace)
     assert 0 < cuts < (len(counts) - 1) / 2, counts   # blocks, not a cut per step
     for (_, request), (_, following), a, b in zip(walk, walk[1:], counts, counts[1:]):
         if a == b:
-            assert following[:len(request)] == request
+            kept = _kept(request, following)
+            assert following[:len(kept)] == kept
 
 
 def test_a_cut_drops_the_stage_notes_of_the_cut_steps(workspace):

@@ -20,8 +20,9 @@ from mltb_core.stages.specs import REWARD_STAGES, STAGE_COUNT, STAGE_NAMES, Stag
 # prompts and the listing gained "stage_feedback" (every other entry unchanged: without it, e2868d3f...).
 # re-pinned (issue 62) when the stage note moved from the end of every proposal request to after the step where
 # it changed (message_order says so), so that along a path each request extends the previous one; re-pinned
-# (issue 62) when the listing gained "bounded_context" (--context-budget; every other entry unchanged: fc9fb7e7...).
-PROMPTS_SHA256 = "30cfca6a41ac3045a7538a3f9e57d11fde713b984c73340098a4565a7a565fcd"
+# (issue 62) when the listing gained "bounded_context" (--context-budget; every other entry unchanged: fc9fb7e7...),
+# and when message_order said that a note the very next step's note replaces is dropped.
+PROMPTS_SHA256 = "a901193aec8763c39a099b40664c6ffb4423ff5a221b9b4d20830c390f7dedf0"
 
 
 def test_the_prompts_are_byte_identical_to_before():

@@ -190,7 +190,8 @@ def trim_observation(text: str) -> str:
 # model reads the prompt only) would otherwise never see a parameter. The note changes with the node's
 # stage, so it is never the request's tail: it follows the step after which it changed and stays there in
 # every later request along the path (Episode.proposal_messages), so each request extends the previous one
-# and a prefix cache evaluates only the new turn.
+# and a prefix cache evaluates only the new turn; a note the very next step's note replaces is dropped (free
+# for the cache, and a search that changes stage at most steps would otherwise carry a note per step).
 # It lists the tools of the stage after the furthest one the node has passed (stages/masking.py:
 # stage_tools, most relevant first) with their parameters, at most STAGE_TOOLS_BUDGET characters (what the
 # local model's ~4,000-character catalogue budget was: ~1,000 tokens); tools past the budget by name only.
@@ -518,7 +519,8 @@ def all_prompts() -> dict[str, Any]:
                           "the path's history: assistant tool calls and tool results; in proposal requests, "
                           "user: stage_tools_note (the parameters of the next stage's tools) before the first "
                           "step and after each step where the note changed along the path, kept there in "
-                          "every later request (no note at the end that changes with the stage)",
+                          "every later request unless the very next step's note replaces it (no note at the "
+                          "end that changes with the stage)",
                           "user: evaluator_request or reflection_request (LATS judge and reflector)"],
         "trimmed_context": {"full_observations": TRIMMED_FULL_OBSERVATIONS, "first_lines": TRIMMED_FIRST_LINES,
                             "line_chars": TRIMMED_LINE_CHARS, "marker": TRIMMED_MARKER,

@@ -130,7 +130,8 @@ class Episode:
         Order, longest shared part first: the shared preamble (task, tool catalogue), the planner's
         ``system`` instructions, ``extra`` user turns, then the path. With ``stage_notes`` (proposal
         requests), the stage note shown at a node of the path follows that node's step, unless it repeats
-        the last note shown before it (see :meth:`proposal_messages`); a trimmed request shows none of them.
+        the last note shown before it or the next step's note replaces it (:meth:`_path_notes`); a trimmed
+        request shows none of them.
         When trimming (``context="trimmed"``,
         or since the full path outgrew the context window) tool results older than the last
         :data:`prompts.TRIMMED_FULL_OBSERVATIONS` are cut to their first lines and the last one lists every
@@ -141,22 +142,13 @@ class Episode:
         msgs += [{"role": "user", "content": text} for text in extra]
         path = path_to(node)
         steps = path[1:]
-        shown = ""
         trimmed = self.trimming
         # a trimmed request keeps no note of earlier stages (they would outgrow its bound): the current stage's
         # note ends it instead (proposal_messages); a bounded one drops those of its cut steps
-        keep_notes = stage_notes and not trimmed
         compacted = 0 if trimmed else self.compacted_steps(path)
-
-        def note_after(steps_before: int, at: Node) -> None:
-            nonlocal shown
-            whole = steps_before > compacted or not compacted   # the note follows a step not cut
-            note = self._shown_notes.get(at.id, "") if keep_notes and whole else ""
-            if note and note != shown:
-                msgs.append({"role": "user", "content": note})
-                shown = note
-
-        note_after(0, path[0])
+        notes = self._path_notes(path, compacted) if stage_notes and not trimmed else {}
+        if 0 in notes:
+            msgs.append({"role": "user", "content": notes[0]})
         for index, step in enumerate(steps):
             observation = step.observation
             if trimmed:
@@ -175,8 +167,25 @@ class Episode:
                     "id": step.call_id, "type": "function",
                     "function": {"name": encodable(step.call.tool_name), "arguments": encodable(arguments)}}]})
                 msgs.append({"role": "tool", "tool_call_id": step.call_id, "content": observation})
-            note_after(index + 1, step)
+            if index + 1 in notes:
+                msgs.append({"role": "user", "content": notes[index + 1]})
         return msgs
+
+    def _path_notes(self, path: list[Node], compacted: int) -> dict[int, str]:
+        """The stage notes a proposal request along ``path`` shows, by position (0: before the first step, i:
+        after step i): each node's recorded note where it differs from the last one shown, none after a cut
+        step, and none that the very next step replaces with another. A note replaced one step later costs the
+        prefix cache nothing to drop (the request that showed it ended with it; the next request shares
+        everything before it and evaluates the new step either way), and a tree search that changes stage at
+        most steps would otherwise carry a note per step."""
+        notes: dict[int, str] = {}
+        shown = ""
+        for position, node in enumerate(path):
+            note = self._shown_notes.get(node.id, "") if position > compacted or not compacted else ""
+            if note and note != shown:
+                notes.pop(position - 1, None)
+                notes[position] = shown = note
+        return notes
 
     def compacted_steps(self, path: list[Node]) -> int:
         """How many of ``path``'s first steps (root excluded) a request cuts under ``--context-budget``
