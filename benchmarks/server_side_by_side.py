@@ -29,6 +29,9 @@ from tabulate import tabulate
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _bench import ROOT, Figure, count, emit, machine, parser as bench_parser  # noqa: E402
 
+from mltb_core.analysis.records import TrialRecord  # noqa: E402
+from mltb_core.analysis.resultsfile import read_records  # noqa: E402
+
 ARMS = ("local", "llama_cpp.server")
 OPENAI_NAME = "qwen2.5-coder-1.5b"
 STARTUP_SECONDS = 300
@@ -69,12 +72,12 @@ def _trial_command(args, arm: str, out: Path) -> list[str]:
             "--no-llm-cache", "--mltb-out", str(out)]
 
 
-def _record(out: Path) -> dict | None:
+def _record(out: Path) -> TrialRecord | None:
     results = out / "results.jsonl"
     if not results.exists():
         return None
-    lines = [line for line in results.read_text().splitlines() if line.strip()]
-    return json.loads(lines[-1]) if lines else None
+    records = list(read_records(results))   # typed; a bad line is a warning, skipped
+    return records[-1] if records else None
 
 
 def _replies(out: Path) -> tuple[int, int]:
@@ -89,7 +92,7 @@ def _replies(out: Path) -> tuple[int, int]:
     return requests, parsed
 
 
-def run_arm(args, arm: str, out: Path) -> dict:
+def run_arm(args, arm: str, out: Path) -> TrialRecord:
     record = _record(out)
     if record is not None:
         return record
@@ -135,10 +138,10 @@ def main() -> int:
             out = args.out / f"round{round_ + 1}-{arm.replace('.', '_')}"
             record = run_arm(args, arm, out)
             requests, parsed = _replies(out)
-            uncached = record["tokens_in"] - record["tokens_in_cached"]
-            walls[arm].append(record["wall_seconds"])
-            rows.append([round_ + 1, arm, f"{record['wall_seconds']:.0f}", record["llm_calls"], requests, parsed,
-                         f"{uncached:,}", f"{record['tokens_in']:,}", record["tokens_out"], record["stage_reached"]])
+            uncached = record.tokens_in - record.tokens_in_cached
+            walls[arm].append(record.wall_seconds)
+            rows.append([round_ + 1, arm, f"{record.wall_seconds:.0f}", record.llm_calls, requests, parsed,
+                         f"{uncached:,}", f"{record.tokens_in:,}", record.tokens_out, record.stage_reached])
     print(tabulate(rows, headers=["round", "server", "wall s", "LLM calls", "requests", "parsed replies",
                                   "uncached prompt tok", "prompt tok", "completion tok", "stage"],
                    tablefmt="github"))
