@@ -228,9 +228,10 @@ class TrialConfig:
                                   "or 'trimmed' (older tool results cut to their first lines, tool descriptions "
                                   "to their first paragraph)", choices=CONTEXT_MODES)
     # a bound on the tool results a request carries whole (see Episode.compacted_steps)
-    context_budget: int | None = option(None, "tokens of tool results a request carries whole (at "
-                                              f"{CHARS_PER_TOKEN} characters a token); beyond it the oldest are "
-                                              "cut to their first lines, in blocks that keep the cached prefix",
+    context_budget: int | None = option(None, "tokens of older tool results (all but the last three) a request "
+                                              f"carries whole (at {CHARS_PER_TOKEN} characters a token); beyond it "
+                                              "the oldest are cut to their first lines, in blocks that keep the "
+                                              "cached prefix; not with --context trimmed",
                                         range=Range(int, 500, why="a few tool results"),
                                         unset_text="unbounded: every result whole, the paper's",
                                         hashed=HASHED_WHEN_SET)
@@ -259,6 +260,9 @@ class TrialConfig:
                 raise ValueError(f"unknown planner knob {name!r}; known knobs: {', '.join(sorted(_KNOBS)) or 'none'}")
             if not (value is None and setting.default is None):
                 setting.check(value)
+        if self.context == "trimmed" and self.context_budget is not None:
+            raise ValueError("context_budget: a budget has no effect with context 'trimmed' (every result but "
+                             "the last three is cut already); set one or the other")
         for setting in TRIAL_SETTINGS:
             value = getattr(self, setting.field)
             if not (value is None and setting.field in _optional_fields()):

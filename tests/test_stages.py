@@ -22,7 +22,7 @@ from mltb_core.stages.specs import REWARD_STAGES, STAGE_COUNT, STAGE_NAMES, Stag
 # it changed (message_order says so), so that along a path each request extends the previous one; re-pinned
 # (issue 62) when the listing gained "bounded_context" (--context-budget; every other entry unchanged: fc9fb7e7...),
 # and when message_order said that a note the very next step's note replaces is dropped.
-PROMPTS_SHA256 = "a901193aec8763c39a099b40664c6ffb4423ff5a221b9b4d20830c390f7dedf0"
+PROMPTS_SHA256 = "23f036e5b573b813eaec03b25e708c62e3a107843a92307440ced6630c3fb08b"
 
 
 def test_the_prompts_are_byte_identical_to_before():

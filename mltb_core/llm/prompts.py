@@ -152,10 +152,10 @@ SCRATCHPAD_HEADER = "Scratchpad objects now available:"
 
 
 # -- a bounded context (``--context-budget N``) --------------------------------------------------------
-# A request carries the path's tool results whole while they total at most N tokens (CHARS_PER_TOKEN
-# characters a token). When a step takes them past N, the oldest are cut (trim_observation) until the whole
-# ones total at most BOUNDED_LOW_WATER × N, the last TRIMMED_FULL_OBSERVATIONS always whole; the stage notes
-# shown at cut steps go too. The cut point moves in such blocks and only forward along a path, so between two
+# The last TRIMMED_FULL_OBSERVATIONS tool results are always whole; a request carries the older ones whole
+# while they total at most N tokens (CHARS_PER_TOKEN characters a token). When a step takes them past N, the
+# oldest are cut (trim_observation) until the whole ones total at most BOUNDED_LOW_WATER × N; the stage notes
+# shown after cut steps go too. The cut point moves in such blocks and only forward along a path, so between two
 # cuts each request still extends the previous one (a prefix cache evaluates only the new turn); a cut
 # re-evaluates the path from its first newly cut step: the low-water mark L costs about L / (1 - L) of the
 # results' own tokens again (a third at 0.25), a lower L fewer whole results after a cut.
@@ -190,8 +190,9 @@ def trim_observation(text: str) -> str:
 # model reads the prompt only) would otherwise never see a parameter. The note changes with the node's
 # stage, so it is never the request's tail: it follows the step after which it changed and stays there in
 # every later request along the path (Episode.proposal_messages), so each request extends the previous one
-# and a prefix cache evaluates only the new turn; a note the very next step's note replaces is dropped (free
-# for the cache, and a search that changes stage at most steps would otherwise carry a note per step).
+# and a prefix cache evaluates only the new turn; a note the very next step's note replaces is dropped (the
+# cache re-evaluates only that step's call, and a search that changes stage at most steps would otherwise
+# carry a note per step).
 # It lists the tools of the stage after the furthest one the node has passed (stages/masking.py:
 # stage_tools, most relevant first) with their parameters, at most STAGE_TOOLS_BUDGET characters (what the
 # local model's ~4,000-character catalogue budget was: ~1,000 tokens); tools past the budget by name only.
@@ -530,10 +531,11 @@ def all_prompts() -> dict[str, Any]:
                                     "from the first request that outgrows the model's context window on"},
         "bounded_context": {"chars_per_token": CHARS_PER_TOKEN, "low_water": BOUNDED_LOW_WATER,
                             "full_observations": TRIMMED_FULL_OBSERVATIONS,
-                            "rule": "with --context-budget N: while the path's tool results total more than N "
-                                    "tokens, the oldest are cut to their first lines (the trimmed context's cut) "
-                                    "until the whole ones total at most low_water x N, and the stage notes after "
-                                    "cut steps are dropped; the cut point only moves forward along a path"},
+                            "rule": "with --context-budget N: the last full_observations tool results are "
+                                    "whole; while the older ones total more than N tokens, the oldest are cut to "
+                                    "their first lines (the trimmed context's cut) until the whole ones total at "
+                                    "most low_water x N, and the stage notes after cut steps are dropped; the cut "
+                                    "point only moves forward along a path"},
         "stage_feedback": {"stages": STAGE_FEEDBACK, "calls": FEEDBACK_CALLS, "parts": FEEDBACK_PARTS,
                            "roles": FEEDBACK_ROLES},
     }

@@ -100,7 +100,8 @@ class Episode:
         self.best: Node = self.root   # furthest stage reached so far (ties: test predictions made, then the shallower)
         self._stage_notes: dict[tuple[int, bool, tuple[str, ...] | None], str] = {}
         # node id -> the stage note of the first proposal request from that node: where a note was shown, it
-        # stays in every later request along the path (proposal_messages), so each request extends the last.
+        # stays in every later request along the path (proposal_messages) unless the next step's note replaces
+        # it, so each request extends the last.
         self._shown_notes: dict[int, str] = {}
         # Older tool results cut (prompts.trim_observation): from the start with --context trimmed, else from
         # the first request that outgrew the model's context window (see _complete).
@@ -174,10 +175,11 @@ class Episode:
     def _path_notes(self, path: list[Node], compacted: int) -> dict[int, str]:
         """The stage notes a proposal request along ``path`` shows, by position (0: before the first step, i:
         after step i): each node's recorded note where it differs from the last one shown, none after a cut
-        step, and none that the very next step replaces with another. A note replaced one step later costs the
-        prefix cache nothing to drop (the request that showed it ended with it; the next request shares
-        everything before it and evaluates the new step either way), and a tree search that changes stage at
-        most steps would otherwise carry a note per step."""
+        step, and none that the very next step replaces with another. Dropping a note replaced one step later
+        costs the prefix cache little: the request that showed it ended with it, and the next one shares
+        everything before it and evaluates the new step's result and note either way; only the new step's call
+        (the reply a server may still hold after the note, ~50 tokens) is evaluated again. A tree search that
+        changes stage at most steps would otherwise carry a note per step (~1,000 tokens each) at every depth."""
         notes: dict[int, str] = {}
         shown = ""
         for position, node in enumerate(path):
@@ -198,10 +200,12 @@ class Episode:
             if node.id in self._compacted:
                 continue
             count = self._compacted[path[depth - 1].id]
-            sizes = [len(step.observation) for step in path[1:depth + 1]]
-            whole, limit = sum(sizes[count:]), budget * prompts.CHARS_PER_TOKEN   # in characters
+            # the results that may be cut (all but the last few) against the budget, in characters: a cut
+            # then always takes a block, however long the last few are
+            last_cut = max(depth - prompts.TRIMMED_FULL_OBSERVATIONS, 0)
+            sizes = [len(step.observation) for step in path[1:last_cut + 1]]
+            whole, limit = sum(sizes[count:]), budget * prompts.CHARS_PER_TOKEN
             if whole > limit:
-                last_cut = len(sizes) - prompts.TRIMMED_FULL_OBSERVATIONS
                 while count < last_cut and whole > limit * prompts.BOUNDED_LOW_WATER:
                     whole -= sizes[count]
                     count += 1
@@ -229,9 +233,10 @@ class Episode:
         The note of the next stage's tools is a user turn after the step that led to it, shown where it first
         changed along the path and kept there: the first proposal from a node records its note, every later
         request below the node shows that note after the node's step unless it repeats the last note shown
-        before it. So along a path each request is the previous one plus the new turn (a prefix cache
-        evaluates the new step and, when the stage changed, its note), instead of a note at the end that
-        changes with the stage and is re-evaluated by every call. A repeated proposal from a node whose note
+        before it or the next step's note replaces it (:meth:`_path_notes`). So along a path each request is
+        the previous one plus the new turn (a prefix cache evaluates the new step and, when the stage changed,
+        its note; after a replaced note, the new step's call too), instead of a note at the end that changes
+        with the stage and is re-evaluated by every call. A repeated proposal from a node whose note
         differs from the recorded one (other ``allowed`` tools) ends with its own note."""
         note = self.stage_tools_note(node, allowed)
         self._shown_notes.setdefault(node.id, note)
