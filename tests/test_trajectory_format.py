@@ -92,19 +92,24 @@ def test_a_real_trial_writes_a_versioned_trajectory(tmp_path):
     assert not read.malformed and len(read.events) == len(lines)
 
 
-def test_every_published_trajectory_is_version_1_and_reads_whole():
+def test_every_published_trajectory_declares_a_known_version_and_reads_whole():
+    # the older reports are version 1 (no format_version); later ones declare the format they were written in
     assert len(PUBLISHED) > 100
+    versions = set()
     for path in PUBLISHED:
         first = json.loads(path.read_text(encoding="utf-8").split("\n", 1)[0])
-        assert "format_version" not in first and format_of(first) == 1, path
+        version = format_of(first)
+        assert ("format_version" in first) == (version > 1) and 1 <= version <= TRAJECTORY_FORMAT, path
+        versions.add(version)
         read = read_events(path)
         assert read.events and not read.malformed, (path, read.malformed[:3])
+    assert versions == set(range(1, TRAJECTORY_FORMAT + 1))
 
 
 def test_a_version_1_trajectory_migrates_to_the_current_format():
     # a migration step for every version before the current one, each an event of the next version
     assert sorted(events._MIGRATIONS) == list(range(1, TRAJECTORY_FORMAT))
-    path = PUBLISHED[0]
+    path = next(p for p in PUBLISHED if "format_version" not in p.read_text(encoding="utf-8").split("\n", 1)[0])
     raw = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     old = parse_events((n, value, None) for n, value in enumerate(raw, 1))
     current = [{"format_version": TRAJECTORY_FORMAT, **raw[0]}, *raw[1:]]
