@@ -22,6 +22,11 @@ ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED = sorted(p for p in (ROOT / "reports").rglob("*.jsonl") if "trajectories" in p.parts)
 
 
+def _first_object(path: Path) -> dict:
+    """The first line of a published trajectory, parsed (where its format version is declared)."""
+    return json.loads(path.read_text(encoding="utf-8").split("\n", 1)[0])
+
+
 def _step_type_operand(node: ast.AST) -> bool:
     """``x.get("step_type")`` or ``x["step_type"]``."""
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
@@ -97,7 +102,7 @@ def test_every_published_trajectory_declares_a_known_version_and_reads_whole():
     assert len(PUBLISHED) > 100
     versions = set()
     for path in PUBLISHED:
-        first = json.loads(path.read_text(encoding="utf-8").split("\n", 1)[0])
+        first = _first_object(path)
         version = format_of(first)
         assert ("format_version" in first) == (version > 1) and 1 <= version <= TRAJECTORY_FORMAT, path
         versions.add(version)
@@ -109,7 +114,7 @@ def test_every_published_trajectory_declares_a_known_version_and_reads_whole():
 def test_a_version_1_trajectory_migrates_to_the_current_format():
     # a migration step for every version before the current one, each an event of the next version
     assert sorted(events._MIGRATIONS) == list(range(1, TRAJECTORY_FORMAT))
-    path = next(p for p in PUBLISHED if "format_version" not in p.read_text(encoding="utf-8").split("\n", 1)[0])
+    path = next(p for p in PUBLISHED if format_of(_first_object(p)) == 1)
     raw = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     old = parse_events((n, value, None) for n, value in enumerate(raw, 1))
     current = [{"format_version": TRAJECTORY_FORMAT, **raw[0]}, *raw[1:]]
